@@ -1,0 +1,105 @@
+/* context.c: poas_init / poas_finalize and the device queries. Settings
+ * come from poas_options first, then the environment, then defaults. */
+#include "api/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void poas_options_init(poas_options *opts) {
+  if (!opts)
+    return;
+  memset(opts, 0, sizeof *opts);
+  opts->log_level = -1;
+}
+
+/* An option's value: the explicit one, else the environment's, else NULL. */
+static const char *setting(const char *explicit_value, const char *env_name) {
+  if (explicit_value)
+    return explicit_value;
+  const char *env = getenv(env_name);
+  return env && *env ? env : NULL;
+}
+
+static int parse_policy(const char *text, char out[16]) {
+  static const char *const policies[] = {"static", "guided", "dynamic"};
+  for (size_t i = 0; i < POAS__ARRAY_LEN(policies); i++)
+    if (strcmp(text, policies[i]) == 0) {
+      poas__strlcpy(out, text, 16);
+      return 0;
+    }
+  return poas__fail(POAS_EINVAL,
+                    "unknown scheduling policy '%s' (expected static, guided or dynamic)", text);
+}
+
+int poas_init(poas_context **out, const poas_options *opts) {
+  poas__clear_detail();
+  if (!out)
+    return poas__fail(POAS_ENULL, "poas_init: ctx is NULL");
+  poas_options defaults;
+  poas_options_init(&defaults);
+  if (!opts)
+    opts = &defaults;
+  if (opts->log_level >= 0)
+    poas__log_set_level(opts->log_level);
+
+  poas_context *ctx = calloc(1, sizeof *ctx);
+  if (!ctx)
+    return POAS_ENOMEM;
+  int rc = parse_policy(setting(opts->sched, "POAS_SCHED") ? setting(opts->sched, "POAS_SCHED")
+                                                            : "guided",
+                        ctx->sched);
+  if (rc)
+    goto fail_ctx;
+  const char *trace = setting(opts->trace, "POAS_TRACE");
+  if (trace && !(ctx->trace_path = strdup(trace))) {
+    rc = POAS_ENOMEM;
+    goto fail_ctx;
+  }
+  char err[512] = "";
+  rc = poas__devset_open(setting(opts->devices, "POAS_DEVICES"), &ctx->devices, err, sizeof err);
+  if (rc) {
+    poas__fail(rc, "%s", err);
+    goto fail_trace;
+  }
+  *out = ctx;
+  return 0;
+
+fail_trace:
+  free(ctx->trace_path);
+fail_ctx:
+  free(ctx);
+  return rc;
+}
+
+void poas_finalize(poas_context *ctx) {
+  if (!ctx)
+    return;
+  poas__devset_close(&ctx->devices);
+  free(ctx->profile_path);
+  free(ctx->trace_path);
+  free(ctx);
+}
+
+int poas_device_count(const poas_context *ctx) {
+  if (!ctx)
+    return POAS_ENULL;
+  return ctx->devices.ndev;
+}
+
+int poas_device_get(const poas_context *ctx, int index, poas_device_info *out) {
+  if (!ctx || !out)
+    return POAS_ENULL;
+  if (index < 0 || index >= ctx->devices.ndev)
+    return POAS_ERANGE;
+  *out = ctx->devices.dev[index]->info;
+  return 0;
+}
+
+int poas_last_report(const poas_context *ctx, poas_report *out) {
+  if (!ctx || !out)
+    return POAS_ENULL;
+  if (!ctx->has_report)
+    return POAS_ESTATE;
+  *out = ctx->report;
+  return 0;
+}

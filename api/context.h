@@ -1,0 +1,36 @@
+/* context.h: the inside of a poas_context, shared by the files of api/.
+ * The phases below api/ never see this struct: api/ hands each of them the
+ * pieces it needs. */
+#ifndef POAS_CONTEXT_H
+#define POAS_CONTEXT_H
+
+#include "devices/device.h"
+#include "poas.h"
+
+/* A GEMM normalised to column-major, after validation: what the phases
+ * below api/ work on. Row-major calls are turned into this by swapping the
+ * operands (C^T = op(B)^T op(A)^T). */
+typedef struct poas__gemm_problem {
+  poas_dtype dtype;
+  poas_op transa, transb;
+  int64_t m, n, k;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+  int64_t lda, ldb, ldc;
+} poas__gemm_problem;
+
+struct poas_context {
+  poas__devset devices;
+  char sched[16];          /* "static", "guided" or "dynamic" */
+  char *trace_path;        /* NULL: no trace */
+  char *profile_path;      /* the profile asked for or found, may be NULL */
+  int has_report;
+  poas_report report;
+};
+
+/* Runs a validated, normalised GEMM on the context's devices and fills
+ * ctx->report. */
+int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p);
+
+#endif /* POAS_CONTEXT_H */

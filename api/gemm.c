@@ -1,0 +1,106 @@
+/* gemm.c: poas_sgemm and poas_dgemm. Checks every argument before touching
+ * anything (BLIS-style, in gemm_check), turns row-major calls into
+ * column-major ones, and hands the problem to the pipeline. */
+#include "api/context.h"
+
+#include <string.h>
+
+/* Byte range [lo, hi) a matrix of `rows` x `cols` (column-major storage:
+ * `cols` runs of `rows` elements, `ld` apart) occupies. */
+static void matrix_span(const void *p, int64_t rows, int64_t cols, int64_t ld, size_t elem,
+                        uintptr_t *lo, uintptr_t *hi) {
+  *lo = (uintptr_t)p;
+  *hi = *lo + ((uintptr_t)(cols - 1) * (uintptr_t)ld + (uintptr_t)rows) * elem;
+}
+
+static int spans_overlap(uintptr_t alo, uintptr_t ahi, uintptr_t blo, uintptr_t bhi) {
+  return alo < bhi && blo < ahi;
+}
+
+/* Validates a column-major problem; the caller has already normalised the
+ * layout, so lda/ldb/ldc are checked against stored rows. */
+static int gemm_check(const poas__gemm_problem *p) {
+  if (p->transa != POAS_NO_TRANS && p->transa != POAS_TRANS)
+    return poas__fail(POAS_EOP, "gemm: unknown transa value %d", (int)p->transa);
+  if (p->transb != POAS_NO_TRANS && p->transb != POAS_TRANS)
+    return poas__fail(POAS_EOP, "gemm: unknown transb value %d", (int)p->transb);
+  if (p->m < 0 || p->n < 0 || p->k < 0)
+    return poas__fail(POAS_ESIZE, "gemm: negative size (m=%lld n=%lld k=%lld)",
+                      (long long)p->m, (long long)p->n, (long long)p->k);
+  /* Stored shape of each operand, column-major. */
+  int64_t a_rows = p->transa == POAS_NO_TRANS ? p->m : p->k;
+  int64_t a_cols = p->transa == POAS_NO_TRANS ? p->k : p->m;
+  int64_t b_rows = p->transb == POAS_NO_TRANS ? p->k : p->n;
+  int64_t b_cols = p->transb == POAS_NO_TRANS ? p->n : p->k;
+  if (p->lda < POAS__MAX(1, a_rows))
+    return poas__fail(POAS_ELD, "gemm: lda=%lld is smaller than %lld", (long long)p->lda,
+                      (long long)POAS__MAX(1, a_rows));
+  if (p->ldb < POAS__MAX(1, b_rows))
+    return poas__fail(POAS_ELD, "gemm: ldb=%lld is smaller than %lld", (long long)p->ldb,
+                      (long long)POAS__MAX(1, b_rows));
+  if (p->ldc < POAS__MAX(1, p->m))
+    return poas__fail(POAS_ELD, "gemm: ldc=%lld is smaller than %lld", (long long)p->ldc,
+                      (long long)POAS__MAX(1, p->m));
+  int64_t tmp;
+  if (poas__mul_overflow(POAS__MAX(a_cols, 1), p->lda, &tmp) ||
+      poas__mul_overflow(POAS__MAX(b_cols, 1), p->ldb, &tmp) ||
+      poas__mul_overflow(POAS__MAX(p->n, 1), p->ldc, &tmp) || tmp > INT64_MAX / 8)
+    return poas__fail(POAS_ETOOBIG, "gemm: matrix extent overflows 64-bit indexing");
+  int c_used = p->m > 0 && p->n > 0;
+  int ab_used = c_used && p->k > 0 && p->alpha != 0;
+  if (c_used && !p->c)
+    return poas__fail(POAS_ENULL, "gemm: C is NULL");
+  if (ab_used && (!p->a || !p->b))
+    return poas__fail(POAS_ENULL, "gemm: %s is NULL", p->a ? "B" : "A");
+  if (ab_used) {
+    size_t elem = poas__dtype_size(p->dtype);
+    uintptr_t clo, chi, lo, hi;
+    matrix_span(p->c, p->m, p->n, p->ldc, elem, &clo, &chi);
+    matrix_span(p->a, a_rows, a_cols, p->lda, elem, &lo, &hi);
+    if (spans_overlap(clo, chi, lo, hi))
+      return poas__fail(POAS_EOVERLAP, "gemm: C overlaps A");
+    matrix_span(p->b, b_rows, b_cols, p->ldb, elem, &lo, &hi);
+    if (spans_overlap(clo, chi, lo, hi))
+      return poas__fail(POAS_EOVERLAP, "gemm: C overlaps B");
+  }
+  return 0;
+}
+
+/* Builds the column-major problem for a call in either layout. */
+static int gemm_entry(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
+                      poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
+                      const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
+                      void *C, int64_t ldc) {
+  poas__clear_detail();
+  if (!ctx)
+    return poas__fail(POAS_ENULL, "gemm: ctx is NULL");
+  poas__gemm_problem p = {.dtype = dtype, .alpha = alpha, .beta = beta, .c = C, .ldc = ldc};
+  if (layout == POAS_COL_MAJOR) {
+    p.transa = transa, p.transb = transb, p.m = m, p.n = n, p.k = k;
+    p.a = A, p.lda = lda, p.b = B, p.ldb = ldb;
+  } else if (layout == POAS_ROW_MAJOR) {
+    /* Row-major C (m x n) is column-major C^T (n x m) = op(B)^T op(A)^T. */
+    p.transa = transb, p.transb = transa, p.m = n, p.n = m, p.k = k;
+    p.a = B, p.lda = ldb, p.b = A, p.ldb = lda;
+  } else {
+    return poas__fail(POAS_ELAYOUT, "gemm: unknown layout value %d", (int)layout);
+  }
+  int rc = gemm_check(&p);
+  if (rc)
+    return rc;
+  return poas__gemm_run(ctx, &p);
+}
+
+int poas_sgemm(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb, int64_t m,
+               int64_t n, int64_t k, float alpha, const float *A, int64_t lda, const float *B,
+               int64_t ldb, float beta, float *C, int64_t ldc) {
+  return gemm_entry(ctx, POAS_FLOAT32, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
+                    beta, C, ldc);
+}
+
+int poas_dgemm(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb, int64_t m,
+               int64_t n, int64_t k, double alpha, const double *A, int64_t lda, const double *B,
+               int64_t ldb, double beta, double *C, int64_t ldc) {
+  return gemm_entry(ctx, POAS_FLOAT64, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
+                    beta, C, ldc);
+}

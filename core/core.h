@@ -1,0 +1,101 @@
+/* core.h: the ground floor every folder may use: logging, clocks, checked
+ * arithmetic, small string helpers and the device-selection parser.
+ * Nothing here knows about devices, models or plans. */
+#ifndef POAS_CORE_H
+#define POAS_CORE_H
+
+/* config.h first: it defines _GNU_SOURCE before any system header. */
+#include "config.h"
+#include "poas.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define POAS__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define POAS__UNUSED __attribute__((unused))
+#else
+#define POAS__PRINTF(f, a)
+#define POAS__UNUSED
+#endif
+
+#define POAS__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define POAS__MAX(a, b) ((a) > (b) ? (a) : (b))
+#define POAS__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---------------------------------------------------------------- logging */
+
+enum { POAS__LOG_OFF = 0, POAS__LOG_WARN = 1, POAS__LOG_INFO = 2, POAS__LOG_DEBUG = 3 };
+
+/* The process-wide log level: set by poas_init() from its options, else
+ * read once from POAS_LOG. Messages go to stderr prefixed "poas: ". */
+void poas__log_set_level(int level);
+int poas__log_level(void);
+void poas__log(int level, const char *fmt, ...) POAS__PRINTF(2, 3);
+#define poas__warn(...) poas__log(POAS__LOG_WARN, __VA_ARGS__)
+#define poas__info(...) poas__log(POAS__LOG_INFO, __VA_ARGS__)
+#define poas__debug(...) poas__log(POAS__LOG_DEBUG, __VA_ARGS__)
+
+/* Sets the thread's error detail (what poas_error_detail() returns) and
+ * logs it at warning level; returns `err` so callers can `return
+ * poas__fail(POAS_EIO, "...")`. poas__clear_detail() empties it. */
+int poas__fail(int err, const char *fmt, ...) POAS__PRINTF(2, 3);
+void poas__clear_detail(void);
+
+/* ----------------------------------------------------------------- clocks */
+
+/* Monotonic wall-clock seconds. */
+double poas__now(void);
+/* Sleeps for `seconds` (no-op when <= 0). */
+void poas__sleep(double seconds);
+
+/* ------------------------------------------------------------- arithmetic */
+
+/* a*b into *out, or nonzero on int64 overflow or a negative operand. */
+int poas__mul_overflow(int64_t a, int64_t b, int64_t *out);
+/* Bytes in one element of dtype (4 or 8), 0 for an unknown dtype. */
+size_t poas__dtype_size(poas_dtype dtype);
+/* "s" / "d" and "float32" / "float64". */
+const char *poas__dtype_letter(poas_dtype dtype);
+const char *poas__dtype_name(poas_dtype dtype);
+
+/* ---------------------------------------------------------------- strings */
+
+/* Copies src into dst[cap] always terminating; truncates. */
+void poas__strlcpy(char *dst, const char *src, size_t cap);
+/* Parses a whole string as a finite double / non-negative int64; accepts
+ * suffixes k, M, G (powers of 1000) and Ki, Mi, Gi (powers of 1024) when
+ * `suffixes` is nonzero. Returns 0 or POAS_EINVAL. */
+int poas__parse_double(const char *s, int suffixes, double *out);
+int poas__parse_int64(const char *s, int suffixes, int64_t *out);
+
+/* ------------------------------------------------------ device selection */
+
+#define POAS__SPEC_MAX_ENTRIES POAS_MAX_DEVICES
+#define POAS__SPEC_MAX_SETTINGS 12
+#define POAS__SPEC_TOKEN 160
+
+/* One entry of a selection such as "cpu:threads=1" or "opencl0". */
+typedef struct poas__spec_entry {
+  char kind[16];           /* "cpu", "cuda", "opencl", "sim" */
+  int index;               /* the N of "openclN"; -1 for "every device" */
+  int nsettings;
+  char key[POAS__SPEC_MAX_SETTINGS][32];
+  char value[POAS__SPEC_MAX_SETTINGS][POAS__SPEC_TOKEN];
+  char text[POAS__SPEC_TOKEN]; /* the entry as written, for messages */
+} poas__spec_entry;
+
+typedef struct poas__spec {
+  int nentries;
+  poas__spec_entry entry[POAS__SPEC_MAX_ENTRIES];
+} poas__spec;
+
+/* Parses a selection. On error returns POAS_ESPEC and writes a message that
+ * names the bad token into err[errcap] (which may be NULL). Known kinds are
+ * checked here; settings' keys and values are checked by the backends. */
+int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap);
+/* The value of `key` in an entry, or NULL. */
+const char *poas__spec_get(const poas__spec_entry *e, const char *key);
+
+#endif /* POAS_CORE_H */

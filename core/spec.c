@@ -1,0 +1,110 @@
+/* spec.c: parses a device selection ("cpu:threads=1,opencl0,sim:rate=1e11")
+ * into entries. Only the shape is checked here (known kinds, key=value
+ * settings); each backend checks its own keys and values when it opens the
+ * device, so that a message can say which device rejected what. */
+#include "core.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const known_kinds[] = {"cpu", "cuda", "opencl", "sim"};
+
+static int fail(char *err, size_t errcap, const char *fmt, const char *token) {
+  if (err && errcap)
+    snprintf(err, errcap, fmt, token);
+  return POAS_ESPEC;
+}
+
+/* Splits "opencl12" into kind "opencl" and index 12; "cpu" gives index -1. */
+static int parse_device_word(const char *word, poas__spec_entry *e) {
+  size_t len = strlen(word), digits = 0;
+  while (digits < len && isdigit((unsigned char)word[len - 1 - digits]))
+    digits++;
+  size_t kind_len = len - digits;
+  if (kind_len == 0 || kind_len >= sizeof e->kind || digits > 4)
+    return -1;
+  memcpy(e->kind, word, kind_len);
+  e->kind[kind_len] = '\0';
+  int known = 0;
+  for (size_t i = 0; i < POAS__ARRAY_LEN(known_kinds); i++)
+    known |= strcmp(e->kind, known_kinds[i]) == 0;
+  if (!known)
+    return -1;
+  e->index = -1;
+  if (digits) {
+    int64_t idx;
+    if (poas__parse_int64(word + kind_len, 0, &idx) != 0)
+      return -1;
+    e->index = (int)idx;
+  }
+  return 0;
+}
+
+static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap) {
+  memset(e, 0, sizeof *e);
+  poas__strlcpy(e->text, text, sizeof e->text);
+  char *save = NULL;
+  char *word = strtok_r(text, ":", &save);
+  if (!word || parse_device_word(word, e) != 0)
+    return fail(err, errcap, "unknown device '%s' (expected cpu, cuda, opencl or sim, "
+                             "optionally followed by an index)", word ? word : e->text);
+  for (char *kv = strtok_r(NULL, ":", &save); kv; kv = strtok_r(NULL, ":", &save)) {
+    char *eq = strchr(kv, '=');
+    if (!eq || eq == kv || eq[1] == '\0')
+      return fail(err, errcap, "malformed setting '%s' (expected key=value)", kv);
+    *eq = '\0';
+    if (e->nsettings == POAS__SPEC_MAX_SETTINGS || strlen(kv) >= sizeof e->key[0])
+      return fail(err, errcap, "too many or too long settings at '%s'", kv);
+    for (int i = 0; i < e->nsettings; i++)
+      if (strcmp(e->key[i], kv) == 0)
+        return fail(err, errcap, "setting '%s' given twice", kv);
+    poas__strlcpy(e->key[e->nsettings], kv, sizeof e->key[0]);
+    poas__strlcpy(e->value[e->nsettings], eq + 1, sizeof e->value[0]);
+    e->nsettings++;
+  }
+  return 0;
+}
+
+int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap) {
+  if (!text || !out)
+    return fail(err, errcap, "%s", "no device selection given");
+  char buf[4096];
+  if (strlen(text) >= sizeof buf)
+    return fail(err, errcap, "%s", "device selection too long");
+  poas__strlcpy(buf, text, sizeof buf);
+  poas__spec spec = {0};
+  /* Entries are split by hand, not with strtok, so that an empty entry
+   * ("cpu,,opencl") is reported instead of skipped. */
+  char *start = buf;
+  for (;;) {
+    char *comma = strchr(start, ',');
+    if (comma)
+      *comma = '\0';
+    /* Surrounding blanks are forgiven: "cpu, opencl0" is a common typo. */
+    while (isspace((unsigned char)*start))
+      start++;
+    for (char *end = start + strlen(start); end > start && isspace((unsigned char)end[-1]);)
+      *--end = '\0';
+    if (*start == '\0')
+      return fail(err, errcap, "empty device entry in '%s'", text);
+    if (spec.nentries == POAS__SPEC_MAX_ENTRIES)
+      return fail(err, errcap, "more than %s device entries", "32");
+    int rc = parse_entry(start, &spec.entry[spec.nentries], err, errcap);
+    if (rc)
+      return rc;
+    spec.nentries++;
+    if (!comma)
+      break;
+    start = comma + 1;
+  }
+  *out = spec;
+  return 0;
+}
+
+const char *poas__spec_get(const poas__spec_entry *e, const char *key) {
+  for (int i = 0; i < e->nsettings; i++)
+    if (strcmp(e->key[i], key) == 0)
+      return e->value[i];
+  return NULL;
+}

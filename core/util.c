@@ -1,0 +1,94 @@
+/* util.c: clocks, checked arithmetic and number parsing shared by every
+ * folder. */
+#include "core.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double poas__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void poas__sleep(double seconds) {
+  if (!(seconds > 0))
+    return;
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+int poas__mul_overflow(int64_t a, int64_t b, int64_t *out) {
+  if (a < 0 || b < 0)
+    return 1;
+  return __builtin_mul_overflow(a, b, out);
+}
+
+size_t poas__dtype_size(poas_dtype dtype) {
+  switch (dtype) {
+  case POAS_FLOAT32:
+    return 4;
+  case POAS_FLOAT64:
+    return 8;
+  }
+  return 0;
+}
+
+const char *poas__dtype_letter(poas_dtype dtype) { return dtype == POAS_FLOAT64 ? "d" : "s"; }
+
+const char *poas__dtype_name(poas_dtype dtype) {
+  return dtype == POAS_FLOAT64 ? "float64" : "float32";
+}
+
+void poas__strlcpy(char *dst, const char *src, size_t cap) {
+  if (cap == 0)
+    return;
+  size_t n = src ? strlen(src) : 0;
+  if (n >= cap)
+    n = cap - 1;
+  if (n)
+    memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+/* Multiplier for a size suffix, or 0 when the suffix is not one. */
+static double suffix_scale(const char *s) {
+  static const struct {
+    const char *text;
+    double scale;
+  } table[] = {{"", 1},          {"k", 1e3},          {"K", 1e3},
+               {"M", 1e6},       {"G", 1e9},          {"T", 1e12},
+               {"Ki", 1024.0},   {"Mi", 1048576.0},   {"Gi", 1073741824.0},
+               {"Ti", 1099511627776.0}};
+  for (size_t i = 0; i < POAS__ARRAY_LEN(table); i++)
+    if (strcmp(s, table[i].text) == 0)
+      return table[i].scale;
+  return 0;
+}
+
+int poas__parse_double(const char *s, int suffixes, double *out) {
+  if (!s || !*s)
+    return POAS_EINVAL;
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || errno == ERANGE)
+    return POAS_EINVAL;
+  double scale = suffixes ? suffix_scale(end) : (*end ? 0 : 1);
+  if (scale == 0 || !isfinite(v * scale))
+    return POAS_EINVAL;
+  *out = v * scale;
+  return 0;
+}
+
+int poas__parse_int64(const char *s, int suffixes, int64_t *out) {
+  double v;
+  if (poas__parse_double(s, suffixes, &v) != 0 || v < 0 || v > 9.2e18 || v != floor(v))
+    return POAS_EINVAL;
+  *out = (int64_t)v;
+  return 0;
+}

@@ -1,0 +1,250 @@
+/* cpu.c: the host CPU as a device, through OpenBLAS. It computes directly
+ * on host memory (host_memory = 1), so the adapter gives it no copies. Its
+ * one lane is the calling thread: every operation is synchronous and events
+ * are always complete. With pin=1 (the default) the calling thread and
+ * OpenBLAS's threads are bound with hwloc to the first `threads` cores, so
+ * that a device placed on the remaining cores (PoCL's, say) does not fight
+ * over them. */
+#include "devices/device.h"
+
+/* cblas.h is OpenBLAS's: it declares openblas_set_num_threads and, with
+ * _GNU_SOURCE, openblas_setaffinity. */
+#include <cblas.h>
+#include <hwloc.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct cpu_state {
+  poas__device dev;
+  hwloc_topology_t topo;
+  hwloc_cpuset_t cpuset; /* the cores this device computes on */
+  int threads;
+  int pin;
+} cpu_state;
+
+static int cpu_count(void) { return 1; }
+
+static int core_count(hwloc_topology_t topo) {
+  int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+  return n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+static void fill_name(cpu_state *s) {
+  hwloc_obj_t pkg = hwloc_get_obj_by_type(s->topo, HWLOC_OBJ_PACKAGE, 0);
+  const char *model = pkg ? hwloc_obj_get_info_by_name(pkg, "CPUModel") : NULL;
+  poas__strlcpy(s->dev.info.name, model ? model : "host CPU", sizeof s->dev.info.name);
+  const char *cfg = openblas_get_config();
+  poas__strlcpy(s->dev.info.driver, cfg ? cfg : "OpenBLAS", sizeof s->dev.info.driver);
+}
+
+/* The cpuset of the first `threads` cores (one PU each). */
+static hwloc_cpuset_t first_cores(hwloc_topology_t topo, int threads) {
+  hwloc_cpuset_t set = hwloc_bitmap_alloc();
+  int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+  for (int i = 0; i < threads && i < ncores; i++) {
+    hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (unsigned)i);
+    hwloc_bitmap_set(set, (unsigned)hwloc_bitmap_first(core->cpuset));
+  }
+  return set;
+}
+
+static int parse_settings(cpu_state *s, const poas__spec_entry *e, int ncores, char *err,
+                          size_t errcap) {
+  s->threads = ncores;
+  s->pin = 1;
+  for (int i = 0; e && i < e->nsettings; i++) {
+    int64_t v;
+    if (strcmp(e->key[i], "threads") == 0) {
+      if (poas__parse_int64(e->value[i], 0, &v) || v < 1 || v > ncores) {
+        snprintf(err, errcap, "cpu: bad value '%s' for threads (1 to %d)", e->value[i], ncores);
+        return POAS_ESPEC;
+      }
+      s->threads = (int)v;
+    } else if (strcmp(e->key[i], "pin") == 0) {
+      if (poas__parse_int64(e->value[i], 0, &v) || v > 1) {
+        snprintf(err, errcap, "cpu: bad value '%s' for pin (0 or 1)", e->value[i]);
+        return POAS_ESPEC;
+      }
+      s->pin = (int)v;
+    } else {
+      snprintf(err, errcap, "cpu: unknown setting '%s' (known: threads, pin)", e->key[i]);
+      return POAS_ESPEC;
+    }
+  }
+  return 0;
+}
+
+static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, char *err,
+                    size_t errcap) {
+  (void)index;
+  cpu_state *s = calloc(1, sizeof *s);
+  if (!s)
+    return POAS_ENOMEM;
+  if (hwloc_topology_init(&s->topo) || hwloc_topology_load(s->topo)) {
+    snprintf(err, errcap, "cpu: hwloc could not read the topology");
+    free(s);
+    return POAS_EDEVICE;
+  }
+  int ncores = core_count(s->topo);
+  int rc = parse_settings(s, e, ncores, err, errcap);
+  if (rc) {
+    hwloc_topology_destroy(s->topo);
+    free(s);
+    return rc;
+  }
+  s->cpuset = first_cores(s->topo, s->threads);
+  fill_name(s);
+  poas_device_info *info = &s->dev.info;
+  hwloc_obj_t root = hwloc_get_root_obj(s->topo);
+  info->memory_bytes = root->total_memory;
+  info->cores = s->threads;
+  info->shares_host_cores = 1;
+  info->host_memory = 1;
+  /* A rough peak: 2 FMA units x 8 floats x 2 flops x ~2.5 GHz per core. */
+  info->peak_gflops[POAS_FLOAT32] = 80.0 * s->threads;
+  info->peak_gflops[POAS_FLOAT64] = 40.0 * s->threads;
+  s->dev.nlanes = 1;
+  s->dev.priv = s;
+  *out = &s->dev;
+  return 0;
+}
+
+static void cpu_close(poas__device *dev) {
+  cpu_state *s = dev->priv;
+  hwloc_bitmap_free(s->cpuset);
+  hwloc_topology_destroy(s->topo);
+  free(s);
+}
+
+static int cpu_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
+  (void)dev;
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+    return POAS_ENOMEM;
+  out->ptr = p;
+  return 0;
+}
+
+static void cpu_mem_free(poas__device *dev, poas__mem mem) {
+  (void)dev;
+  free(mem.ptr);
+}
+
+static void copy2d(char *dst, size_t dpitch, const char *src, size_t spitch, size_t width,
+                   size_t rows) {
+  for (size_t r = 0; r < rows; r++)
+    memcpy(dst + r * dpitch, src + r * spitch, width);
+}
+
+static int cpu_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *src,
+                        const poas__copy2d *c) {
+  (void)dev, (void)lane;
+  copy2d((char *)dst.ptr + c->dev_off, c->dev_pitch, src, c->host_pitch, c->width, c->rows);
+  return 0;
+}
+
+static int cpu_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
+                        const poas__copy2d *c) {
+  (void)dev, (void)lane;
+  copy2d(dst, c->host_pitch, (const char *)src.ptr + c->dev_off, c->dev_pitch, c->width, c->rows);
+  return 0;
+}
+
+/* Binds the calling thread and OpenBLAS's workers to this device's cores.
+ * Done per call because the thread count is process-wide in OpenBLAS and
+ * another caller (a baseline, a test) may have changed it. */
+static void bind_threads(cpu_state *s) {
+  openblas_set_num_threads(s->threads);
+  if (!s->pin)
+    return;
+  hwloc_set_cpubind(s->topo, s->cpuset, HWLOC_CPUBIND_THREAD);
+  /* OpenBLAS worker i (1-based; 0 is the caller) goes to the i-th core. */
+  int i = 0;
+  unsigned pu;
+  hwloc_bitmap_foreach_begin(pu, s->cpuset) {
+    if (i > 0) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(pu, &one);
+      openblas_setaffinity(i - 1, sizeof one, &one);
+    }
+    i++;
+  }
+  hwloc_bitmap_foreach_end();
+}
+
+static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
+  (void)lane;
+  cpu_state *s = dev->priv;
+  if (g->m == 0 || g->n == 0)
+    return 0;
+  bind_threads(s);
+  enum CBLAS_TRANSPOSE ta = g->transa == POAS_TRANS ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE tb = g->transb == POAS_TRANS ? CblasTrans : CblasNoTrans;
+  if (g->dtype == POAS_FLOAT32) {
+    cblas_sgemm(CblasColMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k,
+                (float)g->alpha, (const float *)((const char *)g->a.mem.ptr + g->a.off),
+                (blasint)g->a.ld, (const float *)((const char *)g->b.mem.ptr + g->b.off),
+                (blasint)g->b.ld, (float)g->beta, (float *)((char *)g->c.mem.ptr + g->c.off),
+                (blasint)g->c.ld);
+  } else {
+    cblas_dgemm(CblasColMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k, g->alpha,
+                (const double *)((const char *)g->a.mem.ptr + g->a.off), (blasint)g->a.ld,
+                (const double *)((const char *)g->b.mem.ptr + g->b.off), (blasint)g->b.ld,
+                g->beta, (double *)((char *)g->c.mem.ptr + g->c.off), (blasint)g->c.ld);
+  }
+  return 0;
+}
+
+static int cpu_event_create(poas__device *dev, poas__event *ev) {
+  memset(ev, 0, sizeof *ev);
+  ev->dev = dev;
+  return 0;
+}
+
+static int cpu_event_record(poas__device *dev, int lane, poas__event *ev) {
+  (void)dev, (void)lane;
+  ev->recorded = 1;
+  ev->wall = poas__now();
+  return 0;
+}
+
+static int cpu_nop_event(poas__device *dev, int lane, poas__event *ev) {
+  (void)dev, (void)lane, (void)ev;
+  return 0;
+}
+
+static int cpu_event_sync(poas__device *dev, poas__event *ev) {
+  (void)dev, (void)ev;
+  return 0;
+}
+
+static void cpu_event_destroy(poas__device *dev, poas__event *ev) { (void)dev, (void)ev; }
+
+static int cpu_lane_sync(poas__device *dev, int lane) {
+  (void)dev, (void)lane;
+  return 0;
+}
+
+const poas__backend poas__backend_cpu = {
+    .kind_name = "cpu",
+    .kind = POAS_DEVICE_CPU,
+    .built = 1,
+    .count = cpu_count,
+    .open = cpu_open,
+    .close = cpu_close,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
+    .copy_h2d = cpu_copy_h2d,
+    .copy_d2h = cpu_copy_d2h,
+    .gemm = cpu_gemm,
+    .event_create = cpu_event_create,
+    .event_record = cpu_event_record,
+    .lane_wait = cpu_nop_event,
+    .event_sync = cpu_event_sync,
+    .event_destroy = cpu_event_destroy,
+    .lane_sync = cpu_lane_sync,
+};

@@ -1,0 +1,175 @@
+/* device.h: the backend interface. Each backend (cpu, cuda, opencl, sim)
+ * fills one static const poas__backend table with designated initializers;
+ * the rest of the library drives devices only through these pointers and
+ * never contains a backend's #ifdef.
+ *
+ * Model of a device:
+ * - memory: buffers allocated on the device, named by a poas__mem handle
+ *   (a device pointer, a cl_mem, or host memory for host_memory devices)
+ *   plus a byte offset;
+ * - lanes: in-order queues of work (a CUDA stream, an OpenCL command queue;
+ *   on the CPU the calling thread itself). Operations on one lane run in
+ *   submission order; operations on different lanes are ordered only
+ *   through events;
+ * - copies: 2-D strided blocks between host memory and device memory,
+ *   asynchronous on a lane (the host memory must stay valid until an event
+ *   recorded after the copy has completed);
+ * - compute: column-major GEMM on device memory (the adapter turns
+ *   row-major problems into column-major ones before they get here).
+ *
+ * A backend that is not built still compiles its registration file, whose
+ * table reports zero devices, so the list of kinds is the same everywhere. */
+#ifndef POAS_DEVICE_H
+#define POAS_DEVICE_H
+
+#include "core/core.h"
+#include "poas.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct poas__device poas__device;
+typedef struct poas__backend poas__backend;
+
+/* Device memory: what mem_alloc returned. For host_memory devices, ptr is a
+ * host address and poas__mem_host() wraps caller memory directly. */
+typedef struct poas__mem {
+  void *ptr;
+} poas__mem;
+
+static inline poas__mem poas__mem_host(const void *p) {
+  poas__mem m = {(void *)(uintptr_t)p};
+  return m;
+}
+
+/* An event: a point in one lane's stream of work. Backends store what they
+ * need in the union; the scheduler only passes events around. */
+typedef struct poas__event {
+  poas__device *dev;
+  union {
+    void *handle;       /* cudaEvent_t, cl_event */
+    double vtime;       /* sim: the virtual time the lane reached */
+  } u;
+  double wall;          /* host time at which it was seen complete, if known */
+  int recorded;
+} poas__event;
+
+/* A GEMM operand: buffer, byte offset of its first element, leading
+ * dimension in elements. Column-major. */
+typedef struct poas__operand {
+  poas__mem mem;
+  size_t off;
+  int64_t ld;
+} poas__operand;
+
+/* C = alpha op(A) op(B) + beta C, column-major, on device memory. */
+typedef struct poas__gemm_call {
+  poas_dtype dtype;
+  poas_op transa, transb;
+  int64_t m, n, k;
+  double alpha, beta;
+  poas__operand a, b, c;
+} poas__gemm_call;
+
+/* A 2-D block copy: `rows` runs of `width` bytes, `pitch` bytes apart on
+ * each side. */
+typedef struct poas__copy2d {
+  size_t width, rows;
+  size_t host_pitch, dev_pitch;
+  size_t dev_off;
+} poas__copy2d;
+
+struct poas__backend {
+  const char *kind_name;          /* "cpu", "cuda", "opencl", "sim" */
+  poas_device_kind kind;
+  int built;                      /* 0: compiled out, reports no devices */
+
+  /* Number of physical devices of this kind present now (0 when none or not
+   * built). sim returns 0: every "sim" entry creates a new device. */
+  int (*count)(void);
+  /* Opens device `index` of this kind with the settings of a selection
+   * entry (NULL for defaults). Unknown settings keys are an error: write a
+   * message naming the bad key or value to err[errcap] and return
+   * POAS_ESPEC. On success *out is a device whose info is filled. */
+  int (*open)(int index, const poas__spec_entry *settings, poas__device **out, char *err,
+              size_t errcap);
+  void (*close)(poas__device *dev);
+
+  /* Memory. mem_alloc returns POAS_ENOMEM when the device cannot provide
+   * it. */
+  int (*mem_alloc)(poas__device *dev, size_t bytes, poas__mem *out);
+  void (*mem_free)(poas__device *dev, poas__mem mem);
+  /* Optional: page-lock a host range for faster copies (cudaHostRegister);
+   * NULL or an error means copies go from pageable memory. */
+  int (*host_register)(poas__device *dev, void *p, size_t bytes);
+  void (*host_unregister)(poas__device *dev, void *p);
+
+  /* Work on lanes 0..info.nlanes-1; all asynchronous where the device
+   * allows. */
+  int (*copy_h2d)(poas__device *dev, int lane, poas__mem dst, const void *src,
+                  const poas__copy2d *shape);
+  int (*copy_d2h)(poas__device *dev, int lane, void *dst, poas__mem src,
+                  const poas__copy2d *shape);
+  int (*gemm)(poas__device *dev, int lane, const poas__gemm_call *call);
+
+  /* Events: record marks the current end of a lane; wait makes a lane wait
+   * for an event (of the same device) without blocking the host; sync
+   * blocks the host until the event completed. An event may be recorded
+   * again after it completed. */
+  int (*event_create)(poas__device *dev, poas__event *ev);
+  int (*event_record)(poas__device *dev, int lane, poas__event *ev);
+  int (*lane_wait)(poas__device *dev, int lane, poas__event *ev);
+  int (*event_sync)(poas__device *dev, poas__event *ev);
+  void (*event_destroy)(poas__device *dev, poas__event *ev);
+  /* Blocks until everything submitted to the lane has completed. */
+  int (*lane_sync)(poas__device *dev, int lane);
+};
+
+/* An open device. The backend allocates it (with its own private state
+ * after or beside it) and fills every field. */
+struct poas__device {
+  const poas__backend *be;
+  poas_device_info info;
+  int index;             /* position of this kind among the host's devices */
+  int nlanes;            /* lanes available, at least 1 */
+  int virtual_time;      /* sim: lane clocks are virtual, nothing sleeps */
+  void *priv;            /* backend state */
+};
+
+/* ------------------------------------------------------------- registry */
+
+/* Every backend's table, always compiled (see each folder's register file). */
+extern const poas__backend poas__backend_cpu;
+extern const poas__backend poas__backend_cuda;
+extern const poas__backend poas__backend_opencl;
+extern const poas__backend poas__backend_sim;
+
+/* The backend for a kind name, or NULL. */
+const poas__backend *poas__backend_find(const char *kind_name);
+
+/* An opened set of devices. */
+typedef struct poas__devset {
+  int ndev;
+  poas__device *dev[POAS_MAX_DEVICES];
+} poas__devset;
+
+/* Opens the devices a selection names (NULL text: every device present).
+ * Ids are assigned per kind in order: cpu0, opencl0, opencl1, sim0...
+ * A device named explicitly that cannot open is an error; one found by a
+ * bare kind or by the default that fails is left out with a warning. */
+int poas__devset_open(const char *selection, poas__devset *out, char *err, size_t errcap);
+void poas__devset_close(poas__devset *set);
+
+/* Convenience wrappers used by every caller, so a missing optional hook is
+ * handled in one place. */
+static inline int poas__dev_sync_all(poas__device *d) {
+  int rc = 0;
+  for (int l = 0; l < d->nlanes; l++) {
+    int r = d->be->lane_sync(d, l);
+    if (r && !rc)
+      rc = r;
+  }
+  return rc;
+}
+
+#endif /* POAS_DEVICE_H */

@@ -1,0 +1,119 @@
+/* registry.c: opens the devices a selection names, through the backend
+ * tables. This is the only place that knows the list of backends. */
+#include "devices/device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const poas__backend *const backends[] = {
+    &poas__backend_cpu, &poas__backend_cuda, &poas__backend_opencl, &poas__backend_sim};
+
+const poas__backend *poas__backend_find(const char *kind_name) {
+  for (size_t i = 0; i < POAS__ARRAY_LEN(backends); i++)
+    if (strcmp(backends[i]->kind_name, kind_name) == 0)
+      return backends[i];
+  return NULL;
+}
+
+static int already_open(const poas__devset *set, const poas__backend *be, int index) {
+  for (int i = 0; i < set->ndev; i++)
+    if (set->dev[i]->be == be && set->dev[i]->index == index)
+      return 1;
+  return 0;
+}
+
+/* Opens one device and appends it; `explicit_id` makes failure an error. */
+static int open_one(poas__devset *set, const poas__backend *be, int index,
+                    const poas__spec_entry *e, int explicit_id, char *err, size_t errcap) {
+  if (set->ndev == POAS_MAX_DEVICES) {
+    snprintf(err, errcap, "more than %d devices selected", POAS_MAX_DEVICES);
+    return POAS_ESPEC;
+  }
+  poas__device *dev = NULL;
+  char why[256] = "";
+  int rc = be->open(index, e, &dev, why, sizeof why);
+  if (rc == POAS_ESPEC) {
+    snprintf(err, errcap, "%s", why);
+    return rc;
+  }
+  if (rc) {
+    if (explicit_id) {
+      snprintf(err, errcap, "%s%d could not be opened: %s", be->kind_name, index,
+               why[0] ? why : poas_strerror(rc));
+      return rc;
+    }
+    poas__warn("%s%d left out: %s", be->kind_name, index, why[0] ? why : poas_strerror(rc));
+    return 0;
+  }
+  dev->be = be;
+  dev->index = index;
+  snprintf(dev->info.id, sizeof dev->info.id, "%s%d", be->kind_name, index);
+  dev->info.kind = be->kind;
+  set->dev[set->ndev++] = dev;
+  return 0;
+}
+
+static int open_entry(poas__devset *set, const poas__spec_entry *e, int *sim_next, char *err,
+                      size_t errcap) {
+  const poas__backend *be = poas__backend_find(e->kind);
+  if (be == &poas__backend_sim)
+    return open_one(set, be, (*sim_next)++, e, 1, err, errcap);
+  int n = be->count();
+  if (e->index >= 0) {
+    if (e->index >= n) {
+      snprintf(err, errcap, "device '%s' not found: %d %s device%s present%s", e->text, n,
+               be->kind_name, n == 1 ? "" : "s", be->built ? "" : " (backend not built)");
+      return POAS_ENODEV;
+    }
+    if (already_open(set, be, e->index)) {
+      snprintf(err, errcap, "device '%s' selected twice", e->text);
+      return POAS_ESPEC;
+    }
+    return open_one(set, be, e->index, e, 1, err, errcap);
+  }
+  for (int i = 0; i < n; i++) {
+    if (already_open(set, be, i))
+      continue;
+    int rc = open_one(set, be, i, e, 0, err, errcap);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+int poas__devset_open(const char *selection, poas__devset *out, char *err, size_t errcap) {
+  poas__spec *spec = calloc(1, sizeof *spec);
+  if (!spec)
+    return POAS_ENOMEM;
+  int rc = poas__spec_parse(selection ? selection : "cpu,cuda,opencl", spec, err, errcap);
+  poas__devset set = {0};
+  int sim_next = 0;
+  for (int i = 0; rc == 0 && i < spec->nentries; i++)
+    rc = open_entry(&set, &spec->entry[i], &sim_next, err, errcap);
+  free(spec);
+  if (rc == 0 && set.ndev == 0) {
+    snprintf(err, errcap, "no device found for selection '%s'",
+             selection ? selection : "cpu,cuda,opencl");
+    rc = POAS_ENODEV;
+  }
+  if (rc) {
+    poas__devset_close(&set);
+    return rc;
+  }
+  /* Simulated devices run in virtual time only when nothing real runs
+   * beside them; otherwise they must take real time to be comparable. */
+  int all_sim = 1;
+  for (int i = 0; i < set.ndev; i++)
+    all_sim &= set.dev[i]->be == &poas__backend_sim;
+  for (int i = 0; i < set.ndev; i++)
+    set.dev[i]->virtual_time = all_sim;
+  *out = set;
+  return 0;
+}
+
+void poas__devset_close(poas__devset *set) {
+  for (int i = set->ndev - 1; i >= 0; i--)
+    set->dev[i]->be->close(set->dev[i]);
+  set->ndev = 0;
+}

@@ -1,0 +1,273 @@
+/* sim.c: a simulated device. Its operations take the time its parameters
+ * say (latency + flops / rate, latency + bytes / bandwidth), times a
+ * slowdown that lets tests make a device slower than its model. It computes
+ * nothing and allocates nothing real.
+ *
+ * When every selected device is simulated (dev->virtual_time), nothing
+ * sleeps: each lane keeps a virtual clock that operations advance and
+ * events carry, so scheduling tests are fast and deterministic. Beside real
+ * devices, operations sleep for their duration in the calling thread. */
+#include "devices/sim/sim.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_LANES 3
+
+typedef struct sim_state {
+  poas__device dev;
+  poas__sim_params p;
+  char profile[POAS__SPEC_TOKEN];
+  poas__sim_time_fn time_fn;
+  void *time_user;
+  pthread_mutex_t lock; /* guards the clocks and the allocation count */
+  double clock[SIM_LANES];
+  uint64_t allocated;
+} sim_state;
+
+static int sim_count(void) { return 0; }
+
+static const struct {
+  const char *key;
+  int suffixes;
+  size_t offset;
+  double min;
+} sim_keys[] = {
+    {"rate", 1, offsetof(poas__sim_params, rate[0]), 1e3},
+    {"drate", 1, offsetof(poas__sim_params, rate[1]), 1e3},
+    {"latency", 0, offsetof(poas__sim_params, latency), 0},
+    {"bandwidth", 1, offsetof(poas__sim_params, bandwidth), 1e3},
+    {"slowdown", 0, offsetof(poas__sim_params, slowdown), 1e-3},
+};
+
+static int set_param(sim_state *s, const char *key, const char *value, char *err, size_t errcap) {
+  if (strcmp(key, "memory") == 0) {
+    int64_t v;
+    if (poas__parse_int64(value, 1, &v) || v < 1) {
+      snprintf(err, errcap, "sim: bad value '%s' for memory (bytes, e.g. 16Gi)", value);
+      return POAS_ESPEC;
+    }
+    s->p.memory = (uint64_t)v;
+    return 0;
+  }
+  if (strcmp(key, "shared") == 0) {
+    int64_t v;
+    if (poas__parse_int64(value, 0, &v) || v > 1) {
+      snprintf(err, errcap, "sim: bad value '%s' for shared (0 or 1)", value);
+      return POAS_ESPEC;
+    }
+    s->p.shares_host_cores = (int)v;
+    return 0;
+  }
+  if (strcmp(key, "profile") == 0) {
+    poas__strlcpy(s->profile, value, sizeof s->profile);
+    s->p.profile = s->profile;
+    return 0;
+  }
+  for (size_t i = 0; i < POAS__ARRAY_LEN(sim_keys); i++) {
+    if (strcmp(key, sim_keys[i].key) != 0)
+      continue;
+    double v;
+    if (poas__parse_double(value, sim_keys[i].suffixes, &v) || v < sim_keys[i].min) {
+      snprintf(err, errcap, "sim: bad value '%s' for %s (a number >= %g)", value, key,
+               sim_keys[i].min);
+      return POAS_ESPEC;
+    }
+    *(double *)((char *)&s->p + sim_keys[i].offset) = v;
+    return 0;
+  }
+  snprintf(err, errcap,
+           "sim: unknown setting '%s' (known: rate, drate, latency, bandwidth, memory, "
+           "slowdown, shared, profile)",
+           key);
+  return POAS_ESPEC;
+}
+
+static int sim_open(int index, const poas__spec_entry *e, poas__device **out, char *err,
+                    size_t errcap) {
+  sim_state *s = calloc(1, sizeof *s);
+  if (!s)
+    return POAS_ENOMEM;
+  s->p.rate[POAS_FLOAT32] = 1e11;
+  s->p.rate[POAS_FLOAT64] = 0;
+  s->p.latency = 1e-5;
+  s->p.bandwidth = 1e10;
+  s->p.slowdown = 1;
+  s->p.memory = (uint64_t)16 << 30;
+  for (int i = 0; e && i < e->nsettings; i++) {
+    int rc = set_param(s, e->key[i], e->value[i], err, errcap);
+    if (rc) {
+      free(s);
+      return rc;
+    }
+  }
+  if (s->p.rate[POAS_FLOAT64] == 0)
+    s->p.rate[POAS_FLOAT64] = s->p.rate[POAS_FLOAT32] / 2;
+  pthread_mutex_init(&s->lock, NULL);
+  poas_device_info *info = &s->dev.info;
+  snprintf(info->name, sizeof info->name, "simulated device %d (%.3g flop/s)", index,
+           s->p.rate[POAS_FLOAT32]);
+  poas__strlcpy(info->driver, "sim", sizeof info->driver);
+  info->memory_bytes = s->p.memory;
+  info->cores = 1;
+  info->shares_host_cores = s->p.shares_host_cores;
+  info->peak_gflops[0] = s->p.rate[0] / 1e9;
+  info->peak_gflops[1] = s->p.rate[1] / 1e9;
+  s->dev.nlanes = SIM_LANES;
+  s->dev.priv = s;
+  *out = &s->dev;
+  return 0;
+}
+
+static void sim_close(poas__device *dev) {
+  sim_state *s = dev->priv;
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+int poas__sim_get_params(const poas__device *dev, poas__sim_params *out) {
+  if (!dev || dev->be != &poas__backend_sim)
+    return POAS_EINVAL;
+  *out = ((const sim_state *)dev->priv)->p;
+  return 0;
+}
+
+void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user) {
+  sim_state *s = dev->priv;
+  s->time_fn = fn;
+  s->time_user = user;
+}
+
+double poas__sim_lane_clock(const poas__device *dev, int lane) {
+  sim_state *s = dev->priv;
+  pthread_mutex_lock(&s->lock);
+  double t = s->clock[lane];
+  pthread_mutex_unlock(&s->lock);
+  return t;
+}
+
+/* Spends `seconds` of device time on a lane: virtually, or by sleeping. */
+static int spend(poas__device *dev, int lane, double seconds) {
+  sim_state *s = dev->priv;
+  if (lane < 0 || lane >= SIM_LANES)
+    return POAS_EINVAL;
+  seconds *= s->p.slowdown;
+  if (!dev->virtual_time)
+    poas__sleep(seconds);
+  pthread_mutex_lock(&s->lock);
+  s->clock[lane] += seconds;
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+static int sim_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
+  sim_state *s = dev->priv;
+  pthread_mutex_lock(&s->lock);
+  int rc = POAS_ENOMEM;
+  if (bytes <= s->p.memory - s->allocated) {
+    s->allocated += bytes;
+    /* The handle is a small header holding the size, so mem_free can
+     * return it to the budget; nothing of the size itself is allocated. */
+    out->ptr = malloc(sizeof(size_t));
+    if (out->ptr) {
+      *(size_t *)out->ptr = bytes;
+      rc = 0;
+    } else {
+      s->allocated -= bytes;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+static void sim_mem_free(poas__device *dev, poas__mem mem) {
+  sim_state *s = dev->priv;
+  if (!mem.ptr)
+    return;
+  pthread_mutex_lock(&s->lock);
+  s->allocated -= *(size_t *)mem.ptr;
+  pthread_mutex_unlock(&s->lock);
+  free(mem.ptr);
+}
+
+static double copy_time(sim_state *s, size_t bytes, poas_direction dir) {
+  if (s->time_fn)
+    return s->time_fn(s->time_user, NULL, bytes, dir);
+  return s->p.latency + (double)bytes / s->p.bandwidth;
+}
+
+static int sim_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *src,
+                        const poas__copy2d *c) {
+  (void)dst, (void)src;
+  return spend(dev, lane, copy_time(dev->priv, c->width * c->rows, POAS_H2D));
+}
+
+static int sim_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
+                        const poas__copy2d *c) {
+  (void)dst, (void)src;
+  return spend(dev, lane, copy_time(dev->priv, c->width * c->rows, POAS_D2H));
+}
+
+static int sim_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
+  sim_state *s = dev->priv;
+  double t = s->time_fn ? s->time_fn(s->time_user, g, 0, POAS_H2D)
+                        : s->p.latency + 2.0 * (double)g->m * (double)g->n * (double)g->k /
+                                             s->p.rate[g->dtype == POAS_FLOAT64];
+  return spend(dev, lane, t);
+}
+
+static int sim_event_create(poas__device *dev, poas__event *ev) {
+  memset(ev, 0, sizeof *ev);
+  ev->dev = dev;
+  return 0;
+}
+
+static int sim_event_record(poas__device *dev, int lane, poas__event *ev) {
+  ev->u.vtime = poas__sim_lane_clock(dev, lane);
+  ev->wall = poas__now();
+  ev->recorded = 1;
+  return 0;
+}
+
+static int sim_lane_wait(poas__device *dev, int lane, poas__event *ev) {
+  sim_state *s = dev->priv;
+  pthread_mutex_lock(&s->lock);
+  if (ev->u.vtime > s->clock[lane])
+    s->clock[lane] = ev->u.vtime;
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+static int sim_event_sync(poas__device *dev, poas__event *ev) {
+  (void)dev, (void)ev;
+  return 0;
+}
+
+static void sim_event_destroy(poas__device *dev, poas__event *ev) { (void)dev, (void)ev; }
+
+static int sim_lane_sync(poas__device *dev, int lane) {
+  (void)dev, (void)lane;
+  return 0;
+}
+
+const poas__backend poas__backend_sim = {
+    .kind_name = "sim",
+    .kind = POAS_DEVICE_SIM,
+    .built = 1,
+    .count = sim_count,
+    .open = sim_open,
+    .close = sim_close,
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .copy_h2d = sim_copy_h2d,
+    .copy_d2h = sim_copy_d2h,
+    .gemm = sim_gemm,
+    .event_create = sim_event_create,
+    .event_record = sim_event_record,
+    .lane_wait = sim_lane_wait,
+    .event_sync = sim_event_sync,
+    .event_destroy = sim_event_destroy,
+    .lane_sync = sim_lane_sync,
+};

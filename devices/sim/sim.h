@@ -1,0 +1,33 @@
+/* sim.h: what the sim backend tells the rest of the library about a
+ * simulated device: the parameters its timings follow, so that the models
+ * can describe it exactly (or, with slowdown, deliberately wrongly). */
+#ifndef POAS_SIM_H
+#define POAS_SIM_H
+
+#include "devices/device.h"
+
+typedef struct poas__sim_params {
+  double rate[2];      /* flop/s by poas_dtype, as the model believes */
+  double latency;      /* seconds added to every operation */
+  double bandwidth;    /* host<->device bytes/s, each direction */
+  double slowdown;     /* actual time = modelled time * slowdown */
+  uint64_t memory;     /* bytes it can allocate */
+  int shares_host_cores;
+  const char *profile; /* sim:profile=FILE, or NULL */
+} poas__sim_params;
+
+/* The parameters of a sim device; POAS_EINVAL when dev is not one. */
+int poas__sim_get_params(const poas__device *dev, poas__sim_params *out);
+
+/* Optional replay hook: when set (by the models layer for sim:profile=FILE)
+ * a sim device's GEMM and copy times come from it instead of rate and
+ * bandwidth. Returns seconds. */
+typedef double (*poas__sim_time_fn)(void *user, const poas__gemm_call *gemm, size_t copy_bytes,
+                                    poas_direction dir);
+void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user);
+
+/* The virtual clock of a lane: seconds of simulated work since the device
+ * opened. */
+double poas__sim_lane_clock(const poas__device *dev, int lane);
+
+#endif /* POAS_SIM_H */

@@ -1,0 +1,211 @@
+/* poas.h: the one public header of POAS.
+ *
+ * POAS runs one computation (GEMM first) on every useful processor of a
+ * machine at once: CPU cores through OpenBLAS, NVIDIA GPUs through cuBLAS and
+ * OpenCL devices through CLBlast. Calibrated models predict each device's
+ * time, a solver splits the work, an adapter cuts it into device-sized chunks
+ * and a scheduler co-executes them. Every run can report what was predicted
+ * beside what was measured.
+ *
+ * Conventions: functions return 0 on success or a negative POAS_E* code;
+ * the library never frees memory the caller owns; on an error nothing the
+ * caller passed for output is written. Link with `pkg-config --libs poas`.
+ */
+#ifndef POAS_H
+#define POAS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define POAS_VERSION_MAJOR 0
+#define POAS_VERSION_MINOR 1
+#define POAS_VERSION_PATCH 0
+
+/* Most devices one context drives, and so the size of the arrays in the
+ * info, plan and report structures below. */
+#define POAS_MAX_DEVICES 32
+/* Room for a device id such as "opencl12" and its terminating zero. */
+#define POAS_ID_LEN 32
+
+/* ---------------------------------------------------------------- errors */
+
+/* The error list: name, value, message. poas_strerror() and the enum below
+ * are both generated from it, so they cannot drift apart. */
+#define POAS_ERRNO_MAP(XX)                                                    \
+  XX(EINVAL, -1, "invalid argument")                                          \
+  XX(ENULL, -2, "null pointer argument")                                      \
+  XX(ESIZE, -3, "negative matrix size")                                       \
+  XX(ELD, -4, "leading dimension too small")                                  \
+  XX(ELAYOUT, -5, "unknown matrix layout")                                    \
+  XX(EOP, -6, "unknown transpose operation")                                  \
+  XX(EOVERLAP, -7, "output matrix overlaps an input")                         \
+  XX(ENOMEM, -8, "out of memory")                                             \
+  XX(ENODEV, -9, "no usable device")                                          \
+  XX(EDEVICE, -10, "device operation failed")                                 \
+  XX(ESPEC, -11, "malformed device specification")                            \
+  XX(EPROFILE, -12, "invalid or unusable profile")                            \
+  XX(EIO, -13, "input/output error")                                          \
+  XX(ENOTSUP, -14, "operation not supported")                                 \
+  XX(EFIT, -15, "model fitting failed")                                       \
+  XX(ETOOBIG, -16, "problem does not fit in device or host memory")           \
+  XX(EDTYPE, -17, "unknown data type")                                        \
+  XX(ESTATE, -18, "operation not valid in the current state")                 \
+  XX(ERANGE, -19, "index out of range")
+
+typedef enum poas_errno {
+  POAS_OK = 0,
+#define POAS__ERRNO_ENUM(name, value, msg) POAS_##name = value,
+  POAS_ERRNO_MAP(POAS__ERRNO_ENUM)
+#undef POAS__ERRNO_ENUM
+} poas_errno;
+
+/* A static, human-readable message for an error code; never NULL. */
+const char *poas_strerror(int err);
+/* The symbolic name ("POAS_EINVAL") of an error code; never NULL. */
+const char *poas_err_name(int err);
+/* The detail of the last error a POAS call returned in this thread (which
+ * device, which token, which file), or "" when there is none. Valid until
+ * the next POAS call in this thread. */
+const char *poas_error_detail(void);
+/* The library's version as "MAJOR.MINOR.PATCH". */
+const char *poas_version(void);
+
+/* ----------------------------------------------------------------- types */
+
+typedef enum poas_layout { POAS_ROW_MAJOR = 101, POAS_COL_MAJOR = 102 } poas_layout;
+typedef enum poas_op { POAS_NO_TRANS = 111, POAS_TRANS = 112 } poas_op;
+typedef enum poas_dtype { POAS_FLOAT32 = 0, POAS_FLOAT64 = 1 } poas_dtype;
+typedef enum poas_direction { POAS_H2D = 0, POAS_D2H = 1 } poas_direction;
+
+typedef enum poas_device_kind {
+  POAS_DEVICE_CPU = 0,
+  POAS_DEVICE_CUDA = 1,
+  POAS_DEVICE_OPENCL = 2,
+  POAS_DEVICE_SIM = 3
+} poas_device_kind;
+
+/* The name of a device kind: "cpu", "cuda", "opencl" or "sim". */
+const char *poas_device_kind_name(poas_device_kind kind);
+
+/* An opaque handle on the library: its devices, models and last report.
+ * Created by poas_init(), destroyed by poas_finalize(). One context may be
+ * used by one thread at a time. */
+typedef struct poas_context poas_context;
+
+/* Options for poas_init(). Call poas_options_init() first, then set what
+ * you need; a NULL string means "from the environment, else the default". */
+typedef struct poas_options {
+  /* Device selection, as POAS_DEVICES: comma-separated entries, each a kind
+   * ("cpu", "cuda", "opencl", "sim") or an id ("opencl0"), with settings
+   * after colons: "cpu:threads=1,opencl0", "sim:rate=1e11:bandwidth=1e10".
+   * Default: every device found. */
+  const char *devices;
+  /* Profile path, as POAS_PROFILE; default
+   * $XDG_DATA_HOME/poas/<hostname>.json. */
+  const char *profile;
+  /* Do not load any profile: use built-in estimates. */
+  int no_profile;
+  /* Scheduling policy, as POAS_SCHED: "static", "guided" or "dynamic". */
+  const char *sched;
+  /* Chrome trace output file, as POAS_TRACE. */
+  const char *trace;
+  /* Log level, as POAS_LOG: 0 silent, 1 warnings, 2 info, 3 debug;
+   * -1 means take POAS_LOG (default silent). */
+  int log_level;
+} poas_options;
+
+/* Fills *opts with the defaults. */
+void poas_options_init(poas_options *opts);
+
+/* Creates a context: opens the selected devices and loads the profile.
+ * opts may be NULL. On success *ctx is set and 0 returned; on error *ctx is
+ * left untouched. A device that fails at start-up is left out with a warning
+ * unless the selection names it explicitly, in which case it is an error. */
+int poas_init(poas_context **ctx, const poas_options *opts);
+/* Destroys a context; NULL is allowed. */
+void poas_finalize(poas_context *ctx);
+
+/* What a device is. */
+typedef struct poas_device_info {
+  char id[POAS_ID_LEN];    /* "cpu0", "cuda1", "opencl0", "sim2" */
+  poas_device_kind kind;
+  char name[128];          /* product name */
+  char driver[64];         /* driver / library version, may be empty */
+  uint64_t memory_bytes;   /* global memory it can compute from */
+  int cores;               /* threads or compute units it uses */
+  int shares_host_cores;   /* computes on the same cores as the host CPU */
+  int host_memory;         /* computes directly on host memory (no copies) */
+  double peak_gflops[2];   /* rough peak estimate, by poas_dtype */
+  int has_model;           /* a calibrated model from the profile is in use */
+} poas_device_info;
+
+/* Number of devices in the context, or a negative error. */
+int poas_device_count(const poas_context *ctx);
+/* Copies device `index`'s info into *out. */
+int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
+
+/* ------------------------------------------------------------------ GEMM */
+
+/* C = alpha * op(A) * op(B) + beta * C, with BLAS semantics: op(A) is m x k,
+ * op(B) is k x n, C is m x n; when beta is 0, C is not read (NaNs in it do
+ * not propagate). Runs on every selected device at once. On an argument
+ * error nothing is written. */
+int poas_sgemm(poas_context *ctx, poas_layout layout, poas_op transa,
+               poas_op transb, int64_t m, int64_t n, int64_t k, float alpha,
+               const float *A, int64_t lda, const float *B, int64_t ldb,
+               float beta, float *C, int64_t ldc);
+int poas_dgemm(poas_context *ctx, poas_layout layout, poas_op transa,
+               poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
+               const double *A, int64_t lda, const double *B, int64_t ldb,
+               double beta, double *C, int64_t ldc);
+
+/* ---------------------------------------------------------------- report */
+
+/* What one device did in a run. */
+typedef struct poas_device_report {
+  char id[POAS_ID_LEN];
+  double share;            /* fraction of C's elements it computed */
+  int chunks;              /* GEMM chunks it ran */
+  double predicted_s;      /* what the plan predicted for it */
+  double measured_s;       /* from the run's start to its last instruction */
+  double busy_s;           /* time with work on the device */
+  double idle_s;           /* measured_s - busy_s */
+  uint64_t bytes_h2d, bytes_d2h;
+  int failed;              /* it failed during the run; its work moved */
+} poas_device_report;
+
+/* What one run did: per device and in all. */
+typedef struct poas_report {
+  poas_dtype dtype;
+  int64_t m, n, k;
+  int ndevices;
+  poas_device_report dev[POAS_MAX_DEVICES];
+  double predicted_s;      /* predicted makespan */
+  double measured_s;       /* measured makespan */
+  double gflops;           /* 2mnk / measured_s / 1e9 */
+  int faults;              /* device failures recovered from */
+  int virtual_time;        /* all devices simulated: times are virtual */
+  char policy[16];         /* "static", "guided" or "dynamic" */
+} poas_report;
+
+/* Copies the report of the context's last GEMM into *out; POAS_ESTATE when
+ * nothing has run yet. */
+int poas_last_report(const poas_context *ctx, poas_report *out);
+
+/* ------------------------------------------------------ prediction (predict/)
+ * Declarations for calibration, profiles and predictions go here. */
+
+/* -------------------------------------------------------- planning (optimize/)
+ * Declarations for plans (poas_plan_gemm) go here. */
+
+/* ------------------------------------------------------ tasks (schedule/)
+ * Declarations for the task API and asynchronous GEMM go here. */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* POAS_H */

@@ -1,0 +1,133 @@
+/* test-api.c: poas_init's selection errors and GEMM argument validation:
+ * every bad argument returns its own code and leaves C unchanged, byte for
+ * byte. */
+#include "harness.h"
+
+#include <string.h>
+
+static poas_context *open_ctx(const char *devices) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = devices;
+  o.no_profile = 1;
+  poas_context *ctx = NULL;
+  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
+}
+
+TEST(init_rejects_bad_selections_with_detail) {
+  static const struct {
+    const char *devices;
+    int rc;
+    const char *token;
+  } bad[] = {
+      {"cpu:threads=0", POAS_ESPEC, "threads"},
+      {"cpu:speed=3", POAS_ESPEC, "speed"},
+      {"sim:rate=fast", POAS_ESPEC, "fast"},
+      {"quantum", POAS_ESPEC, "quantum"},
+      {"cpu7", POAS_ENODEV, "cpu7"},
+      {"sim:memory=-1", POAS_ESPEC, "-1"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    poas_options o;
+    poas_options_init(&o);
+    o.devices = bad[i].devices;
+    poas_context *ctx = (poas_context *)&o; /* must stay untouched on error */
+    CHECK_RC(poas_init(&ctx, &o), bad[i].rc);
+    CHECK(ctx == (poas_context *)&o);
+    CHECK_MSG(strstr(poas_error_detail(), bad[i].token) != NULL, "'%s' gave '%s'",
+              bad[i].devices, poas_error_detail());
+  }
+  CHECK_RC(poas_init(NULL, NULL), POAS_ENULL);
+  return 0;
+}
+
+TEST(device_queries) {
+  poas_context *ctx = open_ctx("cpu,sim:rate=2e11");
+  CHECK(ctx);
+  CHECK(poas_device_count(ctx) == 2);
+  poas_device_info info;
+  CHECK_OK(poas_device_get(ctx, 0, &info));
+  CHECK(strcmp(info.id, "cpu0") == 0 && info.kind == POAS_DEVICE_CPU && info.host_memory);
+  CHECK(info.cores >= 1 && info.memory_bytes > 0);
+  CHECK_OK(poas_device_get(ctx, 1, &info));
+  CHECK(strcmp(info.id, "sim0") == 0 && info.kind == POAS_DEVICE_SIM);
+  CHECK_RC(poas_device_get(ctx, 2, &info), POAS_ERANGE);
+  CHECK_RC(poas_device_get(ctx, -1, &info), POAS_ERANGE);
+  CHECK_RC(poas_device_get(ctx, 0, NULL), POAS_ENULL);
+  CHECK_RC(poas_device_count(NULL), POAS_ENULL);
+  poas_report r;
+  CHECK_RC(poas_last_report(ctx, &r), POAS_ESTATE);
+  poas_finalize(ctx);
+  poas_finalize(NULL);
+  return 0;
+}
+
+/* Calls sgemm with one argument spoiled and checks the code and that C is
+ * unchanged. */
+#define M 8
+#define N 6
+#define K 5
+static float A[M * K], B[K * N], C[M * N], C_saved[M * N];
+
+static int expect(poas_context *ctx, int want, poas_layout lay, poas_op ta, poas_op tb,
+                  int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                  int64_t ldb, float *c, int64_t ldc, const char *what) {
+  memcpy(C_saved, C, sizeof C);
+  int rc = poas_sgemm(ctx, lay, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.5f, c, ldc);
+  CHECK_MSG(rc == want, "%s: got %s, expected %s", what, poas_err_name(rc), poas_err_name(want));
+  CHECK_MSG(memcmp(C, C_saved, sizeof C) == 0, "%s: C was written", what);
+  return 0;
+}
+
+TEST(gemm_validation) {
+  poas_context *ctx = open_ctx("cpu");
+  CHECK(ctx);
+  test_fill(A, POAS_FLOAT32, M * K, 1);
+  test_fill(B, POAS_FLOAT32, K * N, 2);
+  test_fill(C, POAS_FLOAT32, M * N, 3);
+  const poas_layout CM = POAS_COL_MAJOR;
+  const poas_op NT = POAS_NO_TRANS;
+  int bad = 0;
+  bad |= expect(NULL, POAS_ENULL, CM, NT, NT, M, N, K, A, M, B, K, C, M, "null ctx");
+  bad |= expect(ctx, POAS_ENULL, CM, NT, NT, M, N, K, NULL, M, B, K, C, M, "null A");
+  bad |= expect(ctx, POAS_ENULL, CM, NT, NT, M, N, K, A, M, NULL, K, C, M, "null B");
+  bad |= expect(ctx, POAS_ENULL, CM, NT, NT, M, N, K, A, M, B, K, NULL, M, "null C");
+  bad |= expect(ctx, POAS_ESIZE, CM, NT, NT, -1, N, K, A, M, B, K, C, M, "m < 0");
+  bad |= expect(ctx, POAS_ESIZE, CM, NT, NT, M, -1, K, A, M, B, K, C, M, "n < 0");
+  bad |= expect(ctx, POAS_ESIZE, CM, NT, NT, M, N, -1, A, M, B, K, C, M, "k < 0");
+  bad |= expect(ctx, POAS_ELD, CM, NT, NT, M, N, K, A, M - 1, B, K, C, M, "lda small");
+  bad |= expect(ctx, POAS_ELD, CM, NT, NT, M, N, K, A, M, B, K - 1, C, M, "ldb small");
+  bad |= expect(ctx, POAS_ELD, CM, NT, NT, M, N, K, A, M, B, K, C, M - 1, "ldc small");
+  bad |= expect(ctx, POAS_ELD, CM, POAS_TRANS, NT, M, N, K, A, K - 1, B, K, C, M, "lda small T");
+  bad |= expect(ctx, POAS_ELD, POAS_ROW_MAJOR, NT, NT, M, N, K, A, K - 1, B, N, C, N,
+                "lda small row-major");
+  bad |= expect(ctx, POAS_ELD, POAS_ROW_MAJOR, NT, NT, M, N, K, A, K, B, N, C, N - 1,
+                "ldc small row-major");
+  bad |= expect(ctx, POAS_ELAYOUT, (poas_layout)7, NT, NT, M, N, K, A, M, B, K, C, M, "layout");
+  bad |= expect(ctx, POAS_EOP, CM, (poas_op)0, NT, M, N, K, A, M, B, K, C, M, "transa");
+  bad |= expect(ctx, POAS_EOP, CM, NT, (poas_op)113, M, N, K, A, M, B, K, C, M, "transb");
+  bad |= expect(ctx, POAS_EOVERLAP, CM, NT, NT, M, N, K, C, M, B, K, C, M, "C is A");
+  bad |= expect(ctx, POAS_EOVERLAP, CM, NT, NT, 2, 2, 2, A, 2, C + 2, 2, C, 2, "C overlaps B");
+  poas_finalize(ctx);
+  return bad;
+}
+
+/* BLAS quick returns: with alpha = 0 A and B are not read and may be NULL;
+ * with m = 0 nothing is touched. */
+TEST(gemm_quick_returns) {
+  poas_context *ctx = open_ctx("cpu");
+  CHECK(ctx);
+  test_fill(C, POAS_FLOAT32, M * N, 3);
+  memcpy(C_saved, C, sizeof C);
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 0, N, K, 1, NULL, 1,
+                      NULL, K, 0, NULL, 1));
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 0, NULL, M,
+                      NULL, K, 2, C, M));
+  for (int i = 0; i < M * N; i++)
+    CHECK(C[i] == 2 * C_saved[i]);
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device_queries),
+          TEST_ENTRY(gemm_validation), TEST_ENTRY(gemm_quick_returns))

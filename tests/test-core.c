@@ -1,0 +1,72 @@
+/* test-core.c: error codes, number parsing and the device-selection
+ * parser. */
+#include "core/core.h"
+#include "harness.h"
+
+#include <string.h>
+
+TEST(strerror_covers_every_code) {
+#define XX(name, value, msg) \
+  CHECK(strcmp(poas_strerror(value), msg) == 0); \
+  CHECK(strcmp(poas_err_name(value), "POAS_" #name) == 0);
+  POAS_ERRNO_MAP(XX)
+#undef XX
+  CHECK(strcmp(poas_strerror(0), "success") == 0);
+  CHECK(strcmp(poas_strerror(-9999), "unknown error") == 0);
+  return 0;
+}
+
+TEST(parse_numbers) {
+  double d;
+  int64_t i;
+  CHECK_OK(poas__parse_double("1e11", 0, &d));
+  CHECK(d == 1e11);
+  CHECK_OK(poas__parse_double("2.5G", 1, &d));
+  CHECK(d == 2.5e9);
+  CHECK_OK(poas__parse_int64("16Gi", 1, &i));
+  CHECK(i == (int64_t)16 << 30);
+  CHECK_RC(poas__parse_double("2.5G", 0, &d), POAS_EINVAL);
+  CHECK_RC(poas__parse_double("abc", 1, &d), POAS_EINVAL);
+  CHECK_RC(poas__parse_double("nan", 1, &d), POAS_EINVAL);
+  CHECK_RC(poas__parse_double("1e400", 1, &d), POAS_EINVAL);
+  CHECK_RC(poas__parse_int64("-3", 0, &i), POAS_EINVAL);
+  CHECK_RC(poas__parse_int64("1.5", 0, &i), POAS_EINVAL);
+  CHECK_RC(poas__parse_int64("", 0, &i), POAS_EINVAL);
+  return 0;
+}
+
+TEST(spec_parses_entries_and_settings) {
+  static poas__spec s;
+  char err[256];
+  CHECK_OK(poas__spec_parse("cpu:threads=1, opencl0,sim:rate=1e11:bandwidth=2.5e10", &s, err,
+                            sizeof err));
+  CHECK(s.nentries == 3);
+  CHECK(strcmp(s.entry[0].kind, "cpu") == 0 && s.entry[0].index == -1);
+  CHECK(strcmp(poas__spec_get(&s.entry[0], "threads"), "1") == 0);
+  CHECK(strcmp(s.entry[1].kind, "opencl") == 0 && s.entry[1].index == 0);
+  CHECK(s.entry[2].nsettings == 2);
+  CHECK(strcmp(poas__spec_get(&s.entry[2], "bandwidth"), "2.5e10") == 0);
+  CHECK(poas__spec_get(&s.entry[2], "latency") == NULL);
+  return 0;
+}
+
+/* Every malformed selection is rejected with a message naming the token. */
+TEST(spec_rejects_and_names_bad_tokens) {
+  static const struct {
+    const char *text, *token;
+  } bad[] = {
+      {"gpu0", "gpu0"},           {"cpu,,opencl", "empty"},     {"cpu:threads", "threads"},
+      {"cpu:=4", "=4"},           {"sim:rate=", "rate="},       {"", "empty"},
+      {"opencl0:x=1:x=2", "x"},   {"cuda99999", "cuda99999"},
+  };
+  static poas__spec s;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char err[256] = "";
+    CHECK_RC(poas__spec_parse(bad[i].text, &s, err, sizeof err), POAS_ESPEC);
+    CHECK_MSG(strstr(err, bad[i].token) != NULL, "'%s' gave '%s'", bad[i].text, err);
+  }
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
+          TEST_ENTRY(spec_parses_entries_and_settings), TEST_ENTRY(spec_rejects_and_names_bad_tokens))
