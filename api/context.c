@@ -61,9 +61,17 @@ int poas_init(poas_context **out, const poas_options *opts) {
     poas__fail(rc, "%s", err);
     goto fail_trace;
   }
+  rc = poas__predict_attach(&ctx->devices, setting(opts->profile, "POAS_PROFILE"), opts->no_profile,
+                            ctx->models, &ctx->profile);
+  if (rc)
+    goto fail_devices;
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    ctx->devices.dev[i]->info.has_model = ctx->models[i].source == POAS__MODEL_CALIBRATED;
   *out = ctx;
   return 0;
 
+fail_devices:
+  poas__devset_close(&ctx->devices);
 fail_trace:
   free(ctx->trace_path);
 fail_ctx:
@@ -75,7 +83,6 @@ void poas_finalize(poas_context *ctx) {
   if (!ctx)
     return;
   poas__devset_close(&ctx->devices);
-  free(ctx->profile_path);
   free(ctx->trace_path);
   free(ctx);
 }

@@ -5,7 +5,9 @@
 #define POAS_CONTEXT_H
 
 #include "devices/device.h"
+#include "models/model.h"
 #include "poas.h"
+#include "predict/predict.h"
 
 /* A GEMM normalised to column-major, after validation: what the phases
  * below api/ work on. Row-major calls are turned into this by swapping the
@@ -22,9 +24,10 @@ typedef struct poas__gemm_problem {
 
 struct poas_context {
   poas__devset devices;
+  poas__device_model models[POAS_MAX_DEVICES]; /* models[i] for devices.dev[i] */
+  poas__profile_status profile;
   char sched[16];          /* "static", "guided" or "dynamic" */
   char *trace_path;        /* NULL: no trace */
-  char *profile_path;      /* the profile asked for or found, may be NULL */
   int has_report;
   poas_report report;
 };

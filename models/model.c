@@ -1,0 +1,54 @@
+/* model.c: evaluating the GEMM and transfer models.
+ *
+ * Features: 1 (call overhead), 2mnk (the arithmetic), mn (writing C), mk
+ * and nk (packing A and B: a thin block of few rows still pays for packing
+ * all of B, which is what makes thin blocks slower per flop than squares),
+ * and 2mnk/m_eff where m_eff saturates: the loss of parallel efficiency
+ * when m is small. All are linear in the coefficients, so weighted linear
+ * least squares fits them. */
+#include "models/model.h"
+
+#include <math.h>
+
+void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NFEAT]) {
+  double dm = (double)m, dn = (double)n, dk = (double)k;
+  f[0] = 1.0;
+  f[1] = 2.0 * dm * dn * dk;
+  f[2] = dm * dn;
+  f[3] = dm * dk;
+  f[4] = dn * dk;
+  /* Work on a short dimension costs as if it were padded to a block. */
+  f[5] = 2.0 * dn * dk * ceil(dm / 64.0) * 64.0 - f[1];
+}
+
+double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
+                             poas_op tb, int64_t m, int64_t n, int64_t k) {
+  if (m <= 0 || n <= 0)
+    return 0;
+  int pair = (ta == POAS_TRANS) + 2 * (tb == POAS_TRANS);
+  const poas__gemm_model *gm = &dm->gemm[dtype == POAS_FLOAT64][pair];
+  if (!gm->valid)
+    gm = &dm->gemm[dtype == POAS_FLOAT64][0];
+  double f[POAS__GEMM_NFEAT], t = 0;
+  poas__gemm_features(m, n, k, f);
+  for (int i = 0; i < POAS__GEMM_NFEAT; i++)
+    t += gm->coef[i] * f[i];
+  /* A fit can dip below its own overhead on tiny shapes; time is never
+   * less than the arithmetic at the fitted rate, nor negative. */
+  double floor_t = gm->coef[1] > 0 ? gm->coef[1] * f[1] : 0;
+  return t > floor_t ? t : floor_t;
+}
+
+double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes) {
+  const poas__transfer_model *tm = &dm->xfer[dir == POAS_D2H];
+  if (!tm->valid || bytes <= 0)
+    return 0;
+  return tm->latency + bytes / tm->bandwidth;
+}
+
+void poas__gemm_model_from_rate(poas__gemm_model *gm, double flops_per_s, double overhead_s) {
+  *gm = (poas__gemm_model){0};
+  gm->valid = 1;
+  gm->coef[0] = overhead_s;
+  gm->coef[1] = 1.0 / flops_per_s;
+}

@@ -1,0 +1,59 @@
+/* model.h: the performance models of one device and the profile that
+ * stores them. A model is numbers and formulas only: it says how long a
+ * GEMM of a shape, or a copy of some bytes, takes on a device. Calibration
+ * (predict/) fits the numbers; optimize/ and adapt/ evaluate them.
+ *
+ * GEMM model: t = sum_i coef[i] * feature_i(m, n, k), one coefficient set
+ * per dtype and per transpose pair, with the features chosen in model.c so
+ * that thin blocks (few rows, full n and k) are predicted as well as
+ * squares. Transfer model: t = latency + bytes / bandwidth, per direction. */
+#ifndef POAS_MODEL_H
+#define POAS_MODEL_H
+
+#include "core/core.h"
+
+#define POAS__GEMM_NFEAT 6
+
+/* How a model came to be, from best to worst. */
+typedef enum poas__model_source {
+  POAS__MODEL_NONE = 0,      /* nothing known */
+  POAS__MODEL_BUILTIN = 1,   /* rough estimate from the device's info */
+  POAS__MODEL_EXACT = 2,     /* a sim device's own parameters */
+  POAS__MODEL_CALIBRATED = 3 /* fitted from measurements (a profile) */
+} poas__model_source;
+
+typedef struct poas__gemm_model {
+  int valid;
+  double coef[POAS__GEMM_NFEAT];
+  /* Fit quality, from calibration; 0 when not calibrated. */
+  int samples;
+  double r2, heldout_median, heldout_max;
+} poas__gemm_model;
+
+typedef struct poas__transfer_model {
+  int valid;
+  double latency;   /* seconds per copy */
+  double bandwidth; /* bytes per second */
+} poas__transfer_model;
+
+typedef struct poas__device_model {
+  poas__model_source source;
+  /* gemm[dtype][transpose pair]: pair = (transa == T) + 2 * (transb == T). */
+  poas__gemm_model gemm[2][4];
+  poas__transfer_model xfer[2]; /* by poas_direction */
+  uint64_t memory_bytes;        /* what calibration could really allocate */
+} poas__device_model;
+
+/* The features of a GEMM shape; t = dot(coef, features). */
+void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NFEAT]);
+/* Predicted seconds for a GEMM with operands already on the device. */
+double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
+                             poas_op tb, int64_t m, int64_t n, int64_t k);
+/* Predicted seconds for one host<->device copy of `bytes`; 0 when the
+ * device computes on host memory. */
+double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes);
+/* A throughput model of `flops_per_s` with a fixed `overhead_s` per call,
+ * for built-in estimates and sim devices. */
+void poas__gemm_model_from_rate(poas__gemm_model *gm, double flops_per_s, double overhead_s);
+
+#endif /* POAS_MODEL_H */
