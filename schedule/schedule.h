@@ -1,0 +1,40 @@
+/* schedule.h: running work on devices. api/ hands the scheduler a work
+ * source (from adapt/), each device's static range of units from the plan
+ * (optimize/) and the policy; the scheduler emits, orders and runs the
+ * instructions, and reports what happened beside what was predicted. */
+#ifndef POAS_SCHEDULE_H
+#define POAS_SCHEDULE_H
+
+#include "schedule/graph.h"
+
+typedef enum poas__policy {
+  POAS__SCHED_STATIC = 0,  /* every device runs exactly its planned range */
+  POAS__SCHED_GUIDED = 1,  /* most of the plan statically, the rest on demand */
+  POAS__SCHED_DYNAMIC = 2  /* everything on demand, in shrinking chunks */
+} poas__policy;
+
+/* Parses "static", "guided", "dynamic"; POAS_EINVAL otherwise. */
+int poas__policy_parse(const char *text, poas__policy *out);
+const char *poas__policy_name(poas__policy p);
+
+typedef struct poas__sched_config {
+  poas__policy policy;
+  const char *trace_path;         /* Chrome trace output, or NULL */
+  const char *fault_spec;         /* POAS_FAULT, or NULL */
+  /* The plan: device i takes units [u0[i], u1[i]) (u0 == u1: no work), is
+   * predicted to take predicted_s[i], and processes units at rate[i] per
+   * second (0 when the device takes no part). */
+  int64_t u0[POAS_MAX_DEVICES], u1[POAS_MAX_DEVICES];
+  double predicted_s[POAS_MAX_DEVICES];
+  double rate[POAS_MAX_DEVICES];
+  double predicted_makespan_s;
+} poas__sched_config;
+
+/* Runs all of src's units on the devices of `set` and fills, in *report,
+ * ndevices, dev[] (per device: id, share, chunks, predicted, measured,
+ * busy, idle, bytes, failed), predicted_s, measured_s, faults,
+ * virtual_time and policy. The caller fills the problem fields. */
+int poas__schedule_run(const poas__devset *set, poas__work_source *src,
+                       const poas__sched_config *cfg, poas_report *report);
+
+#endif /* POAS_SCHEDULE_H */
