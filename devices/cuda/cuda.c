@@ -59,6 +59,7 @@ static int cuda_count(void) {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
+    poas__debug("cuda: no devices: cudaGetDeviceCount: %s", cudaGetErrorString(e));
     return 0;
   }
   return n;
