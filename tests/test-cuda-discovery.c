@@ -1,0 +1,68 @@
+/* test-cuda-discovery.c: finding CUDA devices, in every build and on every
+ * machine: the count is the same each time it is asked (nothing wrongly
+ * cached after a failed driver call), asking for a CUDA device where there
+ * is none is POAS_ENODEV with a message, and the default selection still
+ * opens the CPU whether or not a GPU is there. */
+#include "devices/device.h"
+#include "harness.h"
+
+#include <string.h>
+
+TEST(cuda_count_is_stable) {
+  int n = poas__backend_cuda.count();
+  CHECK(n >= 0);
+  CHECK(poas__backend_cuda.count() == n);
+  CHECK(poas__backend_cuda.count() == n);
+  if (!poas__backend_cuda.built)
+    CHECK(n == 0);
+  fprintf(stderr, "  %d CUDA device%s (backend %s)\n", n, n == 1 ? "" : "s",
+          poas__backend_cuda.built ? "built" : "not built");
+  return 0;
+}
+
+static int init_rc(const char *devices, poas_context **ctx) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = devices;
+  o.no_profile = 1;
+  return poas_init(ctx, &o);
+}
+
+TEST(cuda_absent_is_enodev_with_detail) {
+  if (poas__backend_cuda.count() > 0)
+    SKIP("a CUDA device is present");
+  static const char *const sels[] = {"cuda", "cuda0", "cuda1"};
+  for (size_t i = 0; i < sizeof sels / sizeof *sels; i++) {
+    poas_context *ctx = NULL;
+    CHECK_RC(init_rc(sels[i], &ctx), POAS_ENODEV);
+    CHECK(ctx == NULL);
+    CHECK_MSG(strstr(poas_error_detail(), "cuda") != NULL, "'%s' gave '%s'", sels[i],
+              poas_error_detail());
+  }
+  /* A failed lookup leaves nothing behind: the count is still zero. */
+  CHECK(poas__backend_cuda.count() == 0);
+  return 0;
+}
+
+TEST(default_selection_opens_cpu0) {
+  poas_context *ctx = NULL;
+  CHECK_OK(init_rc(NULL, &ctx));
+  int n = poas_device_count(ctx), ncuda = 0, has_cpu = 0;
+  for (int i = 0; i < n; i++) {
+    poas_device_info info;
+    CHECK_OK(poas_device_get(ctx, i, &info));
+    has_cpu |= strcmp(info.id, "cpu0") == 0;
+    ncuda += info.kind == POAS_DEVICE_CUDA;
+  }
+  CHECK(has_cpu);
+  CHECK(ncuda == poas__backend_cuda.count());
+  float a = 2, b = 3, c = 0;
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1, 1, 1, 1, &a, 1, &b, 1,
+                      0, &c, 1));
+  CHECK(c == 6);
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(cuda_count_is_stable), TEST_ENTRY(cuda_absent_is_enodev_with_detail),
+          TEST_ENTRY(default_selection_opens_cpu0))
