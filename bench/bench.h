@@ -1,0 +1,119 @@
+/* bench.h: what the parts of poas-bench share: the problem every runner is
+ * handed, the table of a vendor-library baseline, one result row, and the
+ * verification and output functions. poas-bench stands on poas.h; only the
+ * baseline files call vendor libraries, each behind a bench_baseline table
+ * so that the main file never needs to know which ones were built. */
+#ifndef POAS_BENCH_H
+#define POAS_BENCH_H
+
+#include "poas.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One GEMM C = A * B, row-major, no transposes, tight leading dimensions
+ * (lda = k, ldb = n, ldc = n); all three in host memory, of `dtype`. */
+typedef struct bench_problem {
+  poas_dtype dtype;
+  int64_t m, n, k;
+  const void *a, *b;
+  void *c;
+} bench_problem;
+
+/* What a baseline's gemm returns besides 0. */
+enum { BENCH_UNSUPPORTED = 1, BENCH_FAILED = -1 };
+
+/* A vendor library driven directly, end to end: operands start and end in
+ * host memory and copies are part of the time. */
+typedef struct bench_baseline {
+  const char *name;
+  /* Opens the library and its device. On success returns 0 and writes a
+   * description of what it runs on into `desc`; when the baseline cannot run
+   * on this machine or build, returns BENCH_UNSUPPORTED with the reason. */
+  int (*open)(void **state, char *desc, size_t cap);
+  /* Runs one problem; 0, BENCH_UNSUPPORTED (e.g. no double precision on the
+   * device) or BENCH_FAILED, with the reason in `why`. */
+  int (*gemm)(void *state, const bench_problem *p, char *why, size_t cap);
+  void (*close)(void *state);
+} bench_baseline;
+
+extern const bench_baseline bench_baseline_cblas, bench_baseline_clblast, bench_baseline_cublas;
+
+/* The role of a row in a size's group. */
+typedef enum bench_role { BENCH_DEVICE, BENCH_COEXEC, BENCH_BASELINE } bench_role;
+
+/* One (shape, dtype, device set) result. Quantities that do not apply are
+ * NaN and are written as "-" in the table, empty in the CSV and null in
+ * JSON. */
+typedef struct bench_row {
+  int64_t m, n, k;
+  poas_dtype dtype;
+  char label[256];
+  bench_role role;
+  int repeat;
+  double seconds;        /* median end-to-end time */
+  double gflops;         /* 2mnk / seconds */
+  double speedup;        /* over the best single POAS device */
+  double efficiency;     /* co-executed: gflops / ideal */
+  double ideal_gflops;   /* co-executed: sum of the single-device rates */
+  double vs_cblas;       /* gflops / the cblas baseline's */
+  double predicted_s;    /* POAS: predicted makespan of the median run */
+  double report_s;       /* POAS: makespan the library measured */
+  double pred_error;     /* (predicted - seconds) / seconds */
+  double num_error;      /* largest normalised error over the runs */
+  double num_bound;
+  const char *status;    /* "ok", "inaccurate", "failed", "unsupported" */
+  char note[160];
+} bench_row;
+
+/* ------------------------------------------------------------ verify.c */
+
+size_t bench_dtype_size(poas_dtype dtype);
+/* Fills n elements with deterministic values in [-1, 1) from `seed`. */
+void bench_fill(void *x, poas_dtype dtype, size_t n, uint64_t seed);
+/* Sets n elements to NaN, so that elements a run leaves unwritten show. */
+void bench_poison(void *x, poas_dtype dtype, size_t n);
+
+/* The reference side of the projection check: z = A (B x) and the scale
+ * |A| (|B| |x|), both in double, for one random vector x. */
+typedef struct bench_reference {
+  int64_t m, n;
+  double *x, *z, *scale;
+} bench_reference;
+
+int bench_reference_init(bench_reference *ref, const bench_problem *p, uint64_t seed);
+void bench_reference_free(bench_reference *ref);
+/* The largest |(C x)_i - z_i| / scale_i: NaN when C holds a NaN. */
+double bench_error(const bench_reference *ref, const bench_problem *p);
+/* The normalised error a correct GEMM on bench_fill's operands stays
+ * within (see verify.c for why it is not simply k unit roundoffs). */
+double bench_error_bound(poas_dtype dtype, int64_t n, int64_t k);
+
+/* ------------------------------------------------------------ report.c */
+
+/* The output sinks of a run. `table` is stdout, or stderr under --json. */
+typedef struct bench_output {
+  FILE *table;
+  FILE *csv;
+  int json;
+} bench_output;
+
+void bench_table_header(FILE *f);
+void bench_table_rows(FILE *f, const bench_row *rows, int nrows);
+void bench_csv_header(FILE *f);
+void bench_csv_rows(FILE *f, const bench_row *rows, int nrows);
+/* The JSON object of the whole run, to stdout; `devices` are the POAS
+ * devices of the co-executed set, `baselines` the descriptions of the
+ * baselines that ran. */
+void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices, int ndevices,
+                const char *const *baselines, int nbaselines, const bench_row *rows, int nrows,
+                const char *csv_path, const char *plot_path);
+/* Plots GFLOP/s against size through gnuplot into an SVG file. Returns 0,
+ * or -1 with the reason in `why`. */
+int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap);
+
+const char *bench_dtype_name(poas_dtype dtype);
+const char *bench_role_name(bench_role role);
+
+#endif /* POAS_BENCH_H */

@@ -1,0 +1,644 @@
+/* poas-bench: measures what co-execution buys. `poas-bench gemm` runs, for
+ * each size and data type, every selected device alone and then all of them
+ * together through the public API, end to end (operands start and end in
+ * host memory), beside the vendor libraries alone (OpenBLAS through cblas
+ * with every core, CLBlast, cuBLAS with synchronous copies). Each
+ * measurement is one warm-up and then the median of --repeat runs; every
+ * run's result is checked numerically. The table, a CSV file and optionally
+ * JSON and an SVG plot report rates, speedup over the best single device,
+ * efficiency against the sum of the single-device rates, and the predicted
+ * beside the measured time. Contexts stay open across runs so that device
+ * start-up and profile loading are never timed. */
+#include "config.h"
+
+#include "bench/bench.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SHAPES 64
+#define MAX_REPEAT 1000
+#define DEFAULT_SIZES "512,1024,2048"
+
+typedef struct shape {
+  int64_t m, n, k;
+} shape;
+
+typedef struct options {
+  shape shapes[MAX_SHAPES];
+  int nshapes;
+  poas_dtype dtypes[2];
+  int ndtypes;
+  const char *devices;
+  const char *baselines;
+  int repeat;
+  const char *csv;
+  const char *plot;
+  int json;
+} options;
+
+/* A set of POAS devices run as one: a single device or all of them. */
+typedef struct devset {
+  char label[256];
+  poas_context *ctx;
+  bench_role role;
+  int has_sim; /* sim computes nothing: its results cannot be checked */
+} devset;
+
+typedef struct baseline_slot {
+  const bench_baseline *b;
+  void *state;
+  char desc[256];
+} baseline_slot;
+
+typedef struct bench {
+  options o;
+  devset sets[POAS_MAX_DEVICES + 1];
+  int nsets;
+  poas_device_info devs[POAS_MAX_DEVICES];
+  int ndevs;
+  baseline_slot bl[3];
+  int nbl;
+  bench_row *rows;
+  int nrows;
+  int step, nsteps;
+  int tty;
+} bench;
+
+static const bench_baseline *const all_baselines[] = {
+    &bench_baseline_cblas, &bench_baseline_clblast, &bench_baseline_cublas};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: poas-bench gemm [OPTIONS]\n"
+          "Benchmark GEMM end to end on each device alone, on all of them co-executed,\n"
+          "and on the vendor libraries alone; check every result.\n\n"
+          "  -s, --sizes LIST      sizes n, comma-separated (default " DEFAULT_SIZES ")\n"
+          "  -S, --shape SHAPE     square (n x n x n, the default), tall (4n x n/4 x n),\n"
+          "                        wide (n/4 x 4n x n), or a list MxNxK,... used instead\n"
+          "                        of --sizes\n"
+          "  -t, --dtype LIST      s, d or s,d (default s)\n"
+          "  -d, --devices LIST    device selection, as POAS_DEVICES (default: every\n"
+          "                        device); each device alone keeps its entry's settings\n"
+          "  -b, --baselines LIST  cblas, clblast, cublas, all (default) or none\n"
+          "  -r, --repeat N        timed runs after one warm-up; the median is reported\n"
+          "                        (default 5)\n"
+          "  -c, --csv FILE        CSV output (default bench-DATE-TIME.csv)\n"
+          "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot\n"
+          "  -j, --json            print one JSON object on stdout; the table then goes\n"
+          "                        to stderr\n"
+          "  -h, --help            show this help\n"
+          "  -V, --version         show the version\n\n"
+          "Exit status: 0, 1 when a run failed or a result exceeded its error bound,\n"
+          "2 on a usage error.\n");
+}
+
+/* ------------------------------------------------------------- options */
+
+static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || v < lo || v > hi)
+    return -1;
+  *out = v;
+  return (int)(end - s);
+}
+
+/* "1024,2048" with a shape kind, or "MxNxK,..." when `kind` is NULL. */
+static int parse_shapes(const char *text, const char *kind, options *o) {
+  const int64_t hi = 1 << 20;
+  o->nshapes = 0;
+  for (const char *p = text; *p;) {
+    shape s;
+    int64_t v[3];
+    int parts = kind ? 1 : 3, used;
+    for (int i = 0; i < parts; i++) {
+      if ((used = parse_count(p, 1, hi, &v[i])) < 0)
+        return -1;
+      p += used;
+      if (i + 1 < parts && *p++ != 'x')
+        return -1;
+    }
+    if (!kind)
+      s = (shape){v[0], v[1], v[2]};
+    else if (strcmp(kind, "tall") == 0)
+      s = (shape){4 * v[0], v[0] / 4 ? v[0] / 4 : 1, v[0]};
+    else if (strcmp(kind, "wide") == 0)
+      s = (shape){v[0] / 4 ? v[0] / 4 : 1, 4 * v[0], v[0]};
+    else
+      s = (shape){v[0], v[0], v[0]};
+    if (o->nshapes == MAX_SHAPES || (*p && *p != ','))
+      return -1;
+    o->shapes[o->nshapes++] = s;
+    p += *p == ',';
+  }
+  return o->nshapes ? 0 : -1;
+}
+
+static int parse_dtypes(const char *text, options *o) {
+  static const struct {
+    const char *text;
+    int n;
+    poas_dtype d[2];
+  } known[] = {{"s", 1, {POAS_FLOAT32}},
+               {"d", 1, {POAS_FLOAT64}},
+               {"s,d", 2, {POAS_FLOAT32, POAS_FLOAT64}},
+               {"d,s", 2, {POAS_FLOAT64, POAS_FLOAT32}}};
+  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+    if (strcmp(text, known[i].text) == 0) {
+      o->ndtypes = known[i].n;
+      memcpy(o->dtypes, known[i].d, sizeof o->dtypes);
+      return 0;
+    }
+  return -1;
+}
+
+static int bad(const char *what, const char *value) {
+  fprintf(stderr, "poas-bench: bad %s '%s' (see poas-bench gemm --help)\n", what, value);
+  return 2;
+}
+
+/* Parses `gemm`'s options; 0, or the exit status to leave with. */
+static int parse_options(int argc, char **argv, options *o) {
+  static const struct option longopts[] = {{"sizes", required_argument, NULL, 's'},
+                                           {"shape", required_argument, NULL, 'S'},
+                                           {"dtype", required_argument, NULL, 't'},
+                                           {"devices", required_argument, NULL, 'd'},
+                                           {"baselines", required_argument, NULL, 'b'},
+                                           {"repeat", required_argument, NULL, 'r'},
+                                           {"csv", required_argument, NULL, 'c'},
+                                           {"plot", required_argument, NULL, 'p'},
+                                           {"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, 'V'},
+                                           {NULL, 0, NULL, 0}};
+  const char *sizes = NULL, *shape_arg = "square";
+  int64_t v = 0;
+  int c;
+  o->ndtypes = 1, o->dtypes[0] = POAS_FLOAT32, o->repeat = 5, o->baselines = "all";
+  while ((c = getopt_long(argc, argv, "s:S:t:d:b:r:c:p:jhV", longopts, NULL)) != -1) {
+    switch (c) {
+    case 's': sizes = optarg; break;
+    case 'S': shape_arg = optarg; break;
+    case 't':
+      if (parse_dtypes(optarg, o))
+        return bad("--dtype", optarg);
+      break;
+    case 'd': o->devices = optarg; break;
+    case 'b': o->baselines = optarg; break;
+    case 'r':
+      if (parse_count(optarg, 1, MAX_REPEAT, &v) != (int)strlen(optarg))
+        return bad("--repeat (1 to 1000)", optarg);
+      o->repeat = (int)v;
+      break;
+    case 'c': o->csv = optarg; break;
+    case 'p': o->plot = optarg; break;
+    case 'j': o->json = 1; break;
+    case 'h': usage(stdout); exit(0);
+    case 'V': printf("poas-bench (POAS) %s\n", poas_version()); exit(0);
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc)
+    return bad("argument", argv[optind]);
+  int named = strcmp(shape_arg, "square") == 0 || strcmp(shape_arg, "tall") == 0 ||
+              strcmp(shape_arg, "wide") == 0;
+  if (!named && sizes) {
+    fprintf(stderr, "poas-bench: give --sizes or a list of MxNxK shapes, not both\n");
+    return 2;
+  }
+  if (named ? parse_shapes(sizes ? sizes : DEFAULT_SIZES, shape_arg, o)
+            : parse_shapes(shape_arg, NULL, o))
+    return bad(named ? "--sizes" : "--shape", named ? sizes : shape_arg);
+  return 0;
+}
+
+/* ------------------------------------------------------------- devices */
+
+/* The selection that opens device d[i] alone: its id with the settings of
+ * the selection entry that opened it ("cpu:threads=1" gives
+ * "cpu0:threads=1"). Entries open their devices in order, an id or a sim
+ * entry one each and a bare kind every remaining device of that kind, so
+ * walking the entries and the devices together pairs them. */
+static void single_selections(const char *selection, const poas_device_info *d, int n,
+                              char (*out)[512]) {
+  for (int i = 0; i < n; i++)
+    snprintf(out[i], sizeof out[i], "%s", d[i].id);
+  if (!selection)
+    return;
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", selection);
+  int pos = 0;
+  char *save = NULL;
+  for (char *e = strtok_r(buf, ",", &save); e && pos < n; e = strtok_r(NULL, ",", &save)) {
+    const char *settings = strchr(e, ':');
+    size_t word = settings ? (size_t)(settings - e) : strlen(e), kind = word;
+    while (kind > 0 && isdigit((unsigned char)e[kind - 1]))
+      kind--;
+    int one = kind < word || strncmp(e, "sim", kind) == 0;
+    for (int count = 0; pos < n && !(one && count == 1); count++, pos++) {
+      const char *k = poas_device_kind_name(d[pos].kind);
+      if (strlen(k) != kind || strncmp(k, e, kind) != 0)
+        break;
+      snprintf(out[pos], sizeof out[pos], "%s%s", d[pos].id, settings ? settings : "");
+    }
+  }
+}
+
+static int open_context(const char *selection, poas_context **ctx) {
+  poas_options po;
+  poas_options_init(&po);
+  po.devices = selection;
+  int rc = poas_init(ctx, &po);
+  if (rc)
+    fprintf(stderr, "poas-bench: devices '%s': %s: %s\n", selection ? selection : "(default)",
+            poas_strerror(rc), poas_error_detail());
+  return rc;
+}
+
+/* Opens each device alone and, when there are several, all of them. */
+static int open_sets(bench *b) {
+  poas_context *all;
+  if (open_context(b->o.devices, &all))
+    return -1;
+  b->ndevs = poas_device_count(all);
+  int has_sim = 0;
+  for (int i = 0; i < b->ndevs; i++) {
+    poas_device_get(all, i, &b->devs[i]);
+    has_sim |= b->devs[i].kind == POAS_DEVICE_SIM;
+  }
+  if (b->ndevs == 1) {
+    b->sets[0] = (devset){"", all, BENCH_DEVICE, has_sim};
+    snprintf(b->sets[0].label, sizeof b->sets[0].label, "%s", b->devs[0].id);
+    b->nsets = 1;
+    return 0;
+  }
+  char(*single)[512] = malloc(sizeof *single * (size_t)b->ndevs);
+  if (!single) {
+    poas_finalize(all);
+    return -1;
+  }
+  const char *selection = b->o.devices ? b->o.devices : getenv("POAS_DEVICES");
+  single_selections(selection, b->devs, b->ndevs, single);
+  devset *co = &b->sets[b->ndevs];
+  *co = (devset){"", all, BENCH_COEXEC, has_sim};
+  for (int i = 0; i < b->ndevs; i++) {
+    devset *s = &b->sets[i];
+    *s = (devset){"", NULL, BENCH_DEVICE, b->devs[i].kind == POAS_DEVICE_SIM};
+    snprintf(s->label, sizeof s->label, "%s", b->devs[i].id);
+    size_t len = strlen(co->label);
+    snprintf(co->label + len, sizeof co->label - len, "%s%s", i ? "+" : "", b->devs[i].id);
+    if (open_context(single[i], &s->ctx)) {
+      for (int j = i - 1; j >= 0; j--)
+        poas_finalize(b->sets[j].ctx);
+      poas_finalize(all);
+      free(single);
+      return -1;
+    }
+  }
+  free(single);
+  b->nsets = b->ndevs + 1;
+  return 0;
+}
+
+static int open_baselines(bench *b) {
+  const char *list = b->o.baselines;
+  if (strcmp(list, "none") == 0)
+    return 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", list);
+  int want[3] = {0, 0, 0};
+  char *save = NULL;
+  for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int i = 0; i < 3; i++)
+      if (strcmp(w, "all") == 0 || strcmp(w, all_baselines[i]->name) == 0)
+        want[i] = found = 1;
+    if (!found)
+      return bad("--baselines", w);
+  }
+  for (int i = 0; i < 3; i++) {
+    if (!want[i])
+      continue;
+    baseline_slot *s = &b->bl[b->nbl];
+    s->b = all_baselines[i];
+    int rc = s->b->open(&s->state, s->desc, sizeof s->desc);
+    if (rc == 0)
+      b->nbl++;
+    else
+      fprintf(stderr, "poas-bench: %s baseline %s: %s\n", s->b->name,
+              rc == BENCH_UNSUPPORTED ? "left out" : "failed", s->desc);
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------- running */
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One thing to time: a POAS device set or a baseline. */
+typedef struct runner {
+  const char *label;
+  bench_role role;
+  poas_context *ctx;
+  baseline_slot *bl;
+  int check;
+} runner;
+
+static int run_once(const runner *r, const bench_problem *p, char *why, size_t cap) {
+  if (r->bl)
+    return r->bl->b->gemm(r->bl->state, p, why, cap);
+  int64_t m = p->m, n = p->n, k = p->k;
+  int rc = p->dtype == POAS_FLOAT64
+               ? poas_dgemm(r->ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 1.0,
+                            p->a, k, p->b, n, 0.0, p->c, n)
+               : poas_sgemm(r->ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 1.0f,
+                            p->a, k, p->b, n, 0.0f, p->c, n);
+  if (rc)
+    snprintf(why, cap, "%s: %s", poas_strerror(rc), poas_error_detail());
+  return rc == POAS_ENOTSUP ? BENCH_UNSUPPORTED : rc ? BENCH_FAILED : 0;
+}
+
+static void progress(const bench *b, const bench_problem *p, const char *label, int run) {
+  if (!b->tty)
+    return;
+  char what[32];
+  if (run < 0)
+    snprintf(what, sizeof what, "warm-up");
+  else
+    snprintf(what, sizeof what, "run %d/%d", run + 1, b->o.repeat);
+  fprintf(stderr, "\r\033[K[%d/%d] %lldx%lldx%lld %s %s %s", b->step, b->nsteps,
+          (long long)p->m, (long long)p->n, (long long)p->k, bench_dtype_name(p->dtype), label,
+          what);
+  fflush(stderr);
+}
+
+static int by_time(const void *a, const void *b) {
+  double x = ((const double *)a)[0], y = ((const double *)b)[0];
+  return (x > y) - (x < y);
+}
+
+/* The median of n (time, predicted, reported) triples, by time. */
+static void median(double (*t)[3], int n, double out[3]) {
+  qsort(t, (size_t)n, sizeof *t, by_time);
+  for (int j = 0; j < 3; j++)
+    out[j] = n % 2 ? t[n / 2][j] : (t[n / 2 - 1][j] + t[n / 2][j]) / 2;
+}
+
+/* One warm-up and --repeat timed runs of `r`, each result checked. */
+static void measure(bench *b, const runner *r, const bench_problem *p, const bench_reference *ref,
+                    bench_row *row) {
+  static double t[MAX_REPEAT][3];
+  size_t elems = (size_t)(p->m * p->n);
+  double worst = 0;
+  for (int run = -1; run < b->o.repeat; run++) {
+    progress(b, p, r->label, run);
+    bench_poison(p->c, p->dtype, elems);
+    double t0 = now();
+    int rc = run_once(r, p, row->note, sizeof row->note);
+    double dt = now() - t0, predicted = NAN, reported = NAN;
+    if (rc) {
+      row->status = rc == BENCH_UNSUPPORTED ? "unsupported" : "failed";
+      return;
+    }
+    poas_report rep;
+    if (r->ctx && poas_last_report(r->ctx, &rep) == 0) {
+      dt = rep.virtual_time ? rep.measured_s : dt;
+      predicted = rep.predicted_s > 0 ? rep.predicted_s : NAN;
+      reported = rep.measured_s;
+    }
+    double e = r->check ? bench_error(ref, p) : 0;
+    worst = isnan(e) || isnan(worst) ? NAN : fmax(e, worst);
+    if (run >= 0)
+      t[run][0] = dt, t[run][1] = predicted, t[run][2] = reported;
+  }
+  double med[3];
+  median(t, b->o.repeat, med);
+  row->seconds = med[0], row->predicted_s = med[1], row->report_s = med[2];
+  row->gflops = 2.0 * (double)p->m * (double)p->n * (double)p->k / row->seconds / 1e9;
+  row->pred_error = (row->predicted_s - row->seconds) / row->seconds;
+  if (!r->check) {
+    snprintf(row->note, sizeof row->note, "sim computes nothing: not checked");
+    return;
+  }
+  row->num_error = worst;
+  if (!(worst <= row->num_bound))
+    row->status = "inaccurate";
+}
+
+static bench_row new_row(const bench_problem *p, const runner *r, int repeat) {
+  bench_row row = {.m = p->m, .n = p->n, .k = p->k, .dtype = p->dtype, .role = r->role,
+                   .repeat = repeat, .status = "ok"};
+  snprintf(row.label, sizeof row.label, "%s", r->label);
+  row.seconds = row.gflops = row.speedup = row.efficiency = row.ideal_gflops = row.vs_cblas =
+      row.predicted_s = row.report_s = row.pred_error = row.num_error = NAN;
+  row.num_bound = bench_error_bound(p->dtype, p->n, p->k);
+  return row;
+}
+
+/* The ratios inside one size's rows: they come from the same run. */
+static void compare(bench_row *rows, int n) {
+  double best = NAN, ideal = 0, cblas = NAN;
+  for (int i = 0; i < n; i++) {
+    if (rows[i].role == BENCH_DEVICE && !isnan(rows[i].gflops)) {
+      best = isnan(best) ? rows[i].gflops : fmax(best, rows[i].gflops);
+      ideal += rows[i].gflops;
+    }
+    if (rows[i].role == BENCH_BASELINE && strcmp(rows[i].label, "cblas") == 0)
+      cblas = rows[i].gflops;
+  }
+  for (int i = 0; i < n; i++) {
+    rows[i].speedup = rows[i].gflops / best;
+    rows[i].vs_cblas = rows[i].gflops / cblas;
+    if (rows[i].role == BENCH_COEXEC) {
+      rows[i].ideal_gflops = ideal;
+      rows[i].efficiency = rows[i].gflops / ideal;
+    }
+  }
+}
+
+/* Runs every device set and baseline on one problem; its rows are appended
+ * to b->rows. */
+static void run_problem(bench *b, const bench_problem *p, const bench_reference *ref) {
+  int first = b->nrows;
+  for (int i = 0; i < b->nsets + b->nbl; i++) {
+    runner r = {0};
+    if (i < b->nsets)
+      r = (runner){b->sets[i].label, b->sets[i].role, b->sets[i].ctx, NULL, !b->sets[i].has_sim};
+    else
+      r = (runner){b->bl[i - b->nsets].b->name, BENCH_BASELINE, NULL, &b->bl[i - b->nsets], 1};
+    b->step++;
+    bench_row *row = &b->rows[b->nrows++];
+    *row = new_row(p, &r, b->o.repeat);
+    measure(b, &r, p, ref, row);
+  }
+  compare(b->rows + first, b->nrows - first);
+}
+
+/* A problem whose operands could not be allocated: one failed row per
+ * runner, so that the output still says what was not measured. */
+static void skip_problem(bench *b, const bench_problem *p) {
+  for (int i = 0; i < b->nsets + b->nbl; i++) {
+    runner r = {i < b->nsets ? b->sets[i].label : b->bl[i - b->nsets].b->name,
+                i < b->nsets ? b->sets[i].role : BENCH_BASELINE, NULL, NULL, 0};
+    b->step++;
+    bench_row *row = &b->rows[b->nrows++];
+    *row = new_row(p, &r, b->o.repeat);
+    row->status = "failed";
+    snprintf(row->note, sizeof row->note, "out of host memory for the operands");
+  }
+}
+
+static void run_shape(bench *b, shape s, poas_dtype dtype, const bench_output *out) {
+  size_t es = bench_dtype_size(dtype);
+  bench_problem p = {dtype, s.m, s.n, s.k, NULL, NULL, NULL};
+  void *a = malloc((size_t)(s.m * s.k) * es), *bm = malloc((size_t)(s.k * s.n) * es),
+       *c = malloc((size_t)(s.m * s.n) * es);
+  bench_reference ref = {0};
+  int first = b->nrows;
+  p.a = a, p.b = bm, p.c = c;
+  if (a && bm && c) {
+    bench_fill(a, dtype, (size_t)(s.m * s.k), 11);
+    bench_fill(bm, dtype, (size_t)(s.k * s.n), 12);
+  }
+  if (a && bm && c && bench_reference_init(&ref, &p, 13) == 0) {
+    run_problem(b, &p, &ref);
+    bench_reference_free(&ref);
+  } else {
+    skip_problem(b, &p);
+  }
+  free(c), free(bm), free(a);
+  if (b->tty)
+    fprintf(stderr, "\r\033[K");
+  bench_table_rows(out->table, b->rows + first, b->nrows - first);
+  bench_csv_rows(out->csv, b->rows + first, b->nrows - first);
+}
+
+/* --------------------------------------------------------------- main */
+
+static void close_all(bench *b) {
+  for (int i = b->nsets - 1; i >= 0; i--)
+    poas_finalize(b->sets[i].ctx);
+  for (int i = b->nbl - 1; i >= 0; i--)
+    b->bl[i].b->close(b->bl[i].state);
+}
+
+static void default_csv_name(char *buf, size_t cap) {
+  time_t t = time(NULL);
+  struct tm tm;
+  localtime_r(&t, &tm);
+  strftime(buf, cap, "bench-%Y%m%d-%H%M%S.csv", &tm);
+}
+
+/* Says which rows failed or exceeded their bound; returns how many. */
+static int report_failures(const bench *b) {
+  int bad_rows = 0;
+  for (int i = 0; i < b->nrows; i++) {
+    const bench_row *r = &b->rows[i];
+    if (strcmp(r->status, "inaccurate") == 0)
+      fprintf(stderr, "poas-bench: %lldx%lldx%lld %s %s: numerical error %.2e exceeds %.2e\n",
+              (long long)r->m, (long long)r->n, (long long)r->k, bench_dtype_name(r->dtype),
+              r->label, r->num_error, r->num_bound);
+    else if (strcmp(r->status, "failed") == 0)
+      fprintf(stderr, "poas-bench: %lldx%lldx%lld %s %s failed: %s\n", (long long)r->m,
+              (long long)r->n, (long long)r->k, bench_dtype_name(r->dtype), r->label, r->note);
+    else
+      continue;
+    bad_rows++;
+  }
+  return bad_rows;
+}
+
+static void write_json(const bench *b, int argc, char **argv, const char *csv, const char *plot) {
+  char line[2048] = "";
+  size_t len = 0;
+  for (int i = 0; i < argc && len < sizeof line; i++)
+    len += (size_t)snprintf(line + len, sizeof line - len, "%s%s", i ? " " : "",
+                            i ? argv[i] : "poas-bench");
+  const char *descs[3];
+  char text[3][300];
+  for (int i = 0; i < b->nbl; i++) {
+    snprintf(text[i], sizeof text[i], "%s: %s", b->bl[i].b->name, b->bl[i].desc);
+    descs[i] = text[i];
+  }
+  bench_json(stdout, line, b->devs, b->ndevs, descs, b->nbl, b->rows, b->nrows, csv, plot);
+}
+
+/* `poas-bench gemm ...`: argv[1] is "gemm", whose options follow. */
+static int gemm_main(int argc, char **argv) {
+  static bench b;
+  int rc = parse_options(argc - 1, argv + 1, &b.o);
+  if (rc)
+    return rc;
+  char csv_name[64];
+  const char *csv_path = b.o.csv;
+  if (!csv_path) {
+    default_csv_name(csv_name, sizeof csv_name);
+    csv_path = csv_name;
+  }
+  bench_output out = {b.o.json ? stderr : stdout, fopen(csv_path, "w"), b.o.json};
+  if (!out.csv) {
+    fprintf(stderr, "poas-bench: cannot write %s\n", csv_path);
+    return 1;
+  }
+  /* The baselines open first: cblas records the process's CPU mask before
+   * any POAS device has bound a thread. */
+  if ((rc = open_baselines(&b)) != 0 || open_sets(&b) != 0) {
+    close_all(&b);
+    fclose(out.csv);
+    return rc ? rc : 1;
+  }
+  b.tty = isatty(STDERR_FILENO);
+  b.nsteps = b.o.nshapes * b.o.ndtypes * (b.nsets + b.nbl);
+  b.rows = calloc((size_t)b.nsteps, sizeof *b.rows);
+  if (!b.rows) {
+    fprintf(stderr, "poas-bench: out of memory\n");
+    close_all(&b);
+    fclose(out.csv);
+    return 1;
+  }
+  bench_csv_header(out.csv);
+  bench_table_header(out.table);
+  for (int i = 0; i < b.o.nshapes; i++)
+    for (int j = 0; j < b.o.ndtypes; j++)
+      run_shape(&b, b.o.shapes[i], b.o.dtypes[j], &out);
+  close_all(&b);
+  fclose(out.csv);
+  const char *plot = b.o.plot;
+  char why[256];
+  if (plot && bench_plot(plot, b.rows, b.nrows, why, sizeof why) != 0) {
+    fprintf(stderr, "poas-bench: no plot written: %s\n", why);
+    plot = NULL;
+  }
+  if (b.o.json)
+    write_json(&b, argc, argv, csv_path, plot);
+  int failures = report_failures(&b);
+  free(b.rows);
+  return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  const char *cmd = argc > 1 ? argv[1] : "";
+  if (strcmp(cmd, "gemm") == 0)
+    return gemm_main(argc, argv);
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+    printf("poas-bench (POAS) %s\n", poas_version());
+    return 0;
+  }
+  fprintf(stderr, "poas-bench: %s%s%s (the only command is gemm; see poas-bench --help)\n",
+          *cmd ? "unknown command '" : "no command given", cmd, *cmd ? "'" : "");
+  return 2;
+}

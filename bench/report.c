@@ -1,0 +1,289 @@
+/* report.c: what poas-bench writes: the table for people, the CSV and the
+ * JSON object for scripts (same rows, same names), and the SVG plot drawn by
+ * gnuplot. Quantities that do not apply are NaN in a row: "-" in the
+ * table, an empty CSV field, null in JSON. */
+#include "config.h"
+
+#include "bench/bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+const char *bench_dtype_name(poas_dtype dtype) { return dtype == POAS_FLOAT64 ? "d" : "s"; }
+
+const char *bench_role_name(bench_role role) {
+  return role == BENCH_COEXEC ? "coexec" : role == BENCH_BASELINE ? "baseline" : "device";
+}
+
+/* --------------------------------------------------------------- table */
+
+static const char *cell(char *buf, size_t cap, const char *fmt, double v) {
+  if (isnan(v))
+    return "-";
+  snprintf(buf, cap, fmt, v);
+  return buf;
+}
+
+void bench_table_header(FILE *f) {
+  fprintf(f, "%-17s %-5s %-24s %9s %8s %7s %10s %10s %9s %9s  %s\n", "size", "dtype", "devices",
+          "GFLOP/s", "speedup", "effic.", "pred. s", "meas. s", "pred.err", "num.err", "status");
+}
+
+void bench_table_rows(FILE *f, const bench_row *rows, int nrows) {
+  for (int i = 0; i < nrows; i++) {
+    const bench_row *r = &rows[i];
+    char size[64], b[8][32];
+    snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)r->m, (long long)r->n,
+             (long long)r->k);
+    fprintf(f, "%-17s %-5s %-24s %9s %8s %7s %10s %10s %9s %9s  %s%s%s\n", size,
+            bench_dtype_name(r->dtype), r->label, cell(b[0], 32, "%.1f", r->gflops),
+            cell(b[1], 32, "%.2fx", r->speedup), cell(b[2], 32, "%.2f", r->efficiency),
+            cell(b[3], 32, "%.4g", r->predicted_s), cell(b[4], 32, "%.4g", r->seconds),
+            cell(b[5], 32, "%+.1f%%", 100 * r->pred_error), cell(b[6], 32, "%.1e", r->num_error),
+            r->status, r->note[0] ? ": " : "", r->note);
+  }
+  fflush(f);
+}
+
+/* ----------------------------------------------------------------- CSV */
+
+static const char *const columns[] = {
+    "m",           "n",           "k",           "dtype",      "devices",
+    "role",        "repeat",      "measured_s",  "gflops",     "speedup",
+    "efficiency",  "ideal_gflops", "vs_cblas",   "predicted_s", "report_measured_s",
+    "prediction_error", "numerical_error", "error_bound", "status", "note"};
+enum { NCOLUMNS = sizeof columns / sizeof *columns };
+
+/* The numeric fields of a row, in column order from "measured_s". */
+static void row_numbers(const bench_row *r, double out[11]) {
+  double v[11] = {r->seconds,   r->gflops,   r->speedup,    r->efficiency,
+                  r->ideal_gflops, r->vs_cblas, r->predicted_s, r->report_s,
+                  r->pred_error, r->num_error, r->num_bound};
+  memcpy(out, v, sizeof v);
+}
+
+void bench_csv_header(FILE *f) {
+  for (int i = 0; i < NCOLUMNS; i++)
+    fprintf(f, "%s%s", i ? "," : "", columns[i]);
+  fputc('\n', f);
+}
+
+static void csv_text(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"')
+      fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+void bench_csv_rows(FILE *f, const bench_row *rows, int nrows) {
+  for (int i = 0; i < nrows; i++) {
+    const bench_row *r = &rows[i];
+    fprintf(f, "%lld,%lld,%lld,%s,%s,%s,%d", (long long)r->m, (long long)r->n, (long long)r->k,
+            bench_dtype_name(r->dtype), r->label, bench_role_name(r->role), r->repeat);
+    double v[11];
+    row_numbers(r, v);
+    for (int j = 0; j < 11; j++)
+      isnan(v[j]) ? fputc(',', f) : fprintf(f, ",%.6g", v[j]);
+    fprintf(f, ",%s,", r->status);
+    csv_text(f, r->note);
+    fputc('\n', f);
+  }
+  fflush(f);
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void json_row(FILE *f, const bench_row *r) {
+  fprintf(f, "{\"m\": %lld, \"n\": %lld, \"k\": %lld, \"dtype\": \"%s\", \"devices\": ",
+          (long long)r->m, (long long)r->n, (long long)r->k, bench_dtype_name(r->dtype));
+  json_string(f, r->label);
+  fprintf(f, ", \"role\": \"%s\", \"repeat\": %d", bench_role_name(r->role), r->repeat);
+  double v[11];
+  row_numbers(r, v);
+  for (int j = 0; j < 11; j++) {
+    fprintf(f, ", \"%s\": ", columns[7 + j]);
+    isnan(v[j]) ? fputs("null", f) : fprintf(f, "%.6g", v[j]);
+  }
+  fprintf(f, ", \"status\": \"%s\", \"note\": ", r->status);
+  json_string(f, r->note);
+  fputc('}', f);
+}
+
+void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices, int ndevices,
+                const char *const *baselines, int nbaselines, const bench_row *rows, int nrows,
+                const char *csv_path, const char *plot_path) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  fprintf(f, "{\"tool\": \"poas-bench\", \"version\": ");
+  json_string(f, poas_version());
+  fprintf(f, ", \"command\": ");
+  json_string(f, argv_line);
+  fprintf(f, ", \"host\": ");
+  json_string(f, host);
+  fprintf(f, ", \"devices\": [");
+  for (int i = 0; i < ndevices; i++) {
+    fprintf(f, "%s{\"id\": ", i ? ", " : "");
+    json_string(f, devices[i].id);
+    fprintf(f, ", \"kind\": \"%s\", \"name\": ", poas_device_kind_name(devices[i].kind));
+    json_string(f, devices[i].name);
+    fputc('}', f);
+  }
+  fprintf(f, "], \"baselines\": [");
+  for (int i = 0; i < nbaselines; i++) {
+    fputs(i ? ", " : "", f);
+    json_string(f, baselines[i]);
+  }
+  fprintf(f, "], \"csv\": ");
+  json_string(f, csv_path);
+  fprintf(f, ", \"plot\": ");
+  plot_path ? json_string(f, plot_path) : (void)fputs("null", f);
+  fprintf(f, ", \"rows\": [");
+  for (int i = 0; i < nrows; i++) {
+    fputs(i ? ",\n  " : "\n  ", f);
+    json_row(f, &rows[i]);
+  }
+  fprintf(f, "\n]}\n");
+  fflush(f);
+}
+
+/* ---------------------------------------------------------------- plot */
+
+/* A problem's size on the plot's axis: n for a square one, the cube root
+ * of m n k (the side of the square problem of equal work) otherwise. */
+static double plot_size(const bench_row *r) {
+  return cbrt((double)r->m * (double)r->n * (double)r->k);
+}
+
+static int same_series(const bench_row *a, const bench_row *b) {
+  return a->dtype == b->dtype && strcmp(a->label, b->label) == 0;
+}
+
+/* Writes one series as a gnuplot datablock, points sorted by size. `ideal`
+ * takes the co-executed rows' ideal rate instead of their own. */
+static void datablock(FILE *g, int id, const bench_row *rows, int nrows, const bench_row *first,
+                      int ideal) {
+  double x[512], y[512];
+  int np = 0;
+  for (int i = 0; i < nrows && np < 512; i++) {
+    double v = ideal ? rows[i].ideal_gflops : rows[i].gflops;
+    if (same_series(&rows[i], first) && !isnan(v))
+      x[np] = plot_size(&rows[i]), y[np++] = v;
+  }
+  for (int i = 1; i < np; i++)
+    for (int j = i; j > 0 && x[j - 1] > x[j]; j--) {
+      double tx = x[j], ty = y[j];
+      x[j] = x[j - 1], y[j] = y[j - 1], x[j - 1] = tx, y[j - 1] = ty;
+    }
+  fprintf(g, "$d%d << EOD\n", id);
+  for (int i = 0; i < np; i++)
+    fprintf(g, "%.6g %.6g\n", x[i], y[i]);
+  fprintf(g, "EOD\n");
+}
+
+/* gnuplot's single-quoted strings escape a quote by doubling it. */
+static void gp_string(FILE *g, const char *s) {
+  fputc('\'', g);
+  for (; *s; s++) {
+    if (*s == '\'')
+      fputc('\'', g);
+    fputc(*s, g);
+  }
+  fputc('\'', g);
+}
+
+/* Whether row i is the first of its series. */
+static int opens_series(const bench_row *rows, int i) {
+  for (int j = 0; j < i; j++)
+    if (same_series(&rows[j], &rows[i]))
+      return 0;
+  return 1;
+}
+
+/* The data first, as datablocks $d0, $d1, ..., then one plot command over
+ * them in the same order: a co-executed series is followed by its ideal. */
+static void plot_script(FILE *g, const char *path, const bench_row *rows, int nrows) {
+  fprintf(g, "set terminal svg size 960,600 dynamic noenhanced font 'sans,12' background "
+             "rgb 'white'\nset output ");
+  gp_string(g, path);
+  fprintf(g, "\nset title 'poas-bench gemm: end to end, operands in host memory'\n"
+             "set xlabel 'size (n; cube root of m n k for other shapes)'\n"
+             "set ylabel 'GFLOP/s'\nset logscale x 2\nset grid\nset key outside right top\n");
+  int id = 0;
+  for (int i = 0; i < nrows; i++)
+    for (int ideal = 0; opens_series(rows, i) && ideal <= (rows[i].role == BENCH_COEXEC); ideal++)
+      datablock(g, id++, rows, nrows, &rows[i], ideal);
+  fprintf(g, "plot ");
+  id = 0;
+  for (int i = 0; i < nrows; i++)
+    for (int ideal = 0; opens_series(rows, i) && ideal <= (rows[i].role == BENCH_COEXEC);
+         ideal++) {
+      fprintf(g, "%s$d%d with %s title ", id ? ", " : "", id,
+              ideal ? "lines dt 2 lw 2" : "linespoints lw 2 pt 7");
+      char title[320];
+      snprintf(title, sizeof title, "%s%s (%s)", ideal ? "ideal " : "", rows[i].label,
+               bench_dtype_name(rows[i].dtype));
+      gp_string(g, title);
+      id++;
+    }
+  fprintf(g, "\n");
+}
+
+int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap) {
+  if (!POAS_GNUPLOT[0]) {
+    snprintf(why, cap, "gnuplot was not found when POAS was configured");
+    return -1;
+  }
+  if (strchr(path, '\'') || strchr(path, '\n')) {
+    snprintf(why, cap, "the plot's file name may not hold quotes or newlines");
+    return -1;
+  }
+  int fd[2];
+  if (pipe(fd) != 0) {
+    snprintf(why, cap, "cannot make a pipe to gnuplot");
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd[0], STDIN_FILENO);
+    close(fd[0]), close(fd[1]);
+    execl(POAS_GNUPLOT, "gnuplot", (char *)NULL);
+    _exit(127);
+  }
+  close(fd[0]);
+  FILE *g = pid > 0 ? fdopen(fd[1], "w") : NULL;
+  if (!g) {
+    close(fd[1]);
+    if (pid > 0)
+      waitpid(pid, NULL, 0);
+    snprintf(why, cap, "cannot start %s", POAS_GNUPLOT);
+    return -1;
+  }
+  plot_script(g, path, rows, nrows);
+  fclose(g);
+  int status;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    snprintf(why, cap, "%s failed", POAS_GNUPLOT);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,117 @@
+#!/bin/sh
+# test-bench.sh: a short `poas-bench gemm` run on real devices only (the cpu,
+# and opencl0 when there is one), checking what it writes rather than how
+# fast it ran: the table, the CSV and the JSON are produced, parse, agree
+# row for row, and every reported numerical error is within its bound. Also
+# that usage errors exit with 2. No timing is asserted.
+set -u
+builddir=${top_builddir:-.}
+bench=$builddir/bench/poas-bench
+command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is needed to parse the output"; exit 77; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+devices=cpu
+if "$builddir/tools/poas-info" --devices opencl0 >/dev/null 2>&1; then
+  devices=cpu,opencl0
+fi
+
+"$bench" gemm --sizes 256 --dtype s,d --repeat 1 --devices "$devices" --csv "$tmp/x.csv" \
+  --json >"$tmp/out.json" 2>"$tmp/table.txt"
+rc=$?
+cat "$tmp/table.txt"
+[ $rc -eq 0 ] || { echo "FAIL: poas-bench gemm exited with $rc"; exit 1; }
+
+python3 - "$tmp" <<'PYEOF' || exit 1
+import csv, json, math, sys
+
+tmp = sys.argv[1]
+columns = ["m", "n", "k", "dtype", "devices", "role", "repeat", "measured_s", "gflops",
+           "speedup", "efficiency", "ideal_gflops", "vs_cblas", "predicted_s",
+           "report_measured_s", "prediction_error", "numerical_error", "error_bound",
+           "status", "note"]
+failures = []
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+
+doc = json.load(open(tmp + "/out.json"))
+for key in ("tool", "version", "command", "host", "devices", "baselines", "csv", "rows"):
+    check(key in doc, "JSON lacks key %r" % key)
+ids = [d["id"] for d in doc["devices"]]
+check(ids and ids[0] == "cpu0", "JSON devices %r do not start with cpu0" % ids)
+sets = ids + (["+".join(ids)] if len(ids) > 1 else [])
+baselines = [b.split(":")[0] for b in doc["baselines"]]
+check("cblas" in baselines, "the cblas baseline did not run: %r" % baselines)
+expected = [(dt, s) for dt in ("s", "d") for s in sets + baselines]
+rows = doc["rows"]
+check([(r["dtype"], r["devices"]) for r in rows] == expected,
+      "JSON rows %r, expected %r" % ([(r["dtype"], r["devices"]) for r in rows], expected))
+for r in rows:
+    check(sorted(r) == sorted(columns), "JSON row keys %r" % sorted(r))
+    check((r["m"], r["n"], r["k"]) == (256, 256, 256), "JSON row shape %r" % r)
+    check(r["status"] == "ok", "row %s %s: status %s (%s)" % (r["dtype"], r["devices"], r["status"], r["note"]))
+    err, bound = r["numerical_error"], r["error_bound"]
+    check(isinstance(err, (int, float)) and isinstance(bound, (int, float)) and 0 <= err <= bound,
+          "row %s %s: numerical error %r, bound %r" % (r["dtype"], r["devices"], err, bound))
+    check(bound < (1e-5 if r["dtype"] == "s" else 1e-13), "row %s: bound %r too loose" % (r["devices"], bound))
+    check(isinstance(r["gflops"], (int, float)) and r["gflops"] > 0, "row %s: gflops %r" % (r["devices"], r["gflops"]))
+    coexec = r["role"] == "coexec"
+    check((r["efficiency"] is not None) == coexec, "row %s: efficiency %r" % (r["devices"], r["efficiency"]))
+
+with open(tmp + "/x.csv", newline="") as f:
+    table = list(csv.reader(f))
+check(table and table[0] == columns, "CSV header %r" % (table[:1],))
+body = table[1:]
+check(len(body) == len(rows), "CSV has %d rows, JSON %d" % (len(body), len(rows)))
+for line, r in zip(body, rows):
+    c = dict(zip(columns, line))
+    check(len(line) == len(columns), "CSV row %r" % line)
+    check((c["dtype"], c["devices"], c["status"]) == (r["dtype"], r["devices"], r["status"]),
+          "CSV row %r differs from JSON row %r" % (line, r))
+    check(math.isclose(float(c["numerical_error"]), r["numerical_error"], rel_tol=1e-4, abs_tol=1e-30),
+          "CSV numerical error %r vs JSON %r" % (c["numerical_error"], r["numerical_error"]))
+
+text = open(tmp + "/table.txt").read().splitlines()
+header = [l for l in text if l.split()[:3] == ["size", "dtype", "devices"]]
+check(len(header) == 1, "table header missing")
+lines = [l.split() for l in text if l.startswith("256x256x256")]
+check([(l[1], l[2]) for l in lines] == expected, "table rows %r" % [(l[1], l[2]) for l in lines])
+
+for f in failures:
+    print("FAIL:", f)
+print("%d rows checked, %d failures" % (len(rows), len(failures)))
+sys.exit(1 if failures else 0)
+PYEOF
+
+# The co-executed row's format, which needs two devices even where only the
+# cpu is real: a simulated one beside it. Only the shape of the output is
+# checked; sim computes nothing, so its rows must say they were not checked.
+"$bench" gemm --sizes 128 --repeat 1 --devices cpu,sim:rate=1e10 --baselines none \
+  --csv "$tmp/y.csv" --json >"$tmp/sim.json" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+python3 - "$tmp/sim.json" <<'PYEOF' || exit 1
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+got = [(r["devices"], r["role"]) for r in rows]
+want = [("cpu0", "device"), ("sim0", "device"), ("cpu0+sim0", "coexec")]
+assert got == want, "rows %r, expected %r" % (got, want)
+co = rows[2]
+assert co["ideal_gflops"] is not None and co["efficiency"] is not None, co
+assert rows[0]["numerical_error"] is not None and rows[0]["numerical_error"] <= rows[0]["error_bound"], rows[0]
+for r in rows[1:]:
+    assert r["numerical_error"] is None and "not checked" in r["note"], r
+print("co-executed row format: ok")
+PYEOF
+
+# Usage errors exit with 2 and say why.
+for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" \
+            "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl"; do
+  # shellcheck disable=SC2086
+  "$bench" $args >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q "poas-bench" "$tmp/err"; then
+    echo "FAIL: 'poas-bench $args' exited with $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+done
+echo "usage errors: ok"
