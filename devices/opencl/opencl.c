@@ -1,0 +1,582 @@
+/* opencl.c: OpenCL devices as POAS devices, with GEMM through CLBlast.
+ * Every device of every platform is one device, in platform order then
+ * device order. An open device has one context and four in-order command
+ * queues: lanes 0 (host to device), 1 (compute) and 2 (device to host), and
+ * a private queue on which mem_alloc touches new buffers so that a lazy
+ * implementation fails at allocation time rather than in the middle of a
+ * schedule. Events are OpenCL markers; a lane waits on one with a barrier,
+ * never on the host. */
+#include "config.h"
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+
+#include "devices/device.h"
+
+#include <CL/cl.h>
+#include <clblast_c.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OCL_LANES 3
+#define OCL_ALLOC_QUEUE OCL_LANES
+
+typedef struct ocl_state {
+  poas__device dev;
+  cl_device_id device;
+  cl_device_id subdevice;       /* created for cores=N, else NULL */
+  cl_context ctx;
+  cl_command_queue queue[OCL_LANES + 1];
+  uint64_t max_alloc;
+  int has_fp64;
+  pthread_mutex_t lock;         /* guards allocated */
+  uint64_t allocated;
+} ocl_state;
+
+/* CLBlast keeps compiled programs, which hold their contexts, in a process
+ * cache. It is emptied when the last OpenCL device closes, so that a closed
+ * context is really released; the programs are rebuilt from PoCL's or the
+ * driver's own binary cache on the next open. */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static int open_devices;
+
+/* ---------------------------------------------------------------- errors */
+
+static const char *status_name(int code) {
+  static const struct {
+    int code;
+    const char *name;
+  } names[] = {
+      {CL_DEVICE_NOT_FOUND, "CL_DEVICE_NOT_FOUND"},
+      {CL_DEVICE_NOT_AVAILABLE, "CL_DEVICE_NOT_AVAILABLE"},
+      {CL_MEM_OBJECT_ALLOCATION_FAILURE, "CL_MEM_OBJECT_ALLOCATION_FAILURE"},
+      {CL_OUT_OF_RESOURCES, "CL_OUT_OF_RESOURCES"},
+      {CL_OUT_OF_HOST_MEMORY, "CL_OUT_OF_HOST_MEMORY"},
+      {CL_BUILD_PROGRAM_FAILURE, "CL_BUILD_PROGRAM_FAILURE"},
+      {CL_INVALID_VALUE, "CL_INVALID_VALUE"},
+      {CL_INVALID_DEVICE, "CL_INVALID_DEVICE"},
+      {CL_INVALID_CONTEXT, "CL_INVALID_CONTEXT"},
+      {CL_INVALID_COMMAND_QUEUE, "CL_INVALID_COMMAND_QUEUE"},
+      {CL_INVALID_MEM_OBJECT, "CL_INVALID_MEM_OBJECT"},
+      {CL_INVALID_EVENT, "CL_INVALID_EVENT"},
+      {CL_INVALID_OPERATION, "CL_INVALID_OPERATION"},
+      {CL_INVALID_BUFFER_SIZE, "CL_INVALID_BUFFER_SIZE"},
+      {CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+       "CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST"},
+      {CLBlastNotImplemented, "CLBlastNotImplemented"},
+      {CLBlastInvalidMatrixA, "CLBlastInvalidMatrixA"},
+      {CLBlastInvalidMatrixB, "CLBlastInvalidMatrixB"},
+      {CLBlastInvalidMatrixC, "CLBlastInvalidMatrixC"},
+      {CLBlastInvalidDimension, "CLBlastInvalidDimension"},
+      {CLBlastInvalidLeadDimA, "CLBlastInvalidLeadDimA"},
+      {CLBlastInvalidLeadDimB, "CLBlastInvalidLeadDimB"},
+      {CLBlastInvalidLeadDimC, "CLBlastInvalidLeadDimC"},
+      {CLBlastInsufficientMemoryA, "CLBlastInsufficientMemoryA"},
+      {CLBlastInsufficientMemoryB, "CLBlastInsufficientMemoryB"},
+      {CLBlastInsufficientMemoryC, "CLBlastInsufficientMemoryC"},
+      {CLBlastInsufficientMemoryTemp, "CLBlastInsufficientMemoryTemp"},
+      {CLBlastInvalidLocalMemUsage, "CLBlastInvalidLocalMemUsage"},
+      {CLBlastNoDoublePrecision, "CLBlastNoDoublePrecision"},
+      {CLBlastDatabaseError, "CLBlastDatabaseError"},
+      {CLBlastUnknownError, "CLBlastUnknownError"},
+      {CLBlastUnexpectedError, "CLBlastUnexpectedError"},
+  };
+  for (size_t i = 0; i < POAS__ARRAY_LEN(names); i++)
+    if (names[i].code == code)
+      return names[i].name;
+  return "error";
+}
+
+static int cl_fail(const poas__device *dev, const char *call, cl_int code) {
+  return poas__fail(POAS_EDEVICE, "%s: %s failed: %s (%d)", dev->info.id, call,
+                    status_name(code), (int)code);
+}
+
+static int is_out_of_memory(cl_int code) {
+  return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES ||
+         code == CL_OUT_OF_HOST_MEMORY || code == CL_INVALID_BUFFER_SIZE;
+}
+
+/* ------------------------------------------------------------- discovery */
+
+/* Finds device `index` in the flattened list, or counts the devices when
+ * `index` is negative. Any platform or loader error counts as no device. */
+static int walk_devices(int index, cl_device_id *out) {
+  cl_uint np = 0;
+  if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0)
+    return 0;
+  cl_platform_id *plat = calloc(np, sizeof *plat);
+  if (!plat || clGetPlatformIDs(np, plat, NULL) != CL_SUCCESS) {
+    free(plat);
+    return 0;
+  }
+  int seen = 0;
+  for (cl_uint p = 0; p < np; p++) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(plat[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0)
+      continue;
+    if (index >= 0 && index < seen + (int)nd) {
+      cl_device_id *devs = calloc(nd, sizeof *devs);
+      int ok = devs && clGetDeviceIDs(plat[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL) == CL_SUCCESS;
+      if (ok)
+        *out = devs[index - seen];
+      free(devs);
+      free(plat);
+      return ok;
+    }
+    seen += (int)nd;
+  }
+  free(plat);
+  return index >= 0 ? 0 : seen;
+}
+
+static int ocl_count(void) { return walk_devices(-1, NULL); }
+
+static cl_uint device_uint(cl_device_id d, cl_device_info what) {
+  cl_uint v = 0;
+  return clGetDeviceInfo(d, what, sizeof v, &v, NULL) == CL_SUCCESS ? v : 0;
+}
+
+static cl_ulong device_ulong(cl_device_id d, cl_device_info what) {
+  cl_ulong v = 0;
+  return clGetDeviceInfo(d, what, sizeof v, &v, NULL) == CL_SUCCESS ? v : 0;
+}
+
+static void device_string(cl_device_id d, cl_device_info what, char *buf, size_t cap) {
+  buf[0] = '\0';
+  if (clGetDeviceInfo(d, what, cap, buf, NULL) != CL_SUCCESS)
+    buf[0] = '\0';
+  buf[cap - 1] = '\0';
+}
+
+static int partitions_by_counts(cl_device_id d) {
+  cl_device_partition_property props[8];
+  size_t bytes = 0;
+  if (clGetDeviceInfo(d, CL_DEVICE_PARTITION_PROPERTIES, sizeof props, props, &bytes) !=
+      CL_SUCCESS)
+    return 0;
+  for (size_t i = 0; i < bytes / sizeof *props; i++)
+    if (props[i] == CL_DEVICE_PARTITION_BY_COUNTS)
+      return 1;
+  return 0;
+}
+
+/* ------------------------------------------------------------ open/close */
+
+/* cores=N: a sub-device of N compute units, for CPU devices that can be
+ * partitioned (PoCL's can), so that OpenCL leaves the other cores to the
+ * cpu device. */
+static int parse_settings(ocl_state *s, const poas__spec_entry *e, char *err, size_t errcap) {
+  for (int i = 0; e && i < e->nsettings; i++) {
+    if (strcmp(e->key[i], "cores") != 0) {
+      snprintf(err, errcap, "opencl: unknown setting '%s' (known: cores)", e->key[i]);
+      return POAS_ESPEC;
+    }
+    if (s->subdevice) {
+      snprintf(err, errcap, "opencl: cores given twice");
+      return POAS_ESPEC;
+    }
+    cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);
+    cl_device_type type = 0;
+    clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    int64_t v;
+    if (poas__parse_int64(e->value[i], 0, &v) || v < 1 || v > (int64_t)cu) {
+      snprintf(err, errcap, "opencl: bad value '%s' for cores (1 to %u)", e->value[i],
+               (unsigned)cu);
+      return POAS_ESPEC;
+    }
+    if (!(type & CL_DEVICE_TYPE_CPU) || !partitions_by_counts(s->device)) {
+      snprintf(err, errcap,
+               "opencl: cores=%s not supported: the device cannot be partitioned by counts",
+               e->value[i]);
+      return POAS_ESPEC;
+    }
+    if (v == (int64_t)cu)
+      continue;
+    cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_COUNTS,
+                                            (cl_device_partition_property)v,
+                                            CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
+    cl_uint got = 0;
+    cl_int r = clCreateSubDevices(s->device, props, 1, &s->subdevice, &got);
+    if (r != CL_SUCCESS || got != 1) {
+      snprintf(err, errcap, "opencl: cores=%s: clCreateSubDevices failed: %s (%d)", e->value[i],
+               status_name(r), (int)r);
+      return POAS_ESPEC;
+    }
+    s->device = s->subdevice;
+  }
+  return 0;
+}
+
+/* A rough peak: compute units x clock x flops per cycle and unit, by device
+ * type. PoCL's CPU device gets a modest factor: CLBlast's generic kernels
+ * reach far less than OpenBLAS on the same cores. */
+static void fill_info(ocl_state *s) {
+  poas_device_info *info = &s->dev.info;
+  device_string(s->device, CL_DEVICE_NAME, info->name, sizeof info->name);
+  char version[64], platname[64];
+  device_string(s->device, CL_DRIVER_VERSION, version, sizeof version);
+  cl_platform_id plat = NULL;
+  int named = clGetDeviceInfo(s->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) ==
+                  CL_SUCCESS &&
+              clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof platname, platname, NULL) ==
+                  CL_SUCCESS;
+  if (!named)
+    platname[0] = '\0';
+  platname[sizeof platname - 1] = '\0';
+  snprintf(info->driver, sizeof info->driver, "%s %s", platname, version);
+  cl_device_type type = 0;
+  clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);
+  cl_uint mhz = device_uint(s->device, CL_DEVICE_MAX_CLOCK_FREQUENCY);
+  info->memory_bytes = device_ulong(s->device, CL_DEVICE_GLOBAL_MEM_SIZE);
+  info->cores = (int)cu;
+  info->shares_host_cores = (type & CL_DEVICE_TYPE_CPU) != 0;
+  info->host_memory = 0;
+  double per_cycle = 32, fp64_ratio = 0.25;
+  if (type & CL_DEVICE_TYPE_CPU)
+    per_cycle = 16, fp64_ratio = 0.5;
+  else if (type & CL_DEVICE_TYPE_GPU)
+    per_cycle = 128, fp64_ratio = 1.0 / 16;
+  s->has_fp64 = device_ulong(s->device, CL_DEVICE_DOUBLE_FP_CONFIG) != 0;
+  info->peak_gflops[POAS_FLOAT32] = cu * (mhz / 1e3) * per_cycle;
+  info->peak_gflops[POAS_FLOAT64] = s->has_fp64 ? info->peak_gflops[POAS_FLOAT32] * fp64_ratio : 0;
+  s->max_alloc = device_ulong(s->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+}
+
+static void release_state(ocl_state *s) {
+  for (int q = OCL_LANES; q >= 0; q--)
+    if (s->queue[q])
+      clReleaseCommandQueue(s->queue[q]);
+  if (s->ctx)
+    clReleaseContext(s->ctx);
+  if (s->subdevice)
+    clReleaseDevice(s->subdevice);
+  free(s);
+}
+
+static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, char *err,
+                    size_t errcap) {
+  ocl_state *s = calloc(1, sizeof *s);
+  if (!s)
+    return POAS_ENOMEM;
+  int rc = POAS_ENODEV;
+  if (!walk_devices(index, &s->device)) {
+    snprintf(err, errcap, "opencl%d: no such device", index);
+    goto fail;
+  }
+  rc = parse_settings(s, e, err, errcap);
+  if (rc)
+    goto fail;
+  rc = POAS_EDEVICE;
+  cl_int r;
+  s->ctx = clCreateContext(NULL, 1, &s->device, NULL, NULL, &r);
+  if (!s->ctx) {
+    snprintf(err, errcap, "opencl%d: clCreateContext failed: %s (%d)", index, status_name(r),
+             (int)r);
+    goto fail;
+  }
+  for (int q = 0; q <= OCL_LANES; q++) {
+    s->queue[q] = clCreateCommandQueue(s->ctx, s->device, 0, &r);
+    if (!s->queue[q]) {
+      snprintf(err, errcap, "opencl%d: clCreateCommandQueue failed: %s (%d)", index,
+               status_name(r), (int)r);
+      goto fail;
+    }
+  }
+  fill_info(s);
+  pthread_mutex_init(&s->lock, NULL);
+  s->dev.nlanes = OCL_LANES;
+  s->dev.priv = s;
+  pthread_mutex_lock(&open_lock);
+  open_devices++;
+  pthread_mutex_unlock(&open_lock);
+  *out = &s->dev;
+  return 0;
+fail:
+  release_state(s);
+  return rc;
+}
+
+static void ocl_close(poas__device *dev) {
+  ocl_state *s = dev->priv;
+  for (int q = 0; q <= OCL_LANES; q++)
+    clFinish(s->queue[q]);
+  pthread_mutex_destroy(&s->lock);
+  pthread_mutex_lock(&open_lock);
+  if (--open_devices == 0)
+    CLBlastClearCache();
+  pthread_mutex_unlock(&open_lock);
+  release_state(s);
+}
+
+/* ---------------------------------------------------------------- memory */
+
+/* Reserves `bytes` of the device's global memory in our own count: a CPU
+ * implementation on an overcommitting host would otherwise accept any
+ * total. */
+static int reserve(ocl_state *s, size_t bytes) {
+  int ok;
+  pthread_mutex_lock(&s->lock);
+  ok = s->allocated + bytes <= s->dev.info.memory_bytes;
+  if (ok)
+    s->allocated += bytes;
+  pthread_mutex_unlock(&s->lock);
+  return ok;
+}
+
+static void unreserve(ocl_state *s, size_t bytes) {
+  pthread_mutex_lock(&s->lock);
+  s->allocated -= bytes;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Makes the implementation back the buffer now: a one-byte fill on the
+ * private queue, waited for. */
+static cl_int touch(ocl_state *s, cl_mem buf) {
+  const unsigned char zero = 0;
+  cl_event ev;
+  cl_int r = clEnqueueFillBuffer(s->queue[OCL_ALLOC_QUEUE], buf, &zero, 1, 0, 1, 0, NULL, &ev);
+  if (r != CL_SUCCESS)
+    return r;
+  r = clWaitForEvents(1, &ev);
+  clReleaseEvent(ev);
+  return r;
+}
+
+static int ocl_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
+  ocl_state *s = dev->priv;
+  if (bytes == 0)
+    bytes = 64;
+  if (bytes > s->max_alloc)
+    return poas__fail(POAS_ENOMEM, "%s: %zu bytes exceed the largest allocation (%llu)",
+                      dev->info.id, bytes, (unsigned long long)s->max_alloc);
+  if (!reserve(s, bytes))
+    return poas__fail(POAS_ENOMEM, "%s: %zu bytes do not fit in the device memory left",
+                      dev->info.id, bytes);
+  cl_int r;
+  cl_mem buf = clCreateBuffer(s->ctx, CL_MEM_READ_WRITE, bytes, NULL, &r);
+  if (buf && (r = touch(s, buf)) != CL_SUCCESS) {
+    clReleaseMemObject(buf);
+    buf = NULL;
+  }
+  if (!buf) {
+    unreserve(s, bytes);
+    if (is_out_of_memory(r) || r == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+      return poas__fail(POAS_ENOMEM, "%s: allocation of %zu bytes failed: %s (%d)", dev->info.id,
+                        bytes, status_name(r), (int)r);
+    return cl_fail(dev, "clCreateBuffer", r);
+  }
+  out->ptr = buf;
+  return 0;
+}
+
+static void ocl_mem_free(poas__device *dev, poas__mem mem) {
+  ocl_state *s = dev->priv;
+  size_t bytes = 0;
+  if (clGetMemObjectInfo(mem.ptr, CL_MEM_SIZE, sizeof bytes, &bytes, NULL) == CL_SUCCESS)
+    unreserve(s, bytes);
+  clReleaseMemObject(mem.ptr);
+}
+
+/* ---------------------------------------------------------------- copies */
+
+static int check_lane(const poas__device *dev, int lane) {
+  if (lane < 0 || lane >= OCL_LANES)
+    return poas__fail(POAS_EINVAL, "%s: no lane %d", dev->info.id, lane);
+  return 0;
+}
+
+/* The rectangle of a 2-D copy; a single row needs no pitch. */
+static void rect(const poas__copy2d *c, size_t origin[3], size_t region[3], size_t *host_pitch,
+                 size_t *dev_pitch) {
+  origin[0] = c->dev_off, origin[1] = 0, origin[2] = 0;
+  region[0] = c->width, region[1] = c->rows, region[2] = 1;
+  *host_pitch = c->rows > 1 ? c->host_pitch : c->width;
+  *dev_pitch = c->rows > 1 ? c->dev_pitch : c->width;
+}
+
+static int ocl_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *src,
+                        const poas__copy2d *c) {
+  int rc = check_lane(dev, lane);
+  if (rc || c->width == 0 || c->rows == 0)
+    return rc;
+  ocl_state *s = dev->priv;
+  size_t origin[3], region[3], hp, dp;
+  static const size_t zero[3] = {0, 0, 0};
+  rect(c, origin, region, &hp, &dp);
+  cl_int r = clEnqueueWriteBufferRect(s->queue[lane], dst.ptr, CL_FALSE, origin, zero, region, dp,
+                                      0, hp, 0, src, 0, NULL, NULL);
+  return r == CL_SUCCESS ? 0 : cl_fail(dev, "clEnqueueWriteBufferRect", r);
+}
+
+static int ocl_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
+                        const poas__copy2d *c) {
+  int rc = check_lane(dev, lane);
+  if (rc || c->width == 0 || c->rows == 0)
+    return rc;
+  ocl_state *s = dev->priv;
+  size_t origin[3], region[3], hp, dp;
+  static const size_t zero[3] = {0, 0, 0};
+  rect(c, origin, region, &hp, &dp);
+  cl_int r = clEnqueueReadBufferRect(s->queue[lane], src.ptr, CL_FALSE, origin, zero, region, dp,
+                                     0, hp, 0, dst, 0, NULL, NULL);
+  return r == CL_SUCCESS ? 0 : cl_fail(dev, "clEnqueueReadBufferRect", r);
+}
+
+/* ------------------------------------------------------------------ gemm */
+
+static CLBlastStatusCode clblast_gemm(ocl_state *s, int lane, const poas__gemm_call *g,
+                                      CLBlastTranspose ta, CLBlastTranspose tb, size_t k,
+                                      cl_mem a, size_t aoff, size_t lda, cl_mem b, size_t boff,
+                                      size_t ldb) {
+  size_t es = poas__dtype_size(g->dtype);
+  if (g->dtype == POAS_FLOAT32)
+    return CLBlastSgemm(CLBlastLayoutColMajor, ta, tb, (size_t)g->m, (size_t)g->n, k,
+                        (float)g->alpha, a, aoff, lda, b, boff, ldb, (float)g->beta,
+                        g->c.mem.ptr, g->c.off / es, (size_t)g->c.ld, &s->queue[lane], NULL);
+  return CLBlastDgemm(CLBlastLayoutColMajor, ta, tb, (size_t)g->m, (size_t)g->n, k, g->alpha, a,
+                      aoff, lda, b, boff, ldb, g->beta, g->c.mem.ptr, g->c.off / es,
+                      (size_t)g->c.ld, &s->queue[lane], NULL);
+}
+
+/* C = beta C, for k = 0 or alpha = 0, where BLAS reads neither A nor B.
+ * CLBlast rejects k = 0, so this is a rank-1 update with zero vectors: its
+ * kernels do not read C when beta is 0, which gives exact zeros even over
+ * NaNs. The zero buffer is released at once; OpenCL keeps it until the
+ * commands using it have run. */
+static int scale_c(poas__device *dev, int lane, const poas__gemm_call *g) {
+  ocl_state *s = dev->priv;
+  size_t es = poas__dtype_size(g->dtype);
+  size_t bytes = (size_t)POAS__MAX(g->m, g->n) * es;
+  cl_int r;
+  cl_mem zero = clCreateBuffer(s->ctx, CL_MEM_READ_ONLY, bytes, NULL, &r);
+  if (!zero)
+    return is_out_of_memory(r) ? poas__fail(POAS_ENOMEM, "%s: no room for %zu bytes of zeros",
+                                            dev->info.id, bytes)
+                               : cl_fail(dev, "clCreateBuffer", r);
+  const double pattern = 0;
+  r = clEnqueueFillBuffer(s->queue[lane], zero, &pattern, es, 0, bytes, 0, NULL, NULL);
+  if (r != CL_SUCCESS) {
+    clReleaseMemObject(zero);
+    return cl_fail(dev, "clEnqueueFillBuffer", r);
+  }
+  CLBlastStatusCode st = clblast_gemm(s, lane, g, CLBlastTransposeNo, CLBlastTransposeNo, 1, zero,
+                                      0, (size_t)g->m, zero, 0, 1);
+  clReleaseMemObject(zero);
+  return st == CLBlastSuccess ? 0 : cl_fail(dev, "CLBlast gemm (scaling C)", st);
+}
+
+static int ocl_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
+  ocl_state *s = dev->priv;
+  int rc = check_lane(dev, lane);
+  if (rc)
+    return rc;
+  if (g->dtype != POAS_FLOAT32 && g->dtype != POAS_FLOAT64)
+    return poas__fail(POAS_EDTYPE, "%s: unknown dtype %d", dev->info.id, (int)g->dtype);
+  if (g->dtype == POAS_FLOAT64 && !s->has_fp64)
+    return poas__fail(POAS_ENOTSUP, "%s: the device has no double precision", dev->info.id);
+  size_t es = poas__dtype_size(g->dtype);
+  if (g->a.off % es || g->b.off % es || g->c.off % es)
+    return poas__fail(POAS_EINVAL, "%s: gemm operand offsets must be whole elements",
+                      dev->info.id);
+  if (g->m == 0 || g->n == 0)
+    return 0;
+  if (g->k == 0 || g->alpha == 0)
+    return g->beta == 1 ? 0 : scale_c(dev, lane, g);
+  CLBlastTranspose ta = g->transa == POAS_TRANS ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastTranspose tb = g->transb == POAS_TRANS ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastStatusCode st =
+      clblast_gemm(s, lane, g, ta, tb, (size_t)g->k, g->a.mem.ptr, g->a.off / es,
+                   (size_t)g->a.ld, g->b.mem.ptr, g->b.off / es, (size_t)g->b.ld);
+  if (st != CLBlastSuccess)
+    return cl_fail(dev, g->dtype == POAS_FLOAT32 ? "CLBlastSgemm" : "CLBlastDgemm", st);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- events */
+
+static int ocl_event_create(poas__device *dev, poas__event *ev) {
+  memset(ev, 0, sizeof *ev);
+  ev->dev = dev;
+  return 0;
+}
+
+static int ocl_event_record(poas__device *dev, int lane, poas__event *ev) {
+  ocl_state *s = dev->priv;
+  int rc = check_lane(dev, lane);
+  if (rc)
+    return rc;
+  cl_event e;
+  cl_int r = clEnqueueMarkerWithWaitList(s->queue[lane], 0, NULL, &e);
+  if (r != CL_SUCCESS)
+    return cl_fail(dev, "clEnqueueMarkerWithWaitList", r);
+  if (ev->u.handle)
+    clReleaseEvent(ev->u.handle);
+  ev->u.handle = e;
+  ev->recorded = 1;
+  ev->wall = 0;
+  return 0;
+}
+
+static int ocl_lane_wait(poas__device *dev, int lane, poas__event *ev) {
+  ocl_state *s = dev->priv;
+  int rc = check_lane(dev, lane);
+  if (rc || !ev->u.handle)
+    return rc;
+  cl_event e = ev->u.handle;
+  cl_int r = clEnqueueBarrierWithWaitList(s->queue[lane], 1, &e, NULL);
+  return r == CL_SUCCESS ? 0 : cl_fail(dev, "clEnqueueBarrierWithWaitList", r);
+}
+
+static int ocl_event_sync(poas__device *dev, poas__event *ev) {
+  if (!ev->u.handle)
+    return 0;
+  cl_event e = ev->u.handle;
+  cl_int r = clWaitForEvents(1, &e);
+  if (r != CL_SUCCESS)
+    return cl_fail(dev, "clWaitForEvents", r);
+  if (ev->wall == 0)
+    ev->wall = poas__now();
+  return 0;
+}
+
+static void ocl_event_destroy(poas__device *dev, poas__event *ev) {
+  (void)dev;
+  if (ev->u.handle)
+    clReleaseEvent(ev->u.handle);
+  ev->u.handle = NULL;
+  ev->recorded = 0;
+}
+
+static int ocl_lane_sync(poas__device *dev, int lane) {
+  ocl_state *s = dev->priv;
+  int rc = check_lane(dev, lane);
+  if (rc)
+    return rc;
+  cl_int r = clFinish(s->queue[lane]);
+  return r == CL_SUCCESS ? 0 : cl_fail(dev, "clFinish", r);
+}
+
+const poas__backend poas__backend_opencl = {
+    .kind_name = "opencl",
+    .kind = POAS_DEVICE_OPENCL,
+    .built = 1,
+    .count = ocl_count,
+    .open = ocl_open,
+    .close = ocl_close,
+    .mem_alloc = ocl_mem_alloc,
+    .mem_free = ocl_mem_free,
+    .copy_h2d = ocl_copy_h2d,
+    .copy_d2h = ocl_copy_d2h,
+    .gemm = ocl_gemm,
+    .event_create = ocl_event_create,
+    .event_record = ocl_event_record,
+    .lane_wait = ocl_lane_wait,
+    .event_sync = ocl_event_sync,
+    .event_destroy = ocl_event_destroy,
+    .lane_sync = ocl_lane_sync,
+};
