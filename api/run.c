@@ -38,7 +38,8 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
   out->prob = (poas__opt_problem){.dtype = p->dtype, .transa = p->transa, .transb = p->transb,
                                   .m = p->m, .n = p->n, .k = p->k, .reads_c = p->beta != 0,
                                   .reads_ab = p->k > 0 && p->alpha != 0,
-                                  .host_cores = host_cores()};
+                                  .host_cores = host_cores(),
+                                  .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
   for (int i = 0; i < nd; i++) {
     const poas_device_info *info = &ctx->devices.dev[i]->info;

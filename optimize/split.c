@@ -39,8 +39,8 @@ typedef struct solver {
   int64_t n[POAS_MAX_DEVICES];       /* granules per candidate */
 } solver;
 
-static const char *unit_name(poas__split_dim split) {
-  return split == POAS__SPLIT_ROWS ? "rows" : "columns";
+static const char *unit_name(const poas__opt_problem *p, poas__split_dim split) {
+  return (split == POAS__SPLIT_ROWS) != (p->names_swapped != 0) ? "rows" : "columns";
 }
 
 /* Predicted seconds for `g` granules on candidate i. */
@@ -366,7 +366,7 @@ static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, u
 
 /* Writes each device's range and predicted time from the assignment. */
 static void fill_result(const solver *s, const screen *sc, poas__opt_result *r) {
-  const char *units = unit_name(r->split);
+  const char *units = unit_name(s->p, r->split);
   int64_t u = 0;
   r->makespan_s = 0;
   for (int i = 0; i < r->ndev; i++)
@@ -401,14 +401,19 @@ static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_pr
     return poas__fail(POAS_ENODEV, "plan: no device can take part (%s)", nd ? why : "none given");
   }
   double host = 0, device = 0;
-  for (int i = 0; i < nd; i++)
-    *(d[i].host_memory ? &host : &device) = fmax(*(d[i].host_memory ? &host : &device),
-                                                 (double)d[i].memory_bytes);
+  int hosts = 0;
+  for (int i = 0; i < nd; i++) {
+    hosts += d[i].host_memory != 0;
+    double *most = d[i].host_memory ? &host : &device;
+    *most = fmax(*most, (double)d[i].memory_bytes);
+  }
+  char host_part[96] = "";
+  if (hosts)
+    snprintf(host_part, sizeof host_part, "; the host memory is %.3g GiB", host / 1073741824.0);
   return poas__fail(POAS_ETOOBIG,
-                    "plan: the problem fits nowhere: A, B and C need %.3g GiB; the host memory "
-                    "is %.3g GiB and the largest device memory %.3g GiB",
-                    problem_bytes(p) / 1073741824.0, host / 1073741824.0,
-                    device / 1073741824.0);
+                    "plan: the problem fits nowhere: A, B and C need %.3g GiB%s; the largest "
+                    "device memory, %.3g GiB, cannot hold the shared operand and two tiles",
+                    problem_bytes(p) / 1073741824.0, host_part, device / 1073741824.0);
 }
 
 int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p,
