@@ -235,6 +235,12 @@ static double balance(solver *s) {
     }
   }
   memcpy(s->n, nhi, sizeof nhi);
+  int64_t given = 0;
+  for (int i = 0; i < s->ncand; i++)
+    given += s->n[i];
+  /* Only times that are not numbers can leave granules unplaced. */
+  if (given < s->ngran)
+    return INFINITY;
   trim(s);
   improve(s);
   return makespan(s);
