@@ -6,6 +6,7 @@
 
 #include "devices/device.h"
 #include "models/model.h"
+#include "optimize/optimize.h"
 #include "poas.h"
 #include "predict/predict.h"
 
@@ -20,7 +21,14 @@ typedef struct poas__gemm_problem {
   const void *a, *b;
   void *c;
   int64_t lda, ldb, ldc;
+  int row_major;           /* the caller's layout was row-major (m, n swapped) */
 } poas__gemm_problem;
+
+/* Sets p's layout, transposes and sizes from a call in either layout,
+ * swapping the operands' roles for row-major (pointers and leading
+ * dimensions are the caller's business). POAS_ELAYOUT for a bad layout. */
+int poas__gemm_shape(poas__gemm_problem *p, poas_layout layout, poas_op transa, poas_op transb,
+                     int64_t m, int64_t n, int64_t k);
 
 struct poas_context {
   poas__devset devices;
@@ -35,5 +43,17 @@ struct poas_context {
 /* Runs a validated, normalised GEMM on the context's devices and fills
  * ctx->report. */
 int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p);
+
+/* What the solver was given for a problem on the context's devices, and
+ * what it returned: the one path from a problem to a plan, shared by
+ * poas__gemm_run and poas_plan_gemm. */
+typedef struct poas__gemm_plan {
+  poas__opt_problem prob;
+  poas__opt_device dev[POAS_MAX_DEVICES];
+  poas__opt_result res;
+} poas__gemm_plan;
+
+/* Plans a normalised problem (p's pointers are not used). */
+int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__gemm_plan *out);
 
 #endif /* POAS_CONTEXT_H */

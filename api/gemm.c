@@ -66,6 +66,18 @@ static int gemm_check(const poas__gemm_problem *p) {
   return 0;
 }
 
+int poas__gemm_shape(poas__gemm_problem *p, poas_layout layout, poas_op transa, poas_op transb,
+                     int64_t m, int64_t n, int64_t k) {
+  if (layout == POAS_COL_MAJOR) {
+    p->transa = transa, p->transb = transb, p->m = m, p->n = n, p->k = k, p->row_major = 0;
+  } else if (layout == POAS_ROW_MAJOR) {
+    p->transa = transb, p->transb = transa, p->m = n, p->n = m, p->k = k, p->row_major = 1;
+  } else {
+    return poas__fail(POAS_ELAYOUT, "gemm: unknown layout value %d", (int)layout);
+  }
+  return 0;
+}
+
 /* Builds the column-major problem for a call in either layout. */
 static int gemm_entry(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
                       poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
@@ -75,17 +87,16 @@ static int gemm_entry(poas_context *ctx, poas_dtype dtype, poas_layout layout, p
   if (!ctx)
     return poas__fail(POAS_ENULL, "gemm: ctx is NULL");
   poas__gemm_problem p = {.dtype = dtype, .alpha = alpha, .beta = beta, .c = C, .ldc = ldc};
-  if (layout == POAS_COL_MAJOR) {
-    p.transa = transa, p.transb = transb, p.m = m, p.n = n, p.k = k;
-    p.a = A, p.lda = lda, p.b = B, p.ldb = ldb;
-  } else if (layout == POAS_ROW_MAJOR) {
+  int rc = poas__gemm_shape(&p, layout, transa, transb, m, n, k);
+  if (rc)
+    return rc;
+  if (p.row_major) {
     /* Row-major C (m x n) is column-major C^T (n x m) = op(B)^T op(A)^T. */
-    p.transa = transb, p.transb = transa, p.m = n, p.n = m, p.k = k;
     p.a = B, p.lda = ldb, p.b = A, p.ldb = lda;
   } else {
-    return poas__fail(POAS_ELAYOUT, "gemm: unknown layout value %d", (int)layout);
+    p.a = A, p.lda = lda, p.b = B, p.ldb = ldb;
   }
-  int rc = gemm_check(&p);
+  rc = gemm_check(&p);
   if (rc)
     return rc;
   return poas__gemm_run(ctx, &p);

@@ -1,103 +1,139 @@
-/* run.c: runs a normalised GEMM. For now on one device, the one with the
- * highest peak estimate, through the device interface: directly on host
- * memory for host_memory devices, else through device buffers. The
- * predict -> optimize -> adapt -> schedule pipeline replaces this. */
+/* run.c: a normalised GEMM through the pipeline: the context's models
+ * (predict) go to the solver (optimize), whose split becomes a work source
+ * (adapt) that the scheduler runs (schedule); the report comes back from
+ * the scheduler and gets the problem's fields here. Planning alone
+ * (poas_plan_gemm) shares everything up to the solve. */
+#include "adapt/adapt.h"
 #include "api/context.h"
+#include "schedule/schedule.h"
 
+#include <hwloc.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-static poas__device *pick_device(const poas_context *ctx, poas_dtype dtype) {
-  poas__device *best = NULL;
-  for (int i = 0; i < ctx->devices.ndev; i++) {
-    poas__device *d = ctx->devices.dev[i];
-    if (!best || d->info.peak_gflops[dtype] > best->info.peak_gflops[dtype])
-      best = d;
+static int host_core_count;
+static pthread_once_t host_cores_once = PTHREAD_ONCE_INIT;
+
+static void count_host_cores(void) {
+  hwloc_topology_t topo;
+  int n = 0;
+  if (hwloc_topology_init(&topo) == 0) {
+    if (hwloc_topology_load(topo) == 0)
+      n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_topology_destroy(topo);
   }
-  return best;
+  host_core_count = n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
-/* Stored rows and columns of an operand (column-major). */
-static void stored_shape(poas_op op, int64_t rows, int64_t cols, int64_t *r, int64_t *c) {
-  *r = op == POAS_NO_TRANS ? rows : cols;
-  *c = op == POAS_NO_TRANS ? cols : rows;
+/* The host's cores, which devices that share them compete for. */
+static int host_cores(void) {
+  pthread_once(&host_cores_once, count_host_cores);
+  return host_core_count;
 }
 
-static int run_on_buffers(poas__device *d, const poas__gemm_problem *p) {
-  size_t es = poas__dtype_size(p->dtype);
-  int64_t ar, ac, br, bc;
-  stored_shape(p->transa, p->m, p->k, &ar, &ac);
-  stored_shape(p->transb, p->k, p->n, &br, &bc);
-  poas__mem a = {0}, b = {0}, c = {0};
-  int rc = d->be->mem_alloc(d, (size_t)POAS__MAX(ar * ac, 1) * es, &a);
-  if (!rc)
-    rc = d->be->mem_alloc(d, (size_t)POAS__MAX(br * bc, 1) * es, &b);
-  if (!rc)
-    rc = d->be->mem_alloc(d, (size_t)(p->m * p->n) * es, &c);
-  poas__copy2d ca = {(size_t)ar * es, (size_t)ac, (size_t)p->lda * es, (size_t)ar * es, 0};
-  poas__copy2d cb = {(size_t)br * es, (size_t)bc, (size_t)p->ldb * es, (size_t)br * es, 0};
-  poas__copy2d cc = {(size_t)p->m * es, (size_t)p->n, (size_t)p->ldc * es, (size_t)p->m * es, 0};
-  /* BLAS does not read A and B when alpha is 0: neither do we. */
-  int ab_used = p->k > 0 && p->alpha != 0;
-  if (!rc && ab_used && ar * ac > 0)
-    rc = d->be->copy_h2d(d, 0, a, p->a, &ca);
-  if (!rc && ab_used && br * bc > 0)
-    rc = d->be->copy_h2d(d, 0, b, p->b, &cb);
-  if (!rc && p->beta != 0)
-    rc = d->be->copy_h2d(d, 0, c, p->c, &cc);
-  poas__gemm_call g = {p->dtype, p->transa, p->transb, p->m, p->n, ab_used ? p->k : 0, p->alpha, p->beta,
-                       {a, 0, POAS__MAX(ar, 1)}, {b, 0, POAS__MAX(br, 1)}, {c, 0, p->m}};
-  if (!rc)
-    rc = d->be->gemm(d, 0, &g);
-  if (!rc)
-    rc = d->be->copy_d2h(d, 0, p->c, c, &cc);
-  if (!rc)
-    rc = d->be->lane_sync(d, 0);
-  if (c.ptr)
-    d->be->mem_free(d, c);
-  if (b.ptr)
-    d->be->mem_free(d, b);
-  if (a.ptr)
-    d->be->mem_free(d, a);
+int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__gemm_plan *out) {
+  memset(out, 0, sizeof *out);
+  out->prob = (poas__opt_problem){.dtype = p->dtype, .transa = p->transa, .transb = p->transb,
+                                  .m = p->m, .n = p->n, .k = p->k, .reads_c = p->beta != 0,
+                                  .reads_ab = p->k > 0 && p->alpha != 0,
+                                  .host_cores = host_cores(),
+                                  .names_swapped = p->row_major};
+  int nd = ctx->devices.ndev;
+  for (int i = 0; i < nd; i++) {
+    const poas_device_info *info = &ctx->devices.dev[i]->info;
+    const poas__device_model *dm = &ctx->models[i];
+    uint64_t mem = info->memory_bytes;
+    if (dm->memory_bytes > 0 && dm->memory_bytes < mem)
+      mem = dm->memory_bytes;
+    out->dev[i] = (poas__opt_device){
+        .id = info->id,
+        .model = dm->source == POAS__MODEL_NONE ? NULL : dm,
+        .memory_bytes = mem,
+        .host_memory = info->host_memory,
+        .shares_host_cores = info->shares_host_cores,
+        .cores = info->cores,
+        .supports_dtype =
+            info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED,
+    };
+  }
+  int rc = poas__optimize(out->dev, nd, &out->prob, &out->res);
+  for (int i = 0; i < nd; i++)
+    if (out->res.dev[i].estimated)
+      poas__warn("%s has no usable model: planning with a conservative estimate "
+                 "(run poas-calibrate)",
+                 out->dev[i].id);
   return rc;
+}
+
+/* The scheduler's configuration from the plan and the context. */
+static void sched_config(const poas_context *ctx, const poas__opt_result *r,
+                         poas__sched_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  if (poas__policy_parse(ctx->sched, &cfg->policy))
+    cfg->policy = POAS__SCHED_GUIDED;
+  cfg->trace_path = ctx->trace_path;
+  const char *fault = getenv("POAS_FAULT");
+  cfg->fault_spec = fault && *fault ? fault : NULL;
+  for (int i = 0; i < r->ndev; i++) {
+    const poas__opt_share *sh = &r->dev[i];
+    cfg->u0[i] = sh->u0, cfg->u1[i] = sh->u1;
+    cfg->predicted_s[i] = sh->time.total_s;
+    double units = (double)(sh->u1 - sh->u0);
+    cfg->rate[i] = units > 0 ? units / POAS__MAX(sh->time.total_s, 1e-12) : 0;
+  }
+  cfg->predicted_makespan_s = r->makespan_s;
+}
+
+/* The problem as one GEMM call on the caller's (host) memory. */
+static poas__gemm_call host_call(const poas__gemm_problem *p) {
+  return (poas__gemm_call){p->dtype,
+                           p->transa,
+                           p->transb,
+                           p->m,
+                           p->n,
+                           p->k,
+                           p->alpha,
+                           p->beta,
+                           {poas__mem_host(p->a), 0, p->lda},
+                           {poas__mem_host(p->b), 0, p->ldb},
+                           {poas__mem_host(p->c), 0, p->ldc}};
 }
 
 int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   if (p->m == 0 || p->n == 0)
     return 0;
-  poas__device *d = pick_device(ctx, p->dtype);
-  if (!d)
-    return poas__fail(POAS_ENODEV, "gemm: no device");
-  double t0 = poas__now();
-  int rc;
-  if (d->info.host_memory) {
-    poas__gemm_call g = {p->dtype,
-                         p->transa,
-                         p->transb,
-                         p->m,
-                         p->n,
-                         p->alpha != 0 ? p->k : 0,
-                         p->alpha,
-                         p->beta,
-                         {poas__mem_host(p->a), 0, p->lda},
-                         {poas__mem_host(p->b), 0, p->ldb},
-                         {poas__mem_host(p->c), 0, p->ldc}};
-    rc = d->be->gemm(d, 0, &g);
-  } else {
-    rc = run_on_buffers(d, p);
-  }
+  poas__gemm_plan *plan = malloc(sizeof *plan);
+  if (!plan)
+    return POAS_ENOMEM;
+  poas__gemm_source *src = NULL;
+  poas__work_source *ws = NULL;
+  int rc = poas__gemm_plan_make(ctx, p, plan);
   if (rc)
-    return poas__fail(rc, "gemm on %s failed: %s", d->info.id, poas_strerror(rc));
-  double t = poas__now() - t0;
-  poas_report *r = &ctx->report;
-  memset(r, 0, sizeof *r);
-  r->dtype = p->dtype, r->m = p->m, r->n = p->n, r->k = p->k;
-  r->ndevices = 1;
-  poas__strlcpy(r->dev[0].id, d->info.id, sizeof r->dev[0].id);
-  r->dev[0].share = 1;
-  r->dev[0].chunks = 1;
-  r->dev[0].measured_s = r->dev[0].busy_s = r->measured_s = t;
-  r->gflops = t > 0 ? 2.0 * (double)p->m * (double)p->n * (double)p->k / t / 1e9 : 0;
-  poas__strlcpy(r->policy, ctx->sched, sizeof r->policy);
+    goto done;
+  poas__gemm_call call = host_call(p);
+  rc = poas__gemm_source_create(&call, &plan->prob, plan->dev, &plan->res, &src, &ws);
+  if (rc)
+    goto done;
+  poas__sched_config cfg;
+  sched_config(ctx, &plan->res, &cfg);
+  poas_report r;
+  rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);
+  if (rc) {
+    poas__fail(rc, "gemm: the run failed: %s", poas_strerror(rc));
+    goto done;
+  }
+  r.dtype = p->dtype;
+  r.m = p->row_major ? p->n : p->m;
+  r.n = p->row_major ? p->m : p->n;
+  r.k = p->k;
+  r.gflops = r.measured_s > 0 ? 2.0 * (double)p->m * (double)p->n * (double)p->k / r.measured_s / 1e9
+                              : 0;
+  ctx->report = r;
   ctx->has_report = 1;
-  return 0;
+done:
+  poas__gemm_source_destroy(src);
+  free(plan);
+  return rc;
 }

@@ -200,7 +200,55 @@ int poas_last_report(const poas_context *ctx, poas_report *out);
  * Declarations for calibration, profiles and predictions go here. */
 
 /* -------------------------------------------------------- planning (optimize/)
- * Declarations for plans (poas_plan_gemm) go here. */
+ * A plan says how a GEMM would run, without running it: which devices take
+ * part, which rows or columns of C each computes, in how many tiles, how
+ * many bytes it moves and how long the models predict. The same profile and
+ * problem always give the same plan; poas_sgemm / poas_dgemm run exactly
+ * the plan poas_plan_gemm returns for their problem. */
+
+/* Which dimension of C (in the caller's layout) is cut between devices. */
+typedef enum poas_split { POAS_SPLIT_ROWS = 0, POAS_SPLIT_COLS = 1 } poas_split;
+
+/* One device given work. */
+typedef struct poas_plan_device {
+  char id[POAS_ID_LEN];
+  int64_t first, count;    /* rows (or columns) [first, first + count) of C */
+  double share;            /* count / (m or n): its fraction of C's elements */
+  int64_t tile;            /* rows (or columns) per tile */
+  int64_t tiles;           /* tiles it computes (1 on host-memory devices) */
+  uint64_t bytes_h2d, bytes_d2h; /* copies to and from the device */
+  double compute_s;        /* predicted GEMM time, summed over its tiles */
+  double transfer_s;       /* predicted copy time, summed (overlaps compute) */
+  double predicted_s;      /* predicted time of its whole pipeline */
+  int estimated;           /* no usable model: a conservative estimate */
+} poas_plan_device;
+
+/* A device left out, and why, in words. */
+typedef struct poas_plan_excluded {
+  char id[POAS_ID_LEN];
+  char reason[200];
+} poas_plan_excluded;
+
+typedef struct poas_plan {
+  poas_dtype dtype;
+  int64_t m, n, k;
+  poas_split split;
+  int64_t granule;         /* shares are multiples of this many rows/columns */
+  double makespan_s;       /* predicted time of the whole GEMM */
+  int ndevices;            /* devices given work, in dev[] */
+  poas_plan_device dev[POAS_MAX_DEVICES];
+  int nexcluded;           /* devices left out, in excluded[] */
+  poas_plan_excluded excluded[POAS_MAX_DEVICES];
+} poas_plan;
+
+/* Plans C = alpha op(A) op(B) + beta C with beta != 0 (C is copied to the
+ * devices as well as back) and alpha != 0, on the context's devices, and
+ * writes the plan into *out. Runs nothing. Returns POAS_ETOOBIG when the
+ * problem fits in no memory, POAS_ENODEV when no device can take part
+ * (poas_error_detail() says why), or an argument error; on error *out is
+ * untouched. m = 0 or n = 0 gives an empty plan. */
+int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
+                   poas_op transb, int64_t m, int64_t n, int64_t k, poas_plan *out);
 
 /* ------------------------------------------------------ tasks (schedule/)
  * Declarations for the task API and asynchronous GEMM go here. */

@@ -1,0 +1,398 @@
+/* gemm.c: the GEMM work source (see adapt.h). A unit's data in a stored
+ * operand is either a segment of every column (rows of a column-major
+ * matrix: "row segments") or a whole column; "part" describes which, so the
+ * same code cuts A, B and C for both split dimensions and all transposes.
+ *
+ * Device state lives per device and per graph: the shared operand and the
+ * two tile buffers of each operand are allocated by the first emit on a
+ * device, reused by later ones (alternating buffers continue across emits)
+ * and freed by finish(). A scheduler must send all of a device's emits to
+ * one graph between two finish() calls. */
+#include "adapt/adapt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* How units of C map onto a stored column-major operand. */
+typedef struct part {
+  char *base;      /* the operand's host address */
+  int64_t ld;      /* its leading dimension, in elements */
+  int rowseg;      /* a unit is a row: a segment of each of `extent` columns */
+  int64_t extent;  /* rowseg: stored columns; else: stored rows of a column */
+} part;
+
+typedef struct dev_state {
+  const poas__graph *graph;   /* where its buffers below live */
+  int shared, slot_in[2], slot_c[2]; /* buffer indices; -1: none yet */
+  int next_slot;
+  poas__pipe first, later;    /* with and without the shared operand's copy */
+} dev_state;
+
+struct poas__gemm_source {
+  poas__work_source ws;
+  poas__gemm_call call;
+  poas__opt_problem p;
+  poas__split_dim split;
+  size_t es;
+  part in, c;                 /* the non-shared operand's part, and C's */
+  int64_t in_cols;            /* stored columns of the non-shared operand */
+  char *shared_base;          /* the shared operand as stored */
+  int64_t shared_rows, shared_cols, shared_ld;
+  int ndev;
+  int host_memory[POAS_MAX_DEVICES];
+  int64_t tile[POAS_MAX_DEVICES];
+  poas__device_model model[POAS_MAX_DEVICES];
+  dev_state dev[POAS_MAX_DEVICES];
+  /* The caller's matrices as host buffers of the current graph. */
+  const poas__graph *host_graph;
+  int host_in, host_shared, host_c;
+};
+
+/* ------------------------------------------------------------ geometry */
+
+static size_t part_offset(const part *pt, int64_t u, size_t es) {
+  return pt->rowseg ? (size_t)u * es : (size_t)u * (size_t)pt->ld * es;
+}
+
+/* The host region of units [u0, u1) of a part. */
+static poas__region host_region(const part *pt, int buf, int64_t u0, int64_t u1, size_t es) {
+  if (pt->rowseg)
+    return (poas__region){buf, 0, (size_t)pt->extent, (size_t)u0 * es, (size_t)u1 * es};
+  return (poas__region){buf, (size_t)u0, (size_t)u1, 0, (size_t)pt->extent * es};
+}
+
+/* A device tile buffer for `tile` units of a part: its pitch and lines. */
+static void tile_geometry(const part *pt, int64_t tile, size_t es, size_t *pitch, size_t *lines) {
+  *pitch = pt->rowseg ? (size_t)tile * es : (size_t)pt->extent * es;
+  *lines = pt->rowseg ? (size_t)pt->extent : (size_t)tile;
+}
+
+/* The region `units` units occupy at the start of a tile buffer. */
+static poas__region tile_region(const part *pt, int buf, int64_t units, size_t es) {
+  if (pt->rowseg)
+    return (poas__region){buf, 0, (size_t)pt->extent, 0, (size_t)units * es};
+  return (poas__region){buf, 0, (size_t)units, 0, (size_t)pt->extent * es};
+}
+
+static poas__copy2d tile_copy(const part *pt, int64_t units, size_t dev_pitch, size_t es) {
+  poas__copy2d c = {.host_pitch = (size_t)pt->ld * es, .dev_pitch = dev_pitch};
+  c.width = pt->rowseg ? (size_t)units * es : (size_t)pt->extent * es;
+  c.rows = pt->rowseg ? (size_t)pt->extent : (size_t)units;
+  return c;
+}
+
+static poas__region whole(const poas__graph *g, int buf) {
+  return (poas__region){buf, 0, g->buf[buf].lines, 0, g->buf[buf].pitch};
+}
+
+/* ------------------------------------------------------------- emitting */
+
+static int add(poas__graph *g, const poas__ins *in) {
+  int rc = poas__graph_add(g, in);
+  return rc < 0 ? rc : 0;
+}
+
+static int add_host_buffer(poas__graph *g, const void *base, int64_t ld, int64_t cols,
+                           size_t es) {
+  poas__gbuf b = {.device = -1, .host = (void *)(uintptr_t)base, .pitch = (size_t)ld * es,
+                  .lines = (size_t)POAS__MAX(cols, 1)};
+  return poas__graph_add_buffer(g, &b);
+}
+
+/* Registers the caller's matrices in g, once per graph. */
+static int host_buffers(poas__gemm_source *s, poas__graph *g) {
+  if (s->host_graph == g && s->host_c < g->nbuf && g->buf[s->host_c].host == s->c.base)
+    return 0;
+  s->host_c = add_host_buffer(g, s->c.base, s->c.ld, s->p.n, s->es);
+  s->host_in = s->host_shared = s->host_c;
+  if (s->p.reads_ab) {
+    s->host_in = add_host_buffer(g, s->in.base, s->in.ld, s->in_cols, s->es);
+    s->host_shared = add_host_buffer(g, s->shared_base, s->shared_ld, s->shared_cols, s->es);
+  }
+  if (s->host_c < 0 || s->host_in < 0 || s->host_shared < 0)
+    return POAS_ENOMEM;
+  s->host_graph = g;
+  return 0;
+}
+
+static int alloc_buffer(poas__graph *g, int device, size_t pitch, size_t lines, int chunk) {
+  poas__gbuf b = {.device = device, .pitch = pitch, .lines = POAS__MAX(lines, 1)};
+  int buf = poas__graph_add_buffer(g, &b);
+  if (buf < 0)
+    return buf;
+  poas__ins in = {.kind = POAS__INS_ALLOC, .device = device, .lane = POAS__LANE_H2D,
+                  .chunk = chunk, .naccess = 1};
+  in.u.alloc.buf = buf;
+  in.access[0] = (poas__access){whole(g, buf), POAS__WRITE};
+  int rc = add(g, &in);
+  return rc ? rc : buf;
+}
+
+static int copy_in(poas__graph *g, int device, int chunk, int dst, const char *src,
+                   poas__copy2d shape, poas__region host, poas__region dev, double t) {
+  poas__ins in = {.kind = POAS__INS_H2D, .device = device, .lane = POAS__LANE_H2D,
+                  .chunk = chunk, .predicted_s = t, .bytes = shape.width * shape.rows,
+                  .naccess = 2};
+  in.u.h2d.dst_buf = dst, in.u.h2d.src = src, in.u.h2d.shape = shape;
+  in.access[0] = (poas__access){host, POAS__READ};
+  in.access[1] = (poas__access){dev, POAS__WRITE};
+  return add(g, &in);
+}
+
+/* Allocates and copies the shared operand, as stored, on first use. */
+static int shared_operand(poas__gemm_source *s, poas__graph *g, int device, int chunk) {
+  dev_state *d = &s->dev[device];
+  if (d->shared >= 0 || !s->p.reads_ab)
+    return 0;
+  size_t pitch = (size_t)s->shared_rows * s->es;
+  int buf = alloc_buffer(g, device, pitch, (size_t)s->shared_cols, chunk);
+  if (buf < 0)
+    return buf;
+  d->shared = buf;
+  poas__copy2d shape = {pitch, (size_t)s->shared_cols, (size_t)s->shared_ld * s->es, pitch, 0};
+  poas__region host = {s->host_shared, 0, (size_t)s->shared_cols, 0, pitch};
+  return copy_in(g, device, chunk, buf, s->shared_base, shape, host, whole(g, buf),
+                 d->first.shared_s);
+}
+
+/* The tile buffers of a slot, allocated on first use. */
+static int slot_buffers(poas__gemm_source *s, poas__graph *g, int device, int slot, int chunk) {
+  dev_state *d = &s->dev[device];
+  size_t pitch, lines;
+  if (s->p.reads_ab && d->slot_in[slot] < 0) {
+    tile_geometry(&s->in, s->tile[device], s->es, &pitch, &lines);
+    if ((d->slot_in[slot] = alloc_buffer(g, device, pitch, lines, chunk)) < 0)
+      return d->slot_in[slot];
+  }
+  if (d->slot_c[slot] < 0) {
+    tile_geometry(&s->c, s->tile[device], s->es, &pitch, &lines);
+    if ((d->slot_c[slot] = alloc_buffer(g, device, pitch, lines, chunk)) < 0)
+      return d->slot_c[slot];
+  }
+  return 0;
+}
+
+/* The GEMM of units [u0, u1): operands named by buffer, offset and ld. */
+static poas__ins gemm_ins(const poas__gemm_source *s, int device, int chunk, int64_t units,
+                          int a_buf, poas__operand a, int b_buf, poas__operand b, int c_buf,
+                          poas__operand c) {
+  poas__ins in = {.kind = POAS__INS_GEMM, .device = device, .lane = POAS__LANE_COMPUTE,
+                  .chunk = chunk};
+  poas__gemm_call call = s->call;
+  if (s->split == POAS__SPLIT_ROWS)
+    call.m = units;
+  else
+    call.n = units;
+  if (!s->p.reads_ab) {
+    /* Only beta * C: the operands are not read, so they alias C with
+     * shapes any BLAS accepts for k = 0. */
+    call.k = 0, call.transa = call.transb = POAS_NO_TRANS;
+    a_buf = b_buf = c_buf, a = c, b = (poas__operand){c.mem, c.off, 1};
+  }
+  call.a = a, call.b = b, call.c = c;
+  in.u.gemm.call = call;
+  in.u.gemm.a_buf = a_buf, in.u.gemm.b_buf = b_buf, in.u.gemm.c_buf = c_buf;
+  return in;
+}
+
+static int emit_host(poas__gemm_source *s, poas__graph *g, int device, int64_t u0, int64_t u1,
+                     int chunk) {
+  poas__operand in_op = {{NULL}, part_offset(&s->in, u0, s->es), s->in.ld};
+  poas__operand sh_op = {{NULL}, 0, s->shared_ld};
+  poas__operand c_op = {{NULL}, part_offset(&s->c, u0, s->es), s->c.ld};
+  int rows = s->split == POAS__SPLIT_ROWS;
+  poas__ins in = rows ? gemm_ins(s, device, chunk, u1 - u0, s->host_in, in_op, s->host_shared,
+                                 sh_op, s->host_c, c_op)
+                      : gemm_ins(s, device, chunk, u1 - u0, s->host_shared, sh_op, s->host_in,
+                                 in_op, s->host_c, c_op);
+  poas__pipe_time t;
+  poas__pipe_eval(&s->dev[device].later, u1 - u0, &t);
+  in.predicted_s = t.total_s;
+  in.access[in.naccess++] =
+      (poas__access){host_region(&s->c, s->host_c, u0, u1, s->es),
+                     s->call.beta != 0 ? POAS__RW : POAS__WRITE};
+  if (s->p.reads_ab) {
+    in.access[in.naccess++] =
+        (poas__access){host_region(&s->in, s->host_in, u0, u1, s->es), POAS__READ};
+    in.access[in.naccess++] = (poas__access){whole(g, s->host_shared), POAS__READ};
+  }
+  return add(g, &in);
+}
+
+/* One tile [t0, t1) on a copy device, in buffer slot `slot`. */
+static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t0, int64_t t1,
+                     int slot, int chunk) {
+  dev_state *d = &s->dev[device];
+  int64_t units = t1 - t0;
+  poas__tile_cost cost;
+  poas__tile_costs(&s->p, s->split, &s->model[device], 0, units, &cost);
+  int cb = d->slot_c[slot], ib = d->slot_in[slot];
+  poas__region c_dev = tile_region(&s->c, cb, units, s->es);
+  poas__region c_host = host_region(&s->c, s->host_c, t0, t1, s->es);
+  size_t c_pitch = g->buf[cb].pitch;
+  int rc = 0;
+  if (s->p.reads_ab)
+    rc = copy_in(g, device, chunk, ib, s->in.base + part_offset(&s->in, t0, s->es),
+                 tile_copy(&s->in, units, g->buf[ib].pitch, s->es),
+                 host_region(&s->in, s->host_in, t0, t1, s->es),
+                 tile_region(&s->in, ib, units, s->es), cost.in_s);
+  if (!rc && s->p.reads_c)
+    rc = copy_in(g, device, chunk, cb, s->c.base + part_offset(&s->c, t0, s->es),
+                 tile_copy(&s->c, units, c_pitch, s->es), c_host, c_dev, cost.c_s);
+  if (rc)
+    return rc;
+
+  poas__operand c_op = {{NULL}, 0, (int64_t)(c_pitch / s->es)};
+  poas__ins gi;
+  if (s->p.reads_ab) {
+    poas__operand in_op = {{NULL}, 0, (int64_t)(g->buf[ib].pitch / s->es)};
+    poas__operand sh_op = {{NULL}, 0, s->shared_rows};
+    gi = s->split == POAS__SPLIT_ROWS
+             ? gemm_ins(s, device, chunk, units, ib, in_op, d->shared, sh_op, cb, c_op)
+             : gemm_ins(s, device, chunk, units, d->shared, sh_op, ib, in_op, cb, c_op);
+    gi.access[gi.naccess++] = (poas__access){tile_region(&s->in, ib, units, s->es), POAS__READ};
+    gi.access[gi.naccess++] = (poas__access){whole(g, d->shared), POAS__READ};
+  } else {
+    gi = gemm_ins(s, device, chunk, units, cb, c_op, cb, c_op, cb, c_op);
+  }
+  gi.predicted_s = cost.gemm_s;
+  gi.access[gi.naccess++] = (poas__access){c_dev, s->p.reads_c ? POAS__RW : POAS__WRITE};
+  if ((rc = add(g, &gi)) != 0)
+    return rc;
+
+  poas__ins out = {.kind = POAS__INS_D2H, .device = device, .lane = POAS__LANE_D2H,
+                   .chunk = chunk, .predicted_s = cost.out_s, .naccess = 2};
+  out.u.d2h.dst = s->c.base + part_offset(&s->c, t0, s->es);
+  out.u.d2h.src_buf = cb;
+  out.u.d2h.shape = tile_copy(&s->c, units, c_pitch, s->es);
+  out.bytes = out.u.d2h.shape.width * out.u.d2h.shape.rows;
+  out.access[0] = (poas__access){c_dev, POAS__READ};
+  out.access[1] = (poas__access){c_host, POAS__WRITE};
+  return add(g, &out);
+}
+
+/* Forgets a device's buffers (after finish, or when a new graph starts). */
+static void reset_device(dev_state *d, const poas__graph *g) {
+  d->graph = g;
+  d->shared = -1;
+  d->slot_in[0] = d->slot_in[1] = d->slot_c[0] = d->slot_c[1] = -1;
+  d->next_slot = 0;
+}
+
+static int emit(void *user, poas__graph *g, int device, int64_t u0, int64_t u1, int chunk) {
+  poas__gemm_source *s = user;
+  if (device < 0 || device >= s->ndev || u0 < 0 || u1 > s->ws.total_units)
+    return poas__fail(POAS_ERANGE, "adapt: emit of units [%lld, %lld) on device %d out of range",
+                      (long long)u0, (long long)u1, device);
+  if (u1 <= u0)
+    return 0;
+  int rc = host_buffers(s, g);
+  if (rc)
+    return rc;
+  if (s->host_memory[device])
+    return emit_host(s, g, device, u0, u1, chunk);
+  if (s->tile[device] <= 0)
+    return poas__fail(POAS_ETOOBIG, "adapt: device %d cannot hold a single tile", device);
+  dev_state *d = &s->dev[device];
+  if (d->graph != g)
+    reset_device(d, g);
+  if ((rc = shared_operand(s, g, device, chunk)) != 0)
+    return rc;
+  for (int64_t t0 = u0; t0 < u1; t0 += s->tile[device]) {
+    int slot = d->next_slot;
+    d->next_slot ^= 1;
+    if ((rc = slot_buffers(s, g, device, slot, chunk)) != 0)
+      return rc;
+    if ((rc = emit_tile(s, g, device, t0, POAS__MIN(u1, t0 + s->tile[device]), slot, chunk)))
+      return rc;
+  }
+  return 0;
+}
+
+static int free_buffer(poas__graph *g, int device, int buf) {
+  if (buf < 0)
+    return 0;
+  poas__ins in = {.kind = POAS__INS_FREE, .device = device, .lane = POAS__LANE_D2H, .chunk = -1,
+                  .naccess = 1};
+  in.u.free.buf = buf;
+  in.access[0] = (poas__access){whole(g, buf), POAS__WRITE};
+  return add(g, &in);
+}
+
+static int finish(void *user, poas__graph *g, int device) {
+  poas__gemm_source *s = user;
+  if (device < 0 || device >= s->ndev)
+    return POAS_ERANGE;
+  dev_state *d = &s->dev[device];
+  int rc = 0;
+  if (d->graph == g) {
+    int bufs[5] = {d->shared, d->slot_in[0], d->slot_in[1], d->slot_c[0], d->slot_c[1]};
+    for (int i = 0; i < 5 && !rc; i++)
+      rc = free_buffer(g, device, bufs[i]);
+  }
+  reset_device(d, NULL);
+  return rc;
+}
+
+static double predict(void *user, int device, int64_t u0, int64_t u1) {
+  poas__gemm_source *s = user;
+  if (device < 0 || device >= s->ndev || u1 <= u0)
+    return 0;
+  const dev_state *d = &s->dev[device];
+  poas__pipe_time t;
+  poas__pipe_eval(d->shared >= 0 ? &d->later : &d->first, u1 - u0, &t);
+  return t.total_s;
+}
+
+/* ----------------------------------------------------------- lifecycle */
+
+/* Fills the parts from the problem and the split. */
+static void describe(poas__gemm_source *s) {
+  const poas__gemm_call *c = &s->call;
+  char *a = c->a.mem.ptr, *b = c->b.mem.ptr;
+  int64_t ar = c->transa == POAS_NO_TRANS ? c->m : c->k, ac = c->transa == POAS_NO_TRANS ? c->k : c->m;
+  int64_t br = c->transb == POAS_NO_TRANS ? c->k : c->n, bc = c->transb == POAS_NO_TRANS ? c->n : c->k;
+  s->c = (part){c->c.mem.ptr, c->c.ld, s->split == POAS__SPLIT_ROWS,
+                s->split == POAS__SPLIT_ROWS ? c->n : c->m};
+  if (s->split == POAS__SPLIT_ROWS) {
+    s->in = (part){a, c->a.ld, c->transa == POAS_NO_TRANS, c->k};
+    s->in_cols = ac;
+    s->shared_base = b, s->shared_rows = br, s->shared_cols = bc, s->shared_ld = c->b.ld;
+  } else {
+    s->in = (part){b, c->b.ld, c->transb == POAS_TRANS, c->k};
+    s->in_cols = bc;
+    s->shared_base = a, s->shared_rows = ar, s->shared_cols = ac, s->shared_ld = c->a.ld;
+  }
+}
+
+int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_problem *p,
+                             const poas__opt_device *devs, const poas__opt_result *plan,
+                             poas__gemm_source **src, poas__work_source **out) {
+  poas__gemm_source *s = calloc(1, sizeof *s);
+  if (!s)
+    return POAS_ENOMEM;
+  s->call = *call;
+  s->p = *p;
+  s->split = plan->split;
+  s->es = poas__dtype_size(p->dtype);
+  s->ndev = plan->ndev;
+  describe(s);
+  for (int i = 0; i < s->ndev; i++) {
+    s->host_memory[i] = devs[i].host_memory;
+    s->tile[i] = plan->dev[i].tile;
+    s->model[i] = plan->model[i];
+    poas__pipe_init(&s->dev[i].first, p, s->split, &s->model[i], devs[i].host_memory,
+                    s->tile[i], 1);
+    poas__pipe_init(&s->dev[i].later, p, s->split, &s->model[i], devs[i].host_memory,
+                    s->tile[i], 0);
+    reset_device(&s->dev[i], NULL);
+  }
+  s->ws = (poas__work_source){.user = s, .total_units = plan->total_units,
+                              .granule = plan->granule, .emit = emit, .finish = finish,
+                              .predict = predict};
+  *src = s;
+  *out = &s->ws;
+  return 0;
+}
+
+void poas__gemm_source_destroy(poas__gemm_source *s) { free(s); }

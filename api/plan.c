@@ -1,0 +1,80 @@
+/* plan.c: poas_plan_gemm: the plan a GEMM would run, from the same path
+ * poas_sgemm / poas_dgemm take up to the solve, told in the caller's
+ * layout (a row-major caller's rows are the normalised problem's columns). */
+#include "api/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int plan_check(poas_dtype dtype, poas_op transa, poas_op transb, int64_t m, int64_t n,
+                      int64_t k) {
+  if (poas__dtype_size(dtype) == 0)
+    return poas__fail(POAS_EDTYPE, "plan: unknown dtype %d", (int)dtype);
+  if ((transa != POAS_NO_TRANS && transa != POAS_TRANS) ||
+      (transb != POAS_NO_TRANS && transb != POAS_TRANS))
+    return poas__fail(POAS_EOP, "plan: unknown transpose operation");
+  if (m < 0 || n < 0 || k < 0)
+    return poas__fail(POAS_ESIZE, "plan: negative size (m=%lld n=%lld k=%lld)", (long long)m,
+                      (long long)n, (long long)k);
+  return 0;
+}
+
+/* The public plan from the solver's result. */
+static void describe(const poas_context *ctx, const poas__gemm_problem *p,
+                     const poas__opt_result *r, poas_plan *out) {
+  memset(out, 0, sizeof *out);
+  out->dtype = p->dtype;
+  out->m = p->row_major ? p->n : p->m;
+  out->n = p->row_major ? p->m : p->n;
+  out->k = p->k;
+  int cols = (r->split == POAS__SPLIT_COLS) != p->row_major;
+  out->split = cols ? POAS_SPLIT_COLS : POAS_SPLIT_ROWS;
+  out->granule = r->granule;
+  out->makespan_s = r->makespan_s;
+  for (int i = 0; i < r->ndev; i++) {
+    const poas__opt_share *sh = &r->dev[i];
+    const char *id = ctx->devices.dev[i]->info.id;
+    if (sh->excluded) {
+      poas_plan_excluded *e = &out->excluded[out->nexcluded++];
+      poas__strlcpy(e->id, id, sizeof e->id);
+      poas__strlcpy(e->reason, sh->reason, sizeof e->reason);
+      continue;
+    }
+    if (sh->u1 <= sh->u0)
+      continue;
+    poas_plan_device *d = &out->dev[out->ndevices++];
+    poas__strlcpy(d->id, id, sizeof d->id);
+    d->first = sh->u0;
+    d->count = sh->u1 - sh->u0;
+    d->share = (double)d->count / (double)r->total_units;
+    d->tile = POAS__MIN(sh->tile, d->count);
+    d->tiles = sh->time.tiles;
+    d->bytes_h2d = sh->time.bytes_h2d;
+    d->bytes_d2h = sh->time.bytes_d2h;
+    d->compute_s = sh->time.compute_s;
+    d->transfer_s = sh->time.transfer_s;
+    d->predicted_s = sh->time.total_s;
+    d->estimated = sh->estimated;
+  }
+}
+
+int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
+                   poas_op transb, int64_t m, int64_t n, int64_t k, poas_plan *out) {
+  poas__clear_detail();
+  if (!ctx || !out)
+    return poas__fail(POAS_ENULL, "plan: %s is NULL", ctx ? "out" : "ctx");
+  int rc = plan_check(dtype, transa, transb, m, n, k);
+  if (rc)
+    return rc;
+  poas__gemm_problem p = {.dtype = dtype, .alpha = 1, .beta = 1};
+  if ((rc = poas__gemm_shape(&p, layout, transa, transb, m, n, k)) != 0)
+    return rc;
+  poas__gemm_plan *plan = malloc(sizeof *plan);
+  if (!plan)
+    return POAS_ENOMEM;
+  rc = poas__gemm_plan_make(ctx, &p, plan);
+  if (!rc)
+    describe(ctx, &p, &plan->res, out);
+  free(plan);
+  return rc;
+}

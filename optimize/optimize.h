@@ -1,0 +1,129 @@
+/* optimize.h: the split solver. Given each device's models, memory and
+ * sharing of the host's cores, and a GEMM problem, it decides which devices
+ * take part and which rows (or columns) of C each computes, so that all
+ * finish together and as early as the models allow, transfers included.
+ * It is pure: numbers in, numbers out; it never calls a device.
+ *
+ * The time it predicts for a device is the time of the pipeline that adapt/
+ * builds for it (poas__pipe below): the shared operand copied once, then
+ * tiles whose copy-in, GEMM and copy-out overlap on three lanes with two
+ * buffers per operand. adapt/ evaluates the same poas__pipe for its
+ * predictions, so the plan and the run describe the same thing. */
+#ifndef POAS_OPTIMIZE_H
+#define POAS_OPTIMIZE_H
+
+#include "models/model.h"
+
+/* Which dimension of C the work units run along. Rows: each device takes a
+ * block of rows of C and needs all of op(B) (the shared operand); columns:
+ * a block of columns and all of op(A). */
+typedef enum poas__split_dim { POAS__SPLIT_ROWS = 0, POAS__SPLIT_COLS = 1 } poas__split_dim;
+
+/* The problem, column-major (after api/'s normalisation). */
+typedef struct poas__opt_problem {
+  poas_dtype dtype;
+  poas_op transa, transb;
+  int64_t m, n, k;
+  int reads_c;        /* beta != 0: C is copied in as well as out */
+  int reads_ab;       /* alpha != 0 and k > 0: A and B are used at all */
+  int64_t granule;    /* units are handed out in multiples of this; 0: automatic */
+  int64_t tile_max;   /* largest tile in units; 0: no limit but memory (tests) */
+  int host_cores;     /* cores of the host, for devices that share them */
+  int names_swapped;  /* the caller's rows are these columns (row-major call):
+                         reasons name units as the caller sees them */
+} poas__opt_problem;
+
+/* One device as the solver sees it. */
+typedef struct poas__opt_device {
+  const char *id;
+  const poas__device_model *model; /* NULL or unusable: a conservative estimate */
+  uint64_t memory_bytes;           /* what it can allocate */
+  int host_memory;                 /* computes on host memory: no copies */
+  int shares_host_cores;
+  int cores;
+  int supports_dtype;              /* can compute the problem's dtype */
+} poas__opt_device;
+
+/* What a device does for a number of units, as the pipeline predicts. */
+typedef struct poas__pipe_time {
+  double total_s;     /* from the first copy-in to the last copy-out */
+  double compute_s;   /* sum of its GEMMs */
+  double transfer_s;  /* sum of its copies (they overlap the GEMMs) */
+  uint64_t bytes_h2d, bytes_d2h;
+  int64_t tiles;
+} poas__pipe_time;
+
+#define POAS__PIPE_STEPS 40
+
+/* A device's pipeline for one problem, split and tile size: the per-tile
+ * costs and the state after each of the first whole tiles, so that the
+ * time of any number of units costs a few operations (the state becomes
+ * periodic after a few tiles; later ones are extrapolated). */
+typedef struct poas__pipe {
+  int host_memory, reads_c, reads_ab;
+  int64_t tile;
+  double shared_s;       /* copy of the shared operand; 0 when none */
+  uint64_t shared_bytes;
+  double unit_in_bytes, unit_c_bytes; /* bytes of one unit's A/B part and C part */
+  double t_in, t_c, t_gemm, t_out;    /* one whole tile's stage times */
+  int nstates;                        /* states[0..nstates-1] computed */
+  int periodic;                       /* states repeat with period 2 from the last */
+  double period_shift;                /* what two more tiles add to every state */
+  double states[POAS__PIPE_STEPS][5];
+  /* For partial tiles: the model and the problem. */
+  const poas__device_model *model;
+  poas__opt_problem prob;
+  poas__split_dim split;
+} poas__pipe;
+
+/* Prepares the pipeline of a device (model already usable). with_shared:
+ * the shared operand still has to be copied (the device's first chunk). */
+void poas__pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
+                     const poas__device_model *dm, int host_memory, int64_t tile,
+                     int with_shared);
+/* The predicted time and traffic of `units` units on the pipeline. */
+void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out);
+
+/* The stage times of one tile of `units` units, as adapt/ emits them:
+ * copy-in of its part of the non-shared operand, copy-in of C (when C is
+ * read), GEMM, copy-out of C. Host-memory devices have only the GEMM. */
+typedef struct poas__tile_cost {
+  double in_s, c_s, gemm_s, out_s;
+} poas__tile_cost;
+void poas__tile_costs(const poas__opt_problem *p, poas__split_dim split,
+                      const poas__device_model *dm, int host_memory, int64_t units,
+                      poas__tile_cost *out);
+/* Bytes of the shared operand: op(B) for row blocks, op(A) for columns. */
+uint64_t poas__shared_bytes(const poas__opt_problem *p, poas__split_dim split);
+/* Units of C along the split dimension (m for rows, n for columns). */
+int64_t poas__split_units(const poas__opt_problem *p, poas__split_dim split);
+
+/* One device's part of a solution. */
+typedef struct poas__opt_share {
+  int64_t u0, u1;             /* its units [u0, u1); u0 == u1: no work */
+  int64_t tile;               /* units per tile; 0 when it cannot hold one */
+  poas__pipe_time time;       /* predicted for [u0, u1) */
+  int excluded;               /* takes no part; reason says why */
+  int estimated;              /* its model was unusable: a conservative guess */
+  char reason[200];
+} poas__opt_share;
+
+typedef struct poas__opt_result {
+  poas__split_dim split;
+  int64_t total_units, granule;
+  double makespan_s;
+  int ndev;
+  poas__opt_share dev[POAS_MAX_DEVICES];
+  /* The models actually used (a device's own, or the conservative estimate
+   * that replaced an unusable one); adapt/ predicts with these. */
+  poas__device_model model[POAS_MAX_DEVICES];
+} poas__opt_result;
+
+/* Solves the split. Returns 0; POAS_ETOOBIG (with a detail) when the
+ * problem fits in no device's memory; POAS_ENODEV when no device can take
+ * part for another reason (each device's reason is in *out either way);
+ * POAS_EINVAL for a malformed input. */
+int poas__optimize(const poas__opt_device *devs, int ndev, const poas__opt_problem *p,
+                   poas__opt_result *out);
+
+#endif /* POAS_OPTIMIZE_H */

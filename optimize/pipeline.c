@@ -1,0 +1,178 @@
+/* pipeline.c: the predicted time of a device's part of a GEMM, for the
+ * pipeline adapt/ builds: on a copy device, the shared operand goes first on
+ * the copy-in lane, then tile after tile the copy-in of its part of the
+ * other operand and of C (when C is read), the GEMM on the compute lane and
+ * the copy-out of C on the copy-out lane. Each lane runs in order; with two
+ * buffers per operand a tile's copy-in waits for the GEMM that read the same
+ * buffer two tiles earlier, and its C buffer for the copy-out two tiles
+ * earlier. The recurrence below is exactly that dependency structure.
+ *
+ * The state after each tile (ends of the copy-in lane and of the last two
+ * GEMMs and copy-outs) is a max-plus linear function of the state before.
+ * With identical tiles it becomes periodic with period 1 or 2 (every cycle
+ * of the dependency graph holds one or two buffers) after a few tiles, so
+ * the time of n tiles is a table lookup plus a multiple of the period. */
+#include "optimize/optimize.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { S_H2D = 0, S_G1, S_G2, S_O1, S_O2, S_N };
+
+int64_t poas__split_units(const poas__opt_problem *p, poas__split_dim split) {
+  return split == POAS__SPLIT_ROWS ? p->m : p->n;
+}
+
+uint64_t poas__shared_bytes(const poas__opt_problem *p, poas__split_dim split) {
+  if (!p->reads_ab)
+    return 0;
+  uint64_t es = poas__dtype_size(p->dtype);
+  int64_t other = split == POAS__SPLIT_ROWS ? p->n : p->m;
+  return (uint64_t)p->k * (uint64_t)other * es;
+}
+
+/* Bytes of one unit's part of the non-shared operand and of C. */
+static void unit_bytes(const poas__opt_problem *p, poas__split_dim split, double *in, double *c) {
+  double es = (double)poas__dtype_size(p->dtype);
+  *in = p->reads_ab ? (double)p->k * es : 0;
+  *c = (double)(split == POAS__SPLIT_ROWS ? p->n : p->m) * es;
+}
+
+void poas__tile_costs(const poas__opt_problem *p, poas__split_dim split,
+                      const poas__device_model *dm, int host_memory, int64_t units,
+                      poas__tile_cost *out) {
+  memset(out, 0, sizeof *out);
+  if (units <= 0)
+    return;
+  int64_t k = p->reads_ab ? p->k : 0;
+  int64_t m = split == POAS__SPLIT_ROWS ? units : p->m;
+  int64_t n = split == POAS__SPLIT_ROWS ? p->n : units;
+  out->gemm_s = poas__model_gemm_time(dm, p->dtype, p->transa, p->transb, m, n, k);
+  if (host_memory)
+    return;
+  double in, c;
+  unit_bytes(p, split, &in, &c);
+  if (p->reads_ab)
+    out->in_s = poas__model_transfer_time(dm, POAS_H2D, in * (double)units);
+  if (p->reads_c)
+    out->c_s = poas__model_transfer_time(dm, POAS_H2D, c * (double)units);
+  out->out_s = poas__model_transfer_time(dm, POAS_D2H, c * (double)units);
+}
+
+/* One tile through the lanes: s is updated in place. */
+static void step(double s[S_N], const poas__tile_cost *t, int reads_ab, int reads_c) {
+  double ready = 0;
+  if (reads_ab) {
+    s[S_H2D] = fmax(s[S_H2D], s[S_G2]) + t->in_s;
+    ready = s[S_H2D];
+  }
+  if (reads_c) {
+    s[S_H2D] = fmax(s[S_H2D], s[S_O2]) + t->c_s;
+    ready = s[S_H2D];
+  } else {
+    ready = fmax(ready, s[S_O2]);
+  }
+  double g = fmax(s[S_G1], ready) + t->gemm_s;
+  double o = fmax(s[S_O1], g) + t->out_s;
+  s[S_G2] = s[S_G1], s[S_G1] = g;
+  s[S_O2] = s[S_O1], s[S_O1] = o;
+}
+
+/* Whether states a and b differ by the same amount in every component that
+ * moves (the copy-in lane stands still when nothing is copied in). */
+static int shifted_copy(const double a[S_N], const double b[S_N], int h2d_moves, double *shift) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (int c = h2d_moves ? 0 : 1; c < S_N; c++) {
+    double d = b[c] - a[c];
+    lo = fmin(lo, d), hi = fmax(hi, d);
+  }
+  *shift = hi;
+  return hi - lo <= 1e-12 * fmax(fabs(b[S_O1]), 1e-300);
+}
+
+void poas__pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
+                     const poas__device_model *dm, int host_memory, int64_t tile,
+                     int with_shared) {
+  memset(pp, 0, sizeof *pp);
+  pp->host_memory = host_memory;
+  pp->reads_c = p->reads_c;
+  pp->reads_ab = p->reads_ab;
+  pp->tile = tile > 0 ? tile : 1;
+  pp->model = dm;
+  pp->prob = *p;
+  pp->split = split;
+  if (host_memory)
+    return;
+  unit_bytes(p, split, &pp->unit_in_bytes, &pp->unit_c_bytes);
+  if (with_shared && p->reads_ab) {
+    pp->shared_bytes = poas__shared_bytes(p, split);
+    pp->shared_s = poas__model_transfer_time(dm, POAS_H2D, (double)pp->shared_bytes);
+  }
+  poas__tile_cost t;
+  poas__tile_costs(p, split, dm, 0, pp->tile, &t);
+  pp->t_in = t.in_s, pp->t_c = t.c_s, pp->t_gemm = t.gemm_s, pp->t_out = t.out_s;
+  double s[S_N] = {pp->shared_s, 0, 0, 0, 0};
+  memcpy(pp->states[0], s, sizeof s);
+  int h2d_moves = p->reads_ab || p->reads_c;
+  for (int j = 1; j < POAS__PIPE_STEPS; j++) {
+    step(s, &t, p->reads_ab, p->reads_c);
+    memcpy(pp->states[j], s, sizeof s);
+    pp->nstates = j + 1;
+    if (j >= 3 && shifted_copy(pp->states[j - 2], s, h2d_moves, &pp->period_shift)) {
+      pp->periodic = 1;
+      return;
+    }
+  }
+  /* Not settled within the table: extrapolate with the largest shift of
+   * the last period, which errs towards a later finish. */
+  shifted_copy(pp->states[POAS__PIPE_STEPS - 3], pp->states[POAS__PIPE_STEPS - 1], h2d_moves,
+               &pp->period_shift);
+  pp->periodic = 1;
+}
+
+/* The state after `tiles` whole tiles. */
+static void state_after(const poas__pipe *pp, int64_t tiles, double s[S_N]) {
+  int64_t last = pp->nstates - 1;
+  if (tiles <= last) {
+    memcpy(s, pp->states[tiles], sizeof(double) * S_N);
+    return;
+  }
+  int64_t base = last - ((tiles - last) & 1);
+  double periods = (double)((tiles - base) / 2);
+  for (int c = 0; c < S_N; c++)
+    s[c] = pp->states[base][c] + periods * pp->period_shift;
+  if (!pp->reads_ab && !pp->reads_c)
+    s[S_H2D] = pp->states[base][S_H2D];
+}
+
+void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out) {
+  memset(out, 0, sizeof *out);
+  if (units <= 0)
+    return;
+  if (pp->host_memory) {
+    poas__tile_cost t;
+    poas__tile_costs(&pp->prob, pp->split, pp->model, 1, units, &t);
+    out->total_s = out->compute_s = t.gemm_s;
+    out->tiles = 1;
+    return;
+  }
+  int64_t whole = units / pp->tile, rest = units % pp->tile;
+  double s[S_N];
+  state_after(pp, whole, s);
+  double compute = (double)whole * pp->t_gemm;
+  double transfer = pp->shared_s + (double)whole * (pp->t_in + pp->t_c + pp->t_out);
+  if (rest > 0) {
+    poas__tile_cost t;
+    poas__tile_costs(&pp->prob, pp->split, pp->model, 0, rest, &t);
+    step(s, &t, pp->reads_ab, pp->reads_c);
+    compute += t.gemm_s;
+    transfer += t.in_s + t.c_s + t.out_s;
+  }
+  out->total_s = s[S_O1];
+  out->compute_s = compute;
+  out->transfer_s = transfer;
+  out->tiles = whole + (rest > 0);
+  out->bytes_h2d = pp->shared_bytes +
+                   (uint64_t)((double)units * (pp->unit_in_bytes + (pp->reads_c ? pp->unit_c_bytes : 0)));
+  out->bytes_d2h = (uint64_t)((double)units * pp->unit_c_bytes);
+}

@@ -1,0 +1,464 @@
+/* split.c: the solver. Units (rows or columns of C) are handed out in
+ * granules. Each device's predicted time for n granules is its pipeline's
+ * (pipeline.c), and is nondecreasing in n, so for a makespan T the most
+ * granules a device can finish by T is well defined and grows with T. A
+ * bisection on T finds the smallest T for which the devices together can
+ * take every granule; the surplus at that T is trimmed from the slowest
+ * devices and a local search moves single granules off the critical device
+ * while that shortens the makespan. A device that gets no granule is left
+ * out, with the reason in words.
+ *
+ * Before that, devices are screened (data type, memory, usable model) and
+ * devices that compute on the host's cores compete for them: when their
+ * cores together exceed the host's, every largest subset whose cores fit is
+ * solved and the fastest kept, so the plan never counts throughput twice. */
+#include "optimize/optimize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Device memory left free for the runtime's own needs. */
+#define MEMORY_MARGIN 0.9
+/* Tiles per device share aimed at, so that copies overlap compute. */
+#define PIPE_DEPTH 4
+/* Devices sharing the host's cores whose subsets are enumerated. */
+#define MAX_SHARING 12
+
+/* The solver's view of one candidate device. */
+typedef struct cand {
+  int dev;        /* index in the input */
+  poas__pipe pipe;
+} cand;
+
+typedef struct solver {
+  const poas__opt_problem *p;
+  int64_t total, granule, ngran;
+  int ncand;
+  cand c[POAS_MAX_DEVICES];
+  int64_t n[POAS_MAX_DEVICES];       /* granules per candidate */
+} solver;
+
+static const char *unit_name(const poas__opt_problem *p, poas__split_dim split) {
+  return (split == POAS__SPLIT_ROWS) != (p->names_swapped != 0) ? "rows" : "columns";
+}
+
+/* Predicted seconds for `g` granules on candidate i. */
+static double cand_time(const solver *s, int i, int64_t g) {
+  if (g <= 0)
+    return 0;
+  poas__pipe_time t;
+  poas__pipe_eval(&s->c[i].pipe, POAS__MIN(g * s->granule, s->total), &t);
+  return t.total_s;
+}
+
+/* ------------------------------------------------------------- screening */
+
+static int time_ok(double t, int strictly_positive) {
+  return isfinite(t) && (strictly_positive ? t > 0 : t >= 0);
+}
+
+/* Copies a device's model, replacing what is missing or unusable (NaN,
+ * infinite, zero or negative times) with a conservative estimate. Returns
+ * whether anything was replaced. */
+static int usable_model(const poas__opt_device *d, const poas__opt_problem *p,
+                        poas__device_model *out) {
+  int replaced = 0;
+  if (d->model)
+    *out = *d->model;
+  else
+    memset(out, 0, sizeof *out);
+  double g = d->model ? poas__model_gemm_time(out, p->dtype, p->transa, p->transb, 256, 256, 256)
+                      : NAN;
+  double g1 = d->model ? poas__model_gemm_time(out, p->dtype, p->transa, p->transb, 1, 1, 1) : NAN;
+  if (!time_ok(g, 1) || !time_ok(g1, 0)) {
+    for (int dt = 0; dt < 2; dt++)
+      for (int pair = 0; pair < 4; pair++)
+        poas__gemm_model_from_rate(&out->gemm[dt][pair], 1e9, 1e-4);
+    replaced = 1;
+  }
+  if (!d->host_memory) {
+    for (int dir = 0; dir < 2; dir++) {
+      double t = poas__model_transfer_time(out, (poas_direction)dir, 1 << 20);
+      if (!out->xfer[dir].valid || !time_ok(t, 1)) {
+        out->xfer[dir] = (poas__transfer_model){1, 1e-4, 1e9};
+        replaced = 1;
+      }
+    }
+  }
+  return replaced;
+}
+
+/* Bytes of A, B and C as stored. */
+static double problem_bytes(const poas__opt_problem *p) {
+  double es = (double)poas__dtype_size(p->dtype);
+  return es * ((double)p->m * (double)p->n +
+               (p->reads_ab ? (double)p->k * ((double)p->m + (double)p->n) : 0));
+}
+
+/* The largest tile (in units) a copy device can hold with two buffers per
+ * operand beside the shared operand; 0 when not even one unit fits. */
+static int64_t tile_fit(const poas__opt_device *d, const poas__opt_problem *p,
+                        poas__split_dim split) {
+  double budget = (double)d->memory_bytes * MEMORY_MARGIN - (double)poas__shared_bytes(p, split);
+  double es = (double)poas__dtype_size(p->dtype);
+  double per_unit = 2.0 * es * ((p->reads_ab ? (double)p->k : 0) +
+                                (double)(split == POAS__SPLIT_ROWS ? p->n : p->m));
+  if (budget < per_unit)
+    return 0;
+  double t = floor(budget / per_unit);
+  return t > (double)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)t;
+}
+
+static int64_t auto_granule(int64_t total) {
+  int64_t g = (total + 255) / 256;
+  if (g >= 32)
+    g = (g + 31) / 32 * 32;
+  return POAS__MAX(g, 1);
+}
+
+/* Rows when they move no more bytes than columns, counting the shared
+ * operand once per copy device that can hold it; a split that lets more
+ * devices take part wins first. */
+static poas__split_dim choose_split(const poas__opt_device *d, int nd, const int *ok,
+                                    const poas__opt_problem *p) {
+  int fits[2] = {0, 0};
+  for (int s = 0; s < 2; s++)
+    for (int i = 0; i < nd; i++)
+      if (ok[i] && (d[i].host_memory || tile_fit(&d[i], p, (poas__split_dim)s) > 0))
+        fits[s]++;
+  if (fits[0] != fits[1])
+    return fits[0] > fits[1] ? POAS__SPLIT_ROWS : POAS__SPLIT_COLS;
+  int copies[2] = {0, 0};
+  for (int s = 0; s < 2; s++)
+    for (int i = 0; i < nd; i++)
+      if (ok[i] && !d[i].host_memory && tile_fit(&d[i], p, (poas__split_dim)s) > 0)
+        copies[s]++;
+  double k = p->reads_ab ? (double)p->k : 0;
+  double rows = copies[0] * k * (double)p->n + k * (double)p->m;
+  double cols = copies[1] * k * (double)p->m + k * (double)p->n;
+  return copies[0] + copies[1] > 0 && cols < rows ? POAS__SPLIT_COLS : POAS__SPLIT_ROWS;
+}
+
+/* --------------------------------------------------------------- solving */
+
+/* The most granules in [lo, hi] candidate i finishes by T (lo is known to
+ * finish by T). */
+static int64_t most_by(const solver *s, int i, double T, int64_t lo, int64_t hi) {
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    if (cand_time(s, i, mid) <= T)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+static double makespan(const solver *s) {
+  double t = 0;
+  for (int i = 0; i < s->ncand; i++)
+    t = fmax(t, cand_time(s, i, s->n[i]));
+  return t;
+}
+
+/* Takes granules from the slowest devices until exactly ngran are given. */
+static void trim(solver *s) {
+  int64_t sum = 0;
+  for (int i = 0; i < s->ncand; i++)
+    sum += s->n[i];
+  while (sum > s->ngran) {
+    int worst = -1;
+    double tw = -1;
+    for (int i = 0; i < s->ncand; i++) {
+      double t = s->n[i] > 0 ? cand_time(s, i, s->n[i]) : -1;
+      if (t > tw)
+        tw = t, worst = i;
+    }
+    s->n[worst]--, sum--;
+  }
+}
+
+/* Moves single granules off the device that finishes last while that
+ * shortens the makespan. */
+static void improve(solver *s) {
+  for (int round = 0; round < 4 * s->ncand; round++) {
+    int worst = 0;
+    double tw = -1, second = 0;
+    for (int i = 0; i < s->ncand; i++) {
+      double t = cand_time(s, i, s->n[i]);
+      if (t > tw)
+        second = fmax(second, tw), tw = t, worst = i;
+      else
+        second = fmax(second, t);
+    }
+    if (s->n[worst] == 0)
+      return;
+    double worst_after = cand_time(s, worst, s->n[worst] - 1);
+    int best = -1;
+    double best_t = tw;
+    for (int i = 0; i < s->ncand; i++) {
+      if (i == worst)
+        continue;
+      double t = fmax(fmax(worst_after, cand_time(s, i, s->n[i] + 1)), second);
+      if (t < best_t * (1 - 1e-12))
+        best_t = t, best = i;
+    }
+    if (best < 0)
+      return;
+    s->n[worst]--, s->n[best]++;
+  }
+}
+
+/* Equalises finish times by bisection on the makespan; fills s->n. */
+static double balance(solver *s) {
+  int64_t nlo[POAS_MAX_DEVICES] = {0}, nhi[POAS_MAX_DEVICES], nmid[POAS_MAX_DEVICES];
+  double hi = INFINITY;
+  for (int i = 0; i < s->ncand; i++)
+    hi = fmin(hi, cand_time(s, i, s->ngran));
+  for (int i = 0; i < s->ncand; i++)
+    nhi[i] = most_by(s, i, hi, 0, s->ngran);
+  double lo = 0;
+  for (int iter = 0; iter < 200 && hi - lo > 1e-9 * hi; iter++) {
+    double mid = 0.5 * (lo + hi);
+    int64_t sum = 0;
+    for (int i = 0; i < s->ncand; i++) {
+      nmid[i] = most_by(s, i, mid, nlo[i], nhi[i]);
+      sum += nmid[i];
+    }
+    if (sum >= s->ngran) {
+      hi = mid;
+      memcpy(nhi, nmid, sizeof nmid);
+    } else {
+      lo = mid;
+      memcpy(nlo, nmid, sizeof nmid);
+    }
+  }
+  memcpy(s->n, nhi, sizeof nhi);
+  int64_t given = 0;
+  for (int i = 0; i < s->ncand; i++)
+    given += s->n[i];
+  /* Only times that are not numbers can leave granules unplaced. */
+  if (given < s->ngran)
+    return INFINITY;
+  trim(s);
+  improve(s);
+  return makespan(s);
+}
+
+/* ------------------------------------------------------------- the whole */
+
+typedef struct screen {
+  int ok[POAS_MAX_DEVICES];          /* may take part */
+  int64_t tile[POAS_MAX_DEVICES];    /* units per tile; 0 when it cannot take part */
+} screen;
+
+/* Marks devices that cannot take part at all, with their reasons. Returns
+ * how many were left out for memory. */
+static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_problem *p,
+                          poas__opt_result *r, screen *sc) {
+  int too_big = 0;
+  memset(sc, 0, sizeof *sc);
+  for (int i = 0; i < nd; i++) {
+    poas__opt_share *sh = &r->dev[i];
+    sh->estimated = usable_model(&d[i], p, &r->model[i]);
+    sc->ok[i] = 0;
+    if (!d[i].supports_dtype)
+      snprintf(sh->reason, sizeof sh->reason, "no %s support", poas__dtype_name(p->dtype));
+    else if (d[i].host_memory && problem_bytes(p) > (double)d[i].memory_bytes)
+      snprintf(sh->reason, sizeof sh->reason,
+               "problem does not fit in its memory (A, B and C need %.3g GiB, it has %.3g GiB)",
+               problem_bytes(p) / 1073741824.0, (double)d[i].memory_bytes / 1073741824.0), too_big++;
+    else
+      sc->ok[i] = 1;
+    sh->excluded = !sc->ok[i];
+  }
+  r->split = choose_split(d, nd, sc->ok, p);
+  r->total_units = poas__split_units(p, r->split);
+  r->granule = p->granule > 0 ? p->granule : auto_granule(r->total_units);
+  int ncand = 0;
+  for (int i = 0; i < nd; i++)
+    ncand += sc->ok[i];
+  for (int i = 0; i < nd; i++) {
+    if (!sc->ok[i])
+      continue;
+    if (d[i].host_memory) {
+      sc->tile[i] = r->total_units;
+      continue;
+    }
+    int64_t fit = tile_fit(&d[i], p, r->split);
+    if (fit == 0) {
+      double need = (double)poas__shared_bytes(p, r->split) / MEMORY_MARGIN;
+      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+               "problem does not fit in its memory (the shared operand alone needs %.3g GiB "
+               "with room for two tiles, it has %.3g GiB)",
+               need / 1073741824.0, (double)d[i].memory_bytes / 1073741824.0);
+      sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++;
+      continue;
+    }
+    int64_t want = (r->total_units + PIPE_DEPTH * ncand - 1) / (PIPE_DEPTH * ncand);
+    want = (want + r->granule - 1) / r->granule * r->granule;
+    int64_t tile = POAS__MIN(fit, want);
+    if (tile > r->granule)
+      tile = tile / r->granule * r->granule;
+    if (p->tile_max > 0)
+      tile = POAS__MIN(tile, p->tile_max);
+    sc->tile[i] = POAS__MAX(tile, 1);
+  }
+  return too_big;
+}
+
+/* Solves with the candidates in `use`; returns the makespan and leaves the
+ * assignment in s. */
+static double solve_subset(solver *s, const poas__opt_device *d, int nd, const int *use,
+                           const screen *sc, const poas__opt_result *r) {
+  s->ncand = 0;
+  for (int i = 0; i < nd; i++) {
+    if (!use[i])
+      continue;
+    cand *c = &s->c[s->ncand++];
+    c->dev = i;
+    poas__pipe_init(&c->pipe, s->p, r->split, &r->model[i], d[i].host_memory, sc->tile[i], 1);
+  }
+  if (s->ncand == 0)
+    return INFINITY;
+  return balance(s);
+}
+
+/* Devices that share the host's cores and are still candidates. */
+static int sharing_devices(const poas__opt_device *d, int nd, const screen *sc, int host_cores,
+                           int idx[MAX_SHARING]) {
+  int ns = 0, cores = 0;
+  for (int i = 0; i < nd && ns < MAX_SHARING; i++)
+    if (sc->ok[i] && d[i].shares_host_cores) {
+      idx[ns++] = i;
+      cores += POAS__MIN(POAS__MAX(d[i].cores, 1), host_cores);
+    }
+  return host_cores > 0 && cores > host_cores ? ns : 0;
+}
+
+/* Whether the subset `mask` of the sharing devices fits the host's cores
+ * and no other sharing device could be added to it. */
+static int maximal_fit(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
+                       int host_cores) {
+  int cores = 0, count = 0;
+  for (int j = 0; j < ns; j++)
+    if (mask & (1u << j))
+      cores += POAS__MAX(d[idx[j]].cores, 1), count++;
+  if (count == 0 || (count > 1 && cores > host_cores))
+    return 0;
+  for (int j = 0; j < ns; j++)
+    if (!(mask & (1u << j)) && cores + POAS__MAX(d[idx[j]].cores, 1) <= host_cores)
+      return 0;
+  return 1;
+}
+
+static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
+                            int host_cores, poas__opt_result *r) {
+  char with[96] = "";
+  for (int j = 0; j < ns; j++)
+    if (mask & (1u << j)) {
+      size_t len = strlen(with);
+      snprintf(with + len, sizeof with - len, "%s%s", len ? ", " : "", d[idx[j]].id);
+    }
+  for (int j = 0; j < ns; j++)
+    if (!(mask & (1u << j))) {
+      snprintf(r->dev[idx[j]].reason, sizeof r->dev[idx[j]].reason,
+               "shares the host's %d cores with %s, which %s faster on them", host_cores, with,
+               strchr(with, ',') ? "are" : "is");
+      r->dev[idx[j]].excluded = 1;
+    }
+}
+
+/* Writes each device's range and predicted time from the assignment. */
+static void fill_result(const solver *s, const screen *sc, poas__opt_result *r) {
+  const char *units = unit_name(s->p, r->split);
+  int64_t u = 0;
+  r->makespan_s = 0;
+  for (int i = 0; i < r->ndev; i++)
+    r->dev[i].tile = sc->tile[i];
+  for (int ci = 0; ci < s->ncand; ci++) {
+    int i = s->c[ci].dev;
+    poas__opt_share *sh = &r->dev[i];
+    if (s->n[ci] == 0) {
+      double t1 = cand_time(s, ci, 1);
+      snprintf(sh->reason, sizeof sh->reason,
+               "adds no speed: predicted %.3g s for its smallest useful share (%lld %s), not "
+               "less than the whole run on the others",
+               t1, (long long)POAS__MIN(s->granule, s->total), units);
+      sh->excluded = 1;
+      continue;
+    }
+    sh->u0 = u;
+    sh->u1 = u = POAS__MIN(u + s->n[ci] * s->granule, s->total);
+    poas__pipe_eval(&s->c[ci].pipe, sh->u1 - sh->u0, &sh->time);
+    r->makespan_s = fmax(r->makespan_s, sh->time.total_s);
+  }
+}
+
+static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_problem *p,
+                           int too_big, const poas__opt_result *r) {
+  if (too_big == 0) {
+    char why[512] = "";
+    for (int i = 0; i < nd; i++) {
+      size_t len = strlen(why);
+      snprintf(why + len, sizeof why - len, "%s%s: %s", i ? "; " : "", d[i].id, r->dev[i].reason);
+    }
+    return poas__fail(POAS_ENODEV, "plan: no device can take part (%s)", nd ? why : "none given");
+  }
+  double host = 0, device = 0;
+  int hosts = 0;
+  for (int i = 0; i < nd; i++) {
+    hosts += d[i].host_memory != 0;
+    double *most = d[i].host_memory ? &host : &device;
+    *most = fmax(*most, (double)d[i].memory_bytes);
+  }
+  char host_part[96] = "";
+  if (hosts)
+    snprintf(host_part, sizeof host_part, "; the host memory is %.3g GiB", host / 1073741824.0);
+  return poas__fail(POAS_ETOOBIG,
+                    "plan: the problem fits nowhere: A, B and C need %.3g GiB%s; the largest "
+                    "device memory, %.3g GiB, cannot hold the shared operand and two tiles",
+                    problem_bytes(p) / 1073741824.0, host_part, device / 1073741824.0);
+}
+
+int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p,
+                   poas__opt_result *out) {
+  if (!d || !p || !out || nd < 0 || nd > POAS_MAX_DEVICES || p->m < 0 || p->n < 0 || p->k < 0 ||
+      poas__dtype_size(p->dtype) == 0)
+    return poas__fail(POAS_EINVAL, "plan: malformed solver input");
+  memset(out, 0, sizeof *out);
+  out->ndev = nd;
+  screen sc;
+  int too_big = screen_devices(d, nd, p, out, &sc);
+  if (out->total_units == 0 || p->m == 0 || p->n == 0)
+    return 0;
+  solver s = {.p = p, .total = out->total_units, .granule = out->granule};
+  s.ngran = (s.total + s.granule - 1) / s.granule;
+
+  int idx[MAX_SHARING];
+  int ns = sharing_devices(d, nd, &sc, p->host_cores, idx);
+  unsigned best_mask = 0;
+  if (ns > 0) {
+    double best = INFINITY;
+    for (unsigned mask = (1u << ns) - 1; mask > 0; mask--) {
+      if (!maximal_fit(d, idx, ns, mask, p->host_cores))
+        continue;
+      int use[POAS_MAX_DEVICES];
+      memcpy(use, sc.ok, sizeof use);
+      for (int j = 0; j < ns; j++)
+        use[idx[j]] = (mask >> j) & 1;
+      double t = solve_subset(&s, d, nd, use, &sc, out);
+      if (t < best)
+        best = t, best_mask = mask;
+    }
+    explain_sharing(d, idx, ns, best_mask, p->host_cores, out);
+    for (int j = 0; j < ns; j++)
+      sc.ok[idx[j]] = (best_mask >> j) & 1;
+  }
+  double t = solve_subset(&s, d, nd, sc.ok, &sc, out);
+  if (!isfinite(t))
+    return fail_everywhere(d, nd, p, too_big, out);
+  fill_result(&s, &sc, out);
+  return 0;
+}

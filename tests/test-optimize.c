@@ -1,0 +1,300 @@
+/* test-optimize.c: the split solver. Against an exhaustive search at the
+ * same granularity on random device sets; shares that arithmetic predicts;
+ * exclusion and its reasons; unusable models; problems that fit nowhere.
+ * The solver is pure, so most tests feed it numbers; the plan tests on sim
+ * devices go through poas_plan_gemm. */
+#include "harness.h"
+#include "optimize/optimize.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint64_t rng_state = 12345;
+
+static double uniform(double lo, double hi) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* A log-uniform number, for rates and bandwidths spanning decades. */
+static double log_uniform(double lo, double hi) { return exp(uniform(log(lo), log(hi))); }
+
+static void rate_model(poas__device_model *dm, double flops, double overhead, double latency,
+                       double bandwidth) {
+  memset(dm, 0, sizeof *dm);
+  dm->source = POAS__MODEL_EXACT;
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++)
+      poas__gemm_model_from_rate(&dm->gemm[dt][pair], flops, overhead);
+  for (int dir = 0; dir < 2; dir++)
+    dm->xfer[dir] = (poas__transfer_model){1, latency, bandwidth};
+}
+
+static poas__opt_device device(const char *id, const poas__device_model *dm, int host_memory) {
+  return (poas__opt_device){.id = id, .model = dm, .memory_bytes = (uint64_t)1 << 40,
+                            .host_memory = host_memory, .cores = 1, .supports_dtype = 1};
+}
+
+/* ------------------------------------------------- exhaustive comparison */
+
+typedef struct exhaustive {
+  int nd;
+  int64_t ngran;
+  double t[6][128];   /* t[i][g]: device i's time for g granules */
+  double best;
+} exhaustive;
+
+static void enumerate(exhaustive *e, int i, int64_t left, double worst) {
+  if (worst >= e->best)
+    return;
+  if (i == e->nd - 1) {
+    double t = fmax(worst, e->t[i][left]);
+    if (t < e->best)
+      e->best = t;
+    return;
+  }
+  for (int64_t g = 0; g <= left; g++)
+    enumerate(e, i + 1, left - g, fmax(worst, e->t[i][g]));
+}
+
+TEST(solver_matches_exhaustive_search) {
+  double worst_gap = 0;
+  int trials = 0, shared = 0;
+  for (int trial = 0; trial < 300; trial++) {
+    int nd = 1 + trial % 6;
+    poas__device_model dm[6];
+    poas__opt_device d[6];
+    char ids[6][8];
+    for (int i = 0; i < nd; i++) {
+      rate_model(&dm[i], log_uniform(1e9, 1e13), uniform(0, 1e-3), uniform(0, 1e-4),
+                 log_uniform(1e9, 1e11));
+      /* Costs of writing C, packing A and B, and padding short blocks. */
+      for (int dt = 0; dt < 2; dt++)
+        for (int pair = 0; pair < 4; pair++)
+          for (int f = 2; f < POAS__GEMM_NFEAT; f++)
+            dm[i].gemm[dt][pair].coef[f] = dm[i].gemm[dt][pair].coef[1] * uniform(0, f < 5 ? 4 : 0.9);
+      snprintf(ids[i], sizeof ids[i], "d%d", i);
+      d[i] = device(ids[i], &dm[i], uniform(0, 1) < 0.3);
+    }
+    int64_t ngran = nd >= 5 ? 4 + trial % 13 : 4 + trial % 37;
+    int64_t granule = 1 + (int64_t)uniform(0, 64);
+    poas__opt_problem p = {.dtype = (poas_dtype)(trial % 2), .transa = POAS_NO_TRANS,
+                           .transb = POAS_TRANS, .k = 16 + (int64_t)uniform(0, 4000),
+                           .reads_c = trial % 3 != 0, .reads_ab = 1, .granule = granule};
+    /* Both dimensions whole granules, so either split has no partial one. */
+    p.m = ngran * granule;
+    p.n = (1 + (int64_t)uniform(0, 2 * (double)ngran)) * granule;
+    poas__opt_result r;
+    CHECK_OK(poas__optimize(d, nd, &p, &r));
+    exhaustive e = {.nd = nd, .ngran = r.total_units / granule, .best = INFINITY};
+    CHECK(e.ngran < 128);
+    for (int i = 0; i < nd; i++) {
+      poas__pipe pipe;
+      poas__pipe_init(&pipe, &p, r.split, &r.model[i], d[i].host_memory, r.dev[i].tile, 1);
+      for (int64_t g = 0; g <= e.ngran; g++) {
+        poas__pipe_time t;
+        poas__pipe_eval(&pipe, g * granule, &t);
+        e.t[i][g] = t.total_s;
+      }
+    }
+    enumerate(&e, 0, e.ngran, 0);
+    int64_t covered = 0;
+    for (int i = 0; i < nd; i++)
+      covered += r.dev[i].u1 - r.dev[i].u0;
+    CHECK(covered == r.total_units);
+    double gap = r.makespan_s / e.best - 1;
+    CHECK_MSG(gap <= 0.005, "trial %d: %d devices, solver %.6g s, exhaustive %.6g s", trial, nd,
+              r.makespan_s, e.best);
+    worst_gap = fmax(worst_gap, gap);
+    trials++;
+    int used = 0;
+    for (int i = 0; i < nd; i++)
+      used += r.dev[i].u1 > r.dev[i].u0;
+    shared += used > 1;
+  }
+  fprintf(stderr, "  %d trials (%d split over several devices), worst gap to exhaustive "
+          "search %.3g%%\n", trials, shared, 100 * worst_gap);
+  CHECK(shared > trials / 3);
+  return 0;
+}
+
+/* --------------------------------------------------------------- shares */
+
+TEST(shares_follow_rates) {
+  poas__device_model slow, fast;
+  rate_model(&slow, 1e9, 0, 0, 1e30);
+  rate_model(&fast, 3e9, 0, 0, 1e30);
+  poas__opt_device d[2] = {device("slow", &slow, 1), device("fast", &fast, 1)};
+  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 10000, .n = 512, .k = 512,
+                         .reads_c = 1, .reads_ab = 1};
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  double total = (double)r.total_units, g = (double)r.granule;
+  CHECK(fabs((double)(r.dev[0].u1 - r.dev[0].u0) - 0.25 * total) <= g);
+  CHECK(fabs((double)(r.dev[1].u1 - r.dev[1].u0) - 0.75 * total) <= g);
+  CHECK(r.dev[0].u1 == r.dev[1].u0 || r.dev[1].u1 == r.dev[0].u0);
+  return 0;
+}
+
+static poas_context *open_ctx(const char *devices) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = devices;
+  o.no_profile = 1;
+  poas_context *ctx = NULL;
+  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
+}
+
+TEST(plan_on_sim_devices_gives_arithmetic_shares) {
+  poas_context *ctx = open_ctx("sim:rate=1e9:latency=0:bandwidth=1e18,"
+                               "sim:rate=3e9:latency=0:bandwidth=1e18");
+  CHECK(ctx);
+  poas_plan plan, again;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4096,
+                          1024, 1024, &plan));
+  CHECK(plan.ndevices == 2 && plan.nexcluded == 0);
+  CHECK(plan.m == 4096 && plan.split == POAS_SPLIT_ROWS);
+  double g = (double)plan.granule / 4096.0;
+  CHECK(strcmp(plan.dev[0].id, "sim0") == 0 && fabs(plan.dev[0].share - 0.25) <= g);
+  CHECK(strcmp(plan.dev[1].id, "sim1") == 0 && fabs(plan.dev[1].share - 0.75) <= g);
+  CHECK(plan.makespan_s > 0 && isfinite(plan.makespan_s));
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4096,
+                          1024, 1024, &again));
+  CHECK(memcmp(&plan, &again, sizeof plan) == 0); /* deterministic */
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* ------------------------------------------------------------ exclusion */
+
+TEST(useless_and_unfit_devices_are_excluded_with_reasons) {
+  poas__device_model fast, crawl, normal;
+  rate_model(&fast, 1e12, 1e-5, 1e-5, 1e10);
+  rate_model(&crawl, 1e4, 1e-5, 1e-5, 1e10);
+  rate_model(&normal, 1e11, 1e-5, 1e-5, 1e10);
+  poas__opt_device d[4] = {device("fast", &fast, 0), device("crawl", &crawl, 0),
+                           device("nof64", &normal, 0), device("tiny", &normal, 0)};
+  d[2].supports_dtype = 0;
+  d[3].memory_bytes = 1 << 16;
+  poas__opt_problem p = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 2048, .n = 2048, .k = 2048,
+                         .reads_c = 1, .reads_ab = 1};
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 4, &p, &r));
+  CHECK(!r.dev[0].excluded && r.dev[0].u0 == 0 && r.dev[0].u1 == r.total_units);
+  CHECK(r.dev[1].excluded && strstr(r.dev[1].reason, "adds no speed"));
+  CHECK(r.dev[2].excluded && strstr(r.dev[2].reason, "no float64 support"));
+  CHECK(r.dev[3].excluded && strstr(r.dev[3].reason, "does not fit in its memory"));
+  for (int i = 1; i < 4; i++)
+    CHECK(r.dev[i].u0 == r.dev[i].u1);
+  return 0;
+}
+
+TEST(devices_sharing_cores_never_add_what_they_cannot) {
+  poas__device_model cpu, pocl;
+  rate_model(&cpu, 2e11, 1e-5, 0, 1e30);
+  rate_model(&pocl, 1e11, 1e-5, 1e-6, 2e10);
+  poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 0)};
+  d[0].shares_host_cores = d[1].shares_host_cores = 1;
+  d[0].cores = d[1].cores = 2;
+  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 4096, .n = 4096, .k = 4096,
+                         .reads_c = 1, .reads_ab = 1, .host_cores = 2};
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && r.dev[0].u1 - r.dev[0].u0 == r.total_units);
+  CHECK(r.dev[1].excluded && strstr(r.dev[1].reason, "shares the host's 2 cores with cpu0"));
+  /* One core each on a two-core host: both may take part. */
+  d[0].cores = d[1].cores = 1;
+  rate_model(&cpu, 1e11, 1e-5, 0, 1e30);
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && !r.dev[1].excluded);
+  CHECK(r.dev[0].u1 > r.dev[0].u0 && r.dev[1].u1 > r.dev[1].u0);
+  return 0;
+}
+
+/* ------------------------------------------------------------ bad input */
+
+TEST(unusable_models_give_conservative_finite_plans) {
+  poas__device_model nan_model, zero_model, no_bw, good;
+  rate_model(&nan_model, 1e11, 0, 0, 1e10);
+  for (int pair = 0; pair < 4; pair++)
+    nan_model.gemm[0][pair].coef[1] = NAN;
+  memset(&zero_model, 0, sizeof zero_model);
+  rate_model(&no_bw, 1e11, 0, 1e-5, 0);
+  rate_model(&good, 1e11, 1e-5, 1e-5, 1e10);
+  poas__opt_device d[5] = {device("nan", &nan_model, 0), device("zero", &zero_model, 0),
+                           device("nobw", &no_bw, 0), device("none", NULL, 0),
+                           device("good", &good, 0)};
+  for (int nd = 1; nd <= 5; nd++) {
+    const poas__opt_device *set = nd == 5 ? d : d + (nd - 1);
+    int count = nd == 5 ? 5 : 1;
+    poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_TRANS,
+                           .transb = POAS_NO_TRANS, .m = 1000, .n = 700, .k = 300,
+                           .reads_c = 0, .reads_ab = 1};
+    poas__opt_result r;
+    CHECK_OK(poas__optimize(set, count, &p, &r));
+    CHECK(isfinite(r.makespan_s) && r.makespan_s > 0);
+    int64_t covered = 0;
+    for (int i = 0; i < count; i++) {
+      CHECK(isfinite(r.dev[i].time.total_s) && isfinite(r.dev[i].time.compute_s) &&
+            isfinite(r.dev[i].time.transfer_s));
+      covered += r.dev[i].u1 - r.dev[i].u0;
+    }
+    CHECK(covered == r.total_units);
+    if (count == 1)
+      CHECK(r.dev[0].estimated == (nd <= 4));
+  }
+  return 0;
+}
+
+TEST(problem_that_fits_nowhere_is_a_clear_error) {
+  poas__device_model dm;
+  rate_model(&dm, 1e11, 1e-5, 1e-5, 1e10);
+  poas__opt_device d[2] = {device("cpu0", &dm, 1), device("sim0", &dm, 0)};
+  d[0].memory_bytes = (uint64_t)1 << 30;
+  d[1].memory_bytes = (uint64_t)1 << 28;
+  poas__opt_problem p = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 100000, .n = 100000, .k = 100000,
+                         .reads_c = 1, .reads_ab = 1};
+  poas__opt_result r;
+  CHECK_RC(poas__optimize(d, 2, &p, &r), POAS_ETOOBIG);
+  CHECK(strstr(poas_error_detail(), "fits nowhere"));
+  CHECK(strstr(r.dev[0].reason, "does not fit") && strstr(r.dev[1].reason, "does not fit"));
+
+  poas_context *ctx = open_ctx("sim:memory=1Mi");
+  CHECK(ctx);
+  poas_plan plan;
+  memset(&plan, 0x5a, sizeof plan);
+  CHECK_RC(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                          100000, 100000, 1000, &plan),
+           POAS_ETOOBIG);
+  CHECK(((unsigned char *)&plan)[0] == 0x5a); /* untouched on error */
+  CHECK(strstr(poas_error_detail(), "fits nowhere"));
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST(empty_problems_plan_nothing) {
+  poas__device_model dm;
+  rate_model(&dm, 1e11, 1e-5, 1e-5, 1e10);
+  poas__opt_device d = device("d0", &dm, 0);
+  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 0, .n = 10, .k = 10};
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK(r.makespan_s == 0 && r.dev[0].u0 == r.dev[0].u1);
+  p.m = 10, p.k = 0; /* k = 0: C = beta C, still work */
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK(r.dev[0].u1 - r.dev[0].u0 == r.total_units && isfinite(r.makespan_s));
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(shares_follow_rates),
+          TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),
+          TEST_ENTRY(useless_and_unfit_devices_are_excluded_with_reasons),
+          TEST_ENTRY(devices_sharing_cores_never_add_what_they_cannot),
+          TEST_ENTRY(unusable_models_give_conservative_finite_plans),
+          TEST_ENTRY(problem_that_fits_nowhere_is_a_clear_error),
+          TEST_ENTRY(empty_problems_plan_nothing))

@@ -1,0 +1,189 @@
+/* poas-plan: prints the plan POAS would run for a GEMM, without running
+ * it: per device the rows or columns of C it takes, its tiles, the bytes it
+ * moves and its predicted times; the predicted makespan; the devices left
+ * out and why. As a table or, with --json, as one JSON object for scripts. */
+#include "poas.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: poas-plan --m M --n N --k K [--dtype s|d] [--devices LIST] [--profile FILE]\n"
+          "                 [--json]\n"
+          "Print the plan POAS would run for C = A B (m x k times k x n, row-major), without\n"
+          "running it.\n\n"
+          "  -m, --m M            rows of C\n"
+          "  -n, --n N            columns of C\n"
+          "  -k, --k K            inner dimension\n"
+          "  -t, --dtype s|d      float32 (s, the default) or float64 (d)\n"
+          "  -d, --devices LIST   device selection, as POAS_DEVICES (e.g. cpu,sim:rate=1e12)\n"
+          "  -p, --profile FILE   calibration profile, as POAS_PROFILE\n"
+          "  -j, --json           print one JSON object instead of a table\n"
+          "  -h, --help           show this help\n"
+          "  -V, --version        show the version\n");
+}
+
+/* Writes s as a JSON string (quotes and escapes). */
+static void json_string(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      printf("\\%c", c);
+    else if (c < 0x20)
+      printf("\\u%04x", c);
+    else
+      putchar(c);
+  }
+  putchar('"');
+}
+
+static void print_json(const poas_plan *p) {
+  printf("{\"dtype\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"split\": \"%s\", "
+         "\"granule\": %lld, \"makespan_s\": %.9g,\n \"devices\": [",
+         p->dtype == POAS_FLOAT64 ? "d" : "s", (long long)p->m, (long long)p->n,
+         (long long)p->k, p->split == POAS_SPLIT_ROWS ? "rows" : "columns",
+         (long long)p->granule, p->makespan_s);
+  for (int i = 0; i < p->ndevices; i++) {
+    const poas_plan_device *d = &p->dev[i];
+    printf("%s\n  {\"id\": ", i ? "," : "");
+    json_string(d->id);
+    printf(", \"share\": %.9g, \"first\": %lld, \"count\": %lld, \"tile\": %lld, "
+           "\"tiles\": %lld, \"bytes_h2d\": %llu, \"bytes_d2h\": %llu, \"compute_s\": %.9g, "
+           "\"transfer_s\": %.9g, \"predicted_s\": %.9g, \"estimated\": %s}",
+           d->share, (long long)d->first, (long long)d->count, (long long)d->tile,
+           (long long)d->tiles, (unsigned long long)d->bytes_h2d,
+           (unsigned long long)d->bytes_d2h, d->compute_s, d->transfer_s, d->predicted_s,
+           d->estimated ? "true" : "false");
+  }
+  printf("],\n \"excluded\": [");
+  for (int i = 0; i < p->nexcluded; i++) {
+    printf("%s\n  {\"id\": ", i ? "," : "");
+    json_string(p->excluded[i].id);
+    printf(", \"reason\": ");
+    json_string(p->excluded[i].reason);
+    putchar('}');
+  }
+  printf("]}\n");
+}
+
+static void print_table(const poas_plan *p) {
+  const char *unit = p->split == POAS_SPLIT_ROWS ? "rows" : "columns";
+  printf("%sgemm m=%lld n=%lld k=%lld: split by %s (granule %lld), predicted makespan %.4g s\n\n",
+         p->dtype == POAS_FLOAT64 ? "d" : "s", (long long)p->m, (long long)p->n, (long long)p->k,
+         unit, (long long)p->granule, p->makespan_s);
+  printf("%-10s %-21s %7s %6s %7s %10s %10s %10s %10s %11s\n", "device", unit, "share", "tiles",
+         "tile", "H2D MiB", "D2H MiB", "compute s", "transfer s", "predicted s");
+  for (int i = 0; i < p->ndevices; i++) {
+    const poas_plan_device *d = &p->dev[i];
+    char range[48];
+    snprintf(range, sizeof range, "%lld-%lld", (long long)d->first,
+             (long long)(d->first + d->count - 1));
+    printf("%-10s %-21s %6.1f%% %6lld %7lld %10.1f %10.1f %10.4g %10.4g %11.4g%s\n", d->id, range,
+           100 * d->share, (long long)d->tiles, (long long)d->tile,
+           (double)d->bytes_h2d / 1048576.0, (double)d->bytes_d2h / 1048576.0, d->compute_s,
+           d->transfer_s, d->predicted_s, d->estimated ? "  (no model: estimate)" : "");
+  }
+  if (p->nexcluded) {
+    printf("\nleft out:\n");
+    for (int i = 0; i < p->nexcluded; i++)
+      printf("  %-10s %s\n", p->excluded[i].id, p->excluded[i].reason);
+  }
+}
+
+/* A size argument: a whole non-negative number. */
+static int parse_size(const char *name, const char *text, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno || end == text || *end || v < 0) {
+    fprintf(stderr, "poas-plan: bad value '%s' for --%s (a whole number >= 0)\n", text, name);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"m", required_argument, NULL, 'm'},       {"n", required_argument, NULL, 'n'},
+      {"k", required_argument, NULL, 'k'},       {"dtype", required_argument, NULL, 't'},
+      {"devices", required_argument, NULL, 'd'}, {"profile", required_argument, NULL, 'p'},
+      {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
+  poas_options opts;
+  poas_options_init(&opts);
+  int64_t m = -1, n = -1, k = -1;
+  poas_dtype dtype = POAS_FLOAT32;
+  int json = 0, c;
+  while ((c = getopt_long(argc, argv, "m:n:k:t:d:p:jhV", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'm':
+    case 'n':
+    case 'k':
+      if (parse_size(c == 'm' ? "m" : c == 'n' ? "n" : "k", optarg,
+                     c == 'm' ? &m : c == 'n' ? &n : &k))
+        return 2;
+      break;
+    case 't':
+      if (strcmp(optarg, "s") != 0 && strcmp(optarg, "d") != 0) {
+        fprintf(stderr, "poas-plan: bad value '%s' for --dtype (s or d)\n", optarg);
+        return 2;
+      }
+      dtype = optarg[0] == 'd' ? POAS_FLOAT64 : POAS_FLOAT32;
+      break;
+    case 'd':
+      opts.devices = optarg;
+      break;
+    case 'p':
+      opts.profile = optarg;
+      break;
+    case 'j':
+      json = 1;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    case 'V':
+      printf("poas-plan (POAS) %s\n", poas_version());
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc || m < 0 || n < 0 || k < 0) {
+    if (optind < argc)
+      fprintf(stderr, "poas-plan: unexpected argument '%s'\n", argv[optind]);
+    else
+      fprintf(stderr, "poas-plan: --m, --n and --k are required\n");
+    usage(stderr);
+    return 2;
+  }
+  poas_context *ctx;
+  int rc = poas_init(&ctx, &opts);
+  if (rc) {
+    fprintf(stderr, "poas-plan: %s: %s\n", poas_strerror(rc), poas_error_detail());
+    return 1;
+  }
+  poas_plan *plan = malloc(sizeof *plan);
+  if (!plan) {
+    poas_finalize(ctx);
+    fprintf(stderr, "poas-plan: out of memory\n");
+    return 1;
+  }
+  rc = poas_plan_gemm(ctx, dtype, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, plan);
+  if (rc)
+    fprintf(stderr, "poas-plan: %s: %s\n", poas_strerror(rc), poas_error_detail());
+  else if (json)
+    print_json(plan);
+  else
+    print_table(plan);
+  free(plan);
+  poas_finalize(ctx);
+  return rc ? 1 : 0;
+}
