@@ -1,6 +1,7 @@
-/* poas-demo: the README's main job in one program: one single-precision
- * GEMM through the public API on the selected devices, checked against a
- * reference, with what the run reports. */
+/* poas-demo: the README's main job in one program: the plan for one
+ * single-precision GEMM, the GEMM itself through the public API on the
+ * selected devices (checked exactly), and what the run measured beside what
+ * was predicted. */
 #include "poas.h"
 
 #include <getopt.h>
@@ -15,6 +16,32 @@ static void usage(FILE *f) {
              "  -n, --n N           matrix size (default 1024)\n"
              "  -h, --help          show this help\n"
              "  -V, --version       show the version\n");
+}
+
+/* (predicted - measured) / measured, in percent. */
+static double relative_error(double predicted, double measured) {
+  return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
+}
+
+static void print_plan(poas_context *ctx, long n) {
+  poas_plan plan;
+  int rc = poas_plan_gemm(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n,
+                          n, &plan);
+  if (rc) {
+    printf("plan: %s: %s\n", poas_strerror(rc), poas_error_detail());
+    return;
+  }
+  printf("plan for sgemm %ld x %ld x %ld: split by %s, predicted makespan %.4f s\n", n, n, n,
+         plan.split == POAS_SPLIT_ROWS ? "rows" : "columns", plan.makespan_s);
+  for (int d = 0; d < plan.ndevices; d++) {
+    const poas_plan_device *p = &plan.dev[d];
+    printf("  %-10s %6.1f%%  %lld-%lld in %lld tile%s  predicted %.4f s%s\n", p->id,
+           100 * p->share, (long long)p->first, (long long)(p->first + p->count - 1),
+           (long long)p->tiles, p->tiles == 1 ? "" : "s", p->predicted_s,
+           p->estimated ? "  (no calibrated model: estimate)" : "");
+  }
+  for (int e = 0; e < plan.nexcluded; e++)
+    printf("  %-10s left out: %s\n", plan.excluded[e].id, plan.excluded[e].reason);
 }
 
 int main(int argc, char **argv) {
@@ -70,6 +97,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "poas-demo: %s: %s\n", poas_strerror(rc), poas_error_detail());
     return 1;
   }
+  print_plan(ctx, n);
   rc = poas_sgemm(ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1.0f, A, n, B, n,
                   0.0f, C, n);
   if (rc) {
@@ -82,11 +110,20 @@ int main(int argc, char **argv) {
     wrong += C[i] != 2.0f * A[i];
   poas_report r;
   poas_last_report(ctx, &r);
-  printf("sgemm %ld x %ld x %ld: %.3f s, %.1f GFLOP/s, predicted %.3f s, %ld wrong elements\n", n,
-         n, n, r.measured_s, r.gflops, r.predicted_s, wrong);
-  for (int d = 0; d < r.ndevices; d++)
-    printf("  %-8s share %5.1f%%  predicted %.3f s  measured %.3f s\n", r.dev[d].id,
-           100 * r.dev[d].share, r.dev[d].predicted_s, r.dev[d].measured_s);
+  printf("\nran: %.3f s, %.1f GFLOP/s, predicted %.3f s (error %+.1f%%), policy %s, "
+         "%ld wrong elements\n",
+         r.measured_s, r.gflops, r.predicted_s, relative_error(r.predicted_s, r.measured_s),
+         r.policy, wrong);
+  printf("%-10s %7s %12s %12s %8s %8s\n", "device", "share", "predicted s", "measured s", "error",
+         "idle s");
+  for (int d = 0; d < r.ndevices; d++) {
+    if (r.dev[d].share <= 0 && r.dev[d].chunks == 0)
+      continue;
+    printf("%-10s %6.1f%% %12.4f %12.4f %+7.1f%% %8.4f%s\n", r.dev[d].id, 100 * r.dev[d].share,
+           r.dev[d].predicted_s, r.dev[d].measured_s,
+           relative_error(r.dev[d].predicted_s, r.dev[d].measured_s), r.dev[d].idle_s,
+           r.dev[d].failed ? "  (failed; its work moved)" : "");
+  }
   poas_finalize(ctx);
   free(A), free(B), free(C);
   return wrong != 0;
