@@ -30,10 +30,18 @@ struct poas_context {
   char *trace_path;        /* NULL: no trace */
   int has_report;
   poas_report report;
+  struct poas__tasks *tasks;  /* the task runtime, from the first task on */
+  poas_buffer *buffers;       /* registered buffers, released at finalize */
 };
 
 /* Runs a validated, normalised GEMM on the context's devices and fills
  * ctx->report. */
 int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p);
+
+/* The context's task runtime, started on first use (api/tasks.c). */
+int poas__context_tasks(poas_context *ctx, struct poas__tasks **out);
+/* Stops the task runtime after its tasks and releases registered buffers;
+ * for poas_finalize. */
+void poas__context_tasks_close(poas_context *ctx);
 
 #endif /* POAS_CONTEXT_H */

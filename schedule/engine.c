@@ -333,8 +333,8 @@ static void fail_device(poas__engine *e, poas__worker *w, int rc) {
 
 /* Runs one ready node; entered and left locked. */
 static void run_node(poas__engine *e, poas__worker *w, int id) {
-  if (w->failed) {
-    finish_node(e, id, w->failed);
+  if (w->failed || e->nodes[id].doomed) {
+    finish_node(e, id, w->failed ? w->failed : e->nodes[id].doomed);
     return;
   }
   issue is;
@@ -469,32 +469,54 @@ static int finished(const poas__engine *e, const poas__acc_entry *x) {
          p->state == POAS__NODE_FREE;
 }
 
-/* Orders node id after the unfinished accesses `a` conflicts with, then
- * records `a`. Reads do not conflict with reads; a write that covers an
- * earlier access replaces it (later accesses reach it through the write). */
-static int infer(poas__engine *e, int id, const poas__access *a) {
-  poas__ebuf *b = &e->bufs[a->region.buf];
-  for (int j = 0; j < b->nacc;) {
-    poas__acc_entry *x = &b->acc[j];
+/* Orders node id after the entries of list l that access `a` conflicts
+ * with; a write that covers an earlier access replaces it (later accesses
+ * reach it through the write). Finished entries are dropped on the way. */
+static int scan(poas__engine *e, int id, poas__acc_list *l, const poas__access *a) {
+  for (int j = 0; j < l->n;) {
+    poas__acc_entry *x = &l->e[j];
     if (finished(e, x)) {
-      *x = b->acc[--b->nacc];
+      *x = l->e[--l->n];
       continue;
     }
-    if (x->node != id && ((x->mode | a->mode) & POAS__WRITE) &&
-        poas__region_overlap(&x->region, &a->region)) {
+    if (x->node != id && poas__region_overlap(&x->region, &a->region)) {
       int rc = add_dep(e, x->node, id);
       if (rc)
         return rc;
       if ((a->mode & POAS__WRITE) && region_covers(&a->region, &x->region)) {
-        *x = b->acc[--b->nacc];
+        *x = l->e[--l->n];
         continue;
       }
     }
     j++;
   }
-  if (grow((void **)&b->acc, &b->cap_acc, b->nacc + 1, sizeof *b->acc))
+  return 0;
+}
+
+/* Drops the finished entries of a list (before it would grow). */
+static void compact(poas__engine *e, poas__acc_list *l) {
+  for (int j = 0; j < l->n;)
+    if (finished(e, &l->e[j]))
+      l->e[j] = l->e[--l->n];
+    else
+      j++;
+}
+
+/* Orders node id after the unfinished accesses `a` conflicts with (reads
+ * do not conflict with reads), then records `a`. */
+static int infer(poas__engine *e, int id, const poas__access *a) {
+  poas__ebuf *b = &e->bufs[a->region.buf];
+  int rc = scan(e, id, &b->writers, a);
+  if (!rc && (a->mode & POAS__WRITE))
+    rc = scan(e, id, &b->readers, a);
+  if (rc)
+    return rc;
+  poas__acc_list *l = (a->mode & POAS__WRITE) ? &b->writers : &b->readers;
+  if (l->n == l->cap)
+    compact(e, l);
+  if (grow((void **)&l->e, &l->cap, l->n + 1, sizeof *l->e))
     return POAS_ENOMEM;
-  b->acc[b->nacc++] = (poas__acc_entry){id, e->nodes[id].gen, a->mode, a->region};
+  l->e[l->n++] = (poas__acc_entry){id, e->nodes[id].gen, a->mode, a->region};
   return 0;
 }
 
@@ -539,11 +561,11 @@ int poas__engine_add(poas__engine *e, const poas__ins *ins, poas__node_done_fn d
   int rc = 0;
   for (int i = 0; i < ins->naccess && rc == 0; i++)
     rc = infer(e, id, &ins->access[i]);
-  /* Out of memory part-way, the node still runs (after the predecessors
-   * found so far) so that nothing refers to a dead slot; the caller
-   * abandons the run. */
+  /* Out of memory part-way: the slot stays alive for the edges already
+   * recorded, and the node is cancelled instead of run. */
+  e->nodes[id].doomed = rc;
   release(e, id);
-  return rc ? rc : id;
+  return id;
 }
 
 int poas__engine_add_buffer(poas__engine *e, const poas__gbuf *b) {
@@ -659,7 +681,8 @@ void poas__engine_destroy(poas__engine *e) {
     poas__gbuf *g = &e->bufs[b].desc;
     if (g->device >= 0 && g->mem.ptr)
       e->set->dev[g->device]->be->mem_free(e->set->dev[g->device], g->mem);
-    free(e->bufs[b].acc);
+    free(e->bufs[b].writers.e);
+    free(e->bufs[b].readers.e);
   }
   for (int i = 0; i < e->nnodes; i++) {
     poas__node *n = &e->nodes[i];

@@ -53,6 +53,7 @@ typedef struct poas__node {
   poas__event ev;
   int has_ev;
   int ran;                /* it was issued to the device (for traces) */
+  int doomed;             /* an error recording it: cancelled instead of run */
   double t0, t1;          /* device clock at start and end */
   poas__node_done_fn done_fn;
   void *done_arg;
@@ -66,10 +67,17 @@ typedef struct poas__acc_entry {
   poas__region region;
 } poas__acc_entry;
 
+/* Accesses not known to be complete, kept apart by mode so that a reader
+ * looks only at writers: many readers in flight cost nothing per new
+ * reader. */
+typedef struct poas__acc_list {
+  int n, cap;
+  poas__acc_entry *e;
+} poas__acc_list;
+
 typedef struct poas__ebuf {
   poas__gbuf desc;        /* desc.mem is set when its ALLOC ran */
-  int nacc, cap_acc;
-  poas__acc_entry *acc;   /* accesses not known to be complete */
+  poas__acc_list writers, readers;
 } poas__ebuf;
 
 typedef enum poas__chunk_state {
@@ -160,8 +168,10 @@ int poas__engine_add_buffer(poas__engine *e, const poas__gbuf *b);
  * returned, then it is sealed. */
 int poas__engine_chunk_open(poas__engine *e, int device, int64_t u0, int64_t u1);
 void poas__engine_chunk_seal(poas__engine *e, int chunk);
-/* Adds an instruction; returns its node id or POAS_ENOMEM. done_fn may be
- * NULL. */
+/* Adds an instruction; returns its node id, or an error when it was not
+ * added. If a dependency cannot be recorded (out of memory) the node is
+ * still added but cancelled with that error when its turn comes, so its
+ * done_fn always runs once. done_fn may be NULL. */
 int poas__engine_add(poas__engine *e, const poas__ins *ins, poas__node_done_fn done_fn,
                      void *done_arg);
 

@@ -168,6 +168,10 @@ static void collect(runner *r) {
     if (!ch->cancelled) {
       r->units[ch->device] += ch->u1 - ch->u0;
       r->chunks[ch->device]++;
+    } else if (!r->e->w[ch->device].failed) {
+      /* Cancelled on a healthy device: the runtime ran out of memory. */
+      if (!r->rc)
+        r->rc = poas__fail(POAS_ENOMEM, "schedule: out of memory recording dependencies");
     } else if (ch->host_written) {
       /* Part of its result may be in host memory already: running it
        * again could apply beta twice. */

@@ -163,7 +163,7 @@ TEST(inference_long_chain_in_order) {
       p[i].must_be_done = &p[i - 1].finished;
     poas__ins in = host_ins(POAS__HOST_ANY, &p[i], f.buf, 0, 16, POAS__RW);
     CHECK(poas__engine_add(f.e, &in, NULL, NULL) >= 0);
-    CHECK(f.e->bufs[f.buf].nacc <= 2);
+    CHECK(f.e->bufs[f.buf].writers.n + f.e->bufs[f.buf].readers.n <= 2);
   }
   poas__engine_drain(f.e);
   poas__engine_unlock(f.e);
