@@ -460,6 +460,141 @@ TEST(fault_after_partial_write_back_is_an_error) {
   return 0;
 }
 
+/* A pipeline source: on the host-memory CPU, one GEMM on the caller's
+ * matrices (C rows [u0, u1) of a column-major m x n C = A B); on other
+ * devices the adapter's shape: alloc, copy in, gemm, copy out, free
+ * (sim computes nothing, so those rows are filled by a host call after
+ * the copy out, which must wait for it). */
+typedef struct pipe_source {
+  int64_t m, n, k;
+  double *a, *b, *c;
+  int abuf, bbuf, cbuf;
+} pipe_source;
+
+static int fill_rows(void *arg) {
+  add_call *c = arg;
+  pipe_source *s = (pipe_source *)c->s;
+  for (int64_t j = 0; j < s->n; j++)
+    for (int64_t i = c->u0; i < c->u1; i++) {
+      double v = 0;
+      for (int64_t l = 0; l < s->k; l++)
+        v += s->a[i + l * s->m] * s->b[l + j * s->k];
+      s->c[i + j * s->m] = v;
+    }
+  return 0;
+}
+
+static int pipe_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t u1, int chunk) {
+  pipe_source *s = user;
+  size_t es = sizeof(double);
+  if (g->nbuf == 0) {
+    poas__gbuf a = {.device = -1, .host = s->a, .pitch = (size_t)s->m * es, .lines = (size_t)s->k};
+    poas__gbuf b = {.device = -1, .host = s->b, .pitch = (size_t)s->k * es, .lines = (size_t)s->n};
+    poas__gbuf c = {.device = -1, .host = s->c, .pitch = (size_t)s->m * es, .lines = (size_t)s->n};
+    s->abuf = poas__graph_add_buffer(g, &a);
+    s->bbuf = poas__graph_add_buffer(g, &b);
+    s->cbuf = poas__graph_add_buffer(g, &c);
+  }
+  poas__region ra = {s->abuf, 0, (size_t)s->k, (size_t)u0 * es, (size_t)u1 * es};
+  poas__region rb = {s->bbuf, 0, (size_t)s->n, 0, (size_t)s->k * es};
+  poas__region rc = {s->cbuf, 0, (size_t)s->n, (size_t)u0 * es, (size_t)u1 * es};
+  poas__gemm_call call = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
+                          .transb = POAS_NO_TRANS, .m = u1 - u0, .n = s->n, .k = s->k,
+                          .alpha = 1, .beta = 0};
+  if (device == 0) { /* cpu0 computes on host memory */
+    poas__ins in = {.kind = POAS__INS_GEMM, .device = device, .chunk = chunk, .naccess = 3};
+    in.access[0] = (poas__access){ra, POAS__READ};
+    in.access[1] = (poas__access){rb, POAS__READ};
+    in.access[2] = (poas__access){rc, POAS__WRITE};
+    in.u.gemm.call = call;
+    in.u.gemm.call.a = (poas__operand){.off = (size_t)u0 * es, .ld = s->m};
+    in.u.gemm.call.b = (poas__operand){.off = 0, .ld = s->k};
+    in.u.gemm.call.c = (poas__operand){.off = (size_t)u0 * es, .ld = s->m};
+    in.u.gemm.a_buf = s->abuf, in.u.gemm.b_buf = s->bbuf, in.u.gemm.c_buf = s->cbuf;
+    return poas__graph_add(g, &in) < 0 ? POAS_ENOMEM : 0;
+  }
+  /* One device buffer for this chunk's rows of C (A and B are not
+   * uploaded: sim does not read them). */
+  size_t rows = (size_t)(u1 - u0) * es;
+  poas__gbuf dc = {.device = device, .pitch = rows, .lines = (size_t)s->n};
+  int db = poas__graph_add_buffer(g, &dc);
+  poas__region rd = {db, 0, (size_t)s->n, 0, rows};
+  poas__copy2d shape = {rows, (size_t)s->n, (size_t)s->m * es, rows, 0};
+  poas__ins seq[6];
+  memset(seq, 0, sizeof seq);
+  for (int i = 0; i < 6; i++)
+    seq[i].device = device, seq[i].chunk = chunk, seq[i].naccess = 1;
+  seq[0].kind = POAS__INS_ALLOC, seq[0].u.alloc.buf = db;
+  seq[0].access[0] = (poas__access){rd, POAS__WRITE};
+  seq[1].kind = POAS__INS_H2D, seq[1].lane = POAS__LANE_H2D, seq[1].bytes = rows * (size_t)s->n;
+  seq[1].u.h2d.dst_buf = db, seq[1].u.h2d.src = s->c + u0, seq[1].u.h2d.shape = shape;
+  seq[1].naccess = 2, seq[1].access[0] = (poas__access){rd, POAS__WRITE};
+  seq[1].access[1] = (poas__access){rc, POAS__READ};
+  seq[2].kind = POAS__INS_GEMM, seq[2].lane = POAS__LANE_COMPUTE, seq[2].u.gemm.call = call;
+  seq[2].u.gemm.a_buf = seq[2].u.gemm.b_buf = seq[2].u.gemm.c_buf = db;
+  seq[2].access[0] = (poas__access){rd, POAS__RW};
+  seq[3].kind = POAS__INS_D2H, seq[3].lane = POAS__LANE_D2H, seq[3].bytes = rows * (size_t)s->n;
+  seq[3].u.d2h.dst = s->c + u0, seq[3].u.d2h.src_buf = db, seq[3].u.d2h.shape = shape;
+  seq[3].naccess = 2, seq[3].access[0] = (poas__access){rd, POAS__READ};
+  seq[3].access[1] = (poas__access){rc, POAS__WRITE};
+  seq[4].kind = POAS__INS_FREE, seq[4].u.free.buf = db;
+  seq[4].access[0] = (poas__access){rd, POAS__WRITE};
+  add_call *fc = &calls[atomic_fetch_add(&ncalls, 1)];
+  *fc = (add_call){(add_source *)(void *)s, u0, u1};
+  seq[5].kind = POAS__INS_HOST, seq[5].u.host.fn = fill_rows, seq[5].u.host.arg = fc;
+  seq[5].access[0] = (poas__access){rc, POAS__WRITE};
+  for (int i = 0; i < 6; i++)
+    if (poas__graph_add(g, &seq[i]) < 0)
+      return POAS_ENOMEM;
+  return 0;
+}
+
+/* Real time, cpu beside an asynchronous device (sim, sleeping its
+ * operations): a real GEMM on the CPU's rows, the copy/compute/copy
+ * pipeline on the other's, under every policy; C is right and the report
+ * counts the bytes each moved. */
+TEST(real_time_pipeline_cpu_and_async_device) {
+  enum { M = 600, N = 40, K = 30 };
+  static double a[M * K], b[K * N], c[M * N];
+  test_fill(a, POAS_FLOAT64, M * K, 7);
+  test_fill(b, POAS_FLOAT64, K * N, 8);
+  for (int p = 0; p < 3; p++) {
+    test_poison(c, POAS_FLOAT64, M * N);
+    atomic_store(&ncalls, 0);
+    pipe_source s = {M, N, K, a, b, c, 0, 0, 0};
+    poas__work_source src = {.user = &s, .total_units = M, .granule = 8, .emit = pipe_emit};
+    poas__devset set;
+    char err[256];
+    CHECK_OK(poas__devset_open("cpu,sim:rate=1e10:latency=1e-5:bandwidth=1e10", &set, err,
+                               sizeof err));
+    poas__sched_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policy = (poas__policy)p;
+    cfg.u0[0] = 0, cfg.u1[0] = 296, cfg.u0[1] = 296, cfg.u1[1] = M;
+    cfg.rate[0] = cfg.rate[1] = 1e6;
+    poas_report rep;
+    int rc = poas__schedule_run(&set, &src, &cfg, &rep);
+    poas__devset_close(&set);
+    CHECK_OK(rc);
+    double worst = 0;
+    for (int j = 0; j < N; j++)
+      for (int i = 0; i < M; i++) {
+        double v = 0;
+        for (int l = 0; l < K; l++)
+          v += a[i + l * M] * b[l + j * K];
+        worst = fmax(worst, fabs(c[i + j * M] - v));
+      }
+    CHECK_MSG(worst < 1e-12, "policy %d: worst error %g", p, worst);
+    int64_t sim_rows = (int64_t)llround(rep.dev[1].share * M);
+    CHECK(rep.dev[1].bytes_h2d == (uint64_t)sim_rows * N * 8);
+    CHECK(rep.dev[1].bytes_d2h == rep.dev[1].bytes_h2d && rep.dev[0].bytes_h2d == 0);
+    CHECK(fabs(rep.dev[0].share + rep.dev[1].share - 1) < 1e-12);
+    CHECK(rep.measured_s > 0 && !rep.virtual_time);
+    CHECK(rep.dev[1].busy_s > 0 && rep.dev[1].idle_s >= 0);
+  }
+  return 0;
+}
+
 /* POAS_TRACE writes a Chrome trace with one event per instruction. */
 TEST(trace_is_valid_chrome_json) {
   char path[] = "/tmp/poas-trace-XXXXXX";
@@ -511,4 +646,5 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(guided_with_exact_model_matches_plan),
           TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(fault_result_still_correct),
           TEST_ENTRY(fault_after_partial_write_back_is_an_error),
+          TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
           TEST_ENTRY(trace_is_valid_chrome_json))
