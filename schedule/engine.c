@@ -347,7 +347,6 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
     injected = 1;
   if (!injected && is.in.chunk >= 0 && is.in.chunk < e->nchunks && writes_host(e, &is.in))
     e->chunks[is.in.chunk].host_written = 1;
-  w->active++;
   poas__engine_unlock(e);
 
   poas__event ev;
@@ -363,7 +362,6 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
   double t0 = is.t0, t1 = lane_clock(w, is.lane);
 
   poas__engine_lock(e);
-  w->active--;
   n = &e->nodes[id];
   n->ran = !injected;
   n->t0 = t0, n->t1 = t1;
@@ -386,7 +384,10 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
     release_submitted(e, id);
     if (ring_push(&w->inflight, &w->ihead, &w->icount, &w->icap, id) == 0)
       return;
+    /* Unwatched, its completion is unknown: treat it as failed. */
     fail_device(e, w, POAS_ENOMEM);
+    finish_node(e, id, POAS_ENOMEM);
+    return;
   }
   w->t_last = POAS__MAX(w->t_last, t1);
   finish_node(e, id, 0);
@@ -410,8 +411,14 @@ static void complete_oldest(poas__engine *e, poas__worker *w) {
     finish_node(e, id, rc);
     return;
   }
-  if (!w->dev->virtual_time)
-    n->t1 = t; /* the wall time it was seen complete: an upper bound */
+  if (!w->dev->virtual_time) {
+    /* Seen complete at t (an upper bound); it cannot have started before
+     * the previous operation on its lane ended. */
+    int lane = lane_of(w, &n->ins);
+    n->t1 = t;
+    n->t0 = POAS__MAX(n->t0, w->lane_end[lane]);
+    w->lane_end[lane] = t;
+  }
   w->t_last = POAS__MAX(w->t_last, n->t1);
   finish_node(e, id, 0);
 }

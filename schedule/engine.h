@@ -105,7 +105,7 @@ typedef struct poas__worker {
   int nthreads, started;
   pthread_t *threads;
   pthread_cond_t cond;
-  int sleeping, syncing, active;
+  int sleeping, syncing;
   int *ready;             /* ring of ready node ids */
   int rhead, rcount, rcap;
   int *inflight;          /* ring of submitted node ids, oldest first */
@@ -114,6 +114,7 @@ typedef struct poas__worker {
   int failed;             /* the error that retired it, 0 when alive */
   int64_t ops, fault_after; /* injected failure: op number fault_after fails */
   double t_start, t_last; /* device clock at the engine's start / last finish */
+  double lane_end[POAS__ENGINE_LANES]; /* wall time each lane's last op was seen done */
   uint64_t bytes_h2d, bytes_d2h;
 } poas__worker;
 
@@ -123,7 +124,8 @@ struct poas__engine {
   const poas__devset *set;
   int ndev;
   int virtual_time;
-  int recycle;            /* reuse finished nodes (the task API) */
+  int recycle;            /* reuse finished nodes (the task API, whose nodes are
+                           * host calls: no successor waits on their events) */
   int stop;
   int coord_waiters;
   poas__worker w[POAS_MAX_DEVICES + 1];

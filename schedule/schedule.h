@@ -45,7 +45,11 @@ typedef struct poas__sched_config {
  * Measured times come from the devices' clocks: virtual seconds when every
  * device is simulated (the run is then deterministic), else wall seconds
  * from the start of the run; busy is the union of a device's instruction
- * intervals on all its lanes.
+ * intervals on all its lanes (for asynchronous real devices an upper
+ * bound: an operation ends when its event is seen complete).
+ * In virtual time, an order between two devices (through host memory) is
+ * kept but does not carry virtual time from one to the other; GEMM chunks
+ * do not need it.
  *
  * Faults: cfg->fault_spec, else $POAS_FAULT, "ID:after=N[,...]" makes
  * device ID's operation number N (from 0, counting every instruction but
