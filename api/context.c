@@ -82,6 +82,7 @@ fail_ctx:
 void poas_finalize(poas_context *ctx) {
   if (!ctx)
     return;
+  poas__context_tasks_close(ctx);
   poas__devset_close(&ctx->devices);
   free(ctx->trace_path);
   free(ctx);

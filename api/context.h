@@ -38,6 +38,8 @@ struct poas_context {
   char *trace_path;        /* NULL: no trace */
   int has_report;
   poas_report report;
+  struct poas__tasks *tasks;  /* the task runtime, from the first task on */
+  poas_buffer *buffers;       /* registered buffers, released at finalize */
 };
 
 /* Runs a validated, normalised GEMM on the context's devices and fills
@@ -55,5 +57,11 @@ typedef struct poas__gemm_plan {
 
 /* Plans a normalised problem (p's pointers are not used). */
 int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__gemm_plan *out);
+
+/* The context's task runtime, started on first use (api/tasks.c). */
+int poas__context_tasks(poas_context *ctx, struct poas__tasks **out);
+/* Stops the task runtime after its tasks and releases registered buffers;
+ * for poas_finalize. */
+void poas__context_tasks_close(poas_context *ctx);
 
 #endif /* POAS_CONTEXT_H */

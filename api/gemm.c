@@ -1,7 +1,9 @@
 /* gemm.c: poas_sgemm and poas_dgemm. Checks every argument before touching
  * anything (BLIS-style, in gemm_check), turns row-major calls into
- * column-major ones, and hands the problem to the pipeline. */
+ * column-major ones, and hands the problem to the pipeline: now, or (the
+ * _async variants) as a task ordered by the matrices it touches. */
 #include "api/context.h"
+#include "schedule/tasks.h"
 
 #include <string.h>
 
@@ -78,11 +80,11 @@ int poas__gemm_shape(poas__gemm_problem *p, poas_layout layout, poas_op transa, 
   return 0;
 }
 
-/* Builds the column-major problem for a call in either layout. */
-static int gemm_entry(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
+/* Builds and checks the column-major problem for a call in either layout. */
+static int gemm_build(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
                       poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
                       const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
-                      void *C, int64_t ldc) {
+                      void *C, int64_t ldc, poas__gemm_problem *out) {
   poas__clear_detail();
   if (!ctx)
     return poas__fail(POAS_ENULL, "gemm: ctx is NULL");
@@ -99,7 +101,76 @@ static int gemm_entry(poas_context *ctx, poas_dtype dtype, poas_layout layout, p
   rc = gemm_check(&p);
   if (rc)
     return rc;
+  *out = p;
+  return 0;
+}
+
+static int gemm_entry(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
+                      poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
+                      const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
+                      void *C, int64_t ldc) {
+  poas__gemm_problem p;
+  int rc = gemm_build(ctx, dtype, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta,
+                      C, ldc, &p);
+  if (rc)
+    return rc;
+  /* Outstanding tasks may touch these matrices: the synchronous call
+   * comes after them. */
+  if (ctx->tasks)
+    poas__tasks_wait_all(ctx->tasks);
   return poas__gemm_run(ctx, &p);
+}
+
+/* ------------------------------------------------------------ async */
+
+typedef struct gemm_task {
+  poas_context *ctx;
+  poas__gemm_problem p;
+} gemm_task;
+
+static int gemm_task_run(void *payload) {
+  gemm_task *g = payload;
+  return poas__gemm_run(g->ctx, &g->p);
+}
+
+/* Submits a checked problem as a task: it reads A and B, reads and writes
+ * C (by address range), and takes the devices for itself, so GEMM runs
+ * are ordered with the tasks that touch their matrices and with each
+ * other. */
+static int gemm_submit(poas_context *ctx, const poas__gemm_problem *p, poas_task **out) {
+  poas__tasks *t;
+  int rc = poas__context_tasks(ctx, &t);
+  if (rc)
+    return rc;
+  size_t elem = poas__dtype_size(p->dtype);
+  poas__access acc[4];
+  int n = 0;
+  acc[n++] = (poas__access){poas__tasks_devices_region(t), POAS__RW};
+  uintptr_t lo, hi;
+  if (p->m > 0 && p->n > 0) {
+    matrix_span(p->c, p->m, p->n, p->ldc, elem, &lo, &hi);
+    acc[n++] = (poas__access){poas__tasks_host_region(t, lo, hi), POAS__RW};
+    if (p->k > 0 && p->alpha != 0) {
+      int64_t ar = p->transa == POAS_NO_TRANS ? p->m : p->k;
+      int64_t br = p->transb == POAS_NO_TRANS ? p->k : p->n;
+      matrix_span(p->a, ar, p->transa == POAS_NO_TRANS ? p->k : p->m, p->lda, elem, &lo, &hi);
+      acc[n++] = (poas__access){poas__tasks_host_region(t, lo, hi), POAS__READ};
+      matrix_span(p->b, br, p->transb == POAS_NO_TRANS ? p->n : p->k, p->ldb, elem, &lo, &hi);
+      acc[n++] = (poas__access){poas__tasks_host_region(t, lo, hi), POAS__READ};
+    }
+  }
+  gemm_task g = {ctx, *p};
+  return poas__tasks_submit(t, gemm_task_run, &g, sizeof g, acc, n, out);
+}
+
+static int gemm_async(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
+                      poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
+                      const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
+                      void *C, int64_t ldc, poas_task **out) {
+  poas__gemm_problem p;
+  int rc = gemm_build(ctx, dtype, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta,
+                      C, ldc, &p);
+  return rc ? rc : gemm_submit(ctx, &p, out);
 }
 
 int poas_sgemm(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb, int64_t m,
@@ -114,4 +185,20 @@ int poas_dgemm(poas_context *ctx, poas_layout layout, poas_op transa, poas_op tr
                int64_t ldb, double beta, double *C, int64_t ldc) {
   return gemm_entry(ctx, POAS_FLOAT64, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
                     beta, C, ldc);
+}
+
+int poas_sgemm_async(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb,
+                     int64_t m, int64_t n, int64_t k, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                     poas_task **out) {
+  return gemm_async(ctx, POAS_FLOAT32, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
+                    beta, C, ldc, out);
+}
+
+int poas_dgemm_async(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb,
+                     int64_t m, int64_t n, int64_t k, double alpha, const double *A,
+                     int64_t lda, const double *B, int64_t ldb, double beta, double *C,
+                     int64_t ldc, poas_task **out) {
+  return gemm_async(ctx, POAS_FLOAT64, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
+                    beta, C, ldc, out);
 }

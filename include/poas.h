@@ -251,7 +251,80 @@ int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas
                    poas_op transb, int64_t m, int64_t n, int64_t k, poas_plan *out);
 
 /* ------------------------------------------------------ tasks (schedule/)
- * Declarations for the task API and asynchronous GEMM go here. */
+ * Work of your own, ordered with GEMMs by the data it touches. Register
+ * the host memory tasks use, then submit tasks that declare which buffers
+ * (or byte ranges of them) they read and write: a task starts only after
+ * every earlier task whose accesses conflict with its own (a write against
+ * anything on overlapping bytes) has finished, and tasks that do not
+ * conflict run at the same time. Workers start with the first task and
+ * stop in poas_finalize, which waits for outstanding tasks first. */
+
+/* A registered range of host memory. */
+typedef struct poas_buffer poas_buffer;
+/* A submitted task; poas_task_wait() waits for it and releases it. */
+typedef struct poas_task poas_task;
+
+typedef enum poas_access { POAS_R = 1, POAS_W = 2, POAS_RW = 3 } poas_access;
+
+/* Registers [ptr, ptr + bytes) with the context. The handle is released by
+ * poas_buffer_unregister() or poas_finalize(). */
+int poas_buffer_register(poas_context *ctx, void *ptr, size_t bytes, poas_buffer **out);
+/* Waits for every outstanding task, then releases the handle. */
+int poas_buffer_unregister(poas_buffer *buf);
+
+/* Most buffers one task names. */
+#define POAS_TASK_MAX_ACCESS 4
+
+/* One buffer a task uses: bytes [offset, offset + length) of it (length 0:
+ * to its end), and how. */
+typedef struct poas_task_access {
+  poas_buffer *buffer;
+  poas_access mode;
+  size_t offset, length;
+} poas_task_access;
+
+/* The host implementation: buffers[i] points at access i's first byte. */
+typedef void (*poas_cpu_fn)(void **buffers, void *arg);
+/* Device implementations, given the device's stream or command queue;
+ * declared so that task descriptions keep their shape, not yet run:
+ * a task with only these is rejected with POAS_ENOTSUP. */
+typedef void (*poas_cuda_fn)(void **buffers, void *arg, void *stream);
+typedef void (*poas_opencl_fn)(void **buffers, void *arg, void *queue);
+
+/* A task: one implementation per device kind (NULL where it has none),
+ * the argument passed to it, and the buffers it uses. */
+typedef struct poas_task_desc {
+  poas_cpu_fn cpu;
+  poas_cuda_fn cuda;
+  poas_opencl_fn opencl;
+  void *arg;
+  int naccess;
+  poas_task_access access[POAS_TASK_MAX_ACCESS];
+} poas_task_desc;
+
+/* Submits a task (desc is copied). With out != NULL, *out is a handle to
+ * pass to poas_task_wait(); with out == NULL the task is released when it
+ * finishes. On error nothing is submitted. */
+int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **out);
+/* Waits for a task and releases its handle; returns its status (0, or the
+ * error that stopped it). */
+int poas_task_wait(poas_task *task);
+/* Waits for every task submitted to the context so far. */
+int poas_wait_all(poas_context *ctx);
+
+/* poas_sgemm / poas_dgemm submitted as a task: arguments are checked now,
+ * the GEMM runs (co-executed, as the synchronous call) once earlier tasks
+ * that write A, B or C, or read C, have finished, and later tasks touching
+ * C wait for it. A, B and C must stay valid until it has finished. The
+ * report of poas_last_report() is complete once it has. */
+int poas_sgemm_async(poas_context *ctx, poas_layout layout, poas_op transa,
+                     poas_op transb, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc, poas_task **out);
+int poas_dgemm_async(poas_context *ctx, poas_layout layout, poas_op transa,
+                     poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
+                     const double *A, int64_t lda, const double *B, int64_t ldb,
+                     double beta, double *C, int64_t ldc, poas_task **out);
 
 #ifdef __cplusplus
 }

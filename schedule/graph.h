@@ -56,7 +56,8 @@ typedef enum poas__ins_kind {
 
 typedef struct poas__ins {
   poas__ins_kind kind;
-  int device;          /* index in the devset (the host call's device too) */
+  int device;          /* index in the devset (the host call's device too;
+                        * -1: a host call any host thread may run) */
   int lane;            /* POAS__LANE_* hint */
   int chunk;           /* work chunk it belongs to; -1 for none */
   double predicted_s;  /* the model's time for it, for traces */

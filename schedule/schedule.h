@@ -33,7 +33,36 @@ typedef struct poas__sched_config {
 /* Runs all of src's units on the devices of `set` and fills, in *report,
  * ndevices, dev[] (per device: id, share, chunks, predicted, measured,
  * busy, idle, bytes, failed), predicted_s, measured_s, faults,
- * virtual_time and policy. The caller fills the problem fields. */
+ * virtual_time and policy. The caller fills the problem fields and
+ * gflops.
+ *
+ * Policies: static emits each planned range as one chunk; guided emits
+ * 70% of each range up front and hands out the rest in shrinking chunks
+ * (half the device's rate-weighted share of what is left, whole granules)
+ * to whichever device runs out first; dynamic hands out everything that
+ * way. A plan with no ranges runs dynamically on every device.
+ *
+ * Measured times come from the devices' clocks: virtual seconds when every
+ * device is simulated (the run is then deterministic), else wall seconds
+ * from the start of the run; busy is the union of a device's instruction
+ * intervals on all its lanes (for asynchronous real devices an upper
+ * bound: an operation ends when its event is seen complete).
+ * In virtual time, an order between two devices (through host memory) is
+ * kept but does not carry virtual time from one to the other; GEMM chunks
+ * do not need it.
+ *
+ * Faults: cfg->fault_spec, else $POAS_FAULT, "ID:after=N[,...]" makes
+ * device ID's operation number N (from 0, counting every instruction but
+ * releases) fail before it starts. A device whose operation fails is
+ * retired; its chunks that did not complete are emitted again on the
+ * others, unless one had already started writing host memory (then
+ * POAS_EDEVICE: applying it twice would be wrong). Every device failed:
+ * POAS_EDEVICE.
+ *
+ * Trace: cfg->trace_path, else $POAS_TRACE, gets a Chrome trace of the run
+ * (chrome://tracing, ui.perfetto.dev): pid = device, tid = lane, one "X"
+ * event per instruction with args device, chunk, bytes, predicted_us and
+ * state. Each run overwrites the file. */
 int poas__schedule_run(const poas__devset *set, poas__work_source *src,
                        const poas__sched_config *cfg, poas_report *report);
 

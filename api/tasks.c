@@ -1,0 +1,146 @@
+/* tasks.c: the public task API (poas.h, "tasks"): argument checks and the
+ * context's plumbing; the runtime itself is schedule/tasks.c. A task's
+ * host implementation runs through a small trampoline that hands it the
+ * addresses of its accesses. */
+#include "api/context.h"
+#include "schedule/tasks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct poas_buffer {
+  poas_context *ctx;
+  int id;
+  char *ptr;
+  size_t bytes;
+  poas_buffer *next;
+};
+
+int poas__context_tasks(poas_context *ctx, poas__tasks **out) {
+  if (!ctx->tasks) {
+    int rc = poas__tasks_create(&ctx->devices, &ctx->tasks);
+    if (rc)
+      return rc;
+  }
+  *out = ctx->tasks;
+  return 0;
+}
+
+void poas__context_tasks_close(poas_context *ctx) {
+  poas__tasks_destroy(ctx->tasks);
+  ctx->tasks = NULL;
+  while (ctx->buffers) {
+    poas_buffer *b = ctx->buffers;
+    ctx->buffers = b->next;
+    free(b);
+  }
+}
+
+int poas_buffer_register(poas_context *ctx, void *ptr, size_t bytes, poas_buffer **out) {
+  poas__clear_detail();
+  if (!ctx || !ptr || !out)
+    return poas__fail(POAS_ENULL, "poas_buffer_register: %s is NULL",
+                      !ctx ? "ctx" : !ptr ? "ptr" : "out");
+  if (bytes == 0)
+    return poas__fail(POAS_EINVAL, "poas_buffer_register: empty buffer");
+  poas__tasks *t;
+  int rc = poas__context_tasks(ctx, &t);
+  if (rc)
+    return rc;
+  poas_buffer *b = calloc(1, sizeof *b);
+  if (!b)
+    return POAS_ENOMEM;
+  rc = poas__tasks_buffer_add(t, ptr, bytes, &b->id);
+  if (rc) {
+    free(b);
+    return rc;
+  }
+  b->ctx = ctx, b->ptr = ptr, b->bytes = bytes;
+  b->next = ctx->buffers;
+  ctx->buffers = b;
+  *out = b;
+  return 0;
+}
+
+int poas_buffer_unregister(poas_buffer *buf) {
+  poas__clear_detail();
+  if (!buf)
+    return poas__fail(POAS_ENULL, "poas_buffer_unregister: buf is NULL");
+  poas_context *ctx = buf->ctx;
+  poas__tasks_wait_all(ctx->tasks);
+  for (poas_buffer **p = &ctx->buffers; *p; p = &(*p)->next)
+    if (*p == buf) {
+      *p = buf->next;
+      break;
+    }
+  free(buf);
+  return 0;
+}
+
+_Static_assert(POAS_TASK_MAX_ACCESS <= POAS__MAX_ACCESS, "a task's accesses fit an instruction");
+
+/* What a host task carries by value. */
+typedef struct cpu_call {
+  poas_cpu_fn fn;
+  void *arg;
+  void *ptrs[POAS_TASK_MAX_ACCESS];
+} cpu_call;
+
+static int cpu_trampoline(void *payload) {
+  cpu_call *c = payload;
+  c->fn(c->ptrs, c->arg);
+  return 0;
+}
+
+static int task_check(const poas_context *ctx, const poas_task_desc *d) {
+  if (!d->cpu)
+    return poas__fail(d->cuda || d->opencl ? POAS_ENOTSUP : POAS_EINVAL,
+                      "task: %s", d->cuda || d->opencl
+                                      ? "only host (cpu) implementations run for now"
+                                      : "no implementation given");
+  if (d->naccess < 0 || d->naccess > POAS_TASK_MAX_ACCESS)
+    return poas__fail(POAS_EINVAL, "task: naccess=%d (0 to %d)", d->naccess,
+                      POAS_TASK_MAX_ACCESS);
+  for (int i = 0; i < d->naccess; i++) {
+    const poas_task_access *a = &d->access[i];
+    if (!a->buffer)
+      return poas__fail(POAS_ENULL, "task: access %d has no buffer", i);
+    if (a->buffer->ctx != ctx)
+      return poas__fail(POAS_EINVAL, "task: access %d names another context's buffer", i);
+    if (a->mode != POAS_R && a->mode != POAS_W && a->mode != POAS_RW)
+      return poas__fail(POAS_EINVAL, "task: access %d has mode %d", i, (int)a->mode);
+    if (a->offset >= a->buffer->bytes || a->length > a->buffer->bytes - a->offset)
+      return poas__fail(POAS_ERANGE, "task: access %d [%zu, +%zu) outside its %zu-byte buffer",
+                        i, a->offset, a->length, a->buffer->bytes);
+  }
+  return 0;
+}
+
+int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **out) {
+  poas__clear_detail();
+  if (!ctx || !desc)
+    return poas__fail(POAS_ENULL, "poas_task_submit: %s is NULL", ctx ? "desc" : "ctx");
+  int rc = task_check(ctx, desc);
+  poas__tasks *t;
+  if (rc || (rc = poas__context_tasks(ctx, &t)))
+    return rc;
+  cpu_call call = {desc->cpu, desc->arg, {0}};
+  poas__access acc[POAS_TASK_MAX_ACCESS];
+  for (int i = 0; i < desc->naccess; i++) {
+    const poas_task_access *a = &desc->access[i];
+    size_t len = a->length ? a->length : a->buffer->bytes - a->offset;
+    call.ptrs[i] = a->buffer->ptr + a->offset;
+    acc[i] = (poas__access){{a->buffer->id, 0, 1, a->offset, a->offset + len},
+                            (poas__access_mode)a->mode};
+  }
+  return poas__tasks_submit(t, cpu_trampoline, &call, sizeof call, acc, desc->naccess, out);
+}
+
+int poas_wait_all(poas_context *ctx) {
+  poas__clear_detail();
+  if (!ctx)
+    return poas__fail(POAS_ENULL, "poas_wait_all: ctx is NULL");
+  if (ctx->tasks)
+    poas__tasks_wait_all(ctx->tasks);
+  return 0;
+}

@@ -1,0 +1,442 @@
+/* run.c: poas__schedule_run, one co-executed run of a work source on an
+ * engine. The plan's ranges are emitted up front (all of them under
+ * static; all but a tail under guided; none under dynamic); the rest sits
+ * in a pool of unit intervals that is handed out in shrinking chunks,
+ * sized by the device's share of the predicted rate, to whichever device
+ * runs out of work first. A device that fails is retired and its
+ * unfinished chunks go back to the pool.
+ *
+ * "Runs out first" is decided on the devices' clocks: with real devices,
+ * the first worker to finish its chunks asks; in virtual time (every
+ * device simulated) the runner waits until every device is idle and gives
+ * the next chunk to the one whose virtual clock is earliest, so a run is
+ * deterministic and reproduces what real devices would do. */
+#include "schedule/engine.h"
+#include "schedule/schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fraction of each planned range left to the guided tail: large enough
+ * that a device running twice slower than its model still finishes within
+ * ~5% of the ideal makespan with two devices. */
+#define GUIDED_TAIL 0.3
+
+int poas__policy_parse(const char *text, poas__policy *out) {
+  static const char *const names[] = {"static", "guided", "dynamic"};
+  for (int i = 0; i < 3; i++)
+    if (text && strcmp(text, names[i]) == 0) {
+      *out = (poas__policy)i;
+      return 0;
+    }
+  return POAS_EINVAL;
+}
+
+const char *poas__policy_name(poas__policy p) {
+  return p == POAS__SCHED_STATIC ? "static" : p == POAS__SCHED_DYNAMIC ? "dynamic" : "guided";
+}
+
+typedef struct interval {
+  int64_t a, b;
+  int owner; /* the device whose plan it came from, -1 for none */
+} interval;
+
+typedef struct runner {
+  const poas__devset *set;
+  poas__work_source *src;
+  const poas__sched_config *cfg;
+  poas__engine *e;
+  poas__graph g;
+  int seen_buf, seen_ins;       /* graph entries already given to the engine */
+  interval *pool;
+  int npool, cap_pool;
+  int part[POAS_MAX_DEVICES];   /* takes part in this run */
+  int emitted[POAS_MAX_DEVICES];
+  int open[POAS_MAX_DEVICES];   /* chunks given and not complete */
+  int chunks[POAS_MAX_DEVICES];
+  int64_t units[POAS_MAX_DEVICES];
+  double weight[POAS_MAX_DEVICES];
+  int handled;                  /* chunks accounted for */
+  int rc;                       /* first fatal error */
+} runner;
+
+static int pool_add(runner *r, int64_t a, int64_t b, int owner) {
+  if (b <= a)
+    return 0;
+  if (r->npool == r->cap_pool) {
+    int ncap = r->cap_pool ? 2 * r->cap_pool : 16;
+    interval *p = realloc(r->pool, (size_t)ncap * sizeof *p);
+    if (!p)
+      return POAS_ENOMEM;
+    r->pool = p, r->cap_pool = ncap;
+  }
+  r->pool[r->npool++] = (interval){a, b, owner};
+  return 0;
+}
+
+static int64_t pool_units(const runner *r) {
+  int64_t n = 0;
+  for (int i = 0; i < r->npool; i++)
+    n += r->pool[i].b - r->pool[i].a;
+  return n;
+}
+
+static int alive(const runner *r, int d) { return r->part[d] && !r->e->w[d].failed; }
+
+/* Hands the engine what emit appended to the graph since last time. Locked. */
+static int ingest(runner *r) {
+  for (; r->seen_buf < r->g.nbuf; r->seen_buf++)
+    if (poas__engine_add_buffer(r->e, &r->g.buf[r->seen_buf]) != r->seen_buf)
+      return POAS_ENOMEM;
+  for (; r->seen_ins < r->g.nins; r->seen_ins++) {
+    int id = poas__engine_add(r->e, &r->g.ins[r->seen_ins], NULL, NULL);
+    if (id < 0)
+      return id;
+  }
+  return 0;
+}
+
+/* Emits units [a, b) on device d as one chunk. Locked on entry and exit;
+ * the source runs unlocked. */
+static int give(runner *r, int d, int64_t a, int64_t b) {
+  int chunk = poas__engine_chunk_open(r->e, d, a, b);
+  if (chunk < 0)
+    return chunk;
+  r->open[d]++;
+  r->emitted[d] = 1;
+  poas__engine_unlock(r->e);
+  int rc = r->src->emit(r->src->user, &r->g, d, a, b, chunk);
+  poas__engine_lock(r->e);
+  if (rc) {
+    /* A half-emitted chunk is dropped: its instructions never run. */
+    r->g.nins = r->seen_ins;
+    r->e->chunks[chunk].cancelled = 1;
+  } else {
+    rc = ingest(r);
+  }
+  poas__engine_chunk_seal(r->e, chunk);
+  return rc;
+}
+
+/* The next chunk's size for device d: half of its rate-weighted share of
+ * what is left, a whole number of granules, at least one. */
+static int64_t chunk_size(const runner *r, int d) {
+  double wsum = 0;
+  for (int i = 0; i < r->set->ndev; i++)
+    if (alive(r, i))
+      wsum += r->weight[i];
+  int64_t g = POAS__MAX(r->src->granule, 1);
+  double want = (double)pool_units(r) * (wsum > 0 ? r->weight[d] / wsum : 1) / 2;
+  int64_t n = ((int64_t)ceil(want) + g - 1) / g * g;
+  return POAS__MAX(n, g);
+}
+
+/* Gives device d the next chunk from the pool: from its own tail first
+ * (contiguous with what it already holds), else from the largest
+ * interval. Locked. */
+static int give_next(runner *r, int d) {
+  int pick = -1;
+  for (int i = 0; i < r->npool; i++)
+    if (r->pool[i].owner == d)
+      pick = i;
+  for (int i = 0; pick < 0 && i < r->npool; i++)
+    if (pick < 0 || r->pool[i].b - r->pool[i].a > r->pool[pick].b - r->pool[pick].a)
+      pick = i;
+  if (pick < 0)
+    return 0;
+  int64_t size = chunk_size(r, d);
+  interval *iv = &r->pool[pick];
+  int64_t a = iv->a, b = iv->b - a <= size ? iv->b : a + size;
+  iv->a = b;
+  if (iv->a == iv->b)
+    r->pool[pick] = r->pool[--r->npool];
+  return give(r, d, a, b);
+}
+
+/* Accounts for completed chunks: done ones count for their device, failed
+ * ones go back to the pool. Locked. */
+static void collect(runner *r) {
+  poas__engine *e = r->e;
+  for (int c = 0; c < e->nchunks; c++) {
+    poas__chunk *ch = &e->chunks[c];
+    if (ch->state != POAS__CHUNK_COMPLETE)
+      continue;
+    ch->state = POAS__CHUNK_HANDLED;
+    r->open[ch->device]--;
+    if (!ch->cancelled) {
+      r->units[ch->device] += ch->u1 - ch->u0;
+      r->chunks[ch->device]++;
+    } else if (!r->e->w[ch->device].failed) {
+      /* Cancelled on a healthy device: the runtime ran out of memory. */
+      if (!r->rc)
+        r->rc = poas__fail(POAS_ENOMEM, "schedule: out of memory recording dependencies");
+    } else if (ch->host_written) {
+      /* Part of its result may be in host memory already: running it
+       * again could apply beta twice. */
+      if (!r->rc)
+        r->rc = poas__fail(POAS_EDEVICE,
+                           "%s failed after writing part of units [%lld, %lld) back; the "
+                           "result cannot be recovered",
+                           r->set->dev[ch->device]->info.id, (long long)ch->u0,
+                           (long long)ch->u1);
+    } else if (pool_add(r, ch->u0, ch->u1, -1) != 0 && !r->rc) {
+      r->rc = POAS_ENOMEM;
+    }
+  }
+}
+
+static int any_open(const runner *r) {
+  for (int i = 0; i < r->set->ndev; i++)
+    if (r->open[i])
+      return 1;
+  return 0;
+}
+
+/* One round of hand-out: in virtual time one chunk to the idle device with
+ * the earliest clock once all are idle; else a chunk to every device that
+ * has run out (an asynchronous device keeps one chunk queued so that its
+ * copies overlap its compute). Returns whether it gave anything. Locked. */
+static int hand_out(runner *r) {
+  int ndev = r->set->ndev, gave = 0;
+  if (r->npool == 0)
+    return 0;
+  if (r->e->virtual_time) {
+    if (any_open(r))
+      return 0;
+    int best = -1;
+    double best_t = 0;
+    for (int d = 0; d < ndev; d++) {
+      if (!alive(r, d))
+        continue;
+      double t = poas__engine_clock(r->e, d) - r->e->w[d].t_start;
+      if (best < 0 || t < best_t)
+        best = d, best_t = t;
+    }
+    if (best >= 0) {
+      int rc = give_next(r, best);
+      if (rc && !r->rc)
+        r->rc = rc;
+      gave = 1;
+    }
+    return gave;
+  }
+  for (int d = 0; d < ndev && r->npool; d++) {
+    int lookahead = r->e->w[d].async ? 1 : 0;
+    if (!alive(r, d) || r->open[d] > lookahead)
+      continue;
+    int rc = give_next(r, d);
+    if (rc && !r->rc)
+      r->rc = rc;
+    gave = 1;
+  }
+  return gave;
+}
+
+static int any_alive(const runner *r) {
+  for (int d = 0; d < r->set->ndev; d++)
+    if (alive(r, d))
+      return 1;
+  return 0;
+}
+
+/* Sets who takes part and the pool, and emits the static parts. Locked. */
+static int start(runner *r) {
+  const poas__sched_config *cfg = r->cfg;
+  int ndev = r->set->ndev, planned = 0;
+  int64_t covered = 0;
+  for (int d = 0; d < ndev; d++)
+    if (cfg->u1[d] > cfg->u0[d]) {
+      if (cfg->u0[d] < 0 || cfg->u1[d] > r->src->total_units)
+        return poas__fail(POAS_EINVAL, "plan range [%lld, %lld) outside [0, %lld)",
+                          (long long)cfg->u0[d], (long long)cfg->u1[d],
+                          (long long)r->src->total_units);
+      covered += cfg->u1[d] - cfg->u0[d];
+      planned = 1;
+    }
+  if (planned && covered != r->src->total_units)
+    return poas__fail(POAS_EINVAL, "the plan covers %lld of %lld units", (long long)covered,
+                      (long long)r->src->total_units);
+  /* Without a plan every device takes part, weighted by rate or equally. */
+  for (int d = 0; d < ndev; d++) {
+    r->part[d] = planned ? (cfg->u1[d] > cfg->u0[d] || cfg->rate[d] > 0) : 1;
+    r->weight[d] = cfg->rate[d] > 0 ? cfg->rate[d] : 1;
+  }
+  if (!planned)
+    return pool_add(r, 0, r->src->total_units, -1);
+  int64_t g = POAS__MAX(r->src->granule, 1);
+  for (int d = 0; d < ndev; d++) {
+    int64_t u0 = cfg->u0[d], u1 = cfg->u1[d];
+    if (u1 <= u0)
+      continue;
+    int64_t split = u1;
+    if (cfg->policy == POAS__SCHED_DYNAMIC)
+      split = u0;
+    else if (cfg->policy == POAS__SCHED_GUIDED)
+      split = u0 + (int64_t)((double)(u1 - u0) * (1 - GUIDED_TAIL)) / g * g;
+    int rc = pool_add(r, split, u1, d);
+    if (!rc && split > u0)
+      rc = give(r, d, u0, split);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* Runs to completion. Locked. */
+static void drive(runner *r) {
+  for (;;) {
+    collect(r);
+    if (r->rc)
+      return;
+    if (r->npool == 0 && !any_open(r))
+      return;
+    if (!any_alive(r)) {
+      r->rc = poas__fail(POAS_EDEVICE, "every device failed");
+      return;
+    }
+    if (!hand_out(r))
+      poas__engine_wait(r->e);
+  }
+}
+
+/* Releases what the source keeps on each surviving device. Locked. */
+static void finish_devices(runner *r) {
+  for (int d = 0; d < r->set->ndev && !r->rc; d++) {
+    if (!r->emitted[d] || r->e->w[d].failed || !r->src->finish)
+      continue;
+    poas__engine_unlock(r->e);
+    int rc = r->src->finish(r->src->user, &r->g, d);
+    poas__engine_lock(r->e);
+    r->rc = rc ? rc : ingest(r);
+  }
+}
+
+/* Seconds of device d with work on some lane: the union of its
+ * instructions' intervals. */
+static double busy_time(const poas__engine *e, int d) {
+  int n = 0;
+  double(*iv)[2] = malloc((size_t)(e->nnodes ? e->nnodes : 1) * sizeof *iv);
+  if (!iv)
+    return 0;
+  for (int i = 0; i < e->nnodes; i++)
+    if (e->nodes[i].ins.device == d && e->nodes[i].ran && e->nodes[i].t1 > e->nodes[i].t0)
+      iv[n][0] = e->nodes[i].t0, iv[n][1] = e->nodes[i].t1, n++;
+  /* Insertion sort by start: runs have few instructions per device. */
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && iv[j][0] < iv[j - 1][0]; j--) {
+      double t0 = iv[j][0], t1 = iv[j][1];
+      iv[j][0] = iv[j - 1][0], iv[j][1] = iv[j - 1][1];
+      iv[j - 1][0] = t0, iv[j - 1][1] = t1;
+    }
+  double busy = 0, end = -1e300;
+  for (int i = 0; i < n; i++) {
+    double s = POAS__MAX(iv[i][0], end);
+    if (iv[i][1] > s)
+      busy += iv[i][1] - s;
+    end = POAS__MAX(end, iv[i][1]);
+  }
+  free(iv);
+  return busy;
+}
+
+static void fill_report(const runner *r, poas_report *rep) {
+  const poas__engine *e = r->e;
+  rep->ndevices = r->set->ndev;
+  rep->predicted_s = r->cfg->predicted_makespan_s;
+  rep->virtual_time = e->virtual_time;
+  rep->faults = e->failures;
+  poas__strlcpy(rep->policy, poas__policy_name(r->cfg->policy), sizeof rep->policy);
+  for (int d = 0; d < r->set->ndev; d++) {
+    const poas__worker *w = &e->w[d];
+    poas_device_report *dr = &rep->dev[d];
+    poas__strlcpy(dr->id, r->set->dev[d]->info.id, sizeof dr->id);
+    dr->predicted_s = r->cfg->predicted_s[d];
+    dr->share = r->src->total_units ? (double)r->units[d] / (double)r->src->total_units : 0;
+    dr->chunks = r->chunks[d];
+    double start = r->set->dev[d]->virtual_time ? w->t_start : e->wall_start;
+    dr->measured_s = r->emitted[d] ? POAS__MAX(w->t_last - start, 0) : 0;
+    dr->busy_s = POAS__MIN(busy_time(e, d), dr->measured_s);
+    dr->idle_s = dr->measured_s - dr->busy_s;
+    dr->bytes_h2d = w->bytes_h2d;
+    dr->bytes_d2h = w->bytes_d2h;
+    dr->failed = w->failed != 0;
+    rep->measured_s = POAS__MAX(rep->measured_s, dr->measured_s);
+  }
+}
+
+static const char *kind_name(poas__ins_kind k) {
+  static const char *const names[] = {"alloc", "free", "h2d", "d2h", "gemm", "host"};
+  return (unsigned)k < POAS__ARRAY_LEN(names) ? names[k] : "?";
+}
+
+/* Writes the run as a Chrome trace: one process per device, one thread
+ * per lane, one complete event per instruction, in microseconds from the
+ * device's start (virtual time for simulated devices). */
+static int write_trace(const runner *r, const char *path) {
+  const poas__engine *e = r->e;
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return poas__fail(POAS_EIO, "cannot write trace %s", path);
+  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  const char *sep = "";
+  for (int d = 0; d < r->set->ndev; d++) {
+    fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"%s\"}}",
+            sep, d, r->set->dev[d]->info.id);
+    sep = ",\n";
+  }
+  for (int i = 0; i < e->nnodes; i++) {
+    const poas__node *n = &e->nodes[i];
+    if (!n->ran || n->ins.device < 0)
+      continue;
+    int d = n->ins.device;
+    double start = r->set->dev[d]->virtual_time ? e->w[d].t_start : e->wall_start;
+    int lanes = POAS__MIN(r->set->dev[d]->nlanes, POAS__ENGINE_LANES);
+    fprintf(f,
+            "%s{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+            "\"args\":{\"device\":\"%s\",\"chunk\":%d,\"bytes\":%llu,\"predicted_us\":%.3f,"
+            "\"state\":\"%s\"}}",
+            sep, kind_name(n->ins.kind), d, (n->ins.lane < 0 ? 0 : n->ins.lane) % lanes,
+            (n->t0 - start) * 1e6, POAS__MAX(n->t1 - n->t0, 0) * 1e6, r->set->dev[d]->info.id,
+            n->ins.chunk, (unsigned long long)n->ins.bytes, n->ins.predicted_s * 1e6,
+            n->state == POAS__NODE_DONE ? "done" : "cancelled");
+  }
+  fprintf(f, "\n]}\n");
+  return fclose(f) == 0 ? 0 : poas__fail(POAS_EIO, "cannot write trace %s", path);
+}
+
+int poas__schedule_run(const poas__devset *set, poas__work_source *src,
+                       const poas__sched_config *cfg, poas_report *report) {
+  if (!set || !src || !cfg || !report || !src->emit || src->total_units < 0)
+    return poas__fail(POAS_EINVAL, "schedule: bad arguments");
+  runner r;
+  memset(&r, 0, sizeof r);
+  r.set = set, r.src = src, r.cfg = cfg;
+  poas__graph_init(&r.g);
+  const char *fault = cfg->fault_spec ? cfg->fault_spec : getenv("POAS_FAULT");
+  const char *trace = cfg->trace_path ? cfg->trace_path : getenv("POAS_TRACE");
+  poas__engine_config ecfg = {.host_threads = 1, .recycle = 0, .fault_spec = fault};
+  int rc = poas__engine_create(set, &ecfg, &r.e);
+  if (rc)
+    return rc;
+  poas__engine_lock(r.e);
+  r.rc = start(&r);
+  if (!r.rc)
+    drive(&r);
+  if (!r.rc)
+    finish_devices(&r);
+  poas__engine_drain(r.e);
+  poas__engine_unlock(r.e);
+  memset(report, 0, sizeof *report);
+  fill_report(&r, report);
+  rc = r.rc;
+  if (trace && *trace) {
+    int trc = write_trace(&r, trace);
+    rc = rc ? rc : trc;
+  }
+  poas__engine_destroy(r.e);
+  poas__graph_free(&r.g);
+  free(r.pool);
+  return rc;
+}

@@ -1,0 +1,183 @@
+/* tasks.c: the task runtime (see tasks.h). A task is a recycled record
+ * holding its call and arguments; its node runs on the engine's host pool.
+ * Handles are released by poas_task_wait, or by the runtime for tasks
+ * nobody holds. */
+#include "schedule/tasks.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct poas_task {
+  poas__tasks *rt;
+  int (*fn)(void *payload);
+  int done, rc, held;
+  poas_task *next_free;
+  _Alignas(16) unsigned char payload[POAS__TASK_PAYLOAD];
+};
+
+struct poas__tasks {
+  poas__engine *e;
+  pthread_cond_t done;     /* a task that someone waits for finished */
+  int waiters;
+  int space_buf, devices_buf;
+  int nreg, cap_reg;
+  struct reg {
+    uintptr_t lo, hi;
+    int buf;
+  } *reg;
+  poas_task *free_tasks;
+};
+
+static int host_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 2 ? 2 : n > 16 ? 16 : (int)n;
+}
+
+int poas__tasks_create(const poas__devset *set, poas__tasks **out) {
+  poas__tasks *t = calloc(1, sizeof *t);
+  if (!t)
+    return POAS_ENOMEM;
+  poas__engine_config cfg = {.host_threads = host_threads(), .recycle = 1};
+  int rc = poas__engine_create(set, &cfg, &t->e);
+  if (rc) {
+    free(t);
+    return rc;
+  }
+  pthread_cond_init(&t->done, NULL);
+  poas__gbuf space = {.device = -1, .pitch = SIZE_MAX, .lines = 1};
+  poas__engine_lock(t->e);
+  t->space_buf = poas__engine_add_buffer(t->e, &space);
+  t->devices_buf = poas__engine_add_buffer(t->e, &space);
+  poas__engine_unlock(t->e);
+  if (t->space_buf < 0 || t->devices_buf < 0) {
+    poas__tasks_destroy(t);
+    return POAS_ENOMEM;
+  }
+  *out = t;
+  return 0;
+}
+
+void poas__tasks_destroy(poas__tasks *t) {
+  if (!t)
+    return;
+  poas__engine_destroy(t->e);
+  while (t->free_tasks) {
+    poas_task *k = t->free_tasks;
+    t->free_tasks = k->next_free;
+    free(k);
+  }
+  pthread_cond_destroy(&t->done);
+  free(t->reg);
+  free(t);
+}
+
+int poas__tasks_buffer_add(poas__tasks *t, void *ptr, size_t bytes, int *id) {
+  poas__gbuf b = {.device = -1, .host = ptr, .pitch = bytes, .lines = 1};
+  poas__engine_lock(t->e);
+  int rc = 0;
+  if (t->nreg == t->cap_reg) {
+    int ncap = t->cap_reg ? 2 * t->cap_reg : 8;
+    struct reg *p = realloc(t->reg, (size_t)ncap * sizeof *p);
+    if (!p)
+      rc = POAS_ENOMEM;
+    else
+      t->reg = p, t->cap_reg = ncap;
+  }
+  int buf = rc ? rc : poas__engine_add_buffer(t->e, &b);
+  if (buf >= 0) {
+    t->reg[t->nreg++] = (struct reg){(uintptr_t)ptr, (uintptr_t)ptr + bytes, buf};
+    *id = buf;
+  }
+  poas__engine_unlock(t->e);
+  return buf < 0 ? buf : 0;
+}
+
+poas__region poas__tasks_host_region(poas__tasks *t, uintptr_t lo, uintptr_t hi) {
+  poas__engine_lock(t->e);
+  poas__region r = {t->space_buf, 0, 1, lo, hi};
+  for (int i = 0; i < t->nreg; i++)
+    if (t->reg[i].lo <= lo && hi <= t->reg[i].hi) {
+      r = (poas__region){t->reg[i].buf, 0, 1, lo - t->reg[i].lo, hi - t->reg[i].lo};
+      break;
+    }
+  poas__engine_unlock(t->e);
+  return r;
+}
+
+poas__region poas__tasks_devices_region(const poas__tasks *t) {
+  return (poas__region){t->devices_buf, 0, 1, 0, 1};
+}
+
+static int task_run(void *arg) {
+  poas_task *k = arg;
+  return k->fn(k->payload);
+}
+
+static void task_release(poas__tasks *t, poas_task *k) {
+  k->next_free = t->free_tasks;
+  t->free_tasks = k;
+}
+
+/* The node finished (engine locked). */
+static void task_done(void *arg, int rc) {
+  poas_task *k = arg;
+  poas__tasks *t = k->rt;
+  k->done = 1;
+  k->rc = rc;
+  if (!k->held)
+    task_release(t, k);
+  else if (t->waiters)
+    pthread_cond_broadcast(&t->done);
+}
+
+int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *payload,
+                       size_t payload_bytes, const poas__access *acc, int nacc,
+                       poas_task **out) {
+  if (payload_bytes > POAS__TASK_PAYLOAD || nacc < 0 || nacc > POAS__MAX_ACCESS)
+    return poas__fail(POAS_EINVAL, "task: too many accesses or arguments");
+  poas__engine_lock(t->e);
+  poas_task *k = t->free_tasks;
+  if (k)
+    t->free_tasks = k->next_free;
+  else if (!(k = malloc(sizeof *k))) {
+    poas__engine_unlock(t->e);
+    return POAS_ENOMEM;
+  }
+  k->rt = t, k->fn = fn, k->done = 0, k->rc = 0, k->held = out != NULL;
+  memcpy(k->payload, payload, payload_bytes);
+  poas__ins in = {.kind = POAS__INS_HOST, .device = POAS__HOST_ANY, .chunk = -1,
+                  .naccess = nacc};
+  memcpy(in.access, acc, (size_t)nacc * sizeof *acc);
+  in.u.host.fn = task_run;
+  in.u.host.arg = k;
+  int id = poas__engine_add(t->e, &in, task_done, k);
+  if (id >= 0 && out)
+    *out = k;
+  if (id < 0) /* not added: nothing will finish it */
+    task_release(t, k);
+  poas__engine_unlock(t->e);
+  return id < 0 ? id : 0;
+}
+
+void poas__tasks_wait_all(poas__tasks *t) {
+  poas__engine_lock(t->e);
+  poas__engine_drain(t->e);
+  poas__engine_unlock(t->e);
+}
+
+int poas_task_wait(poas_task *k) {
+  if (!k)
+    return poas__fail(POAS_ENULL, "poas_task_wait: task is NULL");
+  poas__tasks *t = k->rt;
+  poas__engine_lock(t->e);
+  while (!k->done) {
+    t->waiters++;
+    pthread_cond_wait(&t->done, &t->e->lock);
+    t->waiters--;
+  }
+  int rc = k->rc;
+  task_release(t, k);
+  poas__engine_unlock(t->e);
+  return rc;
+}

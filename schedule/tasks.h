@@ -1,0 +1,39 @@
+/* tasks.h: the context-level runtime behind the task API: one engine whose
+ * workers persist from the first task to poas_finalize. Tasks are host
+ * calls with declared accesses; they are ordered by inference exactly as a
+ * GEMM run's instructions are. Memory the caller registered is tracked per
+ * buffer; other host memory (an asynchronous GEMM's operands) by address
+ * range, in one buffer standing for the whole address space. */
+#ifndef POAS_TASKS_H
+#define POAS_TASKS_H
+
+#include "schedule/engine.h"
+
+typedef struct poas__tasks poas__tasks;
+
+/* Bytes of arguments a task carries by value. */
+#define POAS__TASK_PAYLOAD 256
+
+int poas__tasks_create(const poas__devset *set, poas__tasks **out);
+/* Waits for every task, stops the workers; NULL is allowed. */
+void poas__tasks_destroy(poas__tasks *t);
+
+/* Registers [ptr, ptr + bytes) as a buffer; *id names it in regions. */
+int poas__tasks_buffer_add(poas__tasks *t, void *ptr, size_t bytes, int *id);
+/* The region for bytes [lo, hi) of host memory: in the registered buffer
+ * that contains them, else in the address-space buffer. */
+poas__region poas__tasks_host_region(poas__tasks *t, uintptr_t lo, uintptr_t hi);
+/* A region standing for the context's devices, which runs that drive them
+ * write so that they run one at a time. */
+poas__region poas__tasks_devices_region(const poas__tasks *t);
+
+/* Submits fn(payload copy) with accesses acc[0..nacc). *out, when out is
+ * not NULL, is the handle poas_task_wait releases; otherwise the task is
+ * released when it finishes. */
+int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *payload,
+                       size_t payload_bytes, const poas__access *acc, int nacc,
+                       poas_task **out);
+/* Waits for every task submitted so far. */
+void poas__tasks_wait_all(poas__tasks *t);
+
+#endif /* POAS_TASKS_H */

@@ -1,0 +1,650 @@
+/* test-schedule.c: the DAG runtime. Dependency inference is observed with
+ * host calls that record what they saw (never with timing assertions: a
+ * sleep only makes a wrong order likely to show). The policies and fault
+ * recovery run on sim devices in virtual time, with test-only work
+ * sources, so they do not depend on adapt/; correctness under a fault uses
+ * host calls that compute on host memory. */
+#include "devices/sim/sim.h"
+#include "harness.h"
+#include "schedule/engine.h"
+#include "schedule/schedule.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------ host calls on an engine */
+
+typedef struct probe {
+  atomic_int started, finished;
+  atomic_int *other_started; /* for concurrency: wait until it started */
+  atomic_int *must_be_done;  /* for order: must have finished before we start */
+  atomic_int violated;
+  atomic_int timed_out;
+} probe;
+
+static int probe_fn(void *arg) {
+  probe *p = arg;
+  if (p->must_be_done && !atomic_load(p->must_be_done))
+    atomic_store(&p->violated, 1);
+  atomic_store(&p->started, 1);
+  if (p->other_started) {
+    /* Bounded: a serialised run shows as a time-out, not a hang. */
+    double t0 = poas__now();
+    while (!atomic_load(p->other_started))
+      if (poas__now() - t0 > 10) {
+        atomic_store(&p->timed_out, 1);
+        break;
+      }
+  } else {
+    usleep(3000); /* gives a wrong order the chance to show */
+  }
+  atomic_store(&p->finished, 1);
+  return 0;
+}
+
+static poas__ins host_ins(int device, probe *p, int buf, size_t b0, size_t b1,
+                          poas__access_mode mode) {
+  poas__ins in = {.kind = POAS__INS_HOST, .device = device, .chunk = -1, .naccess = 1};
+  in.access[0] = (poas__access){{buf, 0, 1, b0, b1}, mode};
+  in.u.host.fn = probe_fn;
+  in.u.host.arg = p;
+  return in;
+}
+
+typedef struct fixture {
+  poas__devset set;
+  poas__engine *e;
+  int buf;
+  char mem[256];
+} fixture;
+
+static int fixture_open(fixture *f, const char *devices, int host_threads) {
+  char err[256];
+  if (poas__devset_open(devices, &f->set, err, sizeof err) != 0)
+    return 1;
+  poas__engine_config cfg = {.host_threads = host_threads};
+  if (poas__engine_create(&f->set, &cfg, &f->e) != 0)
+    return 1;
+  poas__gbuf b = {.device = -1, .host = f->mem, .pitch = sizeof f->mem, .lines = 1};
+  poas__engine_lock(f->e);
+  f->buf = poas__engine_add_buffer(f->e, &b);
+  poas__engine_unlock(f->e);
+  return f->buf < 0;
+}
+
+static void fixture_close(fixture *f) {
+  poas__engine_destroy(f->e);
+  poas__devset_close(&f->set);
+}
+
+/* Adds two host calls (the first on `dev1`, the second on the host pool)
+ * and waits for both. */
+static int add_pair(fixture *f, int dev1, probe *p1, poas__access_mode m1, size_t a0, size_t a1,
+                    probe *p2, poas__access_mode m2, size_t b0, size_t b1) {
+  poas__ins i1 = host_ins(dev1, p1, f->buf, a0, a1, m1);
+  poas__ins i2 = host_ins(POAS__HOST_ANY, p2, f->buf, b0, b1, m2);
+  poas__engine_lock(f->e);
+  int rc = poas__engine_add(f->e, &i1, NULL, NULL);
+  if (rc >= 0)
+    rc = poas__engine_add(f->e, &i2, NULL, NULL);
+  poas__engine_drain(f->e);
+  poas__engine_unlock(f->e);
+  return rc < 0 ? rc : 0;
+}
+
+/* The second of two conflicting accesses starts only after the first
+ * finished: read-after-write, write-after-read, write-after-write, partial
+ * overlap, and across workers (device 0's worker, then the host pool). */
+TEST(inference_orders_conflicts) {
+  static const struct {
+    poas__access_mode m1, m2;
+    size_t a0, a1, b0, b1;
+    int dev1;
+  } cases[] = {
+      {POAS__WRITE, POAS__READ, 0, 64, 0, 64, POAS__HOST_ANY},    /* RAW */
+      {POAS__READ, POAS__WRITE, 0, 64, 0, 64, POAS__HOST_ANY},    /* WAR */
+      {POAS__WRITE, POAS__WRITE, 0, 64, 0, 64, POAS__HOST_ANY},   /* WAW */
+      {POAS__RW, POAS__READ, 0, 64, 32, 96, POAS__HOST_ANY},      /* partial overlap */
+      {POAS__WRITE, POAS__READ, 0, 64, 0, 64, 0},                 /* across workers */
+  };
+  for (size_t c = 0; c < POAS__ARRAY_LEN(cases); c++) {
+    fixture f;
+    CHECK(fixture_open(&f, "sim", 2) == 0);
+    probe p1 = {0}, p2 = {0};
+    p2.must_be_done = &p1.finished;
+    CHECK_OK(add_pair(&f, cases[c].dev1, &p1, cases[c].m1, cases[c].a0, cases[c].a1, &p2,
+                      cases[c].m2, cases[c].b0, cases[c].b1));
+    fixture_close(&f);
+    CHECK_MSG(!atomic_load(&p2.violated), "case %zu ran out of order", c);
+    CHECK(atomic_load(&p1.finished) && atomic_load(&p2.finished));
+  }
+  return 0;
+}
+
+/* Accesses that do not conflict run at the same time: each call waits
+ * until the other has started, which a serialised run never allows. */
+TEST(inference_lets_independent_work_run_concurrently) {
+  static const struct {
+    poas__access_mode m1, m2;
+    size_t a0, a1, b0, b1;
+  } cases[] = {
+      {POAS__WRITE, POAS__WRITE, 0, 64, 64, 128}, /* disjoint regions */
+      {POAS__READ, POAS__READ, 0, 64, 0, 64},     /* two readers */
+  };
+  for (size_t c = 0; c < POAS__ARRAY_LEN(cases); c++) {
+    fixture f;
+    CHECK(fixture_open(&f, "sim", 2) == 0);
+    probe p1 = {0}, p2 = {0};
+    p1.other_started = &p2.started;
+    p2.other_started = &p1.started;
+    CHECK_OK(add_pair(&f, POAS__HOST_ANY, &p1, cases[c].m1, cases[c].a0, cases[c].a1, &p2,
+                      cases[c].m2, cases[c].b0, cases[c].b1));
+    fixture_close(&f);
+    CHECK_MSG(!atomic_load(&p1.timed_out) && !atomic_load(&p2.timed_out),
+              "case %zu was serialised", c);
+  }
+  return 0;
+}
+
+/* A chain of many writes and reads on one region keeps its order, and
+ * the access lists stay short (completed and covered entries are pruned). */
+TEST(inference_long_chain_in_order) {
+  fixture f;
+  CHECK(fixture_open(&f, "sim", 2) == 0);
+  enum { N = 200 };
+  static probe p[N];
+  memset(p, 0, sizeof p);
+  poas__engine_lock(f.e);
+  for (int i = 0; i < N; i++) {
+    if (i)
+      p[i].must_be_done = &p[i - 1].finished;
+    poas__ins in = host_ins(POAS__HOST_ANY, &p[i], f.buf, 0, 16, POAS__RW);
+    CHECK(poas__engine_add(f.e, &in, NULL, NULL) >= 0);
+    CHECK(f.e->bufs[f.buf].writers.n + f.e->bufs[f.buf].readers.n <= 2);
+  }
+  poas__engine_drain(f.e);
+  poas__engine_unlock(f.e);
+  fixture_close(&f);
+  for (int i = 0; i < N; i++)
+    CHECK_MSG(!atomic_load(&p[i].violated), "task %d ran before its predecessor", i);
+  return 0;
+}
+
+/* On one simulated device a copy on lane 0, the GEMM that reads it on
+ * lane 1 and the copy back on lane 2 are ordered by events, in virtual
+ * time: each lane's clock ends where the chain says. */
+TEST(lanes_ordered_by_events) {
+  poas__devset set;
+  char err[256];
+  CHECK_OK(poas__devset_open("sim:rate=1e9:latency=0:bandwidth=1e6", &set, err, sizeof err));
+  poas__device *d = set.dev[0];
+  double c0 = poas__sim_lane_clock(d, 0);
+  poas__engine *e;
+  poas__engine_config cfg = {0};
+  CHECK_OK(poas__engine_create(&set, &cfg, &e));
+  static float host[1000];
+  poas__gbuf hb = {.device = -1, .host = host, .pitch = sizeof host, .lines = 1};
+  poas__gbuf db = {.device = 0, .pitch = sizeof host, .lines = 1};
+  poas__engine_lock(e);
+  int h = poas__engine_add_buffer(e, &hb), b = poas__engine_add_buffer(e, &db);
+  poas__region all_d = {b, 0, 1, 0, sizeof host}, all_h = {h, 0, 1, 0, sizeof host};
+  poas__ins alloc = {.kind = POAS__INS_ALLOC, .device = 0, .chunk = -1, .naccess = 1};
+  alloc.access[0] = (poas__access){all_d, POAS__WRITE};
+  alloc.u.alloc.buf = b;
+  poas__copy2d shape = {sizeof host, 1, sizeof host, sizeof host, 0}; /* 4 ms at 1e6 B/s */
+  poas__ins h2d = {.kind = POAS__INS_H2D, .device = 0, .lane = POAS__LANE_H2D, .chunk = -1,
+                   .naccess = 2, .bytes = sizeof host};
+  h2d.access[0] = (poas__access){all_h, POAS__READ};
+  h2d.access[1] = (poas__access){all_d, POAS__WRITE};
+  h2d.u.h2d.dst_buf = b, h2d.u.h2d.src = host, h2d.u.h2d.shape = shape;
+  poas__ins gemm = {.kind = POAS__INS_GEMM, .device = 0, .lane = POAS__LANE_COMPUTE,
+                    .chunk = -1, .naccess = 1};
+  gemm.access[0] = (poas__access){all_d, POAS__RW};
+  gemm.u.gemm.call = (poas__gemm_call){.dtype = POAS_FLOAT32, .m = 100, .n = 100, .k = 50};
+  gemm.u.gemm.a_buf = gemm.u.gemm.b_buf = gemm.u.gemm.c_buf = b; /* 1 ms */
+  poas__ins d2h = {.kind = POAS__INS_D2H, .device = 0, .lane = POAS__LANE_D2H, .chunk = -1,
+                   .naccess = 2, .bytes = sizeof host};
+  d2h.access[0] = (poas__access){all_d, POAS__READ};
+  d2h.access[1] = (poas__access){all_h, POAS__WRITE};
+  d2h.u.d2h.dst = host, d2h.u.d2h.src_buf = b, d2h.u.d2h.shape = shape;
+  poas__ins fr = {.kind = POAS__INS_FREE, .device = 0, .chunk = -1, .naccess = 1};
+  fr.access[0] = (poas__access){all_d, POAS__WRITE};
+  fr.u.free.buf = b;
+  CHECK(poas__engine_add(e, &alloc, NULL, NULL) >= 0);
+  CHECK(poas__engine_add(e, &h2d, NULL, NULL) >= 0);
+  CHECK(poas__engine_add(e, &gemm, NULL, NULL) >= 0);
+  CHECK(poas__engine_add(e, &d2h, NULL, NULL) >= 0);
+  CHECK(poas__engine_add(e, &fr, NULL, NULL) >= 0);
+  poas__engine_drain(e);
+  CHECK(e->bufs[b].desc.mem.ptr == NULL); /* freed after the copy back */
+  poas__engine_unlock(e);
+  poas__engine_destroy(e);
+  CHECK(fabs(poas__sim_lane_clock(d, 0) - c0 - 0.004) < 1e-9);
+  CHECK(fabs(poas__sim_lane_clock(d, 1) - c0 - 0.005) < 1e-9);
+  CHECK(fabs(poas__sim_lane_clock(d, 2) - c0 - 0.009) < 1e-9);
+  poas__devset_close(&set);
+  return 0;
+}
+
+/* ----------------------------------------------- test-only work sources */
+
+/* One GEMM per range on the device's compute lane: m = units, n = k = 500
+ * (sim devices compute nothing; only their clocks move). Counts how often
+ * each unit was emitted. */
+typedef struct gemm_source {
+  int64_t total;
+  int emitted[4096];
+} gemm_source;
+
+static int gemm_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t u1, int chunk) {
+  gemm_source *s = user;
+  static float dummy[1];
+  for (int64_t u = u0; u < u1; u++)
+    s->emitted[u]++;
+  poas__gbuf b = {.device = -1, .host = dummy, .pitch = sizeof dummy, .lines = 1};
+  if (g->nbuf == 0 && poas__graph_add_buffer(g, &b) < 0)
+    return POAS_ENOMEM;
+  poas__ins in = {.kind = POAS__INS_GEMM, .device = device, .lane = POAS__LANE_COMPUTE,
+                  .chunk = chunk, .predicted_s = 2.0 * (double)(u1 - u0) * 500 * 500 / 1e10};
+  in.u.gemm.call = (poas__gemm_call){.dtype = POAS_FLOAT32, .m = u1 - u0, .n = 500, .k = 500};
+  in.u.gemm.a_buf = in.u.gemm.b_buf = in.u.gemm.c_buf = 0;
+  return poas__graph_add(g, &in) < 0 ? POAS_ENOMEM : 0;
+}
+
+static int gemm_finish(void *user, poas__graph *g, int device) {
+  (void)user, (void)g, (void)device;
+  return 0;
+}
+
+static void gemm_source_init(gemm_source *s, poas__work_source *src, int64_t total) {
+  memset(s, 0, sizeof *s);
+  s->total = total;
+  *src = (poas__work_source){.user = s, .total_units = total, .granule = 10, .emit = gemm_emit,
+                             .finish = gemm_finish};
+}
+
+/* Two devices believed equal, split half and half. */
+static void plan_halves(poas__sched_config *cfg, int64_t total, double unit_s,
+                        poas__policy policy) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->policy = policy;
+  cfg->u0[0] = 0, cfg->u1[0] = total / 2;
+  cfg->u0[1] = total / 2, cfg->u1[1] = total;
+  cfg->rate[0] = cfg->rate[1] = 1 / unit_s;
+  cfg->predicted_s[0] = cfg->predicted_s[1] = (double)(total / 2) * unit_s;
+  cfg->predicted_makespan_s = cfg->predicted_s[0];
+}
+
+static int run_sim(const char *devices, poas__policy policy, const char *fault,
+                   poas_report *rep, gemm_source *s) {
+  poas__devset set;
+  char err[256];
+  if (poas__devset_open(devices, &set, err, sizeof err) != 0)
+    return -100;
+  poas__work_source src;
+  gemm_source_init(s, &src, 1000);
+  poas__sched_config cfg;
+  plan_halves(&cfg, 1000, 2.0 * 500 * 500 / 1e10, policy);
+  cfg.fault_spec = fault;
+  int rc = poas__schedule_run(&set, &src, &cfg, rep);
+  poas__devset_close(&set);
+  return rc;
+}
+
+static const char *const SLOW_PAIR =
+    "sim:rate=1e10:latency=0,sim:rate=1e10:latency=0:slowdown=2";
+
+/* When one device runs twice slower than its model says, guided finishes
+ * within 10% of the ideal makespan and static does not; in virtual time,
+ * so the numbers are exact and the same on every run. */
+TEST(guided_corrects_a_wrong_model_static_does_not) {
+  static gemm_source s;
+  double unit = 2.0 * 500 * 500 / 1e10;
+  double ideal = 1000 * unit / (1 + 0.5); /* rates 1 and 1/2 of the model's */
+  poas_report st, gu, gu2, dy;
+  CHECK_OK(run_sim(SLOW_PAIR, POAS__SCHED_STATIC, NULL, &st, &s));
+  CHECK(st.virtual_time && strcmp(st.policy, "static") == 0);
+  CHECK_OK(run_sim(SLOW_PAIR, POAS__SCHED_GUIDED, NULL, &gu, &s));
+  for (int u = 0; u < 1000; u++)
+    CHECK_MSG(s.emitted[u] == 1, "unit %d emitted %d times", u, s.emitted[u]);
+  CHECK_OK(run_sim(SLOW_PAIR, POAS__SCHED_GUIDED, NULL, &gu2, &s));
+  CHECK_OK(run_sim(SLOW_PAIR, POAS__SCHED_DYNAMIC, NULL, &dy, &s));
+  fprintf(stderr, "  ideal %.5f static %.5f guided %.5f dynamic %.5f (virtual s)\n", ideal,
+          st.measured_s, gu.measured_s, dy.measured_s);
+  CHECK(st.measured_s > 1.1 * ideal);
+  CHECK(gu.measured_s <= 1.1 * ideal);
+  CHECK(dy.measured_s <= 1.1 * ideal);
+  CHECK(gu.measured_s == gu2.measured_s); /* deterministic */
+  CHECK(gu.dev[0].share > 0.5 && fabs(gu.dev[0].share + gu.dev[1].share - 1) < 1e-12);
+  CHECK(gu.dev[0].chunks > 1 && st.dev[0].chunks == 1);
+  CHECK(fabs(st.dev[1].measured_s - 2 * st.dev[1].predicted_s) < 1e-9);
+  CHECK(fabs(st.dev[0].busy_s - st.dev[0].measured_s) < 1e-9 && st.dev[0].idle_s < 1e-9);
+  CHECK(st.predicted_s == st.dev[0].predicted_s);
+  return 0;
+}
+
+/* With an exact model guided costs (almost) nothing against static. */
+TEST(guided_with_exact_model_matches_plan) {
+  static gemm_source s;
+  poas_report st, gu;
+  const char *pair = "sim:rate=1e10:latency=0,sim:rate=1e10:latency=0";
+  CHECK_OK(run_sim(pair, POAS__SCHED_STATIC, NULL, &st, &s));
+  CHECK_OK(run_sim(pair, POAS__SCHED_GUIDED, NULL, &gu, &s));
+  CHECK(gu.measured_s <= 1.02 * st.measured_s);
+  CHECK(fabs(st.measured_s - st.predicted_s) < 1e-9);
+  return 0;
+}
+
+/* A device failing part-way in virtual time: its unfinished chunks run on
+ * the other, every unit is computed by exactly one chunk that completed,
+ * and the report says what happened. */
+TEST(fault_moves_work_virtual_time) {
+  static gemm_source s;
+  poas_report rep;
+  for (int p = 0; p < 3; p++) {
+    /* Under static sim1 has one operation only. */
+    CHECK_OK(run_sim("sim:rate=1e10:latency=0,sim:rate=1e10:latency=0", (poas__policy)p,
+                     p == POAS__SCHED_STATIC ? "sim1:after=0" : "sim1:after=1", &rep, &s));
+    CHECK(rep.faults == 1 && rep.dev[1].failed && !rep.dev[0].failed);
+    CHECK(fabs(rep.dev[0].share + rep.dev[1].share - 1) < 1e-12);
+    CHECK(rep.dev[0].share > 0.5);
+  }
+  CHECK_RC(run_sim("sim,sim", POAS__SCHED_GUIDED, "sim0:after=0,sim1:after=0", &rep, &s),
+           POAS_EDEVICE);
+  CHECK(rep.faults == 2);
+  CHECK_RC(run_sim("sim,sim", POAS__SCHED_GUIDED, "sim0:before=1", &rep, &s), POAS_EINVAL);
+  return 0;
+}
+
+/* A host-call source that really computes: C[u] += A[u] over each range,
+ * in `parts` host calls per range, so beta-like accumulation shows any
+ * unit applied twice or never. */
+typedef struct add_source {
+  double *a, *c;
+  int parts;
+  int abuf, cbuf;
+} add_source;
+
+typedef struct add_call {
+  add_source *s;
+  int64_t u0, u1;
+} add_call;
+
+static add_call calls[4096];
+static atomic_int ncalls;
+
+static int add_fn(void *arg) {
+  add_call *c = arg;
+  for (int64_t u = c->u0; u < c->u1; u++)
+    c->s->c[u] += c->s->a[u];
+  return 0;
+}
+
+static int add_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t u1, int chunk) {
+  add_source *s = user;
+  if (g->nbuf == 0) {
+    poas__gbuf a = {.device = -1, .host = s->a, .pitch = 8000, .lines = 1};
+    poas__gbuf c = {.device = -1, .host = s->c, .pitch = 8000, .lines = 1};
+    s->abuf = poas__graph_add_buffer(g, &a);
+    s->cbuf = poas__graph_add_buffer(g, &c);
+  }
+  int64_t step = (u1 - u0 + s->parts - 1) / s->parts;
+  for (int64_t v = u0; v < u1; v += step) {
+    add_call *c = &calls[atomic_fetch_add(&ncalls, 1)];
+    *c = (add_call){s, v, POAS__MIN(v + step, u1)};
+    poas__ins in = {.kind = POAS__INS_HOST, .device = device, .chunk = chunk, .naccess = 2};
+    in.access[0] = (poas__access){{s->abuf, 0, 1, (size_t)c->u0 * 8, (size_t)c->u1 * 8},
+                                  POAS__READ};
+    in.access[1] = (poas__access){{s->cbuf, 0, 1, (size_t)c->u0 * 8, (size_t)c->u1 * 8},
+                                  POAS__RW};
+    in.u.host.fn = add_fn, in.u.host.arg = c;
+    if (poas__graph_add(g, &in) < 0)
+      return POAS_ENOMEM;
+  }
+  return 0;
+}
+
+static int add_run(const char *fault, poas__policy policy, int parts, poas_report *rep,
+                   int *exact) {
+  static double a[1000], c[1000];
+  for (int i = 0; i < 1000; i++)
+    a[i] = i + 1, c[i] = 0.5 * i;
+  atomic_store(&ncalls, 0);
+  add_source s = {a, c, parts, 0, 0};
+  poas__work_source src = {.user = &s, .total_units = 1000, .granule = 10, .emit = add_emit};
+  poas__devset set;
+  char err[256];
+  if (poas__devset_open("cpu,sim", &set, err, sizeof err) != 0)
+    return -100;
+  poas__sched_config cfg;
+  plan_halves(&cfg, 1000, 1e-6, policy);
+  cfg.fault_spec = fault;
+  int rc = poas__schedule_run(&set, &src, &cfg, rep);
+  poas__devset_close(&set);
+  *exact = 1;
+  for (int i = 0; i < 1000; i++)
+    *exact &= c[i] == 0.5 * i + i + 1;
+  return rc;
+}
+
+/* cpu + a second device that fails at its first or second operation: the
+ * result is still exact (each unit added once), under every policy. */
+TEST(fault_result_still_correct) {
+  poas_report rep;
+  int exact;
+  for (int p = 0; p < 3; p++)
+    for (int after = 0; after < 2; after++) {
+      if (p == POAS__SCHED_STATIC && after == 1)
+        continue; /* its one chunk is its only operation */
+      CHECK_OK(add_run(after ? "sim0:after=1" : "sim0:after=0", (poas__policy)p, 1, &rep,
+                       &exact));
+      CHECK_MSG(exact, "policy %d after %d: wrong result", p, after);
+      CHECK(rep.faults == 1 && rep.dev[1].failed && !rep.dev[0].failed);
+      CHECK(rep.dev[0].share >= 0.5 && rep.dev[0].share + rep.dev[1].share == 1);
+    }
+  CHECK_OK(add_run(NULL, POAS__SCHED_GUIDED, 1, &rep, &exact));
+  CHECK(exact && rep.faults == 0 && !rep.virtual_time);
+  return 0;
+}
+
+/* A chunk that failed after part of it reached host memory cannot be run
+ * again without applying its update twice: the run says so. */
+TEST(fault_after_partial_write_back_is_an_error) {
+  poas_report rep;
+  int exact;
+  CHECK_RC(add_run("sim0:after=1", POAS__SCHED_STATIC, 2, &rep, &exact), POAS_EDEVICE);
+  CHECK(rep.dev[1].failed);
+  return 0;
+}
+
+/* A pipeline source: on the host-memory CPU, one GEMM on the caller's
+ * matrices (C rows [u0, u1) of a column-major m x n C = A B); on other
+ * devices the adapter's shape: alloc, copy in, gemm, copy out, free
+ * (sim computes nothing, so those rows are filled by a host call after
+ * the copy out, which must wait for it). */
+typedef struct pipe_source {
+  int64_t m, n, k;
+  double *a, *b, *c;
+  int abuf, bbuf, cbuf;
+} pipe_source;
+
+static int fill_rows(void *arg) {
+  add_call *c = arg;
+  pipe_source *s = (pipe_source *)c->s;
+  for (int64_t j = 0; j < s->n; j++)
+    for (int64_t i = c->u0; i < c->u1; i++) {
+      double v = 0;
+      for (int64_t l = 0; l < s->k; l++)
+        v += s->a[i + l * s->m] * s->b[l + j * s->k];
+      s->c[i + j * s->m] = v;
+    }
+  return 0;
+}
+
+static int pipe_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t u1, int chunk) {
+  pipe_source *s = user;
+  size_t es = sizeof(double);
+  if (g->nbuf == 0) {
+    poas__gbuf a = {.device = -1, .host = s->a, .pitch = (size_t)s->m * es, .lines = (size_t)s->k};
+    poas__gbuf b = {.device = -1, .host = s->b, .pitch = (size_t)s->k * es, .lines = (size_t)s->n};
+    poas__gbuf c = {.device = -1, .host = s->c, .pitch = (size_t)s->m * es, .lines = (size_t)s->n};
+    s->abuf = poas__graph_add_buffer(g, &a);
+    s->bbuf = poas__graph_add_buffer(g, &b);
+    s->cbuf = poas__graph_add_buffer(g, &c);
+  }
+  poas__region ra = {s->abuf, 0, (size_t)s->k, (size_t)u0 * es, (size_t)u1 * es};
+  poas__region rb = {s->bbuf, 0, (size_t)s->n, 0, (size_t)s->k * es};
+  poas__region rc = {s->cbuf, 0, (size_t)s->n, (size_t)u0 * es, (size_t)u1 * es};
+  poas__gemm_call call = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
+                          .transb = POAS_NO_TRANS, .m = u1 - u0, .n = s->n, .k = s->k,
+                          .alpha = 1, .beta = 0};
+  if (device == 0) { /* cpu0 computes on host memory */
+    poas__ins in = {.kind = POAS__INS_GEMM, .device = device, .chunk = chunk, .naccess = 3};
+    in.access[0] = (poas__access){ra, POAS__READ};
+    in.access[1] = (poas__access){rb, POAS__READ};
+    in.access[2] = (poas__access){rc, POAS__WRITE};
+    in.u.gemm.call = call;
+    in.u.gemm.call.a = (poas__operand){.off = (size_t)u0 * es, .ld = s->m};
+    in.u.gemm.call.b = (poas__operand){.off = 0, .ld = s->k};
+    in.u.gemm.call.c = (poas__operand){.off = (size_t)u0 * es, .ld = s->m};
+    in.u.gemm.a_buf = s->abuf, in.u.gemm.b_buf = s->bbuf, in.u.gemm.c_buf = s->cbuf;
+    return poas__graph_add(g, &in) < 0 ? POAS_ENOMEM : 0;
+  }
+  /* One device buffer for this chunk's rows of C (A and B are not
+   * uploaded: sim does not read them). */
+  size_t rows = (size_t)(u1 - u0) * es;
+  poas__gbuf dc = {.device = device, .pitch = rows, .lines = (size_t)s->n};
+  int db = poas__graph_add_buffer(g, &dc);
+  poas__region rd = {db, 0, (size_t)s->n, 0, rows};
+  poas__copy2d shape = {rows, (size_t)s->n, (size_t)s->m * es, rows, 0};
+  poas__ins seq[6];
+  memset(seq, 0, sizeof seq);
+  for (int i = 0; i < 6; i++)
+    seq[i].device = device, seq[i].chunk = chunk, seq[i].naccess = 1;
+  seq[0].kind = POAS__INS_ALLOC, seq[0].u.alloc.buf = db;
+  seq[0].access[0] = (poas__access){rd, POAS__WRITE};
+  seq[1].kind = POAS__INS_H2D, seq[1].lane = POAS__LANE_H2D, seq[1].bytes = rows * (size_t)s->n;
+  seq[1].u.h2d.dst_buf = db, seq[1].u.h2d.src = s->c + u0, seq[1].u.h2d.shape = shape;
+  seq[1].naccess = 2, seq[1].access[0] = (poas__access){rd, POAS__WRITE};
+  seq[1].access[1] = (poas__access){rc, POAS__READ};
+  seq[2].kind = POAS__INS_GEMM, seq[2].lane = POAS__LANE_COMPUTE, seq[2].u.gemm.call = call;
+  seq[2].u.gemm.a_buf = seq[2].u.gemm.b_buf = seq[2].u.gemm.c_buf = db;
+  seq[2].access[0] = (poas__access){rd, POAS__RW};
+  seq[3].kind = POAS__INS_D2H, seq[3].lane = POAS__LANE_D2H, seq[3].bytes = rows * (size_t)s->n;
+  seq[3].u.d2h.dst = s->c + u0, seq[3].u.d2h.src_buf = db, seq[3].u.d2h.shape = shape;
+  seq[3].naccess = 2, seq[3].access[0] = (poas__access){rd, POAS__READ};
+  seq[3].access[1] = (poas__access){rc, POAS__WRITE};
+  seq[4].kind = POAS__INS_FREE, seq[4].u.free.buf = db;
+  seq[4].access[0] = (poas__access){rd, POAS__WRITE};
+  add_call *fc = &calls[atomic_fetch_add(&ncalls, 1)];
+  *fc = (add_call){(add_source *)(void *)s, u0, u1};
+  seq[5].kind = POAS__INS_HOST, seq[5].u.host.fn = fill_rows, seq[5].u.host.arg = fc;
+  seq[5].access[0] = (poas__access){rc, POAS__WRITE};
+  for (int i = 0; i < 6; i++)
+    if (poas__graph_add(g, &seq[i]) < 0)
+      return POAS_ENOMEM;
+  return 0;
+}
+
+/* Real time, cpu beside an asynchronous device (sim, sleeping its
+ * operations): a real GEMM on the CPU's rows, the copy/compute/copy
+ * pipeline on the other's, under every policy; C is right and the report
+ * counts the bytes each moved. */
+TEST(real_time_pipeline_cpu_and_async_device) {
+  enum { M = 600, N = 40, K = 30 };
+  static double a[M * K], b[K * N], c[M * N];
+  test_fill(a, POAS_FLOAT64, M * K, 7);
+  test_fill(b, POAS_FLOAT64, K * N, 8);
+  for (int p = 0; p < 3; p++) {
+    test_poison(c, POAS_FLOAT64, M * N);
+    atomic_store(&ncalls, 0);
+    pipe_source s = {M, N, K, a, b, c, 0, 0, 0};
+    poas__work_source src = {.user = &s, .total_units = M, .granule = 8, .emit = pipe_emit};
+    poas__devset set;
+    char err[256];
+    CHECK_OK(poas__devset_open("cpu,sim:rate=1e10:latency=1e-5:bandwidth=1e10", &set, err,
+                               sizeof err));
+    poas__sched_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policy = (poas__policy)p;
+    cfg.u0[0] = 0, cfg.u1[0] = 296, cfg.u0[1] = 296, cfg.u1[1] = M;
+    cfg.rate[0] = cfg.rate[1] = 1e6;
+    poas_report rep;
+    int rc = poas__schedule_run(&set, &src, &cfg, &rep);
+    poas__devset_close(&set);
+    CHECK_OK(rc);
+    double worst = 0;
+    for (int j = 0; j < N; j++)
+      for (int i = 0; i < M; i++) {
+        double v = 0;
+        for (int l = 0; l < K; l++)
+          v += a[i + l * M] * b[l + j * K];
+        worst = fmax(worst, fabs(c[i + j * M] - v));
+      }
+    CHECK_MSG(worst < 1e-12, "policy %d: worst error %g", p, worst);
+    int64_t sim_rows = (int64_t)llround(rep.dev[1].share * M);
+    CHECK(rep.dev[1].bytes_h2d == (uint64_t)sim_rows * N * 8);
+    CHECK(rep.dev[1].bytes_d2h == rep.dev[1].bytes_h2d && rep.dev[0].bytes_h2d == 0);
+    CHECK(fabs(rep.dev[0].share + rep.dev[1].share - 1) < 1e-12);
+    CHECK(rep.measured_s > 0 && !rep.virtual_time);
+    CHECK(rep.dev[1].busy_s > 0 && rep.dev[1].idle_s >= 0);
+  }
+  return 0;
+}
+
+/* POAS_TRACE writes a Chrome trace with one event per instruction. */
+TEST(trace_is_valid_chrome_json) {
+  char path[] = "/tmp/poas-trace-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  close(fd);
+  static gemm_source s;
+  poas__devset set;
+  char err[256];
+  CHECK_OK(poas__devset_open(SLOW_PAIR, &set, err, sizeof err));
+  poas__work_source src;
+  gemm_source_init(&s, &src, 1000);
+  poas__sched_config cfg;
+  plan_halves(&cfg, 1000, 5e-5, POAS__SCHED_GUIDED);
+  cfg.trace_path = path;
+  poas_report rep;
+  CHECK_OK(poas__schedule_run(&set, &src, &cfg, &rep));
+  poas__devset_close(&set);
+  json_error_t jerr;
+  json_t *root = json_load_file(path, 0, &jerr);
+  unlink(path);
+  CHECK_MSG(root != NULL, "%s", jerr.text);
+  json_t *ev = json_object_get(root, "traceEvents");
+  CHECK(json_is_array(ev));
+  size_t nx = 0;
+  double last_end = 0;
+  for (size_t i = 0; i < json_array_size(ev); i++) {
+    json_t *x = json_array_get(ev, i);
+    if (strcmp(json_string_value(json_object_get(x, "ph")), "X") != 0)
+      continue;
+    nx++;
+    json_t *args = json_object_get(x, "args");
+    CHECK(json_is_integer(json_object_get(args, "chunk")));
+    CHECK(json_is_number(json_object_get(args, "predicted_us")));
+    CHECK(json_is_integer(json_object_get(args, "bytes")));
+    last_end = fmax(last_end, json_number_value(json_object_get(x, "ts")) +
+                                  json_number_value(json_object_get(x, "dur")));
+  }
+  json_decref(root);
+  CHECK((int)nx == rep.dev[0].chunks + rep.dev[1].chunks);
+  CHECK(fabs(last_end - rep.measured_s * 1e6) < 1e-3);
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
+          TEST_ENTRY(inference_lets_independent_work_run_concurrently),
+          TEST_ENTRY(inference_long_chain_in_order), TEST_ENTRY(lanes_ordered_by_events),
+          TEST_ENTRY(guided_corrects_a_wrong_model_static_does_not),
+          TEST_ENTRY(guided_with_exact_model_matches_plan),
+          TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(fault_result_still_correct),
+          TEST_ENTRY(fault_after_partial_write_back_is_an_error),
+          TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
+          TEST_ENTRY(trace_is_valid_chrome_json))

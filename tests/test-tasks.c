@@ -1,0 +1,221 @@
+/* test-tasks.c: the public task API: ordering by declared accesses,
+ * concurrency of independent tasks, waiting, argument checks, and
+ * asynchronous GEMMs chained through their matrices. Runs on the host CPU;
+ * sleeps only make a wrong order likely to show, nothing asserts a time. */
+#include "core/core.h"
+#include "harness.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+static poas_context *open_ctx(void) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu";
+  o.no_profile = 1;
+  poas_context *ctx = NULL;
+  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
+}
+
+/* step: out[i] = in[i] * 2 + 1 after a pause, over the whole access. */
+typedef struct step_arg {
+  size_t n;
+  int pause_us;
+} step_arg;
+
+static void step(void **buffers, void *arg) {
+  step_arg *a = arg;
+  usleep((useconds_t)a->pause_us);
+  int *x = buffers[0];
+  for (size_t i = 0; i < a->n; i++)
+    x[i] = x[i] * 2 + 1;
+}
+
+static poas_task_desc rw_task(poas_buffer *b, size_t off, size_t len, void (*fn)(void **, void *),
+                              void *arg, poas_access mode) {
+  poas_task_desc d = {.cpu = fn, .arg = arg, .naccess = 1};
+  d.access[0] = (poas_task_access){b, mode, off, len};
+  return d;
+}
+
+/* A chain of read-write tasks on one buffer applies in submission order
+ * (x -> 2x + 1 five times from 0 gives 31), whatever the first one's
+ * pause. */
+TEST(tasks_chain_in_order) {
+  poas_context *ctx = open_ctx();
+  CHECK(ctx);
+  int x[64] = {0};
+  poas_buffer *b;
+  CHECK_OK(poas_buffer_register(ctx, x, sizeof x, &b));
+  step_arg slow = {64, 3000}, fast = {64, 0};
+  poas_task *last = NULL;
+  for (int i = 0; i < 5; i++) {
+    poas_task_desc d = rw_task(b, 0, 0, step, i == 0 ? &slow : &fast, POAS_RW);
+    CHECK_OK(poas_task_submit(ctx, &d, i == 4 ? &last : NULL));
+  }
+  CHECK_OK(poas_task_wait(last));
+  for (int i = 0; i < 64; i++)
+    CHECK_MSG(x[i] == 31, "x[%d] = %d", i, x[i]);
+  CHECK_OK(poas_buffer_unregister(b));
+  poas_finalize(ctx);
+  return 0;
+}
+
+typedef struct meet {
+  atomic_int *mine, *other;
+  atomic_int timed_out;
+} meet;
+
+static void meet_fn(void **buffers, void *arg) {
+  (void)buffers;
+  meet *m = arg;
+  atomic_store(m->mine, 1);
+  double t0 = poas__now();
+  while (!atomic_load(m->other))
+    if (poas__now() - t0 > 10) {
+      atomic_store(&m->timed_out, 1);
+      return;
+    }
+}
+
+/* Writers of disjoint halves of one buffer run at the same time: each
+ * waits until the other has started. */
+TEST(tasks_disjoint_regions_concurrent) {
+  poas_context *ctx = open_ctx();
+  CHECK(ctx);
+  char mem[128];
+  poas_buffer *b;
+  CHECK_OK(poas_buffer_register(ctx, mem, sizeof mem, &b));
+  atomic_int s1 = 0, s2 = 0;
+  meet m1 = {&s1, &s2, 0}, m2 = {&s2, &s1, 0};
+  poas_task_desc d1 = rw_task(b, 0, 64, meet_fn, &m1, POAS_W);
+  poas_task_desc d2 = rw_task(b, 64, 64, meet_fn, &m2, POAS_W);
+  CHECK_OK(poas_task_submit(ctx, &d1, NULL));
+  CHECK_OK(poas_task_submit(ctx, &d2, NULL));
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK(!atomic_load(&m1.timed_out) && !atomic_load(&m2.timed_out));
+  poas_finalize(ctx);
+  return 0;
+}
+
+static atomic_int counter;
+
+static void count_fn(void **buffers, void *arg) {
+  (void)buffers;
+  usleep((useconds_t)(intptr_t)arg);
+  atomic_fetch_add(&counter, 1);
+}
+
+/* Detached tasks are all done after poas_wait_all, and poas_finalize
+ * waits for those still outstanding. */
+TEST(tasks_wait_all_and_finalize_wait) {
+  poas_context *ctx = open_ctx();
+  CHECK(ctx);
+  atomic_store(&counter, 0);
+  poas_task_desc d = {.cpu = count_fn, .arg = (void *)(intptr_t)0};
+  for (int i = 0; i < 1000; i++)
+    CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK(atomic_load(&counter) == 1000);
+  d.arg = (void *)(intptr_t)2000;
+  for (int i = 0; i < 20; i++)
+    CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  poas_finalize(ctx);
+  CHECK(atomic_load(&counter) == 1020);
+  return 0;
+}
+
+TEST(tasks_argument_checks) {
+  poas_context *ctx = open_ctx();
+  CHECK(ctx);
+  int x[4];
+  poas_buffer *b;
+  poas_task *t = (poas_task *)&x; /* must stay untouched on error */
+  CHECK_RC(poas_buffer_register(ctx, NULL, 16, &b), POAS_ENULL);
+  CHECK_RC(poas_buffer_register(ctx, x, 0, &b), POAS_EINVAL);
+  CHECK_OK(poas_buffer_register(ctx, x, sizeof x, &b));
+  CHECK_RC(poas_task_submit(ctx, NULL, &t), POAS_ENULL);
+  poas_task_desc d = rw_task(b, 0, 0, NULL, NULL, POAS_R);
+  CHECK_RC(poas_task_submit(ctx, &d, &t), POAS_EINVAL);
+  d.opencl = (poas_opencl_fn)(void (*)(void))step;
+  CHECK_RC(poas_task_submit(ctx, &d, &t), POAS_ENOTSUP);
+  d = rw_task(b, 8, 9, step, NULL, POAS_R);
+  CHECK_RC(poas_task_submit(ctx, &d, &t), POAS_ERANGE);
+  d = rw_task(b, 0, 0, step, NULL, (poas_access)7);
+  CHECK_RC(poas_task_submit(ctx, &d, &t), POAS_EINVAL);
+  d.naccess = 5;
+  CHECK_RC(poas_task_submit(ctx, &d, &t), POAS_EINVAL);
+  CHECK(t == (poas_task *)&x);
+  CHECK_RC(poas_task_wait(NULL), POAS_ENULL);
+  CHECK_RC(poas_wait_all(NULL), POAS_ENULL);
+  poas_finalize(ctx); /* releases the registered buffer */
+  return 0;
+}
+
+/* Sums E into *out; registered on E, so it runs after the GEMM that
+ * writes E. */
+typedef struct sum_arg {
+  size_t n;
+  double sum;
+} sum_arg;
+
+static void sum_fn(void **buffers, void *arg) {
+  sum_arg *s = arg;
+  const double *e = buffers[0];
+  s->sum = 0;
+  for (size_t i = 0; i < s->n; i++)
+    s->sum += e[i];
+}
+
+/* C = A B, then E = C D, submitted asynchronously and back to back, then a
+ * task reading E: ordered by inference, the result matches a reference. */
+TEST(async_gemm_chain) {
+  poas_context *ctx = open_ctx();
+  CHECK(ctx);
+  enum { N = 160 };
+  static double A[N * N], B[N * N], C[N * N], D[N * N], E[N * N], R1[N * N], R2[N * N];
+  test_fill(A, POAS_FLOAT64, N * N, 1);
+  test_fill(B, POAS_FLOAT64, N * N, 2);
+  test_fill(D, POAS_FLOAT64, N * N, 3);
+  test_poison(C, POAS_FLOAT64, N * N);
+  test_poison(E, POAS_FLOAT64, N * N);
+  poas_buffer *eb;
+  CHECK_OK(poas_buffer_register(ctx, E, sizeof E, &eb));
+  poas_task *t1, *t3;
+  CHECK_OK(poas_dgemm_async(ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1.0, A,
+                            N, B, N, 0.0, C, N, &t1));
+  CHECK_OK(poas_dgemm_async(ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_TRANS, N, N, N, 1.0, C, N,
+                            D, N, 0.0, E, N, NULL));
+  sum_arg s = {N * N, 0};
+  poas_task_desc d = rw_task(eb, 0, 0, sum_fn, &s, POAS_R);
+  CHECK_OK(poas_task_submit(ctx, &d, &t3));
+  CHECK_OK(poas_task_wait(t3));
+  CHECK_OK(poas_task_wait(t1));
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, A, N, B, N, 0.0, R1, N);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, N, 1.0, R1, N, D, N, 0.0, R2, N);
+  double worst = 0, ref_sum = 0;
+  for (int i = 0; i < N * N; i++) {
+    worst = fmax(worst, fabs(E[i] - R2[i]));
+    ref_sum += R2[i];
+  }
+  CHECK_MSG(worst < 1e-9, "worst error %g", worst);
+  CHECK_MSG(fabs(s.sum - ref_sum) < 1e-6, "the reading task saw %g, not %g", s.sum, ref_sum);
+  poas_report rep;
+  CHECK_OK(poas_last_report(ctx, &rep));
+  CHECK(rep.m == N && rep.dtype == POAS_FLOAT64);
+  /* Argument errors are reported at submission, nothing queued. */
+  poas_task *none = NULL;
+  CHECK_RC(poas_dgemm_async(ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1.0, A,
+                            N - 1, B, N, 0.0, C, N, &none),
+           POAS_ELD);
+  CHECK(none == NULL);
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_concurrent),
+          TEST_ENTRY(tasks_wait_all_and_finalize_wait), TEST_ENTRY(tasks_argument_checks),
+          TEST_ENTRY(async_gemm_chain))
