@@ -1,23 +1,77 @@
 /* test-coexec.c: co-executed GEMM through the public API on the CPU and
  * an OpenCL device at once: every case of the GEMM matrix (s and d, both
  * layouts, every transpose pair, alpha/beta 0 and 1, padding, thin and
- * empty shapes, plus larger shapes that are split between the devices).
- * Skips where no OpenCL device is present. */
+ * empty shapes, plus larger shapes that are split between the devices),
+ * and, under each scheduling policy, a problem whose report must show both
+ * devices computing part of C. The two devices are given one core each so
+ * that the planner has a reason to use both. Skips where no OpenCL CPU
+ * device that can be limited to one core is present. */
 #include "gemm-cases.h"
 
-TEST(coexec_cpu_opencl_gemm_cases) {
+#include <string.h>
+
+static const char *const pair = "cpu:threads=1,opencl0:cores=1";
+
+static int pair_available(void) {
   poas_options o;
   poas_options_init(&o);
-  o.devices = "cpu,opencl";
+  o.devices = pair;
   o.no_profile = 1;
   poas_context *ctx = NULL;
   if (poas_init(&ctx, &o) != 0)
-    SKIP("no context for cpu,opencl: %s", poas_error_detail());
+    return 0;
   int n = poas_device_count(ctx);
   poas_finalize(ctx);
-  if (n < 2)
-    SKIP("no OpenCL device beside the CPU");
-  return gemm_cases_run("cpu,opencl", 1);
+  return n == 2;
 }
 
-TEST_MAIN(TEST_ENTRY(coexec_cpu_opencl_gemm_cases))
+TEST(coexec_cpu_opencl_gemm_cases) {
+  if (!pair_available())
+    SKIP("no OpenCL CPU device to pair with one CPU core: %s", poas_error_detail());
+  return gemm_cases_run(pair, 1);
+}
+
+/* Runs one problem under `policy` and checks the result and that both
+ * devices took part. */
+static int run_split(const char *policy, poas_dtype dtype, poas_layout layout) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = pair;
+  o.no_profile = 1;
+  o.sched = policy;
+  poas_context *ctx = NULL;
+  CHECK_OK(poas_init(&ctx, &o));
+  test_gemm g;
+  CHECK(test_gemm_alloc(&g, dtype, layout, POAS_TRANS, POAS_NO_TRANS, 640, 576, 256, 3, 1.0, 0.5,
+                        7) == 0);
+  CHECK_OK(test_gemm_run(ctx, &g));
+  int bad = test_gemm_verify(&g, policy);
+  poas_report r;
+  CHECK_OK(poas_last_report(ctx, &r));
+  int working = 0;
+  double shares = 0;
+  for (int d = 0; d < r.ndevices; d++) {
+    working += r.dev[d].share > 0;
+    shares += r.dev[d].share;
+  }
+  CHECK_MSG(working == 2, "%s: %d device(s) computed part of C", policy, working);
+  CHECK_MSG(shares > 0.999 && shares < 1.001, "%s: shares sum to %g", policy, shares);
+  CHECK(strcmp(r.policy, policy) == 0);
+  CHECK(r.measured_s > 0 && r.predicted_s > 0);
+  test_gemm_free(&g);
+  poas_finalize(ctx);
+  return bad;
+}
+
+TEST(coexec_every_policy_uses_both_devices) {
+  if (!pair_available())
+    SKIP("no OpenCL CPU device to pair with one CPU core");
+  static const char *const policies[] = {"static", "guided", "dynamic"};
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(run_split(policies[i], POAS_FLOAT32, POAS_ROW_MAJOR));
+    CHECK_OK(run_split(policies[i], POAS_FLOAT64, POAS_COL_MAJOR));
+  }
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(coexec_cpu_opencl_gemm_cases), TEST_ENTRY(coexec_every_policy_uses_both_devices))
