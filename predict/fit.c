@@ -8,7 +8,7 @@
  * Every feature costs time, so a negative coefficient is an artefact of
  * noise that would make some unmeasured shape predict nonsense: such a
  * feature is dropped and the rest refitted (a small backward elimination,
- * enough for six features).
+ * enough for eight features).
  *
  * Hold-out: samples marked held out are left out of the fit whose R^2 and
  * held-out errors are reported; the coefficients stored are then refitted
