@@ -197,7 +197,111 @@ typedef struct poas_report {
 int poas_last_report(const poas_context *ctx, poas_report *out);
 
 /* ------------------------------------------------------ prediction (predict/)
- * Declarations for calibration, profiles and predictions go here. */
+ * Calibration measures devices and fits their models; a profile file keeps
+ * them; predictions evaluate them. GEMM models are kept per dtype and per
+ * transpose pair: index pair = (transa == POAS_TRANS) + 2 * (transb ==
+ * POAS_TRANS), so 0 NN, 1 TN, 2 NT, 3 TT. */
+
+/* How well a fitted model describes its measurements. All 0 for a model
+ * that was not fitted (built-in estimates). */
+typedef struct poas_fit_info {
+  int samples;             /* measurements taken (training and held out) */
+  double r2;               /* R^2 of the relative-error fit on the training ones */
+  double heldout_median;   /* median |predicted - measured| / measured, held out */
+  double heldout_max;      /* largest such error on the held-out samples */
+} poas_fit_info;
+
+/* What one device's models are and how good. */
+typedef struct poas_device_fit {
+  char id[POAS_ID_LEN];
+  int calibrated;          /* 1: fitted (a profile or poas_calibrate); 0: estimate */
+  poas_fit_info gemm[2];   /* by poas_dtype, pooled over transpose pairs */
+  poas_fit_info gemm_pair[2][4]; /* by poas_dtype and transpose pair */
+  poas_fit_info transfer[2]; /* by poas_direction; samples 0 for host-memory devices */
+  double latency_s[2];     /* transfer model by direction; 0 when none */
+  double bandwidth[2];     /* bytes/s by direction; 0 when none */
+  uint64_t memory_bytes;   /* memory the model says the device can allocate */
+} poas_device_fit;
+
+/* Progress of a calibration: the device being measured, the step ("memory",
+ * "h2d", "d2h", "sgemm", "dgemm", "fit", "done") and the fraction of the
+ * whole calibration done, from 0 to 1. Called from the calibrating
+ * thread, often (throttle any drawing yourself). */
+typedef void (*poas_progress_fn)(void *user, const char *device_id, const char *step,
+                                 double fraction);
+
+typedef struct poas_calibrate_options {
+  /* The short sweep (about a minute for a 2-core CPU and both dtypes)
+   * instead of the full one (up to about ten minutes). */
+  int quick;
+  /* Comma-separated ids of the context's devices to measure ("cpu0,sim0");
+   * NULL: every device. */
+  const char *devices;
+  /* Which dtypes: a mask of 1 << POAS_FLOAT32 and 1 << POAS_FLOAT64; 0: both. */
+  int dtypes;
+  /* Profile file to write; NULL: write none (the models are still used). */
+  const char *output;
+  poas_progress_fn progress; /* may be NULL */
+  void *progress_user;
+} poas_calibrate_options;
+
+/* Fills *opts with the defaults: full sweep, every device, both dtypes, no
+ * output file, no progress callback. */
+void poas_calibrate_options_init(poas_calibrate_options *opts);
+
+/* What poas_calibrate measured. */
+typedef struct poas_calibration_result {
+  int ndevices;
+  poas_device_fit dev[POAS_MAX_DEVICES];
+  double seconds;          /* wall time the calibration took */
+  char output[512];        /* the profile written, "" when none */
+} poas_calibration_result;
+
+/* Measures the selected devices (memory, transfers, GEMM over squares,
+ * thin row and column blocks and every transpose pair), fits their models,
+ * writes the profile when opts->output is set (creating its directory;
+ * the file holds the devices measured now) and makes the context use the
+ * new models at once. opts may be NULL (defaults); out may be NULL.
+ * Errors: POAS_EINVAL for an unknown device id or dtype mask, POAS_EFIT
+ * when a fit fails, POAS_EIO when the file cannot be written; the
+ * context's models are then left as they were. */
+int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
+                   poas_calibration_result *out);
+
+/* Predicted seconds for a column-major GEMM of this shape on device
+ * `device` (an index as for poas_device_get) with the operands already in
+ * its memory: the cost of one chunk as the planner sees it. 0 for an
+ * empty C. Errors: POAS_ENULL, POAS_ERANGE (device), POAS_EDTYPE, POAS_EOP,
+ * POAS_ESIZE (negative size). */
+int poas_predict_gemm(const poas_context *ctx, int device, poas_dtype dtype, poas_op transa,
+                      poas_op transb, int64_t m, int64_t n, int64_t k, double *seconds);
+/* Predicted seconds to copy `bytes` between the host's (pageable) memory
+ * and device `device` in one direction; 0 for a device that computes on
+ * host memory. Errors: POAS_ENULL, POAS_ERANGE, POAS_EINVAL (direction). */
+int poas_predict_transfer(const poas_context *ctx, int device, poas_direction direction,
+                          uint64_t bytes, double *seconds);
+
+/* The profile behind a context's models. */
+typedef struct poas_profile_info {
+  char path[512];          /* the file looked for; "" with no_profile */
+  int loaded;              /* 1: read, and at least one device uses it */
+  char created[32];        /* when it was written (ISO 8601 UTC), or "" */
+  double age_s;            /* seconds since then; -1 when not loaded */
+  /* Why the profile or part of it is not used, in words ("no profile at
+   * ...", "cpu0 is 'X' here but 'Y' in the profile", a parse error naming
+   * the file); "" when every device uses it. */
+  char problem[512];
+  int ndevices;            /* as poas_device_count */
+  poas_device_fit dev[POAS_MAX_DEVICES]; /* the model each device uses now */
+} poas_profile_info;
+
+/* Copies what the context knows of its profile and models into *out. */
+int poas_profile_get(const poas_context *ctx, poas_profile_info *out);
+
+/* The default profile path into buf[cap]: $POAS_PROFILE, else
+ * $XDG_DATA_HOME/poas/<hostname>.json, else
+ * ~/.local/share/poas/<hostname>.json. POAS_EINVAL when it does not fit. */
+int poas_default_profile_path(char *buf, size_t cap);
 
 /* -------------------------------------------------------- planning (optimize/)
  * A plan says how a GEMM would run, without running it: which devices take

@@ -1,14 +1,20 @@
 /* model.c: evaluating the GEMM and transfer models.
  *
- * Features: 1 (call overhead), 2mnk (the arithmetic), mn (writing C), mk
- * and nk (packing A and B: a thin block of few rows still pays for packing
- * all of B, which is what makes thin blocks slower per flop than squares),
- * and 2mnk/m_eff where m_eff saturates: the loss of parallel efficiency
- * when m is small. All are linear in the coefficients, so weighted linear
- * least squares fits them. */
+ * Features (chosen by cross-validated fits of OpenBLAS on the CI machine,
+ * and general enough for any BLAS): 1 (call overhead), 2mnk (the
+ * arithmetic), mn (writing C), mk and nk (packing A and B: a thin block of
+ * few rows still pays for packing all of B, which is what makes thin
+ * blocks slower per flop than squares), 2mnk when m < 64 and 2mnk when
+ * n < 64 (thin blocks lose parallelism: OpenBLAS runs a GEMM with fewer
+ * than 32 rows or columns per thread on one thread, and GPUs leave
+ * multiprocessors idle), and the work wasted on partial 16x16 register
+ * tiles at the edges of C. All are linear in the coefficients, so weighted
+ * linear least squares fits them. */
 #include "models/model.h"
 
 #include <math.h>
+
+static double pad16(double x) { return ceil(x / 16.0) * 16.0; }
 
 void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NFEAT]) {
   double dm = (double)m, dn = (double)n, dk = (double)k;
@@ -17,16 +23,16 @@ void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NF
   f[2] = dm * dn;
   f[3] = dm * dk;
   f[4] = dn * dk;
-  /* Work on a short dimension costs as if it were padded to a block. */
-  f[5] = 2.0 * dn * dk * ceil(dm / 64.0) * 64.0 - f[1];
+  f[5] = m < 64 ? f[1] : 0;
+  f[6] = n < 64 ? f[1] : 0;
+  f[7] = 2.0 * pad16(dm) * pad16(dn) * dk - f[1];
 }
 
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k) {
   if (m <= 0 || n <= 0)
     return 0;
-  int pair = (ta == POAS_TRANS) + 2 * (tb == POAS_TRANS);
-  const poas__gemm_model *gm = &dm->gemm[dtype == POAS_FLOAT64][pair];
+  const poas__gemm_model *gm = &dm->gemm[dtype == POAS_FLOAT64][poas__gemm_pair(ta, tb)];
   if (!gm->valid)
     gm = &dm->gemm[dtype == POAS_FLOAT64][0];
   double f[POAS__GEMM_NFEAT], t = 0;

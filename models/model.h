@@ -12,7 +12,7 @@
 
 #include "core/core.h"
 
-#define POAS__GEMM_NFEAT 6
+#define POAS__GEMM_NFEAT 8
 
 /* How a model came to be, from best to worst. */
 typedef enum poas__model_source {
@@ -21,6 +21,15 @@ typedef enum poas__model_source {
   POAS__MODEL_EXACT = 2,     /* a sim device's own parameters */
   POAS__MODEL_CALIBRATED = 3 /* fitted from measurements (a profile) */
 } poas__model_source;
+
+/* How well a fit describes its measurements: samples measured (training
+ * and held out together), R^2 of the weighted fit on the training samples,
+ * and the median and largest relative error |predicted - measured| /
+ * measured on the held-out samples. All 0 when not calibrated. */
+typedef struct poas__fit_stats {
+  int samples;
+  double r2, heldout_median, heldout_max;
+} poas__fit_stats;
 
 typedef struct poas__gemm_model {
   int valid;
@@ -34,15 +43,27 @@ typedef struct poas__transfer_model {
   int valid;
   double latency;   /* seconds per copy */
   double bandwidth; /* bytes per second */
+  poas__fit_stats fit;
 } poas__transfer_model;
 
 typedef struct poas__device_model {
   poas__model_source source;
   /* gemm[dtype][transpose pair]: pair = (transa == T) + 2 * (transb == T). */
   poas__gemm_model gemm[2][4];
-  poas__transfer_model xfer[2]; /* by poas_direction */
+  /* Fit quality over all transpose pairs of a dtype (pooled samples). */
+  poas__fit_stats gemm_fit[2];
+  /* By poas_direction: copies from ordinary (pageable) host memory, which
+   * is what predictions use, and from page-locked memory where the device
+   * can register it (valid only when measured and different). */
+  poas__transfer_model xfer[2];
+  poas__transfer_model xfer_pinned[2];
   uint64_t memory_bytes;        /* what calibration could really allocate */
 } poas__device_model;
+
+/* The index of a transpose pair in poas__device_model.gemm[dtype][]. */
+static inline int poas__gemm_pair(poas_op ta, poas_op tb) {
+  return (ta == POAS_TRANS) + 2 * (tb == POAS_TRANS);
+}
 
 /* The features of a GEMM shape; t = dot(coef, features). */
 void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NFEAT]);

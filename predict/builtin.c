@@ -1,6 +1,6 @@
 /* builtin.c: the models used when no calibrated profile is available: a sim
  * device's own parameters (exact), else rough numbers from the device's
- * peak estimate. poas_init says once, when logging, to run poas-calibrate. */
+ * peak estimate. */
 #include "devices/sim/sim.h"
 #include "predict/predict.h"
 
@@ -16,7 +16,7 @@ void poas__predict_builtin(const poas__device *dev, poas__device_model *out) {
       for (int pair = 0; pair < 4; pair++)
         poas__gemm_model_from_rate(&out->gemm[dt][pair], sp.rate[dt], sp.latency);
     for (int dir = 0; dir < 2; dir++)
-      out->xfer[dir] = (poas__transfer_model){1, sp.latency, sp.bandwidth};
+      out->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = sp.latency, .bandwidth = sp.bandwidth};
     return;
   }
   out->source = POAS__MODEL_BUILTIN;
@@ -28,15 +28,6 @@ void poas__predict_builtin(const poas__device *dev, poas__device_model *out) {
   }
   if (!dev->info.host_memory)
     for (int dir = 0; dir < 2; dir++)
-      out->xfer[dir] = (poas__transfer_model){1, 1e-5, dev->info.shares_host_cores ? 5e9 : 1e10};
-}
-
-int poas__predict_attach(const poas__devset *set, const char *profile_path, int no_profile,
-                         poas__device_model models[], poas__profile_status *status) {
-  memset(status, 0, sizeof *status);
-  (void)no_profile;
-  poas__strlcpy(status->path, profile_path ? profile_path : "", sizeof status->path);
-  for (int i = 0; i < set->ndev; i++)
-    poas__predict_builtin(set->dev[i], &models[i]);
-  return 0;
+      out->xfer[dir] = (poas__transfer_model){
+          .valid = 1, .latency = 1e-5, .bandwidth = dev->info.shares_host_cores ? 5e9 : 1e10};
 }

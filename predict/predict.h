@@ -7,6 +7,7 @@
 
 #include "devices/device.h"
 #include "models/model.h"
+#include "models/profile.h"
 
 /* What happened when models were attached to a context's devices. */
 typedef struct poas__profile_status {
@@ -14,17 +15,64 @@ typedef struct poas__profile_status {
   char path[512];          /* the profile looked for (may not exist) */
   char problem[512];       /* why it was not used, in words; "" when used or absent */
   double age_s;            /* seconds since the profile was written */
+  char created[32];        /* when it was written (ISO 8601), "" when not loaded */
 } poas__profile_status;
 
 /* Fills models[i] for each device of `set`: from the profile at
  * `profile_path` (NULL: the default path) unless `no_profile`, else a
- * built-in estimate. Never fails for a missing or mismatched profile (the
- * status says why); returns an error only for out-of-memory. */
+ * built-in estimate. A device whose fingerprint differs from the
+ * profile's, or which the profile does not cover, gets the built-in
+ * estimate, and the status says which. A sim device with profile=FILE
+ * (optionally FILE#ID to pick a device of that profile; default its first)
+ * replays it: its model and its simulated times both follow that profile's
+ * model, so `models` must outlive the devices of `set`. Never fails for a
+ * missing or mismatched default profile (the status says why); returns an
+ * error for out-of-memory and for a sim replay profile that cannot be
+ * used. */
 int poas__predict_attach(const poas__devset *set, const char *profile_path, int no_profile,
                          poas__device_model models[], poas__profile_status *status);
 
 /* A built-in estimate for one device: exact for sim devices, rough (from
  * peak estimates) for the others. */
 void poas__predict_builtin(const poas__device *dev, poas__device_model *out);
+
+/* ---------------------------------------------------------- calibration */
+
+typedef struct poas__calib_opts {
+  int quick;               /* the short sweep */
+  int dtype_mask;          /* 1 << POAS_FLOAT32 | 1 << POAS_FLOAT64 */
+  void (*progress)(void *user, const char *device_id, const char *step, double fraction);
+  void *user;
+  double frac0, frac1;     /* the slice of overall progress this device spans */
+} poas__calib_opts;
+
+/* Measures one device (memory, transfers when it has its own memory, GEMM
+ * for each dtype in the mask and each transpose pair) and fits its model
+ * into *out (source POAS__MODEL_CALIBRATED; dtypes not measured are left
+ * invalid). Drives the device only through its backend table. */
+int poas__calibrate_device(poas__device *dev, const poas__calib_opts *opts,
+                           poas__device_model *out);
+
+/* ------------------------------------------------------------------ fits */
+
+#define POAS__FIT_ACCUM_MAX 4096
+
+/* Pools several fits' figures (one dtype over its transpose pairs). */
+typedef struct poas__fit_accum {
+  int samples, nerr;
+  double ss_res, ss_tot;
+  double err[POAS__FIT_ACCUM_MAX];
+} poas__fit_accum;
+
+/* Fits y ~ X coef (X: nrows x ncols, row-major; ncols <= POAS__GEMM_NFEAT)
+ * by least squares on relative error with non-negative coefficients.
+ * Rows with heldout[i] are left out of the fit whose R^2 and held-out
+ * errors go to *stats (and to *acc when not NULL); coef is then refitted on
+ * every row. POAS_EFIT when there are too few rows. */
+int poas__fit_linear(const double *X, const double *y, const int *heldout, int nrows, int ncols,
+                     double *coef, poas__fit_accum *acc, poas__fit_stats *stats);
+void poas__fit_accum_stats(poas__fit_accum *acc, poas__fit_stats *stats);
+/* The median of v[n] (sorts v); 0 when n is 0. */
+double poas__median(double *v, int n);
 
 #endif /* POAS_PREDICT_H */

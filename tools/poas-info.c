@@ -1,6 +1,7 @@
 /* poas-info: lists the devices POAS sees (id, kind, name, memory, cores,
- * whether it shares the host's cores), as a table or, with --json, as one
- * JSON object for scripts. */
+ * whether it shares the host's cores) and the profile behind their models
+ * (path, age, why it is not used, each model's held-out error), as tables
+ * or, with --json, as one JSON object for scripts. */
 #include "poas.h"
 
 #include <getopt.h>
@@ -33,6 +34,54 @@ static void json_string(const char *s) {
   putchar('"');
 }
 
+static const char *const pair_names[4] = {"NN", "TN", "NT", "TT"};
+
+static void json_fit(const poas_fit_info *f) {
+  printf("{\"samples\": %d, \"r2\": %.6g, \"heldout_median\": %.6g, \"heldout_max\": %.6g}",
+         f->samples, f->r2, f->heldout_median, f->heldout_max);
+}
+
+static void json_device_fit(const poas_device_fit *f) {
+  printf("{\"id\": ");
+  json_string(f->id);
+  printf(", \"calibrated\": %s, \"gemm\": {", f->calibrated ? "true" : "false");
+  for (int dt = 0; dt < 2; dt++) {
+    printf("%s\"%s\": {\"all\": ", dt ? ", " : "", dt ? "d" : "s");
+    json_fit(&f->gemm[dt]);
+    for (int p = 0; p < 4; p++) {
+      printf(", \"%s\": ", pair_names[p]);
+      json_fit(&f->gemm_pair[dt][p]);
+    }
+    printf("}");
+  }
+  printf("}, \"transfer\": {");
+  for (int dir = 0; dir < 2; dir++) {
+    printf("%s\"%s\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"fit\": ", dir ? ", " : "",
+           dir ? "d2h" : "h2d", f->latency_s[dir], f->bandwidth[dir]);
+    json_fit(&f->transfer[dir]);
+    printf("}");
+  }
+  printf("}, \"memory_bytes\": %llu}", (unsigned long long)f->memory_bytes);
+}
+
+static void print_profile_json(poas_context *ctx) {
+  poas_profile_info pi;
+  if (poas_profile_get(ctx, &pi) != 0)
+    return;
+  printf(", \"profile\": {\"path\": ");
+  json_string(pi.path);
+  printf(", \"loaded\": %s, \"created\": ", pi.loaded ? "true" : "false");
+  json_string(pi.created);
+  printf(", \"age_s\": %.0f, \"problem\": ", pi.age_s);
+  json_string(pi.problem);
+  printf(", \"devices\": [");
+  for (int i = 0; i < pi.ndevices; i++) {
+    printf("%s\n  ", i ? "," : "");
+    json_device_fit(&pi.dev[i]);
+  }
+  printf("\n]}");
+}
+
 static void print_json(poas_context *ctx) {
   int n = poas_device_count(ctx);
   printf("{\"version\": ");
@@ -54,7 +103,56 @@ static void print_json(poas_context *ctx) {
            (unsigned long long)d.memory_bytes, d.cores, d.shares_host_cores ? "true" : "false",
            d.host_memory ? "true" : "false", d.has_model ? "true" : "false");
   }
-  printf("\n]}\n");
+  printf("\n]");
+  print_profile_json(ctx);
+  printf("}\n");
+}
+
+static void print_age(double s) {
+  if (s < 3600)
+    printf("%.0f minutes old", s / 60);
+  else if (s < 2 * 86400)
+    printf("%.1f hours old", s / 3600);
+  else
+    printf("%.0f days old", s / 86400);
+}
+
+static void print_profile_table(poas_context *ctx) {
+  poas_profile_info pi;
+  if (poas_profile_get(ctx, &pi) != 0)
+    return;
+  printf("\nprofile: %s\n", pi.path[0] ? pi.path : "(none: built-in estimates requested)");
+  if (pi.loaded) {
+    printf("  written %s, ", pi.created);
+    print_age(pi.age_s);
+    printf("\n");
+  }
+  if (pi.problem[0])
+    printf("  %s: %s\n", pi.loaded ? "partly unused" : "not used", pi.problem);
+  printf("%-10s %-5s %-4s %7s %8s %14s %11s\n", "device", "dtype", "pair", "samples", "R^2",
+         "heldout median", "heldout max");
+  for (int i = 0; i < pi.ndevices; i++) {
+    const poas_device_fit *f = &pi.dev[i];
+    if (!f->calibrated) {
+      printf("%-10s built-in estimate (not calibrated)\n", f->id);
+      continue;
+    }
+    for (int dt = 0; dt < 2; dt++)
+      for (int p = -1; p < 4; p++) {
+        const poas_fit_info *g = p < 0 ? &f->gemm[dt] : &f->gemm_pair[dt][p];
+        if (g->samples)
+          printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%\n", f->id, dt ? "d" : "s",
+                 p < 0 ? "all" : pair_names[p], g->samples, g->r2, 100 * g->heldout_median,
+                 100 * g->heldout_max);
+      }
+    for (int dir = 0; dir < 2; dir++) {
+      const poas_fit_info *t = &f->transfer[dir];
+      if (t->samples)
+        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%  %.2f us + %.2f GB/s\n", f->id,
+               dir ? "d2h" : "h2d", "", t->samples, t->r2, 100 * t->heldout_median,
+               100 * t->heldout_max, 1e6 * f->latency_s[dir], f->bandwidth[dir] / 1e9);
+    }
+  }
 }
 
 static void print_table(poas_context *ctx) {
@@ -110,8 +208,10 @@ int main(int argc, char **argv) {
   }
   if (json)
     print_json(ctx);
-  else
+  else {
     print_table(ctx);
+    print_profile_table(ctx);
+  }
   poas_finalize(ctx);
   return 0;
 }

@@ -1,0 +1,227 @@
+/* predict.c: the public face of predict/: poas_calibrate, the prediction
+ * calls and what a context knows of its profile. Arguments are checked
+ * here; the measuring and fitting happen in predict/, the file format in
+ * models/. */
+#include "api/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void poas_calibrate_options_init(poas_calibrate_options *opts) {
+  if (opts)
+    memset(opts, 0, sizeof *opts);
+}
+
+int poas_default_profile_path(char *buf, size_t cap) {
+  if (!buf)
+    return POAS_ENULL;
+  char tmp[1024];
+  int rc = poas__profile_default_path(tmp, sizeof tmp);
+  if (rc)
+    return rc;
+  if (strlen(tmp) >= cap)
+    return poas__fail(POAS_EINVAL, "the default profile path needs %zu bytes", strlen(tmp) + 1);
+  poas__strlcpy(buf, tmp, cap);
+  return 0;
+}
+
+static void fit_info(poas_fit_info *out, int samples, double r2, double med, double max) {
+  *out = (poas_fit_info){samples, r2, med, max};
+}
+
+static void device_fit(const poas__device *dev, const poas__device_model *m, poas_device_fit *f) {
+  memset(f, 0, sizeof *f);
+  poas__strlcpy(f->id, dev->info.id, sizeof f->id);
+  f->calibrated = m->source == POAS__MODEL_CALIBRATED;
+  for (int dt = 0; dt < 2; dt++) {
+    const poas__fit_stats *s = &m->gemm_fit[dt];
+    fit_info(&f->gemm[dt], s->samples, s->r2, s->heldout_median, s->heldout_max);
+    for (int p = 0; p < 4; p++) {
+      const poas__gemm_model *g = &m->gemm[dt][p];
+      fit_info(&f->gemm_pair[dt][p], g->samples, g->r2, g->heldout_median, g->heldout_max);
+    }
+  }
+  for (int dir = 0; dir < 2; dir++) {
+    const poas__transfer_model *t = &m->xfer[dir];
+    if (!t->valid)
+      continue;
+    fit_info(&f->transfer[dir], t->fit.samples, t->fit.r2, t->fit.heldout_median,
+             t->fit.heldout_max);
+    f->latency_s[dir] = t->latency;
+    f->bandwidth[dir] = t->bandwidth;
+  }
+  f->memory_bytes = m->memory_bytes;
+}
+
+/* Marks in sel[] the devices a comma-separated id list names. */
+static int select_devices(const poas_context *ctx, const char *list, int sel[]) {
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    sel[i] = list == NULL;
+  if (!list)
+    return 0;
+  char buf[1024];
+  if (strlen(list) >= sizeof buf)
+    return poas__fail(POAS_EINVAL, "poas_calibrate: device list too long");
+  poas__strlcpy(buf, list, sizeof buf);
+  int any = 0;
+  char *save = NULL;
+  for (char *id = strtok_r(buf, ", ", &save); id; id = strtok_r(NULL, ", ", &save)) {
+    int found = 0;
+    for (int i = 0; i < ctx->devices.ndev; i++)
+      if (strcmp(ctx->devices.dev[i]->info.id, id) == 0)
+        found = sel[i] = 1;
+    if (!found)
+      return poas__fail(POAS_EINVAL, "poas_calibrate: no device '%s' in this context", id);
+    any = 1;
+  }
+  if (!any)
+    return poas__fail(POAS_EINVAL, "poas_calibrate: empty device list");
+  return 0;
+}
+
+/* The profile of the devices just measured. */
+static int write_profile(const poas_context *ctx, const int sel[], const poas__device_model *m,
+                         const char *path, char created[32]) {
+  poas__profile *p = calloc(1, sizeof *p);
+  if (!p)
+    return POAS_ENOMEM;
+  poas__profile_fingerprint_host(p);
+  for (int i = 0; i < ctx->devices.ndev; i++) {
+    if (!sel[i])
+      continue;
+    poas__profile_device *pd = &p->dev[p->ndev++];
+    poas__profile_device_identify(pd, &ctx->devices.dev[i]->info);
+    pd->model = m[i];
+  }
+  int rc = poas__profile_write(path, p);
+  poas__strlcpy(created, p->created, 32);
+  free(p);
+  return rc;
+}
+
+int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
+                   poas_calibration_result *out) {
+  poas__clear_detail();
+  if (!ctx)
+    return poas__fail(POAS_ENULL, "poas_calibrate: ctx is NULL");
+  poas_calibrate_options defaults;
+  poas_calibrate_options_init(&defaults);
+  if (!opts)
+    opts = &defaults;
+  int mask = opts->dtypes ? opts->dtypes : 3;
+  if (mask & ~3)
+    return poas__fail(POAS_EINVAL, "poas_calibrate: dtype mask %#x has unknown bits",
+                      (unsigned)opts->dtypes);
+  int sel[POAS_MAX_DEVICES], nsel = 0;
+  int rc = select_devices(ctx, opts->devices, sel);
+  if (rc)
+    return rc;
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    nsel += sel[i];
+  poas__device_model *fresh = calloc(POAS_MAX_DEVICES, sizeof *fresh);
+  if (!fresh)
+    return POAS_ENOMEM;
+  double t0 = poas__now();
+  for (int i = 0, done = 0; !rc && i < ctx->devices.ndev; i++) {
+    if (!sel[i])
+      continue;
+    poas__calib_opts co = {opts->quick, mask, opts->progress, opts->progress_user,
+                           (double)done / nsel, (double)(done + 1) / nsel};
+    rc = poas__calibrate_device(ctx->devices.dev[i], &co, &fresh[i]);
+    done++;
+  }
+  char created[32] = "";
+  if (!rc && opts->output)
+    rc = write_profile(ctx, sel, fresh, opts->output, created);
+  if (!rc) {
+    for (int i = 0; i < ctx->devices.ndev; i++) {
+      if (!sel[i])
+        continue;
+      /* Dtypes not measured keep the model they had. */
+      for (int dt = 0; dt < 2; dt++)
+        if (!fresh[i].gemm[dt][0].valid) {
+          memcpy(fresh[i].gemm[dt], ctx->models[i].gemm[dt], sizeof fresh[i].gemm[dt]);
+          fresh[i].gemm_fit[dt] = ctx->models[i].gemm_fit[dt];
+        }
+      ctx->models[i] = fresh[i];
+      ctx->devices.dev[i]->info.has_model = 1;
+    }
+    if (opts->output) {
+      poas__profile_status *st = &ctx->profile;
+      poas__strlcpy(st->path, opts->output, sizeof st->path);
+      st->loaded = 1;
+      st->age_s = 0;
+      poas__strlcpy(st->created, created, sizeof st->created);
+      st->problem[0] = '\0';
+    }
+  }
+  if (!rc && out) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < ctx->devices.ndev; i++)
+      if (sel[i])
+        device_fit(ctx->devices.dev[i], &fresh[i], &out->dev[out->ndevices++]);
+    out->seconds = poas__now() - t0;
+    if (opts->output)
+      poas__strlcpy(out->output, opts->output, sizeof out->output);
+  }
+  free(fresh);
+  return rc;
+}
+
+static int check_device(const poas_context *ctx, int device, const void *outp) {
+  if (!ctx || !outp)
+    return poas__fail(POAS_ENULL, "prediction: %s is NULL", ctx ? "seconds" : "ctx");
+  if (device < 0 || device >= ctx->devices.ndev)
+    return poas__fail(POAS_ERANGE, "prediction: device %d out of range (0 to %d)", device,
+                      ctx->devices.ndev - 1);
+  return 0;
+}
+
+int poas_predict_gemm(const poas_context *ctx, int device, poas_dtype dtype, poas_op transa,
+                      poas_op transb, int64_t m, int64_t n, int64_t k, double *seconds) {
+  poas__clear_detail();
+  int rc = check_device(ctx, device, seconds);
+  if (rc)
+    return rc;
+  if (dtype != POAS_FLOAT32 && dtype != POAS_FLOAT64)
+    return poas__fail(POAS_EDTYPE, "poas_predict_gemm: unknown dtype %d", (int)dtype);
+  if ((transa != POAS_NO_TRANS && transa != POAS_TRANS) ||
+      (transb != POAS_NO_TRANS && transb != POAS_TRANS))
+    return poas__fail(POAS_EOP, "poas_predict_gemm: unknown transpose operation");
+  if (m < 0 || n < 0 || k < 0)
+    return poas__fail(POAS_ESIZE, "poas_predict_gemm: negative size (m=%lld n=%lld k=%lld)",
+                      (long long)m, (long long)n, (long long)k);
+  *seconds = poas__model_gemm_time(&ctx->models[device], dtype, transa, transb, m, n, k);
+  return 0;
+}
+
+int poas_predict_transfer(const poas_context *ctx, int device, poas_direction direction,
+                          uint64_t bytes, double *seconds) {
+  poas__clear_detail();
+  int rc = check_device(ctx, device, seconds);
+  if (rc)
+    return rc;
+  if (direction != POAS_H2D && direction != POAS_D2H)
+    return poas__fail(POAS_EINVAL, "poas_predict_transfer: unknown direction %d",
+                      (int)direction);
+  *seconds = ctx->devices.dev[device]->info.host_memory
+                 ? 0
+                 : poas__model_transfer_time(&ctx->models[device], direction, (double)bytes);
+  return 0;
+}
+
+int poas_profile_get(const poas_context *ctx, poas_profile_info *out) {
+  if (!ctx || !out)
+    return POAS_ENULL;
+  const poas__profile_status *st = &ctx->profile;
+  memset(out, 0, sizeof *out);
+  poas__strlcpy(out->path, st->path, sizeof out->path);
+  out->loaded = st->loaded;
+  poas__strlcpy(out->created, st->created, sizeof out->created);
+  out->age_s = st->loaded ? st->age_s : -1;
+  poas__strlcpy(out->problem, st->problem, sizeof out->problem);
+  out->ndevices = ctx->devices.ndev;
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    device_fit(ctx->devices.dev[i], &ctx->models[i], &out->dev[i]);
+  return 0;
+}

@@ -1,0 +1,156 @@
+/* accuracy: how well the loaded profile predicts GEMM shapes that
+ * calibration never measured (thin row blocks, thin column blocks,
+ * squares, every transpose pair, both dtypes) on one device. Stands on
+ * poas.h alone: the context holds that one device, each shape runs through
+ * poas_sgemm / poas_dgemm (column-major), and the time kept is the fastest
+ * of the repetitions, as calibration keeps it, so that a neighbour's load
+ * on a shared machine spoils as little as possible. Prints a markdown table
+ * of |predicted - measured| / measured per shape and the median.
+ *
+ *   bench/accuracy [--devices cpu] [--reps N] [--quick]
+ * The profile comes from POAS_PROFILE or the default path. */
+#include "poas.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct shape {
+  poas_dtype dtype;
+  poas_op ta, tb;
+  int64_t m, n, k;
+} shape;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Shapes off the calibration grid: sizes none of its lists contain. */
+static int build_shapes(shape *out, int quick) {
+  static const int64_t thin[] = {12, 48, 100, 300};
+  static const int64_t full[] = {900, 1400, 2200};
+  static const int64_t squares[] = {200, 700, 1300, 1900};
+  int n = 0;
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++) {
+      poas_op ta = pair & 1 ? POAS_TRANS : POAS_NO_TRANS;
+      poas_op tb = pair & 2 ? POAS_TRANS : POAS_NO_TRANS;
+      for (int i = 0; i < 4; i++) {
+        int64_t f = full[(i + pair) % 3], g = full[(i + pair + 1) % 3];
+        out[n++] = (shape){(poas_dtype)dt, ta, tb, thin[i], f, g};
+        out[n++] = (shape){(poas_dtype)dt, ta, tb, g, thin[(i + 1) % 4], f};
+        if (!quick || i % 2 == 0)
+          out[n++] = (shape){(poas_dtype)dt, ta, tb, squares[(i + pair) % 4],
+                             squares[(i + pair) % 4], squares[(i + pair) % 4]};
+      }
+    }
+  return n;
+}
+
+static double time_shape(poas_context *ctx, const shape *s, void *A, void *B, void *C, int reps) {
+  int64_t lda = s->ta == POAS_NO_TRANS ? s->m : s->k;
+  int64_t ldb = s->tb == POAS_NO_TRANS ? s->k : s->n;
+  double best = INFINITY;
+  for (int r = 0; r <= reps; r++) {
+    double t0 = now();
+    int rc = s->dtype == POAS_FLOAT32
+                 ? poas_sgemm(ctx, POAS_COL_MAJOR, s->ta, s->tb, s->m, s->n, s->k, 1, A, lda, B,
+                              ldb, 0, C, s->m)
+                 : poas_dgemm(ctx, POAS_COL_MAJOR, s->ta, s->tb, s->m, s->n, s->k, 1, A, lda, B,
+                              ldb, 0, C, s->m);
+    double t = now() - t0;
+    if (rc) {
+      fprintf(stderr, "accuracy: gemm failed: %s: %s\n", poas_strerror(rc), poas_error_detail());
+      exit(1);
+    }
+    if (r > 0 && t < best) /* the first call is a warm-up */
+      best = t;
+  }
+  return best;
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
+                                           {"reps", required_argument, NULL, 'r'},
+                                           {"quick", no_argument, NULL, 'q'},
+                                           {NULL, 0, NULL, 0}};
+  poas_options opts;
+  poas_options_init(&opts);
+  opts.devices = "cpu";
+  int reps = 5, quick = 0, c;
+  while ((c = getopt_long(argc, argv, "d:r:q", longopts, NULL)) != -1) {
+    if (c == 'd')
+      opts.devices = optarg;
+    else if (c == 'r')
+      reps = atoi(optarg) > 0 ? atoi(optarg) : 5;
+    else if (c == 'q')
+      quick = 1;
+    else
+      return 2;
+  }
+  poas_context *ctx;
+  int rc = poas_init(&ctx, &opts);
+  if (rc) {
+    fprintf(stderr, "accuracy: %s: %s\n", poas_strerror(rc), poas_error_detail());
+    return 1;
+  }
+  poas_profile_info pi;
+  poas_profile_get(ctx, &pi);
+  poas_device_info info;
+  poas_device_get(ctx, 0, &info);
+  if (!info.has_model) {
+    fprintf(stderr, "accuracy: %s has no calibrated model (%s)\n", info.id, pi.problem);
+    return 1;
+  }
+  shape shapes[128];
+  int ns = build_shapes(shapes, quick);
+  size_t elems = 2200 * 2200;
+  float *sA = malloc(elems * 4), *sB = malloc(elems * 4), *sC = malloc(elems * 4);
+  double *dA = malloc(elems * 8), *dB = malloc(elems * 8), *dC = malloc(elems * 8);
+  if (!sA || !sB || !sC || !dA || !dB || !dC)
+    return 1;
+  for (size_t i = 0; i < elems; i++) {
+    dA[i] = sA[i] = (float)(i % 7) / 7 - 0.5f;
+    dB[i] = sB[i] = (float)(i % 5) / 5 - 0.5f;
+  }
+  printf("device: %s (%s), profile: %s (written %s)\n\n", info.id, info.name, pi.path,
+         pi.created);
+  printf("| dtype | op | m | n | k | predicted ms | measured ms | error |\n");
+  printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+  double err[128];
+  for (int i = 0; i < ns; i++) {
+    const shape *s = &shapes[i];
+    double pred = 0, meas = s->dtype == POAS_FLOAT32 ? time_shape(ctx, s, sA, sB, sC, reps)
+                                                     : time_shape(ctx, s, dA, dB, dC, reps);
+    poas_predict_gemm(ctx, 0, s->dtype, s->ta, s->tb, s->m, s->n, s->k, &pred);
+    err[i] = fabs(pred - meas) / meas;
+    printf("| %s | %c%c | %lld | %lld | %lld | %.3f | %.3f | %.1f%% |\n",
+           s->dtype ? "d" : "s", s->ta == POAS_TRANS ? 'T' : 'N', s->tb == POAS_TRANS ? 'T' : 'N',
+           (long long)s->m, (long long)s->n, (long long)s->k, 1e3 * pred, 1e3 * meas,
+           100 * err[i]);
+    fflush(stdout);
+  }
+  qsort(err, (size_t)ns, sizeof *err, cmp_double);
+  double median = ns % 2 ? err[ns / 2] : 0.5 * (err[ns / 2 - 1] + err[ns / 2]);
+  printf("\nshapes: %d, median |predicted - measured| / measured: %.2f%%, 90th percentile: "
+         "%.2f%%, max: %.2f%%\n",
+         ns, 100 * median, 100 * err[(ns * 9) / 10], 100 * err[ns - 1]);
+  free(sA);
+  free(sB);
+  free(sC);
+  free(dA);
+  free(dB);
+  free(dC);
+  poas_finalize(ctx);
+  return 0;
+}

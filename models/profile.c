@@ -1,0 +1,713 @@
+/* profile.c: reading, validating and writing profile files.
+ *
+ * The reader walks the JSON tree with a small cursor that knows the path
+ * of the value it looks at ("devices[0].gemm.s.NN.coef[3]"), so every
+ * complaint names the file, the field and what is wrong with it. Unknown
+ * fields are refused too: a hand edit with a typo must not be ignored
+ * quietly. Values are checked for type, finiteness and plausible ranges,
+ * and each GEMM model must predict sane times for a few reference shapes,
+ * so that a hand-edited coefficient cannot make the solver divide by
+ * zero or by a negative. */
+#include "models/profile.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+/* The feature list of the GEMM model, written into every profile: a file
+ * fitted with other features is refused rather than misread. */
+static const char gemm_features[] =
+    "1, 2mnk, mn, mk, nk, 2mnk[m<64], 2mnk[n<64], 2k*pad16(m)*pad16(n)-2mnk";
+static const char *const pair_names[4] = {"NN", "TN", "NT", "TT"};
+static const char *const dir_names[3] = {"h2d", "d2h", NULL};
+static const char *const kind_names[4] = {"cpu", "cuda", "opencl", "sim"};
+
+/* ------------------------------------------------------------ fingerprint */
+
+static void read_cpu_model(char *buf, size_t cap) {
+  poas__strlcpy(buf, "unknown CPU", cap);
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f)
+    return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) != 0)
+      continue;
+    const char *v = strchr(line, ':');
+    if (!v)
+      break;
+    for (v++; *v == ' ' || *v == '\t'; v++)
+      ;
+    poas__strlcpy(buf, v, cap);
+    buf[strcspn(buf, "\n")] = '\0';
+    break;
+  }
+  fclose(f);
+}
+
+void poas__profile_fingerprint_host(poas__profile *p) {
+  if (gethostname(p->host, sizeof p->host) != 0)
+    poas__strlcpy(p->host, "localhost", sizeof p->host);
+  p->host[sizeof p->host - 1] = '\0';
+  read_cpu_model(p->cpu_model, sizeof p->cpu_model);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  p->cores = n > 0 ? (int)n : 1;
+  const char *cfg = openblas_get_config();
+  poas__strlcpy(p->blas, cfg ? cfg : "unknown BLAS", sizeof p->blas);
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(p->created, sizeof p->created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  p->created_epoch = (double)now;
+}
+
+void poas__profile_device_identify(poas__profile_device *pd, const poas_device_info *info) {
+  poas__strlcpy(pd->id, info->id, sizeof pd->id);
+  pd->kind = info->kind;
+  poas__strlcpy(pd->name, info->name, sizeof pd->name);
+  poas__strlcpy(pd->driver, info->driver, sizeof pd->driver);
+  pd->cores = info->cores;
+  pd->memory_bytes = info->memory_bytes;
+}
+
+int poas__profile_device_matches(const poas__profile_device *pd, const poas_device_info *info,
+                                 char *why, size_t cap) {
+  if (pd->kind != info->kind)
+    snprintf(why, cap, "%s is a %s device here but a %s device in the profile", info->id,
+             kind_names[info->kind & 3], kind_names[pd->kind & 3]);
+  else if (strcmp(pd->name, info->name) != 0)
+    snprintf(why, cap, "%s is '%s' here but '%s' in the profile", info->id, info->name, pd->name);
+  else if (strcmp(pd->driver, info->driver) != 0)
+    snprintf(why, cap, "%s has driver '%s' here but '%s' in the profile", info->id, info->driver,
+             pd->driver);
+  else if (pd->cores != info->cores)
+    snprintf(why, cap, "%s uses %d cores here but %d in the profile", info->id, info->cores,
+             pd->cores);
+  else
+    return 1;
+  return 0;
+}
+
+const poas__profile_device *poas__profile_find(const poas__profile *p, const char *id) {
+  for (int i = 0; i < p->ndev; i++)
+    if (strcmp(p->dev[i].id, id) == 0)
+      return &p->dev[i];
+  return NULL;
+}
+
+int poas__profile_default_path(char *buf, size_t cap) {
+  const char *env = getenv("POAS_PROFILE");
+  if (env && *env) {
+    poas__strlcpy(buf, env, cap);
+    return 0;
+  }
+  char host[128];
+  if (gethostname(host, sizeof host) != 0)
+    poas__strlcpy(host, "localhost", sizeof host);
+  host[sizeof host - 1] = '\0';
+  const char *xdg = getenv("XDG_DATA_HOME");
+  const char *home = getenv("HOME");
+  int n;
+  if (xdg && *xdg)
+    n = snprintf(buf, cap, "%s/poas/%s.json", xdg, host);
+  else if (home && *home)
+    n = snprintf(buf, cap, "%s/.local/share/poas/%s.json", home, host);
+  else
+    return poas__fail(POAS_EPROFILE, "no profile path: neither POAS_PROFILE, XDG_DATA_HOME "
+                                     "nor HOME is set");
+  if (n < 0 || (size_t)n >= cap)
+    return poas__fail(POAS_EINVAL, "profile path too long");
+  return 0;
+}
+
+/* ----------------------------------------------------------------- reader */
+
+/* Where the reader is: the file's name for messages and the first problem
+ * found. */
+typedef struct reader {
+  const char *name;
+  char problem[400];
+} reader;
+
+static int complain(reader *r, const char *fmt, ...) POAS__PRINTF(2, 3);
+static int complain(reader *r, const char *fmt, ...) {
+  if (!r->problem[0]) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->problem, sizeof r->problem, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+static const char *type_name(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_OBJECT:
+    return "an object";
+  case JSON_ARRAY:
+    return "an array";
+  case JSON_STRING:
+    return "a string";
+  case JSON_INTEGER:
+  case JSON_REAL:
+    return "a number";
+  case JSON_TRUE:
+  case JSON_FALSE:
+    return "a boolean";
+  case JSON_NULL:
+    return "null";
+  }
+  return "something else";
+}
+
+/* Refuses keys of `obj` not in the NULL-terminated `known`. */
+static int only_keys(reader *r, json_t *obj, const char *path, const char *const *known) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    int ok = 0;
+    for (const char *const *k = known; !ok && *k; k++)
+      ok = strcmp(key, *k) == 0;
+    if (!ok)
+      return complain(r, "unknown field '%s%s%s'", path, *path ? "." : "", key);
+  }
+  return 0;
+}
+
+/* The member `key` of `obj`, of JSON type `type`; NULL (with a complaint)
+ * when missing or of another type, unless `optional` and missing. */
+static json_t *member(reader *r, json_t *obj, const char *path, const char *key, json_type type,
+                      const char *what, int optional) {
+  json_t *v = json_object_get(obj, key);
+  const char *dot = *path ? "." : "";
+  if (!v) {
+    if (!optional)
+      complain(r, "missing field '%s%s%s'", path, dot, key);
+    return NULL;
+  }
+  int ok = json_typeof(v) == type || (type == JSON_REAL && json_is_integer(v)) ||
+           (type == JSON_TRUE && json_is_boolean(v));
+  if (!ok) {
+    complain(r, "field '%s%s%s' should be %s, not %s", path, dot, key, what, type_name(v));
+    return NULL;
+  }
+  return v;
+}
+
+static int get_string(reader *r, json_t *obj, const char *path, const char *key, char *out,
+                      size_t cap) {
+  json_t *v = member(r, obj, path, key, JSON_STRING, "a string", 0);
+  if (!v)
+    return -1;
+  if (json_string_length(v) >= cap || strlen(json_string_value(v)) != json_string_length(v))
+    return complain(r, "field '%s%s%s' is too long or holds a NUL character", path,
+                    *path ? "." : "", key);
+  poas__strlcpy(out, json_string_value(v), cap);
+  return 0;
+}
+
+/* A finite number in [lo, hi]. */
+static int get_number(reader *r, json_t *obj, const char *path, const char *key, double lo,
+                      double hi, double *out) {
+  json_t *v = member(r, obj, path, key, JSON_REAL, "a number", 0);
+  if (!v)
+    return -1;
+  double x = json_number_value(v);
+  if (!isfinite(x) || x < lo || x > hi)
+    return complain(r, "field '%s%s%s' is %g, outside [%g, %g]", path, *path ? "." : "", key, x,
+                    lo, hi);
+  *out = x;
+  return 0;
+}
+
+/* An integer in [lo, hi]; a real with no fraction is refused too, since a
+ * count written as 3.0 was not written by POAS. */
+static int get_int(reader *r, json_t *obj, const char *path, const char *key, json_int_t lo,
+                   json_int_t hi, json_int_t *out) {
+  json_t *v = member(r, obj, path, key, JSON_INTEGER, "an integer", 0);
+  if (!v)
+    return -1;
+  json_int_t x = json_integer_value(v);
+  if (x < lo || x > hi)
+    return complain(r, "field '%s%s%s' is %lld, outside [%lld, %lld]", path, *path ? "." : "",
+                    key, (long long)x, (long long)lo, (long long)hi);
+  *out = x;
+  return 0;
+}
+
+static int read_fit(reader *r, json_t *obj, const char *path, poas__fit_stats *fit) {
+  json_int_t samples;
+  if (get_int(r, obj, path, "samples", 0, 100000000, &samples) ||
+      get_number(r, obj, path, "r2", -1e6, 1, &fit->r2) ||
+      get_number(r, obj, path, "heldout_median", 0, 1e6, &fit->heldout_median) ||
+      get_number(r, obj, path, "heldout_max", 0, 1e6, &fit->heldout_max))
+    return -1;
+  if (fit->heldout_max < fit->heldout_median)
+    return complain(r, "'%s': heldout_max is below heldout_median", path);
+  fit->samples = (int)samples;
+  return 0;
+}
+
+/* A GEMM model must predict a positive, finite time no faster than 10
+ * Pflop/s and no slower than 1 Mflop/s plus a second for these shapes,
+ * the square, thin and flat blocks that planning asks about. */
+static int check_gemm_sane(reader *r, const poas__gemm_model *gm, const char *path) {
+  static const int64_t shapes[][3] = {{64, 64, 64},     {1024, 1024, 1024}, {8192, 8192, 8192},
+                                      {16, 4096, 4096}, {4096, 16, 4096},   {4096, 4096, 16}};
+  poas__device_model dm = {0};
+  dm.gemm[0][0] = *gm;
+  for (size_t i = 0; i < POAS__ARRAY_LEN(shapes); i++) {
+    int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+    double flops = 2.0 * (double)m * (double)n * (double)k;
+    double t = poas__model_gemm_time(&dm, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k);
+    if (!isfinite(t) || t < flops / 1e16 || t > flops / 1e6 + 1)
+      return complain(r, "'%s' predicts %g s for a %lldx%lldx%lld GEMM, which is absurd", path, t,
+                      (long long)m, (long long)n, (long long)k);
+  }
+  return 0;
+}
+
+static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_model *gm) {
+  static const char *const known[] = {"coef", "samples", "r2", "heldout_median", "heldout_max",
+                                      NULL};
+  if (only_keys(r, obj, path, known))
+    return -1;
+  json_t *coef = member(r, obj, path, "coef", JSON_ARRAY, "an array", 0);
+  if (!coef)
+    return -1;
+  if (json_array_size(coef) != POAS__GEMM_NFEAT)
+    return complain(r, "'%s.coef' has %zu numbers, expected %d", path, json_array_size(coef),
+                    POAS__GEMM_NFEAT);
+  for (int i = 0; i < POAS__GEMM_NFEAT; i++) {
+    json_t *c = json_array_get(coef, (size_t)i);
+    if (!json_is_number(c))
+      return complain(r, "'%s.coef[%d]' should be a number, not %s", path, i, type_name(c));
+    double x = json_number_value(c);
+    /* Every feature is at least 1 for a non-empty GEMM, so a coefficient
+     * of more than a second per unit is nonsense. */
+    if (!isfinite(x) || fabs(x) > 1)
+      return complain(r, "'%s.coef[%d]' is %g, outside [-1, 1]", path, i, x);
+    gm->coef[i] = x;
+  }
+  poas__fit_stats fit;
+  if (read_fit(r, obj, path, &fit))
+    return -1;
+  gm->valid = 1;
+  gm->samples = fit.samples;
+  gm->r2 = fit.r2;
+  gm->heldout_median = fit.heldout_median;
+  gm->heldout_max = fit.heldout_max;
+  return check_gemm_sane(r, gm, path);
+}
+
+/* gemm: {"s": {"fit": {...}, "NN": {...}, ...}, "d": {...}}: each dtype
+ * optional, but one must be there, and a dtype needs its NN model (the
+ * other pairs fall back to it). */
+static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_model *dm) {
+  static const char *const dtypes[] = {"s", "d", NULL};
+  if (only_keys(r, obj, path, dtypes))
+    return -1;
+  int any = 0;
+  for (int dt = 0; dt < 2; dt++) {
+    char p[256];
+    snprintf(p, sizeof p, "%.200s.%s", path, dtypes[dt]);
+    json_t *d = member(r, obj, path, dtypes[dt], JSON_OBJECT, "an object", 1);
+    if (!d) {
+      if (r->problem[0])
+        return -1;
+      continue;
+    }
+    static const char *const known[] = {"fit", "NN", "TN", "NT", "TT", NULL};
+    if (only_keys(r, d, p, known))
+      return -1;
+    json_t *fit = member(r, d, p, "fit", JSON_OBJECT, "an object", 0);
+    if (!fit)
+      return -1;
+    char fp[300];
+    snprintf(fp, sizeof fp, "%s.fit", p);
+    static const char *const fit_keys[] = {"samples", "r2", "heldout_median", "heldout_max",
+                                           NULL};
+    if (only_keys(r, fit, fp, fit_keys) || read_fit(r, fit, fp, &dm->gemm_fit[dt]))
+      return -1;
+    for (int pair = 0; pair < 4; pair++) {
+      json_t *m = member(r, d, p, pair_names[pair], JSON_OBJECT, "an object", pair != 0);
+      if (!m) {
+        if (r->problem[0])
+          return -1;
+        continue;
+      }
+      char mp[300];
+      snprintf(mp, sizeof mp, "%s.%s", p, pair_names[pair]);
+      if (read_gemm_model(r, m, mp, &dm->gemm[dt][pair]))
+        return -1;
+    }
+    any = 1;
+  }
+  if (!any)
+    return complain(r, "'%s' has no model for s or d", path);
+  return 0;
+}
+
+static int read_transfer_model(reader *r, json_t *obj, const char *path,
+                               poas__transfer_model *tm) {
+  static const char *const known[] = {"latency",        "bandwidth",   "samples", "r2",
+                                      "heldout_median", "heldout_max", NULL};
+  if (only_keys(r, obj, path, known) ||
+      get_number(r, obj, path, "latency", 0, 1, &tm->latency) ||
+      get_number(r, obj, path, "bandwidth", 1e3, 1e14, &tm->bandwidth) ||
+      read_fit(r, obj, path, &tm->fit))
+    return -1;
+  tm->valid = 1;
+  return 0;
+}
+
+/* transfer: {"h2d": {"pageable": {...}, "pinned": {...}}, "d2h": {...}};
+ * absent for devices that compute on host memory. */
+static int read_transfer(reader *r, json_t *obj, const char *path, poas__device_model *dm) {
+  if (only_keys(r, obj, path, dir_names))
+    return -1;
+  for (int dir = 0; dir < 2; dir++) {
+    char p[256];
+    snprintf(p, sizeof p, "%.200s.%s", path, dir_names[dir]);
+    json_t *d = member(r, obj, path, dir_names[dir], JSON_OBJECT, "an object", 0);
+    if (!d)
+      return -1;
+    static const char *const known[] = {"pageable", "pinned", NULL};
+    if (only_keys(r, d, p, known))
+      return -1;
+    json_t *pg = member(r, d, p, "pageable", JSON_OBJECT, "an object", 0);
+    char mp[300];
+    snprintf(mp, sizeof mp, "%s.pageable", p);
+    if (!pg || read_transfer_model(r, pg, mp, &dm->xfer[dir]))
+      return -1;
+    json_t *pn = member(r, d, p, "pinned", JSON_OBJECT, "an object", 1);
+    snprintf(mp, sizeof mp, "%s.pinned", p);
+    if (r->problem[0] || (pn && read_transfer_model(r, pn, mp, &dm->xfer_pinned[dir])))
+      return -1;
+  }
+  return 0;
+}
+
+static int read_kind(reader *r, json_t *obj, const char *path, poas_device_kind *kind) {
+  char k[16];
+  if (get_string(r, obj, path, "kind", k, sizeof k))
+    return -1;
+  for (int i = 0; i < 4; i++)
+    if (strcmp(k, kind_names[i]) == 0) {
+      *kind = (poas_device_kind)i;
+      return 0;
+    }
+  return complain(r, "'%s.kind' is '%s', not one of cpu, cuda, opencl, sim", path, k);
+}
+
+static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
+                                   poas__profile_device *pd) {
+  static const char *const known[] = {"id", "kind", "name", "driver", "cores", "memory", NULL};
+  json_int_t cores, memory;
+  if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", pd->id, sizeof pd->id) ||
+      read_kind(r, obj, path, &pd->kind) ||
+      get_string(r, obj, path, "name", pd->name, sizeof pd->name) ||
+      get_string(r, obj, path, "driver", pd->driver, sizeof pd->driver) ||
+      get_int(r, obj, path, "cores", 1, 1 << 20, &cores) ||
+      get_int(r, obj, path, "memory", 0, (json_int_t)1 << 56, &memory))
+    return -1;
+  if (!pd->id[0])
+    return complain(r, "'%s.id' is empty", path);
+  pd->cores = (int)cores;
+  pd->memory_bytes = (uint64_t)memory;
+  return 0;
+}
+
+static int read_device_models(reader *r, json_t *obj, const char *path,
+                              poas__profile_device *pd) {
+  static const char *const known[] = {"id", "name", "memory_bytes", "gemm", "transfer", NULL};
+  char id[POAS_ID_LEN], name[128];
+  json_int_t memory;
+  if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
+      get_string(r, obj, path, "name", name, sizeof name) ||
+      get_int(r, obj, path, "memory_bytes", 0, (json_int_t)1 << 56, &memory))
+    return -1;
+  if (strcmp(id, pd->id) != 0 || strcmp(name, pd->name) != 0)
+    return complain(r, "'%s' is '%s' ('%s') but the fingerprint lists '%s' ('%s') there", path,
+                    id, name, pd->id, pd->name);
+  poas__device_model *dm = &pd->model;
+  dm->source = POAS__MODEL_CALIBRATED;
+  dm->memory_bytes = (uint64_t)memory;
+  char p[256];
+  json_t *gemm = member(r, obj, path, "gemm", JSON_OBJECT, "an object", 0);
+  snprintf(p, sizeof p, "%s.gemm", path);
+  if (!gemm || read_gemm(r, gemm, p, dm))
+    return -1;
+  json_t *xfer = member(r, obj, path, "transfer", JSON_OBJECT, "an object", 1);
+  snprintf(p, sizeof p, "%s.transfer", path);
+  if (r->problem[0] || (xfer && read_transfer(r, xfer, p, dm)))
+    return -1;
+  return 0;
+}
+
+static int read_fingerprint(reader *r, json_t *root, poas__profile *p) {
+  json_t *fp = member(r, root, "", "fingerprint", JSON_OBJECT, "an object", 0);
+  if (!fp)
+    return -1;
+  static const char *const known[] = {"cpu_model", "cores", "blas", "devices", NULL};
+  json_int_t cores;
+  if (only_keys(r, fp, "fingerprint", known) ||
+      get_string(r, fp, "fingerprint", "cpu_model", p->cpu_model, sizeof p->cpu_model) ||
+      get_int(r, fp, "fingerprint", "cores", 1, 1 << 20, &cores) ||
+      get_string(r, fp, "fingerprint", "blas", p->blas, sizeof p->blas))
+    return -1;
+  p->cores = (int)cores;
+  json_t *devs = member(r, fp, "fingerprint", "devices", JSON_ARRAY, "an array", 0);
+  if (!devs)
+    return -1;
+  if (json_array_size(devs) > POAS_MAX_DEVICES)
+    return complain(r, "'fingerprint.devices' lists %zu devices, more than %d",
+                    json_array_size(devs), POAS_MAX_DEVICES);
+  p->ndev = (int)json_array_size(devs);
+  for (int i = 0; i < p->ndev; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "fingerprint.devices[%d]", i);
+    json_t *d = json_array_get(devs, (size_t)i);
+    if (!json_is_object(d))
+      return complain(r, "'%s' should be an object, not %s", path, type_name(d));
+    if (read_fingerprint_device(r, d, path, &p->dev[i]))
+      return -1;
+    for (int j = 0; j < i; j++)
+      if (strcmp(p->dev[j].id, p->dev[i].id) == 0)
+        return complain(r, "device '%s' is listed twice", p->dev[i].id);
+  }
+  return 0;
+}
+
+static int read_profile(reader *r, json_t *root, poas__profile *p) {
+  if (!json_is_object(root))
+    return complain(r, "the top level should be an object, not %s", type_name(root));
+  static const char *const known[] = {"format",  "version", "created",  "created_epoch",
+                                      "host",    "gemm_features", "fingerprint", "devices", NULL};
+  char format[32], features[128];
+  json_int_t version;
+  if (get_string(r, root, "", "format", format, sizeof format))
+    return -1;
+  if (strcmp(format, POAS__PROFILE_FORMAT) != 0)
+    return complain(r, "format is '%s', not a POAS profile", format);
+  if (get_int(r, root, "", "version", 0, INT32_MAX, &version))
+    return -1;
+  if (version != POAS__PROFILE_VERSION)
+    return complain(r, "version %lld is not supported (this POAS reads version %d); run "
+                       "poas-calibrate again",
+                    (long long)version, POAS__PROFILE_VERSION);
+  if (only_keys(r, root, "", known) ||
+      get_string(r, root, "", "created", p->created, sizeof p->created) ||
+      get_number(r, root, "", "created_epoch", 0, 1e11, &p->created_epoch) ||
+      get_string(r, root, "", "host", p->host, sizeof p->host) ||
+      get_string(r, root, "", "gemm_features", features, sizeof features))
+    return -1;
+  if (strcmp(features, gemm_features) != 0)
+    return complain(r, "its GEMM models use the features '%s', this POAS uses '%s'; run "
+                       "poas-calibrate again",
+                    features, gemm_features);
+  if (read_fingerprint(r, root, p))
+    return -1;
+  json_t *devs = member(r, root, "", "devices", JSON_ARRAY, "an array", 0);
+  if (!devs)
+    return -1;
+  if (json_array_size(devs) != (size_t)p->ndev)
+    return complain(r, "'devices' has %zu entries but the fingerprint lists %d",
+                    json_array_size(devs), p->ndev);
+  for (int i = 0; i < p->ndev; i++) {
+    char path[32];
+    snprintf(path, sizeof path, "devices[%d]", i);
+    json_t *d = json_array_get(devs, (size_t)i);
+    if (!json_is_object(d))
+      return complain(r, "'%s' should be an object, not %s", path, type_name(d));
+    if (read_device_models(r, d, path, &p->dev[i]))
+      return -1;
+  }
+  return 0;
+}
+
+int poas__profile_parse(const char *text, size_t len, const char *name, poas__profile *out) {
+  if (len > POAS__PROFILE_MAX_BYTES)
+    return poas__fail(POAS_EPROFILE, "%s: %zu bytes is too large for a profile", name, len);
+  json_error_t jerr;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root)
+    return poas__fail(POAS_EPROFILE, "%s: not valid JSON (line %d, column %d: %s)", name,
+                      jerr.line, jerr.column, jerr.text);
+  poas__profile *tmp = calloc(1, sizeof *tmp);
+  if (!tmp) {
+    json_decref(root);
+    return POAS_ENOMEM;
+  }
+  reader r = {.name = name};
+  int bad = read_profile(&r, root, tmp);
+  json_decref(root);
+  if (bad) {
+    free(tmp);
+    return poas__fail(POAS_EPROFILE, "%s: %s", name, r.problem);
+  }
+  *out = *tmp;
+  free(tmp);
+  return 0;
+}
+
+int poas__profile_load(const char *path, poas__profile *out) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    int e = errno;
+    poas__fail(POAS_EIO, "%s: %s", path, strerror(e));
+    errno = e;
+    return POAS_EIO;
+  }
+  char *buf = malloc(POAS__PROFILE_MAX_BYTES + 1);
+  if (!buf) {
+    fclose(f);
+    return POAS_ENOMEM;
+  }
+  size_t len = fread(buf, 1, POAS__PROFILE_MAX_BYTES + 1, f);
+  int rerr = ferror(f);
+  fclose(f);
+  int rc = rerr ? poas__fail(POAS_EIO, "%s: read error", path)
+                : poas__profile_parse(buf, len, path, out);
+  free(buf);
+  return rc;
+}
+
+/* ----------------------------------------------------------------- writer */
+
+static json_t *fit_json(json_t *obj, const poas__fit_stats *fit) {
+  json_object_set_new(obj, "samples", json_integer(fit->samples));
+  json_object_set_new(obj, "r2", json_real(fit->r2));
+  json_object_set_new(obj, "heldout_median", json_real(fit->heldout_median));
+  json_object_set_new(obj, "heldout_max", json_real(fit->heldout_max));
+  return obj;
+}
+
+static json_t *gemm_json(const poas__device_model *dm) {
+  json_t *g = json_object();
+  for (int dt = 0; dt < 2; dt++) {
+    if (!dm->gemm[dt][0].valid)
+      continue;
+    json_t *d = json_object();
+    json_object_set_new(d, "fit", fit_json(json_object(), &dm->gemm_fit[dt]));
+    for (int pair = 0; pair < 4; pair++) {
+      const poas__gemm_model *gm = &dm->gemm[dt][pair];
+      if (!gm->valid)
+        continue;
+      json_t *m = json_object(), *coef = json_array();
+      for (int i = 0; i < POAS__GEMM_NFEAT; i++)
+        json_array_append_new(coef, json_real(gm->coef[i]));
+      json_object_set_new(m, "coef", coef);
+      poas__fit_stats fit = {gm->samples, gm->r2, gm->heldout_median, gm->heldout_max};
+      json_object_set_new(d, pair_names[pair], fit_json(m, &fit));
+    }
+    json_object_set_new(g, dt ? "d" : "s", d);
+  }
+  return g;
+}
+
+static json_t *transfer_model_json(const poas__transfer_model *tm) {
+  json_t *m = json_object();
+  json_object_set_new(m, "latency", json_real(tm->latency));
+  json_object_set_new(m, "bandwidth", json_real(tm->bandwidth));
+  return fit_json(m, &tm->fit);
+}
+
+static json_t *device_json(const poas__profile_device *pd) {
+  json_t *d = json_object();
+  json_object_set_new(d, "id", json_string(pd->id));
+  json_object_set_new(d, "name", json_string(pd->name));
+  json_object_set_new(d, "memory_bytes", json_integer((json_int_t)pd->model.memory_bytes));
+  json_object_set_new(d, "gemm", gemm_json(&pd->model));
+  if (pd->model.xfer[0].valid && pd->model.xfer[1].valid) {
+    json_t *t = json_object();
+    for (int dir = 0; dir < 2; dir++) {
+      json_t *x = json_object();
+      json_object_set_new(x, "pageable", transfer_model_json(&pd->model.xfer[dir]));
+      if (pd->model.xfer_pinned[dir].valid)
+        json_object_set_new(x, "pinned", transfer_model_json(&pd->model.xfer_pinned[dir]));
+      json_object_set_new(t, dir_names[dir], x);
+    }
+    json_object_set_new(d, "transfer", t);
+  }
+  return d;
+}
+
+static json_t *profile_json(const poas__profile *p) {
+  json_t *root = json_object();
+  json_object_set_new(root, "format", json_string(POAS__PROFILE_FORMAT));
+  json_object_set_new(root, "version", json_integer(POAS__PROFILE_VERSION));
+  json_object_set_new(root, "created", json_string(p->created));
+  json_object_set_new(root, "created_epoch", json_real(p->created_epoch));
+  json_object_set_new(root, "host", json_string(p->host));
+  json_object_set_new(root, "gemm_features", json_string(gemm_features));
+  json_t *fp = json_object(), *fpdevs = json_array(), *devs = json_array();
+  json_object_set_new(fp, "cpu_model", json_string(p->cpu_model));
+  json_object_set_new(fp, "cores", json_integer(p->cores));
+  json_object_set_new(fp, "blas", json_string(p->blas));
+  for (int i = 0; i < p->ndev; i++) {
+    const poas__profile_device *pd = &p->dev[i];
+    json_t *d = json_object();
+    json_object_set_new(d, "id", json_string(pd->id));
+    json_object_set_new(d, "kind", json_string(kind_names[pd->kind & 3]));
+    json_object_set_new(d, "name", json_string(pd->name));
+    json_object_set_new(d, "driver", json_string(pd->driver));
+    json_object_set_new(d, "cores", json_integer(pd->cores));
+    json_object_set_new(d, "memory", json_integer((json_int_t)pd->memory_bytes));
+    json_array_append_new(fpdevs, d);
+    json_array_append_new(devs, device_json(pd));
+  }
+  json_object_set_new(fp, "devices", fpdevs);
+  json_object_set_new(root, "fingerprint", fp);
+  json_object_set_new(root, "devices", devs);
+  return root;
+}
+
+/* mkdir -p of the directory part of `path`. */
+static int make_parents(const char *path) {
+  char dir[1024];
+  poas__strlcpy(dir, path, sizeof dir);
+  for (char *s = dir + 1; *s; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+      return poas__fail(POAS_EIO, "%s: cannot create directory %s: %s", path, dir,
+                        strerror(errno));
+    *s = '/';
+  }
+  return 0;
+}
+
+int poas__profile_write(const char *path, const poas__profile *p) {
+  if (strlen(path) >= 1000)
+    return poas__fail(POAS_EINVAL, "profile path too long");
+  int rc = make_parents(path);
+  if (rc)
+    return rc;
+  json_t *root = profile_json(p);
+  if (!root)
+    return POAS_ENOMEM;
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
+    json_decref(root);
+    unlink(tmp);
+    return poas__fail(POAS_EIO, "%s: cannot write the profile", tmp);
+  }
+  json_decref(root);
+  if (rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return poas__fail(POAS_EIO, "%s: cannot rename %s into place: %s", path, tmp, strerror(e));
+  }
+  return 0;
+}

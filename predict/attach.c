@@ -1,0 +1,177 @@
+/* attach.c: choosing each device's model when a context opens.
+ *
+ * Every device starts from its built-in estimate. A sim device with
+ * profile=FILE then takes the model of a device of that profile and has its
+ * simulated times follow it (replay of a real machine). The machine's
+ * profile, when present and readable, replaces the estimate of each real
+ * device whose fingerprint it matches; a device that differs, or that the
+ * profile does not cover, keeps its estimate and the status says which.
+ * With no usable profile, POAS says once (when logging) to run
+ * poas-calibrate. */
+#include "devices/sim/sim.h"
+#include "predict/predict.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* Copies the parts a profile device has over a model: each dtype with a
+ * model, the transfers when measured, and the memory. */
+static void overlay(poas__device_model *dst, const poas__device_model *src) {
+  for (int dt = 0; dt < 2; dt++) {
+    if (!src->gemm[dt][0].valid)
+      continue;
+    memcpy(dst->gemm[dt], src->gemm[dt], sizeof dst->gemm[dt]);
+    dst->gemm_fit[dt] = src->gemm_fit[dt];
+  }
+  for (int dir = 0; dir < 2; dir++) {
+    if (src->xfer[dir].valid)
+      dst->xfer[dir] = src->xfer[dir];
+    dst->xfer_pinned[dir] = src->xfer_pinned[dir];
+  }
+  if (src->memory_bytes)
+    dst->memory_bytes = src->memory_bytes;
+  dst->source = POAS__MODEL_CALIBRATED;
+}
+
+/* The sim replay hook: times from the device's (profile) model. */
+static double replay_time(void *user, const poas__gemm_call *g, size_t copy_bytes,
+                          poas_direction dir) {
+  const poas__device_model *dm = user;
+  if (!g)
+    return poas__model_transfer_time(dm, dir, (double)copy_bytes);
+  return poas__model_gemm_time(dm, g->dtype, g->transa, g->transb, g->m, g->n, g->k);
+}
+
+/* sim:profile=FILE[#ID]: loads FILE and replays device ID (default: the
+ * profile's first device) on `dev`. */
+static int attach_replay(poas__device *dev, const char *spec, poas__device_model *model) {
+  char file[POAS__SPEC_TOKEN];
+  poas__strlcpy(file, spec, sizeof file);
+  char *hash = strchr(file, '#');
+  const char *want = NULL;
+  if (hash) {
+    *hash = '\0';
+    want = hash + 1;
+  }
+  poas__profile *p = malloc(sizeof *p);
+  if (!p)
+    return POAS_ENOMEM;
+  int rc = poas__profile_load(file, p);
+  if (rc == POAS_EIO)
+    rc = poas__fail(POAS_EPROFILE, "%s: replay profile for %s: %s", file, dev->info.id,
+                    strerror(errno));
+  const poas__profile_device *pd = NULL;
+  if (!rc) {
+    pd = want ? poas__profile_find(p, want) : (p->ndev ? &p->dev[0] : NULL);
+    if (!pd)
+      rc = poas__fail(POAS_EPROFILE, "%s: no device '%s' to replay on %s", file,
+                      want ? want : "(any)", dev->info.id);
+  }
+  if (!rc) {
+    uint64_t memory = model->memory_bytes;
+    overlay(model, &pd->model);
+    model->memory_bytes = memory; /* allocations follow the sim's own limit */
+    poas__sim_set_time_fn(dev, replay_time, model);
+    poas__info("%s replays %s (%s) from %s", dev->info.id, pd->id, pd->name, file);
+  }
+  free(p);
+  return rc;
+}
+
+static void append(char *buf, size_t cap, const char *text) {
+  size_t n = strlen(buf);
+  if (n + 2 < cap)
+    snprintf(buf + n, cap - n, "%s%s", n ? "; " : "", text);
+}
+
+/* Says once per process, when logging, that calibration would help. */
+static void suggest_calibration(const char *why) {
+  static atomic_int said;
+  if (poas__log_level() >= POAS__LOG_WARN && !atomic_exchange(&said, 1))
+    poas__warn("%s; using rough built-in estimates: run poas-calibrate for accurate ones", why);
+}
+
+/* Applies a loaded profile to the real devices of the set. */
+static void apply_profile(const poas__devset *set, const poas__profile *p,
+                          poas__device_model models[], poas__profile_status *st) {
+  int used = 0, missing = 0;
+  for (int i = 0; i < set->ndev; i++) {
+    const poas__device *dev = set->dev[i];
+    if (dev->be == &poas__backend_sim)
+      continue;
+    const poas__profile_device *pd = poas__profile_find(p, dev->info.id);
+    char why[400];
+    if (!pd) {
+      snprintf(why, sizeof why, "%s is not in the profile", dev->info.id);
+      append(st->problem, sizeof st->problem, why);
+      missing++;
+    } else if (!poas__profile_device_matches(pd, &dev->info, why, sizeof why)) {
+      append(st->problem, sizeof st->problem, why);
+      poas__warn("%s: not using its model: %s", st->path, why);
+      missing++;
+    } else {
+      overlay(&models[i], &pd->model);
+      used++;
+    }
+  }
+  st->loaded = used > 0;
+  poas__strlcpy(st->created, p->created, sizeof st->created);
+  st->age_s = difftime(time(NULL), (time_t)p->created_epoch);
+  if (missing)
+    suggest_calibration(st->problem);
+}
+
+int poas__predict_attach(const poas__devset *set, const char *profile_path, int no_profile,
+                         poas__device_model models[], poas__profile_status *status) {
+  memset(status, 0, sizeof *status);
+  status->age_s = -1;
+  for (int i = 0; i < set->ndev; i++) {
+    poas__device *dev = set->dev[i];
+    poas__predict_builtin(dev, &models[i]);
+    poas__sim_params sp;
+    if (poas__sim_get_params(dev, &sp) == 0 && sp.profile) {
+      int rc = attach_replay(dev, sp.profile, &models[i]);
+      if (rc)
+        return rc;
+    }
+  }
+  int real = 0;
+  for (int i = 0; i < set->ndev; i++)
+    real += set->dev[i]->be != &poas__backend_sim;
+  if (no_profile || !real)
+    return 0;
+  if (profile_path)
+    poas__strlcpy(status->path, profile_path, sizeof status->path);
+  else if (poas__profile_default_path(status->path, sizeof status->path) != 0) {
+    poas__strlcpy(status->problem, poas_error_detail(), sizeof status->problem);
+    poas__clear_detail();
+    suggest_calibration(status->problem);
+    return 0;
+  }
+  /* A missing profile is the usual first run, not a fault worth a
+   * warning of its own. */
+  struct stat sb;
+  if (stat(status->path, &sb) != 0 && errno == ENOENT) {
+    snprintf(status->problem, sizeof status->problem, "no profile at %.480s", status->path);
+    suggest_calibration(status->problem);
+    return 0;
+  }
+  poas__profile *p = malloc(sizeof *p);
+  if (!p)
+    return POAS_ENOMEM;
+  int rc = poas__profile_load(status->path, p);
+  if (rc == 0)
+    apply_profile(set, p, models, status);
+  else
+    poas__strlcpy(status->problem, poas_error_detail(), sizeof status->problem);
+  free(p);
+  poas__clear_detail();
+  if (rc)
+    suggest_calibration(status->problem);
+  return rc == POAS_ENOMEM ? rc : 0;
+}

@@ -1,0 +1,501 @@
+/* calibrate.c: measuring one device and fitting its models.
+ *
+ * Everything goes through the backend table: allocate, copy, gemm,
+ * lane_sync, timed with poas__now() (or, for a simulated device in virtual
+ * time, with its lane clock, where times are exact). The GEMM sweep covers
+ * what planning asks about: squares, thin row blocks (few rows x full n x
+ * full k, what a row split hands a device), thin column blocks (the
+ * transposed case) and random shapes in between, for every transpose
+ * pair. The sweep runs several passes, each over every sample in a new
+ * shuffled order, each sample warmed up and then timed once per pass; the
+ * fastest of its passes is kept. On a machine shared with other work a
+ * neighbour's burst of load can only add time, and it spoils one pass of
+ * many samples rather than every pass of a few, so the fastest pass is the
+ * device's own time far more reliably than a median (run-to-run spread on
+ * the shared 2-core CI machine: median 1.4% with the fastest pass, 18%
+ * with the median). One sample in five, chosen by position, is held out
+ * of the fit to report honest errors. */
+#include "devices/sim/sim.h"
+#include "predict/predict.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Most timed repetitions of one sample. */
+#define MAX_REPS 16
+
+typedef struct gemm_sample {
+  int id; /* position in the sweep, which shuffles do not change */
+  int dtype, pair;
+  int64_t m, n, k;
+  int heldout;
+  double t;
+} gemm_sample;
+
+/* xorshift64*: deterministic shuffles and shapes from a fixed seed. */
+static uint64_t rng_next(uint64_t *s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 2685821657736338717ull;
+}
+
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+/* A size drawn log-uniformly in [lo, hi], rounded to a multiple of 8 half
+ * the time so that both aligned and ragged shapes are seen. */
+static int64_t rng_size(uint64_t *s, int64_t lo, int64_t hi) {
+  double v = exp(log((double)lo) + rng_unit(s) * (log((double)hi) - log((double)lo)));
+  int64_t x = (int64_t)v;
+  if (rng_next(s) & 1)
+    x = x / 8 * 8;
+  return POAS__MAX(x, lo);
+}
+
+/* The sweep's extent. */
+typedef struct sweep {
+  int64_t big_max;       /* largest full dimension */
+  const int64_t *squares, *thin, *full;
+  int nsquares, nthin, nfull, nrandom;
+  int reps;
+} sweep;
+
+static const int64_t quick_squares[] = {128, 256, 448, 640, 896, 1152};
+static const int64_t quick_thin[] = {8, 24, 64, 160};
+static const int64_t quick_full[] = {640, 1152, 1536};
+static const int64_t full_squares[] = {128, 256, 384, 512, 768, 1024, 1408, 1792, 2048};
+static const int64_t full_thin[] = {4, 16, 40, 96, 200, 384};
+static const int64_t full_full[] = {512, 1024, 1792, 2560, 3072};
+
+static sweep sweep_for(int quick) {
+  if (quick)
+    return (sweep){1536, quick_squares, quick_thin, quick_full, POAS__ARRAY_LEN(quick_squares),
+                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5};
+  return (sweep){3072, full_squares, full_thin, full_full, POAS__ARRAY_LEN(full_squares),
+                 POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5};
+}
+
+static void add(gemm_sample *s, int *n, int dt, int pair, int64_t m, int64_t nn, int64_t k) {
+  s[*n] = (gemm_sample){.dtype = dt, .pair = pair, .m = m, .n = nn, .k = k};
+  (*n)++;
+}
+
+/* The shapes of one dtype and pair: squares, thin row and column blocks
+ * over the full sizes (k = n for row blocks, k = m for column blocks, and
+ * one unequal pair), and random shapes. */
+static int build_shapes(const sweep *sw, int dt, int pair, uint64_t *rng, gemm_sample *s) {
+  int n = 0;
+  for (int i = 0; i < sw->nsquares; i++)
+    add(s, &n, dt, pair, sw->squares[i], sw->squares[i], sw->squares[i]);
+  for (int i = 0; i < sw->nthin; i++)
+    for (int j = 0; j < sw->nfull; j++) {
+      int64_t full = sw->full[j], other = sw->full[(j + 1) % sw->nfull];
+      add(s, &n, dt, pair, sw->thin[i], full, i % 2 ? full : other);
+      add(s, &n, dt, pair, full, sw->thin[i], i % 2 ? other : full);
+    }
+  for (int i = 0; i < sw->nrandom; i++)
+    add(s, &n, dt, pair, rng_size(rng, 32, sw->big_max), rng_size(rng, 32, sw->big_max),
+        rng_size(rng, 32, sw->big_max));
+  for (int i = 0; i < n; i++)
+    s[i].heldout = i % 5 == 2;
+  return n;
+}
+
+static int max_shapes(const sweep *sw) {
+  return sw->nsquares + 2 * sw->nthin * sw->nfull + sw->nrandom;
+}
+
+/* ------------------------------------------------------------ timing */
+
+/* The clock of a device: its lane clock in virtual time, else the wall. */
+static double dev_clock(poas__device *dev) {
+  return dev->virtual_time ? poas__sim_lane_clock(dev, 0) : poas__now();
+}
+
+typedef struct bench {
+  poas__device *dev;
+  poas__mem a, b, c;
+  size_t cap;       /* bytes in each of a, b, c */
+  char *host;       /* host staging buffer for copies */
+  size_t host_cap;
+} bench;
+
+/* Times one call of a sample's GEMM after a warm-up call of it. */
+static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
+  poas__device *dev = bb->dev;
+  poas__gemm_call g = {
+      .dtype = (poas_dtype)s->dtype,
+      .transa = (s->pair & 1) ? POAS_TRANS : POAS_NO_TRANS,
+      .transb = (s->pair & 2) ? POAS_TRANS : POAS_NO_TRANS,
+      .m = s->m, .n = s->n, .k = s->k, .alpha = 1, .beta = 0,
+      .a = {bb->a, 0, (s->pair & 1) ? s->k : s->m},
+      .b = {bb->b, 0, (s->pair & 2) ? s->n : s->k},
+      .c = {bb->c, 0, s->m},
+  };
+  int rc = dev->be->gemm(dev, 0, &g);
+  if (!rc)
+    rc = poas__dev_sync_all(dev);
+  double t0 = dev_clock(dev);
+  if (!rc)
+    rc = dev->be->gemm(dev, 0, &g);
+  if (!rc)
+    rc = dev->be->lane_sync(dev, 0);
+  *out = dev_clock(dev) - t0;
+  if (rc)
+    return poas__fail(rc, "%s: GEMM %lldx%lldx%lld failed during calibration", dev->info.id,
+                      (long long)s->m, (long long)s->n, (long long)s->k);
+  return 0;
+}
+
+static int time_copy(bench *bb, poas_direction dir, size_t bytes, int reps, double *out) {
+  poas__device *dev = bb->dev;
+  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
+  double t[MAX_REPS];
+  reps = POAS__MIN(reps, MAX_REPS);
+  int rc = 0;
+  for (int r = -1; !rc && r < reps; r++) {
+    double t0 = dev_clock(dev);
+    rc = dir == POAS_H2D ? dev->be->copy_h2d(dev, 0, bb->a, bb->host, &c)
+                         : dev->be->copy_d2h(dev, 0, bb->host, bb->a, &c);
+    if (!rc)
+      rc = dev->be->lane_sync(dev, 0);
+    if (r >= 0)
+      t[r] = dev_clock(dev) - t0;
+  }
+  if (rc)
+    return poas__fail(rc, "%s: %zu-byte %s copy failed during calibration", dev->info.id, bytes,
+                      dir == POAS_H2D ? "host-to-device" : "device-to-host");
+  *out = poas__median(t, reps);
+  return 0;
+}
+
+/* ---------------------------------------------------------- progress */
+
+typedef struct progress {
+  const poas__calib_opts *o;
+  const char *id;
+  double done, total;
+} progress;
+
+static void report(progress *p, const char *step, double add_work) {
+  p->done += add_work;
+  if (p->o->progress) {
+    double f = p->total > 0 ? POAS__MIN(p->done / p->total, 1.0) : 1.0;
+    p->o->progress(p->o->user, p->id, step, p->o->frac0 + f * (p->o->frac1 - p->o->frac0));
+  }
+}
+
+/* Work units for progress: a GEMM's flops scaled to a rough 1e10 flop/s,
+ * plus a fixed cost per call. */
+static double gemm_work(const gemm_sample *s) {
+  return 2 * (2.0 * (double)s->m * (double)s->n * (double)s->k / 1e10 + 1e-4);
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* What the device can really allocate: for a device with its own memory,
+ * as many 1/32 slices of its reported size as it gives; for one computing
+ * on host memory, what the host has available now. */
+static uint64_t probe_memory(poas__device *dev) {
+  if (dev->info.host_memory) {
+    long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    uint64_t avail = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+    return avail && avail < dev->info.memory_bytes ? avail : dev->info.memory_bytes;
+  }
+  enum { SLICES = 32 };
+  size_t slice = (size_t)(dev->info.memory_bytes / SLICES);
+  poas__mem held[SLICES];
+  int n = 0;
+  while (slice && n < SLICES && dev->be->mem_alloc(dev, slice, &held[n]) == 0)
+    n++;
+  for (int i = n - 1; i >= 0; i--)
+    dev->be->mem_free(dev, held[i]);
+  return (uint64_t)n * slice;
+}
+
+/* --------------------------------------------------------- transfers */
+
+/* How many copy sizes calibrate_direction times: 4 KiB, doubling, up to
+ * `top` bytes, at most MAX_COPY_SIZES. */
+#define MAX_COPY_SIZES 24
+static int copy_sizes(size_t top) {
+  int n = 0;
+  for (size_t bytes = 4096; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2)
+    n++;
+  return n;
+}
+
+static int calibrate_direction(bench *bb, poas_direction dir, const sweep *sw, progress *pg,
+                               poas__transfer_model *tm) {
+  double X[MAX_COPY_SIZES * 2], y[MAX_COPY_SIZES];
+  int held[MAX_COPY_SIZES], n = 0;
+  size_t top = POAS__MIN(bb->cap, bb->host_cap);
+  for (size_t bytes = 4096; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2, n++) {
+    int rc = time_copy(bb, dir, bytes, sw->reps, &y[n]);
+    if (rc)
+      return rc;
+    X[2 * n] = 1;
+    X[2 * n + 1] = (double)bytes;
+    held[n] = n % 5 == 2;
+    report(pg, dir == POAS_H2D ? "h2d" : "d2h", 1);
+  }
+  double coef[2];
+  if (n < 4 || poas__fit_linear(X, y, held, n, 2, coef, NULL, &tm->fit) || !(coef[1] > 0))
+    return poas__fail(POAS_EFIT, "%s: could not fit the %s transfer model", bb->dev->info.id,
+                      dir == POAS_H2D ? "host-to-device" : "device-to-host");
+  tm->valid = 1;
+  tm->latency = coef[0];
+  tm->bandwidth = 1 / coef[1];
+  return 0;
+}
+
+static int calibrate_transfers(bench *bb, const sweep *sw, progress *pg, poas__device_model *out) {
+  for (int dir = 0; dir < 2; dir++) {
+    int rc = calibrate_direction(bb, (poas_direction)dir, sw, pg, &out->xfer[dir]);
+    if (rc)
+      return rc;
+  }
+  poas__device *dev = bb->dev;
+  if (!dev->be->host_register || dev->be->host_register(dev, bb->host, bb->host_cap) != 0)
+    return 0;
+  int rc = 0;
+  for (int dir = 0; !rc && dir < 2; dir++)
+    rc = calibrate_direction(bb, (poas_direction)dir, sw, pg, &out->xfer_pinned[dir]);
+  dev->be->host_unregister(dev, bb->host);
+  return rc;
+}
+
+/* -------------------------------------------------------------- GEMM */
+
+/* Fits every pair of one dtype from its samples. */
+static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
+                     poas__device_model *out) {
+  double *X = malloc((size_t)ns * POAS__GEMM_NFEAT * sizeof *X);
+  double *y = malloc((size_t)ns * sizeof *y);
+  int *held = malloc((size_t)ns * sizeof *held);
+  poas__fit_accum *acc = calloc(1, sizeof *acc);
+  int rc = X && y && held && acc ? 0 : POAS_ENOMEM;
+  for (int pair = 0; !rc && pair < 4; pair++) {
+    int n = 0;
+    for (int i = 0; i < ns; i++) {
+      if (s[i].dtype != dt || s[i].pair != pair)
+        continue;
+      poas__gemm_features(s[i].m, s[i].n, s[i].k, X + n * POAS__GEMM_NFEAT);
+      y[n] = s[i].t;
+      held[n] = s[i].heldout;
+      n++;
+    }
+    poas__gemm_model *gm = &out->gemm[dt][pair];
+    poas__fit_stats st;
+    rc = poas__fit_linear(X, y, held, n, POAS__GEMM_NFEAT, gm->coef, acc, &st);
+    if (rc || !(gm->coef[1] > 0)) {
+      rc = poas__fail(POAS_EFIT, "%s: could not fit the %sgemm model (%s)", dev->info.id,
+                      poas__dtype_letter((poas_dtype)dt),
+                      rc ? "too few samples" : "no positive flop rate");
+      break;
+    }
+    gm->valid = 1;
+    gm->samples = st.samples;
+    gm->r2 = st.r2;
+    gm->heldout_median = st.heldout_median;
+    gm->heldout_max = st.heldout_max;
+  }
+  if (!rc)
+    poas__fit_accum_stats(acc, &out->gemm_fit[dt]);
+  free(acc);
+  free(held);
+  free(y);
+  free(X);
+  return rc;
+}
+
+/* The largest operand a sample needs, in elements. */
+static size_t operand_elems(const gemm_sample *s) {
+  int64_t e = POAS__MAX(s->m * s->k, s->k * s->n);
+  return (size_t)POAS__MAX(e, s->m * s->n);
+}
+
+static void fill_random(char *p, size_t bytes, uint64_t seed) {
+  /* Values in [-1, 1) as floats and doubles alike: no denormals, no NaNs
+   * that would slow or short-cut the arithmetic. */
+  double *d = (double *)p;
+  for (size_t i = 0; i < bytes / sizeof(double); i++)
+    d[i] = rng_unit(&seed) * 2 - 1;
+  float *f = (float *)p;
+  for (size_t i = 0; i < bytes / sizeof(float); i += 2)
+    f[i] = (float)(rng_unit(&seed) * 2 - 1);
+}
+
+static int load_operands(bench *bb) {
+  poas__device *dev = bb->dev;
+  if (dev->info.host_memory) {
+    fill_random(bb->a.ptr, bb->cap, 1);
+    fill_random(bb->b.ptr, bb->cap, 2);
+    fill_random(bb->c.ptr, bb->cap, 3);
+    return 0;
+  }
+  poas__mem *m[3] = {&bb->a, &bb->b, &bb->c};
+  for (int i = 0; i < 3; i++) {
+    for (size_t off = 0; off < bb->cap; off += bb->host_cap) {
+      size_t len = POAS__MIN(bb->host_cap, bb->cap - off);
+      fill_random(bb->host, len, 10 + (uint64_t)i);
+      poas__copy2d c = {len, 1, len, len, off};
+      int rc = dev->be->copy_h2d(dev, 0, *m[i], bb->host, &c);
+      if (!rc)
+        rc = dev->be->lane_sync(dev, 0);
+      if (rc)
+        return poas__fail(rc, "%s: could not load calibration operands", dev->info.id);
+    }
+  }
+  return 0;
+}
+
+static void shuffle(gemm_sample *s, int ns, uint64_t *rng) {
+  for (int i = ns - 1; i > 0; i--) {
+    int j = (int)(rng_next(rng) % (uint64_t)(i + 1));
+    gemm_sample tmp = s[i];
+    s[i] = s[j];
+    s[j] = tmp;
+  }
+}
+
+static double fastest(const double *t, int n) {
+  double best = t[0];
+  for (int i = 1; i < n; i++)
+    best = fmin(best, t[i]);
+  return best;
+}
+
+/* Times every sample once per pass, each pass in a new random order, and
+ * keeps each sample's median over the passes: a burst of load from a
+ * neighbour spoils one repetition of many samples rather than every
+ * repetition of a few. */
+static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg) {
+  int reps = POAS__MIN(sw->reps, MAX_REPS);
+  double *t = malloc((size_t)ns * MAX_REPS * sizeof *t);
+  if (!t)
+    return POAS_ENOMEM;
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  int rc = 0;
+  for (int r = 0; !rc && r < reps; r++) {
+    shuffle(s, ns, &rng);
+    for (int i = 0; !rc && i < ns; i++) {
+      double ti;
+      rc = time_gemm(bb, &s[i], &ti);
+      t[s[i].id * MAX_REPS + r] = ti;
+      report(pg, s[i].dtype ? "dgemm" : "sgemm", gemm_work(&s[i]));
+    }
+  }
+  for (int i = 0; !rc && i < ns; i++) {
+    s[i].t = fastest(&t[s[i].id * MAX_REPS], reps);
+    if (!(s[i].t > 0))
+      s[i].t = 1e-9; /* a clock too coarse to see it: count it as a nanosecond */
+    poas__debug("calibrate %s %sgemm %d %lld %lld %lld %.6e", bb->dev->info.id,
+                poas__dtype_letter((poas_dtype)s[i].dtype), s[i].pair, (long long)s[i].m,
+                (long long)s[i].n, (long long)s[i].k, s[i].t);
+  }
+  free(t);
+  return rc;
+}
+
+static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sample *s, int ns,
+                          progress *pg, poas__device_model *out) {
+  /* One large warm-up per dtype: threads spun up, pages touched. */
+  for (int dt = 0; dt < 2; dt++) {
+    if (!(dtype_mask & (1 << dt)))
+      continue;
+    int64_t big = sw->squares[sw->nsquares - 1];
+    gemm_sample w = {.dtype = dt, .m = big, .n = big, .k = big};
+    double t;
+    int rc = time_gemm(bb, &w, &t);
+    if (rc)
+      return rc;
+  }
+  int rc = measure_gemm(bb, sw, s, ns, pg);
+  for (int dt = 0; !rc && dt < 2; dt++)
+    if (dtype_mask & (1 << dt))
+      rc = fit_dtype(bb->dev, dt, s, ns, out);
+  if (!rc)
+    report(pg, "fit", 0);
+  return rc;
+}
+
+/* --------------------------------------------------------------- all */
+
+static void bench_free(bench *bb) {
+  poas__device *dev = bb->dev;
+  if (bb->c.ptr)
+    dev->be->mem_free(dev, bb->c);
+  if (bb->b.ptr)
+    dev->be->mem_free(dev, bb->b);
+  if (bb->a.ptr)
+    dev->be->mem_free(dev, bb->a);
+  free(bb->host);
+}
+
+int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__device_model *out) {
+  sweep sw = sweep_for(o->quick);
+  int per = max_shapes(&sw);
+  gemm_sample *s = malloc((size_t)per * 8 * sizeof *s);
+  if (!s)
+    return POAS_ENOMEM;
+  uint64_t rng = 12345;
+  int ns = 0;
+  size_t elems = 0;
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4 && (o->dtype_mask & (1 << dt)); pair++) {
+      int n = build_shapes(&sw, dt, pair, &rng, s + ns);
+      for (int i = 0; i < n; i++)
+        elems = POAS__MAX(elems, operand_elems(&s[ns + i]));
+      ns += n;
+    }
+  /* Host staging buffer: copies are timed up to this size. */
+  size_t staging = (size_t)(o->quick ? 16 : 64) << 20;
+  progress pg = {o, dev->info.id, 0, 2};
+  for (int i = 0; i < ns; i++) {
+    s[i].id = i;
+    pg.total += gemm_work(&s[i]) * POAS__MIN(sw.reps, MAX_REPS);
+  }
+  if (!dev->info.host_memory)
+    pg.total += (dev->be->host_register ? 4 : 2) * copy_sizes(POAS__MIN(elems * sizeof(double), staging));
+
+  poas__device_model m = {0};
+  m.source = POAS__MODEL_CALIBRATED;
+  report(&pg, "memory", 0);
+  m.memory_bytes = probe_memory(dev);
+  report(&pg, "memory", 1);
+
+  bench bb = {.dev = dev, .cap = elems * sizeof(double)};
+  bb.host_cap = dev->info.host_memory ? 0 : POAS__MIN(bb.cap, staging);
+  int rc = 0;
+  if (bb.cap * 3 > m.memory_bytes / 2)
+    rc = poas__fail(POAS_ETOOBIG, "%s: too little memory for the calibration sweep",
+                    dev->info.id);
+  if (!rc && bb.host_cap && !(bb.host = malloc(bb.host_cap)))
+    rc = POAS_ENOMEM;
+  if (!rc)
+    rc = dev->be->mem_alloc(dev, bb.cap, &bb.a);
+  if (!rc)
+    rc = dev->be->mem_alloc(dev, bb.cap, &bb.b);
+  if (!rc)
+    rc = dev->be->mem_alloc(dev, bb.cap, &bb.c);
+  if (rc == POAS_ENOMEM)
+    poas__fail(rc, "%s: cannot allocate the calibration buffers", dev->info.id);
+  if (!rc)
+    rc = load_operands(&bb);
+  if (!rc && !dev->info.host_memory)
+    rc = calibrate_transfers(&bb, &sw, &pg, &m);
+  if (!rc)
+    rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, &pg, &m);
+  bench_free(&bb);
+  free(s);
+  if (rc)
+    return rc;
+  /* Dtypes not measured keep no model; the caller fills them in. */
+  *out = m;
+  pg.done = pg.total;
+  report(&pg, "done", 0);
+  return 0;
+}

@@ -1,0 +1,263 @@
+/* test-predict.c: calibration and predictions. The prediction calls check
+ * their arguments and write nothing on error; a quick calibration of a sim
+ * device (whose times are exact in virtual time) recovers its rate,
+ * latency and bandwidth within 1%; a sim device with profile=FILE replays
+ * that profile's model, in its predictions and in its simulated times.
+ * The sim checks test the calibration and fitting machinery, not any real
+ * device's behaviour. */
+#include "devices/device.h"
+#include "devices/sim/sim.h"
+#include "harness.h"
+#include "predict/predict.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *tmp_path(const char *name) {
+  static char dir[64], path[256];
+  if (!dir[0]) {
+    strcpy(dir, "/tmp/poas-test-predict-XXXXXX");
+    if (!mkdtemp(dir))
+      return NULL;
+  }
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return path;
+}
+
+static poas_context *open_ctx(const char *devices) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = devices;
+  o.no_profile = 1;
+  poas_context *ctx = NULL;
+  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
+}
+
+static int near(double got, double want, double rel) { return fabs(got - want) <= rel * want; }
+
+TEST(predict_checks_arguments) {
+  poas_context *ctx = open_ctx("cpu,sim:rate=1e11:latency=0:bandwidth=1e10");
+  CHECK(ctx);
+  double t = 42;
+  const poas_op N = POAS_NO_TRANS;
+  CHECK_RC(poas_predict_gemm(NULL, 0, POAS_FLOAT32, N, N, 1, 1, 1, &t), POAS_ENULL);
+  CHECK_RC(poas_predict_gemm(ctx, 0, POAS_FLOAT32, N, N, 1, 1, 1, NULL), POAS_ENULL);
+  CHECK_RC(poas_predict_gemm(ctx, 2, POAS_FLOAT32, N, N, 1, 1, 1, &t), POAS_ERANGE);
+  CHECK_RC(poas_predict_gemm(ctx, -1, POAS_FLOAT32, N, N, 1, 1, 1, &t), POAS_ERANGE);
+  CHECK_RC(poas_predict_gemm(ctx, 0, (poas_dtype)7, N, N, 1, 1, 1, &t), POAS_EDTYPE);
+  CHECK_RC(poas_predict_gemm(ctx, 0, POAS_FLOAT32, (poas_op)0, N, 1, 1, 1, &t), POAS_EOP);
+  CHECK_RC(poas_predict_gemm(ctx, 0, POAS_FLOAT32, N, (poas_op)113, 1, 1, 1, &t), POAS_EOP);
+  CHECK_RC(poas_predict_gemm(ctx, 0, POAS_FLOAT32, N, N, -1, 1, 1, &t), POAS_ESIZE);
+  CHECK_RC(poas_predict_gemm(ctx, 0, POAS_FLOAT32, N, N, 1, 1, -5, &t), POAS_ESIZE);
+  CHECK(strstr(poas_error_detail(), "k=-5"));
+  CHECK_RC(poas_predict_transfer(ctx, 1, (poas_direction)2, 100, &t), POAS_EINVAL);
+  CHECK_RC(poas_predict_transfer(ctx, 5, POAS_H2D, 100, &t), POAS_ERANGE);
+  CHECK_RC(poas_predict_transfer(ctx, 1, POAS_H2D, 100, NULL), POAS_ENULL);
+  CHECK(t == 42);
+  /* Empty C costs nothing; a host-memory device has no copies. */
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, N, N, 0, 10, 10, &t));
+  CHECK(t == 0);
+  CHECK_OK(poas_predict_transfer(ctx, 0, POAS_D2H, 1 << 20, &t));
+  CHECK(t == 0);
+  CHECK_OK(poas_predict_transfer(ctx, 1, POAS_D2H, 1000000, &t));
+  CHECK(near(t, 1e-4, 1e-12));
+  CHECK_OK(poas_predict_gemm(ctx, 1, POAS_FLOAT32, N, POAS_TRANS, 100, 100, 100, &t));
+  CHECK(near(t, 2e6 / 1e11, 1e-12));
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST(calibrate_checks_options) {
+  poas_context *ctx = open_ctx("sim");
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.devices = "sim3";
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EINVAL);
+  CHECK(strstr(poas_error_detail(), "sim3"));
+  o.devices = NULL;
+  o.dtypes = 4;
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EINVAL);
+  CHECK_RC(poas_calibrate(NULL, &o, NULL), POAS_ENULL);
+  poas_device_info info;
+  CHECK_OK(poas_device_get(ctx, 0, &info));
+  CHECK(!info.has_model);
+  poas_finalize(ctx);
+  return 0;
+}
+
+typedef struct progress_log {
+  int calls, backwards;
+  double last;
+  char last_step[16];
+} progress_log;
+
+static void on_progress(void *user, const char *id, const char *step, double f) {
+  progress_log *p = user;
+  p->calls++;
+  p->backwards += f < p->last || strcmp(id, "sim0") != 0;
+  p->last = f;
+  snprintf(p->last_step, sizeof p->last_step, "%s", step);
+}
+
+TEST(sim_calibration_recovers_its_parameters) {
+  poas_context *ctx = open_ctx("sim:rate=2e11:drate=5e10:latency=1e-5:bandwidth=8e9");
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.output = tmp_path("sim.json");
+  progress_log log = {0};
+  o.progress = on_progress;
+  o.progress_user = &log;
+  poas_calibration_result *r = malloc(sizeof *r);
+  CHECK(r);
+  CHECK_OK(poas_calibrate(ctx, &o, r));
+  CHECK_MSG(log.calls > 10 && log.backwards == 0 && log.last == 1.0, "%d calls, %d backwards, last %g",
+            log.calls, log.backwards, log.last);
+  CHECK(strcmp(log.last_step, "done") == 0);
+  CHECK(r->ndevices == 1 && strcmp(r->dev[0].id, "sim0") == 0 && r->dev[0].calibrated);
+  CHECK(strcmp(r->output, o.output) == 0);
+  for (int dt = 0; dt < 2; dt++) {
+    CHECK(r->dev[0].gemm[dt].samples >= 100 && r->dev[0].gemm[dt].r2 > 0.9999);
+    CHECK(r->dev[0].gemm[dt].heldout_max < 0.01);
+  }
+  for (int dir = 0; dir < 2; dir++) {
+    CHECK(near(r->dev[0].latency_s[dir], 1e-5, 0.01));
+    CHECK(near(r->dev[0].bandwidth[dir], 8e9, 0.01));
+  }
+  /* The context uses the new model at once. */
+  double t;
+  const poas_op N = POAS_NO_TRANS, T = POAS_TRANS;
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, T, N, 3000, 2000, 1000, &t));
+  CHECK_MSG(near(t, 1e-5 + 1.2e10 / 2e11, 0.01), "%g", t);
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, N, T, 10, 4000, 4000, &t));
+  CHECK_MSG(near(t, 1e-5 + 3.2e8 / 5e10, 0.01), "%g", t);
+  CHECK_OK(poas_predict_transfer(ctx, 0, POAS_H2D, 100000000, &t));
+  CHECK(near(t, 1e-5 + 1e8 / 8e9, 0.01));
+  poas_device_info info;
+  CHECK_OK(poas_device_get(ctx, 0, &info));
+  CHECK(info.has_model);
+  poas_profile_info pi;
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK(pi.loaded && strcmp(pi.path, o.output) == 0 && pi.dev[0].gemm_pair[1][2].samples > 0);
+  poas_finalize(ctx);
+
+  /* The file it wrote is a valid profile with that model. */
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(o.output, p));
+  CHECK(p->ndev == 1 && strcmp(p->dev[0].id, "sim0") == 0);
+  CHECK(near(1 / p->dev[0].model.gemm[0][0].coef[1], 2e11, 0.01));
+  free(p);
+  free(r);
+  return 0;
+}
+
+TEST(single_dtype_calibration_keeps_the_other) {
+  poas_context *ctx = open_ctx("sim:rate=1e11:latency=0");
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT64;
+  o.output = tmp_path("d-only.json");
+  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  double t;
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 100, 100, 100,
+                             &t));
+  CHECK(near(t, 2e6 / 1e11, 1e-9)); /* the sim's exact model, untouched */
+  poas__profile *p = malloc(sizeof *p);
+  CHECK_OK(poas__profile_load(o.output, p));
+  CHECK(!p->dev[0].model.gemm[0][0].valid && p->dev[0].model.gemm[1][0].valid);
+  free(p);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* Writes a profile whose device `id` has a known, non-trivial model. */
+static int write_replay_profile(const char *path) {
+  poas__profile *p = calloc(1, sizeof *p);
+  if (!p)
+    return -1;
+  poas__profile_fingerprint_host(p);
+  p->ndev = 2;
+  for (int d = 0; d < 2; d++) {
+    poas__profile_device *pd = &p->dev[d];
+    snprintf(pd->id, sizeof pd->id, "cuda%d", d);
+    pd->kind = POAS_DEVICE_CUDA;
+    snprintf(pd->name, sizeof pd->name, "Replayed GPU %d", d);
+    pd->cores = 100;
+    pd->memory_bytes = (uint64_t)80 << 30;
+    poas__device_model *m = &pd->model;
+    m->memory_bytes = (uint64_t)79 << 30;
+    for (int dt = 0; dt < 2; dt++) {
+      poas__gemm_model_from_rate(&m->gemm[dt][0], (d + 1) * 5e13 / (dt + 1), 8e-6);
+      m->gemm[dt][0].coef[4] = 1e-12; /* packing B */
+    }
+    for (int dir = 0; dir < 2; dir++)
+      m->xfer[dir] = (poas__transfer_model){1, 2e-5, 2.5e10 * (d + 1), {10, 1, 0, 0}};
+  }
+  int rc = poas__profile_write(path, p);
+  free(p);
+  return rc;
+}
+
+TEST(sim_replays_a_profile) {
+  const char *path = tmp_path("gpu.json");
+  CHECK_OK(write_replay_profile(path));
+  char spec[400];
+  snprintf(spec, sizeof spec, "sim:profile=%s#cuda1,sim:profile=%s", path, path);
+  poas__devset set;
+  char err[256];
+  CHECK_OK(poas__devset_open(spec, &set, err, sizeof err));
+  poas__device_model models[POAS_MAX_DEVICES];
+  poas__profile_status st;
+  CHECK_OK(poas__predict_attach(&set, NULL, 1, models, &st));
+  CHECK(models[0].source == POAS__MODEL_CALIBRATED);
+  /* The model is cuda1's, and so are the simulated times. */
+  double want = 8e-6 + 2.0 * 500 * 600 * 700 / 1e14 + 600.0 * 700 * 1e-12;
+  double got = poas__model_gemm_time(&models[0], POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS,
+                                     500, 600, 700);
+  CHECK_MSG(near(got, want, 1e-12), "%g vs %g", got, want);
+  poas__device *d = set.dev[0];
+  poas__gemm_call g = {.dtype = POAS_FLOAT32, .transa = POAS_TRANS, .transb = POAS_NO_TRANS,
+                       .m = 500, .n = 600, .k = 700};
+  CHECK_OK(d->be->gemm(d, 1, &g));
+  CHECK(near(poas__sim_lane_clock(d, 1), want, 1e-12));
+  poas__copy2d c = {1000, 1000, 1000, 1000, 0};
+  CHECK_OK(d->be->copy_h2d(d, 2, (poas__mem){0}, NULL, &c));
+  CHECK(near(poas__sim_lane_clock(d, 2), 2e-5 + 1e6 / 5e10, 1e-12));
+  /* Without #ID the first device is replayed. */
+  CHECK(near(poas__model_transfer_time(&models[1], POAS_D2H, 1e6), 2e-5 + 1e6 / 2.5e10, 1e-12));
+  poas__devset_close(&set);
+
+  /* Through the public API too, and a bad replay profile is an error. */
+  snprintf(spec, sizeof spec, "sim:profile=%s#cuda0", path);
+  poas_context *ctx = open_ctx(spec);
+  CHECK(ctx);
+  double t;
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, POAS_NO_TRANS, POAS_NO_TRANS, 1000, 1000,
+                             1000, &t));
+  CHECK(near(t, 8e-6 + 2e9 / 2.5e13 + 1e6 * 1e-12, 1e-12));
+  poas_finalize(ctx);
+  snprintf(spec, sizeof spec, "sim:profile=%s#cuda9", path);
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = spec;
+  CHECK_RC(poas_init(&ctx, &o), POAS_EPROFILE);
+  CHECK(strstr(poas_error_detail(), "cuda9") && strstr(poas_error_detail(), path));
+  const char *top = getenv("top_srcdir");
+  snprintf(spec, sizeof spec, "sim:profile=%s/tests/profiles/bad-version.json",
+           top ? top : ".");
+  o.devices = spec;
+  CHECK_RC(poas_init(&ctx, &o), POAS_EPROFILE);
+  CHECK(strstr(poas_error_detail(), "bad-version.json") && strstr(poas_error_detail(), "version"));
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
+          TEST_ENTRY(sim_calibration_recovers_its_parameters),
+          TEST_ENTRY(single_dtype_calibration_keeps_the_other), TEST_ENTRY(sim_replays_a_profile))

@@ -1,0 +1,379 @@
+/* test-profile.c: the profile file. A profile written and read back is
+ * the same; every kind of bad file (corrupt, truncated, foreign version,
+ * wrong types, NaN, negative or absurd numbers, missing or unknown fields,
+ * and the inputs the fuzzer found) fails with POAS_EPROFILE and a message
+ * naming the file and the problem, leaves the output untouched, and still
+ * lets a context start on built-in models; a device whose fingerprint
+ * differs is named and not given the profile's model. */
+#include "devices/device.h"
+#include "harness.h"
+#include "models/profile.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+
+static const char *tmp_path(const char *name) {
+  static char path[256];
+  if (!tmpdir[0]) {
+    strcpy(tmpdir, "/tmp/poas-test-profile-XXXXXX");
+    if (!mkdtemp(tmpdir))
+      return NULL;
+  }
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  return path;
+}
+
+static const char *src_path(const char *rel) {
+  static char path[1024];
+  const char *top = getenv("top_srcdir");
+  snprintf(path, sizeof path, "%s/%s", top ? top : ".", rel);
+  return path;
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *buf = calloc(1, 1 << 20);
+  if (buf)
+    fread(buf, 1, (1 << 20) - 1, f);
+  fclose(f);
+  return buf;
+}
+
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return -1;
+  fputs(text, f);
+  return fclose(f);
+}
+
+/* Replaces every occurrence of `from` by `to` in place (to no longer). */
+static void replace_all(char *s, const char *from, const char *to) {
+  size_t lf = strlen(from), lt = strlen(to);
+  for (char *p = strstr(s, from); p; p = strstr(p + lt, from)) {
+    memmove(p + lt, p + lf, strlen(p + lf) + 1);
+    memcpy(p, to, lt);
+  }
+}
+
+static int gemm_equal(const poas__gemm_model *a, const poas__gemm_model *b) {
+  if (a->valid != b->valid || a->samples != b->samples || a->r2 != b->r2 ||
+      a->heldout_median != b->heldout_median || a->heldout_max != b->heldout_max)
+    return 0;
+  for (int i = 0; i < POAS__GEMM_NFEAT; i++)
+    if (a->coef[i] != b->coef[i])
+      return 0;
+  return 1;
+}
+
+static int xfer_equal(const poas__transfer_model *a, const poas__transfer_model *b) {
+  return a->valid == b->valid && a->latency == b->latency && a->bandwidth == b->bandwidth &&
+         a->fit.samples == b->fit.samples && a->fit.r2 == b->fit.r2 &&
+         a->fit.heldout_median == b->fit.heldout_median && a->fit.heldout_max == b->fit.heldout_max;
+}
+
+/* A profile with awkward numbers in every field. */
+static void sample_profile(poas__profile *p) {
+  memset(p, 0, sizeof *p);
+  poas__profile_fingerprint_host(p);
+  p->ndev = 2;
+  for (int d = 0; d < 2; d++) {
+    poas__profile_device *pd = &p->dev[d];
+    snprintf(pd->id, sizeof pd->id, d ? "cuda0" : "cpu0");
+    pd->kind = d ? POAS_DEVICE_CUDA : POAS_DEVICE_CPU;
+    snprintf(pd->name, sizeof pd->name, d ? "Some \"GPU\"\\ model" : "Some CPU");
+    snprintf(pd->driver, sizeof pd->driver, "driver %d", d);
+    pd->cores = 2 + 100 * d;
+    pd->memory_bytes = ((uint64_t)3 << 33) + (uint64_t)d;
+    poas__device_model *m = &pd->model;
+    m->source = POAS__MODEL_CALIBRATED;
+    m->memory_bytes = (uint64_t)5 << 32;
+    for (int dt = 0; dt < 2; dt++) {
+      m->gemm_fit[dt] = (poas__fit_stats){40 + dt, 0.987654321, 0.0123456789, 0.1};
+      for (int pair = 0; pair < 4 - 2 * d; pair++) {
+        poas__gemm_model *g = &m->gemm[dt][pair];
+        poas__gemm_model_from_rate(g, 1e11 / 3 * (dt + 1) + pair, 1.0 / 7e5);
+        g->coef[3] = 1e-11 / 3;
+        g->coef[7] = 2.5e-13;
+        g->samples = 10 + pair;
+        g->r2 = 0.9 + pair / 100.0;
+        g->heldout_median = 0.01 / 3;
+        g->heldout_max = 0.1 / 7;
+      }
+    }
+    if (d)
+      for (int dir = 0; dir < 2; dir++) {
+        m->xfer[dir] = (poas__transfer_model){1, 1e-5 / 3, 1.2e10 + dir, {12, 0.999, 0.001, 0.01}};
+        m->xfer_pinned[dir] = (poas__transfer_model){1, 7e-6, 2.4e10 / 7, {12, 0.9, 0.002, 0.02}};
+      }
+  }
+}
+
+TEST(round_trip_is_exact) {
+  poas__profile *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+  CHECK(a && b);
+  sample_profile(a);
+  const char *path = tmp_path("sub/dir/round.json");
+  CHECK_OK(poas__profile_write(path, a));
+  CHECK_OK(poas__profile_load(path, b));
+  CHECK(strcmp(a->host, b->host) == 0 && strcmp(a->created, b->created) == 0);
+  CHECK(a->created_epoch == b->created_epoch && a->cores == b->cores);
+  CHECK(strcmp(a->cpu_model, b->cpu_model) == 0 && strcmp(a->blas, b->blas) == 0);
+  CHECK(a->ndev == b->ndev);
+  for (int d = 0; d < a->ndev; d++) {
+    const poas__profile_device *x = &a->dev[d], *y = &b->dev[d];
+    CHECK(strcmp(x->id, y->id) == 0 && x->kind == y->kind && strcmp(x->name, y->name) == 0);
+    CHECK(strcmp(x->driver, y->driver) == 0 && x->cores == y->cores);
+    CHECK(x->memory_bytes == y->memory_bytes && x->model.memory_bytes == y->model.memory_bytes);
+    CHECK(y->model.source == POAS__MODEL_CALIBRATED);
+    for (int dt = 0; dt < 2; dt++) {
+      CHECK(memcmp(&x->model.gemm_fit[dt], &y->model.gemm_fit[dt], sizeof(poas__fit_stats)) ==
+            0);
+      for (int pair = 0; pair < 4; pair++)
+        CHECK(gemm_equal(&x->model.gemm[dt][pair], &y->model.gemm[dt][pair]));
+    }
+    for (int dir = 0; dir < 2; dir++) {
+      CHECK(xfer_equal(&x->model.xfer[dir], &y->model.xfer[dir]));
+      CHECK(xfer_equal(&x->model.xfer_pinned[dir], &y->model.xfer_pinned[dir]));
+    }
+  }
+  /* Written again, the file is byte for byte the same. */
+  const char *again = tmp_path("again.json");
+  char *t1 = read_text(tmp_path("sub/dir/round.json"));
+  CHECK_OK(poas__profile_write(again, b));
+  char *t2 = read_text(again);
+  CHECK(t1 && t2 && strcmp(t1, t2) == 0);
+  free(t1);
+  free(t2);
+  free(a);
+  free(b);
+  return 0;
+}
+
+static const struct {
+  const char *file;
+  const char *problem; /* a word the message must contain */
+} bad_files[] = {
+    {"bad-corrupt.json", "not valid JSON"},
+    {"bad-truncated.json", "not valid JSON"},
+    {"bad-empty.json", "not valid JSON"},
+    {"bad-version.json", "version 2"},
+    {"bad-format.json", "not a POAS profile"},
+    {"bad-type-cores.json", "fingerprint.cores' should be an integer"},
+    {"bad-type-coef.json", "coef' should be an array"},
+    {"bad-type-devices.json", "'devices' should be an array"},
+    {"bad-nan.json", "not valid JSON"},
+    {"bad-negative-bandwidth.json", "bandwidth' is -5e+09"},
+    {"bad-negative-rate.json", "absurd"},
+    {"bad-absurd-latency.json", "latency' is 1e+06"},
+    {"bad-overflow.json", "not valid JSON"},
+    {"bad-absurd-memory.json", "memory_bytes' is"},
+    {"bad-missing-nn.json", "missing field 'devices[0].gemm.s.NN'"},
+    {"bad-missing-fingerprint.json", "missing field 'fingerprint'"},
+    {"bad-missing-samples.json", "missing field 'devices[0].gemm.s.NN.samples'"},
+    {"bad-short-coef.json", "has 5 numbers"},
+    {"bad-unknown-field.json", "unknown field 'devices[0].gemm.s.NN.speed'"},
+    {"bad-device-count.json", "'devices' has 2 entries"},
+    {"bad-duplicate-key.json", "not valid JSON"},
+    {"bad-toplevel-array.json", "top level should be an object"},
+    {"bad-features.json", "features"},
+    {"bad-heldout-order.json", "heldout_max is below"},
+    /* Found by the fuzzer: a transfer section read past the end of its
+     * list of known keys. */
+    {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},
+};
+
+TEST(bad_profiles_fail_with_file_and_problem) {
+  poas__profile *p = malloc(sizeof *p), *before = malloc(sizeof *before);
+  CHECK(p && before);
+  memset(p, 0xab, sizeof *p);
+  memcpy(before, p, sizeof *p);
+  for (size_t i = 0; i < sizeof bad_files / sizeof *bad_files; i++) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "tests/profiles/%s", bad_files[i].file);
+    const char *path = src_path(rel);
+    CHECK_RC(poas__profile_load(path, p), POAS_EPROFILE);
+    const char *detail = poas_error_detail();
+    CHECK_MSG(strncmp(detail, path, strlen(path)) == 0, "%s: '%s'", bad_files[i].file, detail);
+    CHECK_MSG(strstr(detail, bad_files[i].problem) != NULL, "%s: '%s' lacks '%s'",
+              bad_files[i].file, detail, bad_files[i].problem);
+    CHECK_MSG(memcmp(p, before, sizeof *p) == 0, "%s: output written", bad_files[i].file);
+
+    /* The context starts anyway, on built-in models, and says why. */
+    poas_options o;
+    poas_options_init(&o);
+    o.devices = "cpu";
+    o.profile = path;
+    poas_context *ctx = NULL;
+    CHECK_OK(poas_init(&ctx, &o));
+    poas_device_info info;
+    CHECK_OK(poas_device_get(ctx, 0, &info));
+    CHECK(!info.has_model);
+    poas_profile_info pi;
+    CHECK_OK(poas_profile_get(ctx, &pi));
+    CHECK(!pi.loaded && pi.age_s == -1 && strstr(pi.problem, bad_files[i].file));
+    double t;
+    CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, POAS_NO_TRANS, POAS_NO_TRANS, 100, 100, 100,
+                               &t));
+    CHECK(t > 0);
+    poas_finalize(ctx);
+  }
+  free(before);
+  free(p);
+  return 0;
+}
+
+TEST(good_file_loads_and_missing_file_is_eio) {
+  static const char *const good[] = {"tests/profiles/good-sim.json"};
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    CHECK_OK(poas__profile_load(src_path(good[i]), p));
+    CHECK(p->ndev == 1 && p->dev[0].model.xfer[0].valid && p->dev[0].model.gemm[1][3].valid);
+  }
+  CHECK_RC(poas__profile_load(tmp_path("does-not-exist.json"), p), POAS_EIO);
+  CHECK(strstr(poas_error_detail(), "does-not-exist.json"));
+  CHECK_RC(poas__profile_parse("{}", 2, "<mem>", p), POAS_EPROFILE);
+  CHECK(strcmp(poas_error_detail(), "<mem>: missing field 'format'") == 0);
+  free(p);
+  return 0;
+}
+
+/* Writes a profile describing this machine's cpu0 with a known model. */
+static int write_cpu_profile(const char *path, double rate) {
+  poas__devset set;
+  char err[256];
+  if (poas__devset_open("cpu", &set, err, sizeof err))
+    return -1;
+  poas__profile *p = calloc(1, sizeof *p);
+  poas__profile_fingerprint_host(p);
+  p->ndev = 1;
+  poas__profile_device_identify(&p->dev[0], &set.dev[0]->info);
+  poas__devset_close(&set);
+  poas__device_model *m = &p->dev[0].model;
+  m->source = POAS__MODEL_CALIBRATED;
+  m->memory_bytes = 1 << 30;
+  for (int dt = 0; dt < 2; dt++) {
+    for (int pair = 0; pair < 4; pair++)
+      poas__gemm_model_from_rate(&m->gemm[dt][pair], rate / (dt + 1), 1e-6);
+    m->gemm_fit[dt] = (poas__fit_stats){30, 0.99, 0.02, 0.05};
+  }
+  int rc = poas__profile_write(path, p);
+  free(p);
+  return rc;
+}
+
+static poas_context *open_with_profile(const char *devices, const char *path) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = devices;
+  o.profile = path;
+  poas_context *ctx = NULL;
+  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
+}
+
+TEST(matching_profile_is_used) {
+  const char *path = tmp_path("cpu.json");
+  CHECK_OK(write_cpu_profile(path, 3e10));
+  poas_context *ctx = open_with_profile("cpu,sim", path);
+  CHECK(ctx);
+  poas_device_info info;
+  CHECK_OK(poas_device_get(ctx, 0, &info));
+  CHECK(info.has_model);
+  CHECK_OK(poas_device_get(ctx, 1, &info));
+  CHECK(!info.has_model); /* sim devices keep their exact model */
+  poas_profile_info pi;
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK(pi.loaded && pi.problem[0] == '\0' && pi.age_s >= 0 && pi.age_s < 600);
+  CHECK(strcmp(pi.path, path) == 0 && pi.created[0]);
+  CHECK(pi.dev[0].calibrated && pi.dev[0].gemm[1].samples == 30 && !pi.dev[1].calibrated);
+  double t;
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_TRANS, POAS_NO_TRANS, 1000, 1000, 1000,
+                             &t));
+  CHECK(fabs(t - (1e-6 + 2e9 / 3e10)) < 1e-12);
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST(fingerprint_mismatch_names_the_device) {
+  const char *path = tmp_path("edited.json");
+  CHECK_OK(write_cpu_profile(path, 3e10));
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(path, p));
+  char name[128];
+  snprintf(name, sizeof name, "\"%s\"", p->dev[0].name);
+  free(p);
+  /* Hand-edit the device name everywhere it appears. */
+  char *text = read_text(path);
+  CHECK(text);
+  replace_all(text, name, "\"Imaginary CPU 9000\"");
+  CHECK(write_text(path, text) == 0);
+  free(text);
+  poas_context *ctx = open_with_profile("cpu", path);
+  CHECK(ctx);
+  poas_device_info info;
+  CHECK_OK(poas_device_get(ctx, 0, &info));
+  CHECK(!info.has_model);
+  poas_profile_info pi;
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK(!pi.loaded);
+  CHECK_MSG(strstr(pi.problem, "cpu0") && strstr(pi.problem, "Imaginary CPU 9000"), "'%s'",
+            pi.problem);
+  poas_finalize(ctx);
+
+  /* A device the profile does not have is named too. */
+  CHECK_OK(write_cpu_profile(path, 3e10));
+  text = read_text(path);
+  replace_all(text, "\"cpu0\"", "\"cpu7\"");
+  CHECK(write_text(path, text) == 0);
+  free(text);
+  ctx = open_with_profile("cpu", path);
+  CHECK(ctx);
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK(!pi.loaded && strstr(pi.problem, "cpu0 is not in the profile"));
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST(default_path_follows_environment) {
+  char buf[512], host[128];
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = '\0';
+  char want[700];
+  setenv("POAS_PROFILE", "/x/y.json", 1);
+  CHECK_OK(poas_default_profile_path(buf, sizeof buf));
+  CHECK(strcmp(buf, "/x/y.json") == 0);
+  unsetenv("POAS_PROFILE");
+  setenv("XDG_DATA_HOME", "/data", 1);
+  CHECK_OK(poas_default_profile_path(buf, sizeof buf));
+  snprintf(want, sizeof want, "/data/poas/%s.json", host);
+  CHECK(strcmp(buf, want) == 0);
+  unsetenv("XDG_DATA_HOME");
+  setenv("HOME", "/home/someone", 1);
+  CHECK_OK(poas_default_profile_path(buf, sizeof buf));
+  snprintf(want, sizeof want, "/home/someone/.local/share/poas/%s.json", host);
+  CHECK(strcmp(buf, want) == 0);
+  CHECK_RC(poas_default_profile_path(buf, 8), POAS_EINVAL);
+  CHECK_RC(poas_default_profile_path(NULL, 8), POAS_ENULL);
+  /* No profile there: built-in estimates, and the status says so. */
+  poas_context *ctx = open_with_profile("cpu", NULL);
+  CHECK(ctx);
+  poas_profile_info pi;
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK(!pi.loaded && strcmp(pi.path, want) == 0 && strstr(pi.problem, "no profile at"));
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(round_trip_is_exact), TEST_ENTRY(bad_profiles_fail_with_file_and_problem),
+          TEST_ENTRY(good_file_loads_and_missing_file_is_eio), TEST_ENTRY(matching_profile_is_used),
+          TEST_ENTRY(fingerprint_mismatch_names_the_device),
+          TEST_ENTRY(default_path_follows_environment))

@@ -1,0 +1,164 @@
+/* poas-calibrate: measures the devices, fits their models and writes the
+ * profile poas_init loads. A thin tool over poas_calibrate(): on a terminal
+ * it draws a progress line (device, step, bar); either way it ends with a
+ * summary table of each fit's quality. */
+#include "poas.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: poas-calibrate [--quick] [--devices LIST] [--dtype s|d|sd] [--output FILE]\n"
+          "Measure the devices and write the profile POAS uses to predict them.\n\n"
+          "  -q, --quick         short sweep (about a minute) instead of the full one\n"
+          "  -d, --devices LIST  devices to open, as POAS_DEVICES (default: all)\n"
+          "  -t, --dtype T       s, d or sd (default sd)\n"
+          "  -o, --output FILE   profile to write (default: $POAS_PROFILE, else\n"
+          "                      $XDG_DATA_HOME/poas/<hostname>.json)\n"
+          "  -h, --help          show this help\n"
+          "  -V, --version       show the version\n");
+}
+
+/* Redraws the progress line at most ten times a second. */
+static void progress(void *user, const char *device, const char *step, double fraction) {
+  static double last;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  (void)user;
+  if (now - last < 0.1 && fraction < 1)
+    return;
+  last = now;
+  enum { WIDTH = 30 };
+  int filled = (int)(fraction * WIDTH + 0.5);
+  char bar[WIDTH + 1];
+  for (int i = 0; i < WIDTH; i++)
+    bar[i] = i < filled ? '#' : '.';
+  bar[WIDTH] = '\0';
+  fprintf(stderr, "\r%-8s %-7s [%s] %3.0f%%", device, step, bar, 100 * fraction);
+  fflush(stderr);
+}
+
+static int parse_dtype(const char *s, int *mask) {
+  if (strcmp(s, "s") == 0)
+    *mask = 1 << POAS_FLOAT32;
+  else if (strcmp(s, "d") == 0)
+    *mask = 1 << POAS_FLOAT64;
+  else if (strcmp(s, "sd") == 0 || strcmp(s, "ds") == 0)
+    *mask = 3;
+  else
+    return -1;
+  return 0;
+}
+
+static void print_summary(const poas_calibration_result *r) {
+  printf("%-8s %-5s %7s %8s %14s %11s\n", "device", "dtype", "samples", "R^2", "heldout median",
+         "heldout max");
+  for (int i = 0; i < r->ndevices; i++) {
+    const poas_device_fit *f = &r->dev[i];
+    for (int dt = 0; dt < 2; dt++) {
+      const poas_fit_info *g = &f->gemm[dt];
+      if (g->samples)
+        printf("%-8s %-5s %7d %8.5f %13.2f%% %10.2f%%\n", f->id, dt ? "d" : "s", g->samples,
+               g->r2, 100 * g->heldout_median, 100 * g->heldout_max);
+    }
+    for (int dir = 0; dir < 2; dir++) {
+      const poas_fit_info *t = &f->transfer[dir];
+      if (t->samples)
+        printf("%-8s %-5s %7d %8.5f %13.2f%% %10.2f%%   latency %.2f us, %.2f GB/s\n", f->id,
+               dir ? "d2h" : "h2d", t->samples, t->r2, 100 * t->heldout_median,
+               100 * t->heldout_max, 1e6 * f->latency_s[dir], f->bandwidth[dir] / 1e9);
+    }
+  }
+  printf("took %.1f s; profile: %s\n", r->seconds, r->output[0] ? r->output : "(not written)");
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {{"quick", no_argument, NULL, 'q'},
+                                           {"devices", required_argument, NULL, 'd'},
+                                           {"dtype", required_argument, NULL, 't'},
+                                           {"output", required_argument, NULL, 'o'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, 'V'},
+                                           {NULL, 0, NULL, 0}};
+  poas_options opts;
+  poas_options_init(&opts);
+  opts.no_profile = 1; /* the old profile is about to be replaced */
+  poas_calibrate_options co;
+  poas_calibrate_options_init(&co);
+  const char *output = NULL;
+  int c;
+  while ((c = getopt_long(argc, argv, "qd:t:o:hV", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'q':
+      co.quick = 1;
+      break;
+    case 'd':
+      opts.devices = optarg;
+      break;
+    case 't':
+      if (parse_dtype(optarg, &co.dtypes)) {
+        fprintf(stderr, "poas-calibrate: --dtype must be s, d or sd, not '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case 'o':
+      output = optarg;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    case 'V':
+      printf("poas-calibrate (POAS) %s\n", poas_version());
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "poas-calibrate: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+  char path[1024];
+  if (!output) {
+    int rc = poas_default_profile_path(path, sizeof path);
+    if (rc) {
+      fprintf(stderr, "poas-calibrate: %s: %s\n", poas_strerror(rc), poas_error_detail());
+      return 1;
+    }
+    output = path;
+  }
+  co.output = output;
+  if (isatty(STDERR_FILENO))
+    co.progress = progress;
+
+  poas_context *ctx;
+  int rc = poas_init(&ctx, &opts);
+  if (rc) {
+    fprintf(stderr, "poas-calibrate: %s: %s\n", poas_strerror(rc), poas_error_detail());
+    return 1;
+  }
+  poas_calibration_result *res = malloc(sizeof *res);
+  if (!res) {
+    poas_finalize(ctx);
+    fprintf(stderr, "poas-calibrate: out of memory\n");
+    return 1;
+  }
+  rc = poas_calibrate(ctx, &co, res);
+  if (co.progress)
+    fputc('\n', stderr);
+  if (rc)
+    fprintf(stderr, "poas-calibrate: %s: %s\n", poas_strerror(rc), poas_error_detail());
+  else
+    print_summary(res);
+  free(res);
+  poas_finalize(ctx);
+  return rc ? 1 : 0;
+}
