@@ -26,7 +26,7 @@ static void rate_model(poas__device_model *dm, double flops, double overhead, do
       dm->gemm[dt][pair].coef[4] = 2e-12; /* packing B costs something */
     }
   for (int dir = 0; dir < 2; dir++)
-    dm->xfer[dir] = (poas__transfer_model){1, latency, bandwidth};
+    dm->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = latency, .bandwidth = bandwidth};
 }
 
 static double bench(const poas__opt_device *d, const poas__opt_problem *p, double *best) {

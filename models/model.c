@@ -4,12 +4,19 @@
  * and general enough for any BLAS): 1 (call overhead), 2mnk (the
  * arithmetic), mn (writing C), mk and nk (packing A and B: a thin block of
  * few rows still pays for packing all of B, which is what makes thin
- * blocks slower per flop than squares), 2mnk when m < 64 and 2mnk when
- * n < 64 (thin blocks lose parallelism: OpenBLAS runs a GEMM with fewer
- * than 32 rows or columns per thread on one thread, and GPUs leave
- * multiprocessors idle), and the work wasted on partial 16x16 register
- * tiles at the edges of C. All are linear in the coefficients, so weighted
- * linear least squares fits them. */
+ * blocks slower per flop than squares), 2nk min(m, 64) and 2mk min(n, 64)
+ * (thin blocks lose parallelism: OpenBLAS runs a GEMM with fewer than 32
+ * rows or columns per thread on one thread, and GPUs leave multiprocessors
+ * idle; the extra cost grows with the short side until it saturates), and
+ * the work wasted on partial 16x16 register tiles at the edges of C. All
+ * are linear in the coefficients, so weighted linear least squares fits
+ * them.
+ *
+ * The solver in optimize/ needs time to grow with m and n. With
+ * non-negative coefficients every feature but the last does; the padding
+ * feature does too as long as its coefficient is at most the arithmetic's
+ * (then it only moves time from 2mnk towards the padded work), so the
+ * evaluation caps it there. */
 #include "models/model.h"
 
 #include <math.h>
@@ -23,8 +30,8 @@ void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NF
   f[2] = dm * dn;
   f[3] = dm * dk;
   f[4] = dn * dk;
-  f[5] = m < 64 ? f[1] : 0;
-  f[6] = n < 64 ? f[1] : 0;
+  f[5] = 2.0 * dn * dk * fmin(dm, 64.0);
+  f[6] = 2.0 * dm * dk * fmin(dn, 64.0);
   f[7] = 2.0 * pad16(dm) * pad16(dn) * dk - f[1];
 }
 
@@ -37,8 +44,9 @@ double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poa
     gm = &dm->gemm[dtype == POAS_FLOAT64][0];
   double f[POAS__GEMM_NFEAT], t = 0;
   poas__gemm_features(m, n, k, f);
-  for (int i = 0; i < POAS__GEMM_NFEAT; i++)
+  for (int i = 0; i < POAS__GEMM_NFEAT - 1; i++)
     t += gm->coef[i] * f[i];
+  t += fmin(gm->coef[7], fmax(gm->coef[1], 0)) * f[7];
   /* A fit can dip below its own overhead on tiny shapes; time is never
    * less than the arithmetic at the fitted rate, nor negative. */
   double floor_t = gm->coef[1] > 0 ? gm->coef[1] * f[1] : 0;

@@ -25,7 +25,7 @@
 /* The feature list of the GEMM model, written into every profile: a file
  * fitted with other features is refused rather than misread. */
 static const char gemm_features[] =
-    "1, 2mnk, mn, mk, nk, 2mnk[m<64], 2mnk[n<64], 2k*pad16(m)*pad16(n)-2mnk";
+    "1, 2mnk, mn, mk, nk, 2nk*min(m,64), 2mk*min(n,64), 2k*pad16(m)*pad16(n)-2mnk";
 static const char *const pair_names[4] = {"NN", "TN", "NT", "TT"};
 static const char *const dir_names[3] = {"h2d", "d2h", NULL};
 static const char *const kind_names[4] = {"cpu", "cuda", "opencl", "sim"};

@@ -81,7 +81,7 @@ static int usable_model(const poas__opt_device *d, const poas__opt_problem *p,
     for (int dir = 0; dir < 2; dir++) {
       double t = poas__model_transfer_time(out, (poas_direction)dir, 1 << 20);
       if (!out->xfer[dir].valid || !time_ok(t, 1)) {
-        out->xfer[dir] = (poas__transfer_model){1, 1e-4, 1e9};
+        out->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = 1e-4, .bandwidth = 1e9};
         replaced = 1;
       }
     }

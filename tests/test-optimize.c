@@ -27,7 +27,7 @@ static void rate_model(poas__device_model *dm, double flops, double overhead, do
     for (int pair = 0; pair < 4; pair++)
       poas__gemm_model_from_rate(&dm->gemm[dt][pair], flops, overhead);
   for (int dir = 0; dir < 2; dir++)
-    dm->xfer[dir] = (poas__transfer_model){1, latency, bandwidth};
+    dm->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = latency, .bandwidth = bandwidth};
 }
 
 static poas__opt_device device(const char *id, const poas__device_model *dm, int host_memory) {
