@@ -77,6 +77,38 @@ static sweep sweep_for(int quick) {
                  POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5};
 }
 
+/* The sweeps above are sized for a device of about REFERENCE_RATE flop/s
+ * (the 2-core CI machine's OpenBLAS). A slower device would spend minutes
+ * on them (PoCL on the same two cores took 8 of the 10 minutes of a full
+ * calibration), a faster one would only time small calls it barely
+ * notices; so the square and full sizes are scaled by the cube root of the
+ * device's measured rate over the reference, which keeps the time per
+ * sample about constant. Thin sizes are row counts a split produces and
+ * stay as they are. */
+#define REFERENCE_RATE 1e11
+#define MAX_SWEEP_SIZES 16
+
+typedef struct scaled_sweep {
+  sweep sw;
+  int64_t squares[MAX_SWEEP_SIZES], full[MAX_SWEEP_SIZES];
+} scaled_sweep;
+
+static int64_t scale_size(int64_t x, double f) {
+  int64_t v = (int64_t)((double)x * f) / 8 * 8;
+  return POAS__MAX(v, 32);
+}
+
+static void scale_sweep(const sweep *in, double f, scaled_sweep *out) {
+  out->sw = *in;
+  for (int i = 0; i < in->nsquares && i < MAX_SWEEP_SIZES; i++)
+    out->squares[i] = scale_size(in->squares[i], f);
+  for (int i = 0; i < in->nfull && i < MAX_SWEEP_SIZES; i++)
+    out->full[i] = scale_size(in->full[i], f);
+  out->sw.squares = out->squares;
+  out->sw.full = out->full;
+  out->sw.big_max = scale_size(in->big_max, f);
+}
+
 static void add(gemm_sample *s, int *n, int dt, int pair, int64_t m, int64_t nn, int64_t k) {
   s[*n] = (gemm_sample){.dtype = dt, .pair = pair, .m = m, .n = nn, .k = k};
   (*n)++;
@@ -435,8 +467,52 @@ static void bench_free(bench *bb) {
   free(bb->host);
 }
 
+/* The device's sgemm rate in flop/s on a 512^3 problem, after one warm-up
+ * call (which also compiles kernels on OpenCL devices); 0 when it cannot
+ * be measured, which leaves the sweep unscaled. */
+static double probe_rate(poas__device *dev) {
+  enum { N = 512 };
+  size_t bytes = (size_t)N * N * sizeof(float);
+  bench bb = {.dev = dev, .cap = bytes};
+  double rate = 0;
+  if (dev->be->mem_alloc(dev, bytes, &bb.a) || dev->be->mem_alloc(dev, bytes, &bb.b) ||
+      dev->be->mem_alloc(dev, bytes, &bb.c))
+    goto done;
+  if (!dev->info.host_memory) {
+    bb.host_cap = bytes;
+    if (!(bb.host = malloc(bytes)))
+      goto done;
+  }
+  if (load_operands(&bb))
+    goto done;
+  gemm_sample w = {.dtype = POAS_FLOAT32, .m = N, .n = N, .k = N};
+  double t;
+  if (time_gemm(&bb, &w, &t) == 0 && t > 0)
+    rate = 2.0 * N * N * N / t;
+done:
+  bench_free(&bb);
+  return rate;
+}
+
+/* The sweep for a device: the nominal one scaled to its speed, but never
+ * beyond what a quarter of its memory holds in three operands. */
+static void device_sweep(poas__device *dev, int quick, scaled_sweep *out) {
+  sweep nominal = sweep_for(quick);
+  double rate = probe_rate(dev);
+  double f = rate > 0 ? cbrt(rate / REFERENCE_RATE) : 1;
+  f = POAS__MIN(POAS__MAX(f, 0.25), 4.0);
+  double mem_side = sqrt((double)dev->info.memory_bytes / 4 / 3 / sizeof(double));
+  if ((double)nominal.big_max * f > mem_side)
+    f = POAS__MAX(mem_side / (double)nominal.big_max, 0.25);
+  scale_sweep(&nominal, f, out);
+  poas__info("%s: calibration sizes scaled by %.2f (sgemm 512^3 at %.3g GFLOP/s)", dev->info.id,
+             f, rate / 1e9);
+}
+
 int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__device_model *out) {
-  sweep sw = sweep_for(o->quick);
+  scaled_sweep scaled;
+  device_sweep(dev, o->quick, &scaled);
+  sweep sw = scaled.sw;
   int per = max_shapes(&sw);
   gemm_sample *s = malloc((size_t)per * 8 * sizeof *s);
   if (!s)

@@ -1,13 +1,14 @@
 /* cpu.c: the host CPU as a device, through OpenBLAS. It computes directly
  * on host memory (host_memory = 1), so the adapter gives it no copies. Its
  * one lane is the calling thread: every operation is synchronous and events
- * are always complete. With pin=1 the calling thread and OpenBLAS's
- * threads are bound with hwloc to the first `threads` cores, so that a
- * device placed on the remaining cores (PoCL's, say) does not fight over
- * them. By default it pins only when it uses fewer cores than the host has:
- * with every core, binding buys nothing and costs up to a fifth of the
- * speed when another process briefly takes one of the cores (measured on a
- * loaded 2-core machine: 75 against 99 GFLOP/s for sgemm n = 2048). */
+ * are always complete. With pin=1 (the default) the calling thread and
+ * OpenBLAS's threads are bound with hwloc to the first `threads` cores, so
+ * that a device placed on the remaining cores (PoCL's, say) does not fight
+ * over them, and small calls do not pay for threads woken on a far core.
+ * On a quiet 2-core machine pinning costs nothing for large calls (sgemm
+ * n = 4096: 247.0 pinned, 247.8 unpinned, 245.8 GFLOP/s for plain cblas);
+ * on a machine shared with other busy processes pin=0 can be faster, since
+ * the OS can then move a thread off a core someone else took. */
 #include "devices/device.h"
 
 /* cblas.h is OpenBLAS's: it declares openblas_set_num_threads and, with
@@ -57,7 +58,7 @@ static hwloc_cpuset_t first_cores(hwloc_topology_t topo, int threads) {
 static int parse_settings(cpu_state *s, const poas__spec_entry *e, int ncores, char *err,
                           size_t errcap) {
   s->threads = ncores;
-  s->pin = -1; /* auto: decided once threads is known */
+  s->pin = 1;
   for (int i = 0; e && i < e->nsettings; i++) {
     int64_t v;
     if (strcmp(e->key[i], "threads") == 0) {
@@ -77,8 +78,6 @@ static int parse_settings(cpu_state *s, const poas__spec_entry *e, int ncores, c
       return POAS_ESPEC;
     }
   }
-  if (s->pin < 0)
-    s->pin = s->threads < ncores;
   return 0;
 }
 
