@@ -381,9 +381,9 @@ int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_proble
     s->host_memory[i] = devs[i].host_memory;
     s->tile[i] = plan->dev[i].tile;
     s->model[i] = plan->model[i];
-    poas__pipe_init(&s->dev[i].first, p, s->split, &s->model[i], devs[i].host_memory,
+    poas__pipe_init(&s->dev[i].first, p, s->split, &s->model[i], &devs[i],
                     s->tile[i], 1);
-    poas__pipe_init(&s->dev[i].later, p, s->split, &s->model[i], devs[i].host_memory,
+    poas__pipe_init(&s->dev[i].later, p, s->split, &s->model[i], &devs[i],
                     s->tile[i], 0);
     reset_device(&s->dev[i], NULL);
   }

@@ -99,6 +99,23 @@ static int write_profile(const poas_context *ctx, const int sel[], const poas__d
   return rc;
 }
 
+/* Devices calibrated together that share the host's cores get their
+ * contention factor; a device measured alone keeps none. */
+static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_model *fresh) {
+  poas__device *devs[POAS_MAX_DEVICES];
+  int idx[POAS_MAX_DEVICES], n = 0;
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    if (sel[i] && ctx->devices.dev[i]->info.shares_host_cores)
+      idx[n] = i, devs[n++] = ctx->devices.dev[i];
+  if (n < 2)
+    return 0;
+  double factor[POAS_MAX_DEVICES];
+  int rc = poas__calibrate_contention(devs, n, factor);
+  for (int j = 0; !rc && j < n; j++)
+    fresh[idx[j]].contention = factor[j];
+  return rc;
+}
+
 int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                    poas_calibration_result *out) {
   poas__clear_detail();
@@ -130,6 +147,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     rc = poas__calibrate_device(ctx->devices.dev[i], &co, &fresh[i]);
     done++;
   }
+  if (!rc)
+    rc = calibrate_contention(ctx, sel, fresh);
   char created[32] = "";
   if (!rc && opts->output)
     rc = write_profile(ctx, sel, fresh, opts->output, created);

@@ -58,6 +58,12 @@ typedef struct poas__device_model {
   poas__transfer_model xfer[2];
   poas__transfer_model xfer_pinned[2];
   uint64_t memory_bytes;        /* what calibration could really allocate */
+  /* How much slower its GEMMs and copies run while another device that
+   * shares the host's cores computes at the same time (caches, memory
+   * bandwidth, the host threads of a CPU OpenCL driver): a time factor,
+   * measured by calibrating such devices together; 0 or 1 when none was
+   * measured. */
+  double contention;
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */

@@ -428,7 +428,8 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
 
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
-  static const char *const known[] = {"id", "name", "memory_bytes", "gemm", "transfer", NULL};
+  static const char *const known[] = {"id",   "name",     "memory_bytes", "gemm",
+                                      "transfer", "contention", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -449,6 +450,11 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   json_t *xfer = member(r, obj, path, "transfer", JSON_OBJECT, "an object", 1);
   snprintf(p, sizeof p, "%s.transfer", path);
   if (r->problem[0] || (xfer && read_transfer(r, xfer, p, dm)))
+    return -1;
+  /* Optional: only profiles of devices calibrated together have it. */
+  dm->contention = 1;
+  if (json_object_get(obj, "contention") &&
+      get_number(r, obj, path, "contention", 1, 10, &dm->contention))
     return -1;
   return 0;
 }
@@ -638,6 +644,8 @@ static json_t *device_json(const poas__profile_device *pd) {
     }
     json_object_set_new(d, "transfer", t);
   }
+  if (pd->model.contention > 1)
+    json_object_set_new(d, "contention", json_real(pd->model.contention));
   return d;
 }
 

@@ -61,6 +61,7 @@ typedef struct poas__pipe_time {
  * periodic after a few tiles; later ones are extrapolated). */
 typedef struct poas__pipe {
   int host_memory, reads_c, reads_ab;
+  int serial;            /* copies and GEMMs share one timeline (see pipeline.c) */
   int64_t tile;
   double shared_s;       /* copy of the shared operand; 0 when none */
   uint64_t shared_bytes;
@@ -76,10 +77,11 @@ typedef struct poas__pipe {
   poas__split_dim split;
 } poas__pipe;
 
-/* Prepares the pipeline of a device (model already usable). with_shared:
- * the shared operand still has to be copied (the device's first chunk). */
+/* Prepares the pipeline of device `dev` with model `dm` (already usable).
+ * with_shared: the shared operand still has to be copied (the device's
+ * first chunk). */
 void poas__pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
-                     const poas__device_model *dm, int host_memory, int64_t tile,
+                     const poas__device_model *dm, const poas__opt_device *dev, int64_t tile,
                      int with_shared);
 /* The predicted time and traffic of `units` units on the pipeline. */
 void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out);

@@ -318,56 +318,96 @@ static double solve_subset(solver *s, const poas__opt_device *d, int nd, const i
       continue;
     cand *c = &s->c[s->ncand++];
     c->dev = i;
-    poas__pipe_init(&c->pipe, s->p, r->split, &r->model[i], d[i].host_memory, sc->tile[i], 1);
+    poas__pipe_init(&c->pipe, s->p, r->split, &r->model[i], &d[i], sc->tile[i], 1);
   }
   if (s->ncand == 0)
     return INFINITY;
   return balance(s);
 }
 
-/* Devices that share the host's cores and are still candidates. */
-static int sharing_devices(const poas__opt_device *d, int nd, const screen *sc, int host_cores,
+/* Devices that share the host's cores and are still candidates, when there
+ * are two or more of them: then which of them take part is a choice, since
+ * together they may need more cores than the host has, and even when they
+ * fit they slow each other (poas__device_model.contention). */
+static int sharing_devices(const poas__opt_device *d, int nd, const screen *sc,
                            int idx[MAX_SHARING]) {
-  int ns = 0, cores = 0;
+  int ns = 0;
   for (int i = 0; i < nd && ns < MAX_SHARING; i++)
-    if (sc->ok[i] && d[i].shares_host_cores) {
+    if (sc->ok[i] && d[i].shares_host_cores)
       idx[ns++] = i;
-      cores += POAS__MIN(POAS__MAX(d[i].cores, 1), host_cores);
-    }
-  return host_cores > 0 && cores > host_cores ? ns : 0;
+  return ns >= 2 ? ns : 0;
 }
 
-/* Whether the subset `mask` of the sharing devices fits the host's cores
- * and no other sharing device could be added to it. */
-static int maximal_fit(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
-                       int host_cores) {
-  int cores = 0, count = 0;
+/* The cores the subset `mask` of the sharing devices needs. */
+static int mask_cores(const poas__opt_device *d, const int *idx, int ns, unsigned mask) {
+  int cores = 0;
   for (int j = 0; j < ns; j++)
     if (mask & (1u << j))
-      cores += POAS__MAX(d[idx[j]].cores, 1), count++;
-  if (count == 0 || (count > 1 && cores > host_cores))
-    return 0;
-  for (int j = 0; j < ns; j++)
-    if (!(mask & (1u << j)) && cores + POAS__MAX(d[idx[j]].cores, 1) <= host_cores)
-      return 0;
-  return 1;
+      cores += POAS__MAX(d[idx[j]].cores, 1);
+  return cores;
+}
+
+/* Whether the subset `mask` can run at once: one device alone always can,
+ * several only on disjoint cores. */
+static int cores_fit(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
+                     int host_cores) {
+  return __builtin_popcount(mask) == 1 || mask_cores(d, idx, ns, mask) <= host_cores;
+}
+
+/* Slows a model by a time factor: GEMMs and copies alike. */
+static void slow_model(poas__device_model *m, double f) {
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++)
+      for (int c = 0; c < POAS__GEMM_NFEAT; c++)
+        m->gemm[dt][pair].coef[c] *= f;
+  for (int dir = 0; dir < 2; dir++) {
+    m->xfer[dir].latency *= f;
+    m->xfer[dir].bandwidth /= f;
+  }
+}
+
+static double contention_of(const poas__opt_device *d) {
+  return d->model && d->model->contention > 1 ? d->model->contention : 1;
+}
+
+/* Sets the sharing devices' models for the subset `mask`: slowed by their
+ * contention when more than one of them computes. */
+static void apply_contention(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
+                             const poas__device_model *base, poas__opt_result *r) {
+  int together = __builtin_popcount(mask) > 1;
+  for (int j = 0; j < ns; j++) {
+    r->model[idx[j]] = base[j];
+    if (together && (mask & (1u << j)))
+      slow_model(&r->model[idx[j]], contention_of(&d[idx[j]]));
+  }
 }
 
 static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
                             int host_cores, poas__opt_result *r) {
   char with[96] = "";
+  double worst = 1;
   for (int j = 0; j < ns; j++)
     if (mask & (1u << j)) {
       size_t len = strlen(with);
       snprintf(with + len, sizeof with - len, "%s%s", len ? ", " : "", d[idx[j]].id);
+      worst = fmax(worst, contention_of(&d[idx[j]]));
     }
-  for (int j = 0; j < ns; j++)
-    if (!(mask & (1u << j))) {
-      snprintf(r->dev[idx[j]].reason, sizeof r->dev[idx[j]].reason,
+  const char *verb = strchr(with, ',') ? "are" : "is";
+  for (int j = 0; j < ns; j++) {
+    if (mask & (1u << j))
+      continue;
+    poas__opt_share *sh = &r->dev[idx[j]];
+    if (mask_cores(d, idx, ns, mask | (1u << j)) > host_cores)
+      snprintf(sh->reason, sizeof sh->reason,
                "shares the host's %d cores with %s, which %s faster on them", host_cores, with,
-               strchr(with, ',') ? "are" : "is");
-      r->dev[idx[j]].excluded = 1;
-    }
+               verb);
+    else
+      snprintf(sh->reason, sizeof sh->reason,
+               "would cost %s more than it adds: computing beside each other, the devices "
+               "that share the host's cores run up to %.0f%% slower",
+               with, 100 * (fmax(worst, contention_of(&d[idx[j]])) - 1));
+    sh->excluded = 1;
+  }
 }
 
 /* Writes each device's range and predicted time from the assignment. */
@@ -437,21 +477,26 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   s.ngran = (s.total + s.granule - 1) / s.granule;
 
   int idx[MAX_SHARING];
-  int ns = sharing_devices(d, nd, &sc, p->host_cores, idx);
-  unsigned best_mask = 0;
+  int ns = sharing_devices(d, nd, &sc, idx);
   if (ns > 0) {
+    poas__device_model base[MAX_SHARING];
+    for (int j = 0; j < ns; j++)
+      base[j] = out->model[idx[j]];
+    unsigned best_mask = 0;
     double best = INFINITY;
     for (unsigned mask = (1u << ns) - 1; mask > 0; mask--) {
-      if (!maximal_fit(d, idx, ns, mask, p->host_cores))
+      if (!cores_fit(d, idx, ns, mask, p->host_cores))
         continue;
       int use[POAS_MAX_DEVICES];
       memcpy(use, sc.ok, sizeof use);
       for (int j = 0; j < ns; j++)
         use[idx[j]] = (mask >> j) & 1;
+      apply_contention(d, idx, ns, mask, base, out);
       double t = solve_subset(&s, d, nd, use, &sc, out);
       if (t < best)
         best = t, best_mask = mask;
     }
+    apply_contention(d, idx, ns, best_mask, base, out);
     explain_sharing(d, idx, ns, best_mask, p->host_cores, out);
     for (int j = 0; j < ns; j++)
       sc.ok[idx[j]] = (best_mask >> j) & 1;

@@ -53,6 +53,11 @@ typedef struct poas__calib_opts {
 int poas__calibrate_device(poas__device *dev, const poas__calib_opts *opts,
                            poas__device_model *out);
 
+/* Measures how much the n devices slow each other when they compute at
+ * once (devices that share the host's cores) and writes each one's time
+ * factor, at least 1, into factor[i]. */
+int poas__calibrate_contention(poas__device *const *devs, int n, double *factor);
+
 /* ------------------------------------------------------------------ fits */
 
 #define POAS__FIT_ACCUM_MAX 4096

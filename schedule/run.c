@@ -23,11 +23,15 @@
  * that a device running twice slower than its model still finishes within
  * ~5% of the ideal makespan with two devices. */
 #define GUIDED_TAIL 0.3
-/* Smallest chunk handed out on demand, as a fraction of all units: below
- * it the per-call overhead and thin-block inefficiency of a BLAS call cost
- * more than the balance gained (OpenBLAS at n = 2048 split into 8 halving
- * chunks ran ~15% slower than in one call). */
-#define MIN_CHUNK_FRACTION 0.03
+/* Smallest chunk handed out on demand, as the time it takes the device,
+ * in a fraction of the predicted makespan: below it the per-call overhead
+ * and thin-block inefficiency of a BLAS call cost more than the balance
+ * gained (OpenBLAS at n = 2048 cut into 8 halving chunks ran ~15% slower
+ * than in one call). It is a time, not a count of units, because a count
+ * that suits a fast device is far too much for a slow one: 3% of 4096
+ * columns kept a one-core PoCL device busy for 0.4 s after the CPU had
+ * finished. */
+#define MIN_CHUNK_TIME_FRACTION 0.02
 
 int poas__policy_parse(const char *text, poas__policy *out) {
   static const char *const names[] = {"static", "guided", "dynamic"};
@@ -63,7 +67,7 @@ typedef struct runner {
   int chunks[POAS_MAX_DEVICES];
   int64_t units[POAS_MAX_DEVICES];
   double weight[POAS_MAX_DEVICES];
-  int64_t min_chunk;            /* units; see MIN_CHUNK_FRACTION */
+  int64_t min_chunk[POAS_MAX_DEVICES]; /* units; see MIN_CHUNK_TIME_FRACTION */
   int handled;                  /* chunks accounted for */
   int rc;                       /* first fatal error */
 } runner;
@@ -135,7 +139,7 @@ static int64_t chunk_size(const runner *r, int d) {
       wsum += r->weight[i];
   int64_t g = POAS__MAX(r->src->granule, 1);
   double want = (double)pool_units(r) * (wsum > 0 ? r->weight[d] / wsum : 1) / 2;
-  int64_t n = ((int64_t)ceil(POAS__MAX(want, (double)r->min_chunk)) + g - 1) / g * g;
+  int64_t n = ((int64_t)ceil(POAS__MAX(want, (double)r->min_chunk[d])) + g - 1) / g * g;
   return POAS__MAX(n, g);
 }
 
@@ -269,7 +273,9 @@ static int start(runner *r) {
     r->part[d] = planned ? (cfg->u1[d] > cfg->u0[d] || cfg->rate[d] > 0) : 1;
     r->weight[d] = cfg->rate[d] > 0 ? cfg->rate[d] : 1;
   }
-  r->min_chunk = (int64_t)((double)r->src->total_units * MIN_CHUNK_FRACTION);
+  for (int d = 0; d < ndev; d++)
+    r->min_chunk[d] =
+        (int64_t)(cfg->rate[d] * cfg->predicted_makespan_s * MIN_CHUNK_TIME_FRACTION);
   if (!planned)
     return pool_add(r, 0, r->src->total_units, -1);
   int64_t g = POAS__MAX(r->src->granule, 1);

@@ -90,7 +90,7 @@ TEST(solver_matches_exhaustive_search) {
     CHECK(e.ngran < 128);
     for (int i = 0; i < nd; i++) {
       poas__pipe pipe;
-      poas__pipe_init(&pipe, &p, r.split, &r.model[i], d[i].host_memory, r.dev[i].tile, 1);
+      poas__pipe_init(&pipe, &p, r.split, &r.model[i], &d[i], r.dev[i].tile, 1);
       for (int64_t g = 0; g <= e.ngran; g++) {
         poas__pipe_time t;
         poas__pipe_eval(&pipe, g * granule, &t);
@@ -214,6 +214,39 @@ TEST(devices_sharing_cores_never_add_what_they_cannot) {
   return 0;
 }
 
+/* Devices on disjoint cores still slow each other (caches, memory
+ * bandwidth). A slow device whose help is worth less than the slowdown it
+ * causes is left out, with that reason; one worth more takes part, and
+ * both are planned with their slowed models. */
+TEST(contention_between_sharing_devices_is_priced_in) {
+  poas__device_model cpu, pocl;
+  poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 0)};
+  d[0].shares_host_cores = d[1].shares_host_cores = 1;
+  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 4096, .n = 4096, .k = 4096,
+                         .reads_c = 1, .reads_ab = 1, .host_cores = 2};
+  poas__opt_result r;
+  /* 12:1 rates, 10% contention each: the helper adds < 8%, costs 10%. */
+  rate_model(&cpu, 1.2e11, 1e-5, 0, 1e30);
+  rate_model(&pocl, 1e10, 1e-5, 1e-6, 2e10);
+  cpu.contention = pocl.contention = 1.1;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && r.dev[0].u1 - r.dev[0].u0 == r.total_units);
+  CHECK_MSG(r.dev[1].excluded && strstr(r.dev[1].reason, "would cost cpu0 more than it adds"),
+            "%s", r.dev[1].reason);
+  double alone = r.makespan_s;
+  /* 2:1 rates: worth it despite the contention; slower than contention-free. */
+  rate_model(&pocl, 6e10, 1e-5, 1e-6, 2e10);
+  pocl.contention = 1.1;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && !r.dev[1].excluded && r.makespan_s < alone);
+  double with_contention = r.makespan_s;
+  cpu.contention = pocl.contention = 1;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(r.makespan_s < with_contention);
+  return 0;
+}
+
 /* ------------------------------------------------------------ bad input */
 
 TEST(unusable_models_give_conservative_finite_plans) {
@@ -295,6 +328,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(shares_follow
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),
           TEST_ENTRY(useless_and_unfit_devices_are_excluded_with_reasons),
           TEST_ENTRY(devices_sharing_cores_never_add_what_they_cannot),
+          TEST_ENTRY(contention_between_sharing_devices_is_priced_in),
           TEST_ENTRY(unusable_models_give_conservative_finite_plans),
           TEST_ENTRY(problem_that_fits_nowhere_is_a_clear_error),
           TEST_ENTRY(empty_problems_plan_nothing))

@@ -113,6 +113,8 @@ static void sample_profile(poas__profile *p) {
         m->xfer[dir] = (poas__transfer_model){1, 1e-5 / 3, 1.2e10 + dir, {12, 0.999, 0.001, 0.01}};
         m->xfer_pinned[dir] = (poas__transfer_model){1, 7e-6, 2.4e10 / 7, {12, 0.9, 0.002, 0.02}};
       }
+    /* Written only when measured (> 1); read back as 1 otherwise. */
+    m->contention = d ? 1.0 + 1.0 / 7 : 1;
   }
 }
 
@@ -308,7 +310,7 @@ TEST(fingerprint_mismatch_names_the_device) {
   poas__profile *p = malloc(sizeof *p);
   CHECK(p);
   CHECK_OK(poas__profile_load(path, p));
-  char name[128];
+  char name[sizeof p->dev[0].name + 2];
   snprintf(name, sizeof name, "\"%s\"", p->dev[0].name);
   free(p);
   /* Hand-edit the device name everywhere it appears. */

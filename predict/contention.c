@@ -1,0 +1,145 @@
+/* contention.c: how much devices that share the host's cores slow each
+ * other down. The CPU device and a CPU OpenCL device limited to the other
+ * cores do not share cores, but they share caches, memory bandwidth and the
+ * host's scheduler: on the 2-core CI machine class, OpenBLAS on one core ran
+ * 10-13% slower while PoCL computed on the other, and PoCL 14-17% slower.
+ * A plan that ignores this predicts co-execution gains that do not exist.
+ *
+ * The probe times the same sgemm on each device alone, then on all of them
+ * at once, each from its own thread (as the scheduler drives them), and
+ * gives each device the ratio of its times. */
+#include "predict/predict.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Seconds each device computes alone, and all of them together. */
+#define ALONE_S 0.5
+#define TOGETHER_S 1.0
+#define PROBE_N 768
+
+typedef struct probe {
+  poas__device *dev;
+  poas__mem a, b, c;
+  double deadline;   /* poas__now() at which to stop */
+  pthread_barrier_t *start;
+  int calls;
+  double busy;       /* seconds spent in completed calls */
+  int rc;
+} probe;
+
+static int probe_gemm(probe *p) {
+  poas__gemm_call g = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
+                       .m = PROBE_N, .n = PROBE_N, .k = PROBE_N, .alpha = 1, .beta = 0,
+                       .a = {p->a, 0, PROBE_N}, .b = {p->b, 0, PROBE_N}, .c = {p->c, 0, PROBE_N}};
+  int rc = p->dev->be->gemm(p->dev, 0, &g);
+  return rc ? rc : p->dev->be->lane_sync(p->dev, 0);
+}
+
+/* Computes until the deadline; counts the calls that completed. */
+static void *probe_loop(void *arg) {
+  probe *p = arg;
+  if (p->start)
+    pthread_barrier_wait(p->start);
+  p->calls = 0, p->busy = 0;
+  double t0 = poas__now();
+  while (!p->rc && poas__now() < p->deadline) {
+    p->rc = probe_gemm(p);
+    if (!p->rc)
+      p->calls++;
+  }
+  p->busy = poas__now() - t0;
+  return NULL;
+}
+
+static int probe_open(probe *p, poas__device *dev) {
+  memset(p, 0, sizeof *p);
+  p->dev = dev;
+  size_t bytes = (size_t)PROBE_N * PROBE_N * sizeof(float);
+  float *host = malloc(bytes);
+  int rc = host ? 0 : POAS_ENOMEM;
+  poas__mem *m[3] = {&p->a, &p->b, &p->c};
+  for (int i = 0; !rc && i < 3; i++)
+    rc = dev->be->mem_alloc(dev, bytes, m[i]);
+  for (size_t i = 0; host && i < (size_t)PROBE_N * PROBE_N; i++)
+    host[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
+  for (int i = 0; !rc && i < 3; i++) {
+    if (dev->info.host_memory)
+      memcpy(m[i]->ptr, host, bytes);
+    else
+      rc = dev->be->copy_h2d(dev, 0, *m[i], host, &c);
+  }
+  if (!rc)
+    rc = dev->be->lane_sync(dev, 0);
+  if (!rc)
+    rc = probe_gemm(p); /* warm-up: threads started, kernels compiled */
+  free(host);
+  return rc;
+}
+
+static void probe_close(probe *p) {
+  poas__mem *m[3] = {&p->c, &p->b, &p->a};
+  for (int i = 0; i < 3; i++)
+    if (m[i]->ptr)
+      p->dev->be->mem_free(p->dev, *m[i]);
+}
+
+/* Seconds per call, or 0 when none completed. */
+static double per_call(const probe *p) { return p->calls ? p->busy / p->calls : 0; }
+
+int poas__calibrate_contention(poas__device *const *devs, int n, double *factor) {
+  probe *p = calloc((size_t)n, sizeof *p);
+  pthread_t *th = calloc((size_t)n, sizeof *th);
+  double *alone = calloc((size_t)n, sizeof *alone);
+  int rc = p && th && alone ? 0 : POAS_ENOMEM;
+  int opened = 0;
+  for (; !rc && opened < n; opened++)
+    rc = probe_open(&p[opened], devs[opened]);
+  for (int i = 0; !rc && i < n; i++) {
+    p[i].deadline = poas__now() + ALONE_S;
+    probe_loop(&p[i]);
+    rc = p[i].rc;
+    alone[i] = per_call(&p[i]);
+  }
+  pthread_barrier_t start;
+  if (!rc) {
+    pthread_barrier_init(&start, NULL, (unsigned)n);
+    /* The deadline is set after the barrier would have been reached by a
+     * thread started now, plus the slowest single call, so every device
+     * overlaps the others for at least TOGETHER_S. */
+    double longest = 0;
+    for (int i = 0; i < n; i++)
+      longest = POAS__MAX(longest, alone[i]);
+    double deadline = poas__now() + TOGETHER_S + longest;
+    int started = 0;
+    for (int i = 0; i < n; i++) {
+      p[i].start = &start;
+      p[i].deadline = deadline;
+      if (pthread_create(&th[i], NULL, probe_loop, &p[i]) != 0)
+        break;
+      started++;
+    }
+    for (int i = 0; i < started; i++)
+      pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    if (started < n)
+      rc = POAS_ENOMEM; /* the barrier waits for all: n threads or nothing */
+    for (int i = 0; !rc && i < n; i++)
+      rc = p[i].rc;
+  }
+  for (int i = 0; !rc && i < n; i++) {
+    double together = per_call(&p[i]);
+    double f = alone[i] > 0 && together > 0 ? together / alone[i] : 1;
+    factor[i] = POAS__MIN(POAS__MAX(f, 1.0), 10.0);
+    poas__info("%s: %.3g ms per %d^3 sgemm alone, %.3g ms beside the others: contention %.3f",
+               devs[i]->info.id, alone[i] * 1e3, PROBE_N, together * 1e3, factor[i]);
+  }
+  for (int i = 0; i < opened; i++)
+    probe_close(&p[i]);
+  free(alone);
+  free(th);
+  free(p);
+  return rc;
+}
