@@ -5,24 +5,31 @@
  * 10-13% slower while PoCL computed on the other, and PoCL 14-17% slower.
  * A plan that ignores this predicts co-execution gains that do not exist.
  *
- * The probe times the same sgemm on each device alone, then on all of them
+ * The probe times a square sgemm on each device alone, then on all of them
  * at once, each from its own thread (as the scheduler drives them), and
- * gives each device the ratio of its times. */
+ * gives each device the ratio of its times. The squares are as large as
+ * the device computes in about PROBE_CALL_S (up to 2048, whose operands
+ * are 16 MiB each), as in the blocks of a real split: with 768^3, which
+ * stays in the caches, the same two devices showed 0.3% and 1.3%, while a
+ * 4096^3 split between them ran 10-17% slower than its parts alone. */
 #include "predict/predict.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Seconds each device computes alone, and all of them together. */
-#define ALONE_S 0.5
-#define TOGETHER_S 1.0
-#define PROBE_N 768
+#define ALONE_S 1.0
+#define TOGETHER_S 2.0
+#define PROBE_CALL_S 0.25
+#define PROBE_N_MAX 2048
 
 typedef struct probe {
   poas__device *dev;
   poas__mem a, b, c;
   double deadline;   /* poas__now() at which to stop */
+  int64_t n;          /* side of the probe's square */
   pthread_barrier_t *start;
   int calls;
   double busy;       /* seconds spent in completed calls */
@@ -31,8 +38,8 @@ typedef struct probe {
 
 static int probe_gemm(probe *p) {
   poas__gemm_call g = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
-                       .m = PROBE_N, .n = PROBE_N, .k = PROBE_N, .alpha = 1, .beta = 0,
-                       .a = {p->a, 0, PROBE_N}, .b = {p->b, 0, PROBE_N}, .c = {p->c, 0, PROBE_N}};
+                       .m = p->n, .n = p->n, .k = p->n, .alpha = 1, .beta = 0,
+                       .a = {p->a, 0, p->n}, .b = {p->b, 0, p->n}, .c = {p->c, 0, p->n}};
   int rc = p->dev->be->gemm(p->dev, 0, &g);
   return rc ? rc : p->dev->be->lane_sync(p->dev, 0);
 }
@@ -56,25 +63,38 @@ static void *probe_loop(void *arg) {
 static int probe_open(probe *p, poas__device *dev) {
   memset(p, 0, sizeof *p);
   p->dev = dev;
-  size_t bytes = (size_t)PROBE_N * PROBE_N * sizeof(float);
-  float *host = malloc(bytes);
+  size_t bytes = (size_t)PROBE_N_MAX * PROBE_N_MAX * sizeof(float);
+  enum { CHUNK = 4 << 20 };
+  float *host = malloc(CHUNK);
   int rc = host ? 0 : POAS_ENOMEM;
+  for (size_t i = 0; host && i < CHUNK / sizeof(float); i++)
+    host[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
   poas__mem *m[3] = {&p->a, &p->b, &p->c};
   for (int i = 0; !rc && i < 3; i++)
     rc = dev->be->mem_alloc(dev, bytes, m[i]);
-  for (size_t i = 0; host && i < (size_t)PROBE_N * PROBE_N; i++)
-    host[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
-  for (int i = 0; !rc && i < 3; i++) {
-    if (dev->info.host_memory)
-      memcpy(m[i]->ptr, host, bytes);
-    else
-      rc = dev->be->copy_h2d(dev, 0, *m[i], host, &c);
-  }
+  for (int i = 0; !rc && i < 3; i++)
+    for (size_t off = 0; !rc && off < bytes; off += CHUNK) {
+      poas__copy2d c = {CHUNK, 1, CHUNK, CHUNK, off};
+      if (dev->info.host_memory)
+        memcpy((char *)m[i]->ptr + off, host, CHUNK);
+      else
+        rc = dev->be->copy_h2d(dev, 0, *m[i], host, &c);
+    }
   if (!rc)
     rc = dev->be->lane_sync(dev, 0);
+  /* Warm-up (threads started, kernels compiled), then the square that
+   * takes about PROBE_CALL_S at the rate of a 512^3 one. */
+  p->n = 512;
   if (!rc)
-    rc = probe_gemm(p); /* warm-up: threads started, kernels compiled */
+    rc = probe_gemm(p);
+  double t0 = poas__now();
+  if (!rc)
+    rc = probe_gemm(p);
+  double t = poas__now() - t0;
+  int64_t side = t > 0 ? (int64_t)(512 * cbrt(PROBE_CALL_S / t)) / 128 * 128 : PROBE_N_MAX;
+  p->n = POAS__MIN(POAS__MAX(side, 256), PROBE_N_MAX);
+  if (!rc)
+    rc = probe_gemm(p); /* pages of the larger square touched */
   free(host);
   return rc;
 }
@@ -133,8 +153,9 @@ int poas__calibrate_contention(poas__device *const *devs, int n, double *factor)
     double together = per_call(&p[i]);
     double f = alone[i] > 0 && together > 0 ? together / alone[i] : 1;
     factor[i] = POAS__MIN(POAS__MAX(f, 1.0), 10.0);
-    poas__info("%s: %.3g ms per %d^3 sgemm alone, %.3g ms beside the others: contention %.3f",
-               devs[i]->info.id, alone[i] * 1e3, PROBE_N, together * 1e3, factor[i]);
+    poas__info("%s: %.3g ms per %lld^3 sgemm alone, %.3g ms beside the others: "
+               "contention %.3f",
+               devs[i]->info.id, alone[i] * 1e3, (long long)p[i].n, together * 1e3, factor[i]);
   }
   for (int i = 0; i < opened; i++)
     probe_close(&p[i]);
