@@ -2,9 +2,9 @@
  * calibration never measured (thin row blocks, thin column blocks,
  * squares, every transpose pair, both dtypes) on one device. Stands on
  * poas.h alone: the context holds that one device, each shape runs through
- * poas_sgemm / poas_dgemm (column-major), and the time kept is the fastest
- * of the repetitions, as calibration keeps it, so that a neighbour's load
- * on a shared machine spoils as little as possible. Prints a markdown table
+ * poas_sgemm / poas_dgemm (column-major), and the time kept is the median
+ * of the repetitions after a warm-up, as calibration keeps it and as
+ * poas-bench reports runs. Prints a markdown table
  * of |predicted - measured| / measured per shape and the median.
  *
  *   bench/accuracy [--devices cpu] [--reps N] [--quick]
@@ -60,7 +60,8 @@ static int build_shapes(shape *out, int quick) {
 static double time_shape(poas_context *ctx, const shape *s, void *A, void *B, void *C, int reps) {
   int64_t lda = s->ta == POAS_NO_TRANS ? s->m : s->k;
   int64_t ldb = s->tb == POAS_NO_TRANS ? s->k : s->n;
-  double best = INFINITY;
+  double t_rep[64];
+  reps = reps < 64 ? reps : 64;
   for (int r = 0; r <= reps; r++) {
     double t0 = now();
     int rc = s->dtype == POAS_FLOAT32
@@ -73,10 +74,11 @@ static double time_shape(poas_context *ctx, const shape *s, void *A, void *B, vo
       fprintf(stderr, "accuracy: gemm failed: %s: %s\n", poas_strerror(rc), poas_error_detail());
       exit(1);
     }
-    if (r > 0 && t < best) /* the first call is a warm-up */
-      best = t;
+    if (r > 0) /* the first call is a warm-up */
+      t_rep[r - 1] = t;
   }
-  return best;
+  qsort(t_rep, (size_t)reps, sizeof *t_rep, cmp_double);
+  return reps % 2 ? t_rep[reps / 2] : 0.5 * (t_rep[reps / 2 - 1] + t_rep[reps / 2]);
 }
 
 int main(int argc, char **argv) {
