@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "bench/bench.h"
+#include "tools/json-out.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -99,24 +100,10 @@ void bench_csv_rows(FILE *f, const bench_row *rows, int nrows) {
 
 /* ---------------------------------------------------------------- JSON */
 
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 static void json_row(FILE *f, const bench_row *r) {
   fprintf(f, "{\"m\": %lld, \"n\": %lld, \"k\": %lld, \"dtype\": \"%s\", \"devices\": ",
           (long long)r->m, (long long)r->n, (long long)r->k, bench_dtype_name(r->dtype));
-  json_string(f, r->label);
+  tool_json_string(f, r->label);
   fprintf(f, ", \"role\": \"%s\", \"repeat\": %d", bench_role_name(r->role), r->repeat);
   double v[11];
   row_numbers(r, v);
@@ -125,7 +112,7 @@ static void json_row(FILE *f, const bench_row *r) {
     isnan(v[j]) ? fputs("null", f) : fprintf(f, "%.6g", v[j]);
   }
   fprintf(f, ", \"status\": \"%s\", \"note\": ", r->status);
-  json_string(f, r->note);
+  tool_json_string(f, r->note);
   fputc('}', f);
 }
 
@@ -135,28 +122,28 @@ void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices,
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   fprintf(f, "{\"tool\": \"poas-bench\", \"version\": ");
-  json_string(f, poas_version());
+  tool_json_string(f, poas_version());
   fprintf(f, ", \"command\": ");
-  json_string(f, argv_line);
+  tool_json_string(f, argv_line);
   fprintf(f, ", \"host\": ");
-  json_string(f, host);
+  tool_json_string(f, host);
   fprintf(f, ", \"devices\": [");
   for (int i = 0; i < ndevices; i++) {
     fprintf(f, "%s{\"id\": ", i ? ", " : "");
-    json_string(f, devices[i].id);
+    tool_json_string(f, devices[i].id);
     fprintf(f, ", \"kind\": \"%s\", \"name\": ", poas_device_kind_name(devices[i].kind));
-    json_string(f, devices[i].name);
+    tool_json_string(f, devices[i].name);
     fputc('}', f);
   }
   fprintf(f, "], \"baselines\": [");
   for (int i = 0; i < nbaselines; i++) {
     fputs(i ? ", " : "", f);
-    json_string(f, baselines[i]);
+    tool_json_string(f, baselines[i]);
   }
   fprintf(f, "], \"csv\": ");
-  json_string(f, csv_path);
+  tool_json_string(f, csv_path);
   fprintf(f, ", \"plot\": ");
-  plot_path ? json_string(f, plot_path) : (void)fputs("null", f);
+  plot_path ? tool_json_string(f, plot_path) : (void)fputs("null", f);
   fprintf(f, ", \"rows\": [");
   for (int i = 0; i < nrows; i++) {
     fputs(i ? ",\n  " : "\n  ", f);

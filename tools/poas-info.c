@@ -3,6 +3,7 @@
  * (path, age, why it is not used, each model's held-out error), as tables
  * or, with --json, as one JSON object for scripts. */
 #include "poas.h"
+#include "tools/json-out.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -19,20 +20,8 @@ static void usage(FILE *f) {
           "  -V, --version       show the version\n");
 }
 
-/* Writes s as a JSON string (quotes and escapes). */
-static void json_string(const char *s) {
-  putchar('"');
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
-}
+/* Writes s to stdout as a JSON string. */
+static void json_string(const char *s) { tool_json_string(stdout, s); }
 
 static const char *const pair_names[4] = {"NN", "TN", "NT", "TT"};
 

@@ -3,6 +3,7 @@
  * moves and its predicted times; the predicted makespan; the devices left
  * out and why. As a table or, with --json, as one JSON object for scripts. */
 #include "poas.h"
+#include "tools/json-out.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -27,20 +28,8 @@ static void usage(FILE *f) {
           "  -V, --version        show the version\n");
 }
 
-/* Writes s as a JSON string (quotes and escapes). */
-static void json_string(const char *s) {
-  putchar('"');
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
-}
+/* Writes s to stdout as a JSON string. */
+static void json_string(const char *s) { tool_json_string(stdout, s); }
 
 static void print_json(const poas_plan *p) {
   printf("{\"dtype\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"split\": \"%s\", "
