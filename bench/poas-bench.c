@@ -585,17 +585,18 @@ static int gemm_main(int argc, char **argv) {
     default_csv_name(csv_name, sizeof csv_name);
     csv_path = csv_name;
   }
+  /* The baselines open first: cblas records the process's CPU mask before
+   * any POAS device has bound a thread. The CSV is created only once the
+   * run can start, so that a bad argument leaves no empty file behind. */
+  if ((rc = open_baselines(&b)) != 0 || open_sets(&b) != 0) {
+    close_all(&b);
+    return rc ? rc : 1;
+  }
   bench_output out = {b.o.json ? stderr : stdout, fopen(csv_path, "w"), b.o.json};
   if (!out.csv) {
     fprintf(stderr, "poas-bench: cannot write %s\n", csv_path);
-    return 1;
-  }
-  /* The baselines open first: cblas records the process's CPU mask before
-   * any POAS device has bound a thread. */
-  if ((rc = open_baselines(&b)) != 0 || open_sets(&b) != 0) {
     close_all(&b);
-    fclose(out.csv);
-    return rc ? rc : 1;
+    return 1;
   }
   b.tty = isatty(STDERR_FILENO);
   b.nsteps = b.o.nshapes * b.o.ndtypes * (b.nsets + b.nbl);

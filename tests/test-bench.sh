@@ -6,7 +6,7 @@
 # that usage errors exit with 2. No timing is asserted.
 set -u
 builddir=${top_builddir:-.}
-bench=$builddir/bench/poas-bench
+bench=$(cd "$builddir" && pwd)/bench/poas-bench
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is needed to parse the output"; exit 77; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -103,7 +103,10 @@ for r in rows[1:]:
 print("co-executed row format: ok")
 PYEOF
 
-# Usage errors exit with 2 and say why.
+# Usage errors exit with 2, say why, and leave no file behind (run where a
+# stray default CSV would show).
+cd "$tmp" || exit 1
+mkdir usage && cd usage || exit 1
 for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" \
             "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl"; do
   # shellcheck disable=SC2086
@@ -114,4 +117,8 @@ for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" 
     exit 1
   fi
 done
+if [ -n "$(ls)" ]; then
+  echo "FAIL: usage errors left files behind: $(ls)"
+  exit 1
+fi
 echo "usage errors: ok"
