@@ -97,5 +97,11 @@ typedef struct poas__spec {
 int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap);
 /* The value of `key` in an entry, or NULL. */
 const char *poas__spec_get(const poas__spec_entry *e, const char *key);
+/* Parses a device setting's value as an integer in [lo, hi] (size
+ * suffixes when `suffixes`). On a bad value writes "<who>: bad value 'V'
+ * for KEY (LO to HI)" to err and returns POAS_ESPEC, the backends' one
+ * wording for it. */
+int poas__spec_int(const char *who, const char *key, const char *value, int suffixes, int64_t lo,
+                   int64_t hi, int64_t *out, char *err, size_t errcap);
 
 #endif /* POAS_CORE_H */

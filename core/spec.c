@@ -108,3 +108,22 @@ const char *poas__spec_get(const poas__spec_entry *e, const char *key) {
       return e->value[i];
   return NULL;
 }
+
+int poas__spec_int(const char *who, const char *key, const char *value, int suffixes, int64_t lo,
+                   int64_t hi, int64_t *out, char *err, size_t errcap) {
+  int64_t v;
+  if (poas__parse_int64(value, suffixes, &v) || v < lo || v > hi) {
+    if (hi == INT64_MAX)
+      snprintf(err, errcap, "%s: bad value '%s' for %s (at least %lld)", who, value, key,
+               (long long)lo);
+    else if (hi - lo == 1)
+      snprintf(err, errcap, "%s: bad value '%s' for %s (%lld or %lld)", who, value, key,
+               (long long)lo, (long long)hi);
+    else
+      snprintf(err, errcap, "%s: bad value '%s' for %s (%lld to %lld)", who, value, key,
+               (long long)lo, (long long)hi);
+    return POAS_ESPEC;
+  }
+  *out = v;
+  return 0;
+}

@@ -62,16 +62,12 @@ static int parse_settings(cpu_state *s, const poas__spec_entry *e, int ncores, c
   for (int i = 0; e && i < e->nsettings; i++) {
     int64_t v;
     if (strcmp(e->key[i], "threads") == 0) {
-      if (poas__parse_int64(e->value[i], 0, &v) || v < 1 || v > ncores) {
-        snprintf(err, errcap, "cpu: bad value '%s' for threads (1 to %d)", e->value[i], ncores);
+      if (poas__spec_int("cpu", "threads", e->value[i], 0, 1, ncores, &v, err, errcap))
         return POAS_ESPEC;
-      }
       s->threads = (int)v;
     } else if (strcmp(e->key[i], "pin") == 0) {
-      if (poas__parse_int64(e->value[i], 0, &v) || v > 1) {
-        snprintf(err, errcap, "cpu: bad value '%s' for pin (0 or 1)", e->value[i]);
+      if (poas__spec_int("cpu", "pin", e->value[i], 0, 0, 1, &v, err, errcap))
         return POAS_ESPEC;
-      }
       s->pin = (int)v;
     } else {
       snprintf(err, errcap, "cpu: unknown setting '%s' (known: threads, pin)", e->key[i]);

@@ -69,10 +69,8 @@ static int parse_settings(cuda_state *s, const poas__spec_entry *e, char *err, s
   for (int i = 0; e && i < e->nsettings; i++) {
     if (strcmp(e->key[i], "tf32") == 0) {
       int64_t v;
-      if (poas__parse_int64(e->value[i], 0, &v) || v > 1) {
-        snprintf(err, errcap, "cuda: bad value '%s' for tf32 (0 or 1)", e->value[i]);
+      if (poas__spec_int("cuda", "tf32", e->value[i], 0, 0, 1, &v, err, errcap))
         return POAS_ESPEC;
-      }
       s->tf32 = (int)v;
     } else {
       snprintf(err, errcap, "cuda: unknown setting '%s' (known: tf32)", e->key[i]);

@@ -183,11 +183,8 @@ static int parse_settings(ocl_state *s, const poas__spec_entry *e, char *err, si
     cl_device_type type = 0;
     clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     int64_t v;
-    if (poas__parse_int64(e->value[i], 0, &v) || v < 1 || v > (int64_t)cu) {
-      snprintf(err, errcap, "opencl: bad value '%s' for cores (1 to %u)", e->value[i],
-               (unsigned)cu);
+    if (poas__spec_int("opencl", "cores", e->value[i], 0, 1, (int64_t)cu, &v, err, errcap))
       return POAS_ESPEC;
-    }
     if (!(type & CL_DEVICE_TYPE_CPU) || !partitions_by_counts(s->device)) {
       snprintf(err, errcap,
                "opencl: cores=%s not supported: the device cannot be partitioned by counts",

@@ -45,19 +45,16 @@ static const struct {
 static int set_param(sim_state *s, const char *key, const char *value, char *err, size_t errcap) {
   if (strcmp(key, "memory") == 0) {
     int64_t v;
-    if (poas__parse_int64(value, 1, &v) || v < 1) {
-      snprintf(err, errcap, "sim: bad value '%s' for memory (bytes, e.g. 16Gi)", value);
+    if (poas__spec_int("sim", "memory (bytes, e.g. 16Gi)", value, 1, 1, INT64_MAX, &v, err,
+                       errcap))
       return POAS_ESPEC;
-    }
     s->p.memory = (uint64_t)v;
     return 0;
   }
   if (strcmp(key, "shared") == 0) {
     int64_t v;
-    if (poas__parse_int64(value, 0, &v) || v > 1) {
-      snprintf(err, errcap, "sim: bad value '%s' for shared (0 or 1)", value);
+    if (poas__spec_int("sim", "shared", value, 0, 0, 1, &v, err, errcap))
       return POAS_ESPEC;
-    }
     s->p.shares_host_cores = (int)v;
     return 0;
   }
