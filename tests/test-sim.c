@@ -11,7 +11,7 @@
 TEST(sim_virtual_time_follows_parameters) {
   poas__devset set;
   char err[256];
-  CHECK_OK(poas__devset_open("sim:rate=1e9:latency=0:bandwidth=1e6:memory=1Mi", &set, err,
+  CHECK_OK(poas__devset_open("sim:rate=1e6:latency=0:bandwidth=1e3:memory=1Mi", &set, err,
                              sizeof err));
   poas__device *d = set.dev[0];
   CHECK(d->virtual_time == 1);
@@ -22,16 +22,18 @@ TEST(sim_virtual_time_follows_parameters) {
   CHECK_RC(d->be->mem_alloc(d, 1 << 20, &too_much), POAS_ENOMEM);
   double t0 = poas__now();
   poas__copy2d c = {1000, 10, 1000, 1000, 0};
-  CHECK_OK(d->be->copy_h2d(d, 0, mem, NULL, &c)); /* 1e4 bytes at 1e6 B/s = 10 ms */
+  CHECK_OK(d->be->copy_h2d(d, 0, mem, NULL, &c)); /* 1e4 bytes at 1e3 B/s = 10 s */
   poas__event ev;
   CHECK_OK(d->be->event_create(d, &ev));
   CHECK_OK(d->be->event_record(d, 0, &ev));
-  CHECK(fabs(ev.u.vtime - 0.01) < 1e-12);
+  CHECK(fabs(ev.u.vtime - 10) < 1e-9);
   CHECK_OK(d->be->lane_wait(d, 1, &ev));
   poas__gemm_call g = {.dtype = POAS_FLOAT32, .m = 100, .n = 100, .k = 50};
-  CHECK_OK(d->be->gemm(d, 1, &g)); /* 1e6 flop at 1e9 = 1 ms, after the copy */
-  CHECK(fabs(poas__sim_lane_clock(d, 1) - 0.011) < 1e-12);
-  CHECK(poas__now() - t0 < 0.005); /* nothing slept */
+  CHECK_OK(d->be->gemm(d, 1, &g)); /* 1e6 flop at 1e6 = 1 s, after the copy */
+  CHECK(fabs(poas__sim_lane_clock(d, 1) - 11) < 1e-9);
+  /* Nothing slept: 11 s of device time passed in far less wall time, by a
+   * margin no load on a shared machine can close. */
+  CHECK(poas__now() - t0 < 5);
   d->be->mem_free(d, mem);
   CHECK_OK(d->be->mem_alloc(d, 1 << 20, &mem));
   d->be->mem_free(d, mem);
