@@ -95,8 +95,6 @@ typedef struct poas__spec {
  * names the bad token into err[errcap] (which may be NULL). Known kinds are
  * checked here; settings' keys and values are checked by the backends. */
 int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap);
-/* The value of `key` in an entry, or NULL. */
-const char *poas__spec_get(const poas__spec_entry *e, const char *key);
 /* Parses a device setting's value as an integer in [lo, hi] (size
  * suffixes when `suffixes`). On a bad value writes "<who>: bad value 'V'
  * for KEY (LO to HI)" to err and returns POAS_ESPEC, the backends' one

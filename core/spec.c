@@ -102,13 +102,6 @@ int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap
   return 0;
 }
 
-const char *poas__spec_get(const poas__spec_entry *e, const char *key) {
-  for (int i = 0; i < e->nsettings; i++)
-    if (strcmp(e->key[i], key) == 0)
-      return e->value[i];
-  return NULL;
-}
-
 int poas__spec_int(const char *who, const char *key, const char *value, int suffixes, int64_t lo,
                    int64_t hi, int64_t *out, char *err, size_t errcap) {
   int64_t v;

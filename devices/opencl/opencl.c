@@ -396,8 +396,9 @@ static void rect(const poas__copy2d *c, size_t origin[3], size_t region[3], size
   *dev_pitch = c->rows > 1 ? c->dev_pitch : c->width;
 }
 
-static int ocl_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *src,
-                        const poas__copy2d *c) {
+/* A 2-D copy between host memory and a buffer, non-blocking on the lane. */
+static int copy_rect(poas__device *dev, int lane, poas_direction dir, cl_mem buf, void *host,
+                     const poas__copy2d *c) {
   int rc = check_lane(dev, lane);
   if (rc || c->width == 0 || c->rows == 0)
     return rc;
@@ -405,23 +406,24 @@ static int ocl_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *
   size_t origin[3], region[3], hp, dp;
   static const size_t zero[3] = {0, 0, 0};
   rect(c, origin, region, &hp, &dp);
-  cl_int r = clEnqueueWriteBufferRect(s->queue[lane], dst.ptr, CL_FALSE, origin, zero, region, dp,
-                                      0, hp, 0, src, 0, NULL, NULL);
-  return r == CL_SUCCESS ? 0 : cl_fail(dev, "clEnqueueWriteBufferRect", r);
+  cl_int r = dir == POAS_H2D
+                 ? clEnqueueWriteBufferRect(s->queue[lane], buf, CL_FALSE, origin, zero, region,
+                                            dp, 0, hp, 0, host, 0, NULL, NULL)
+                 : clEnqueueReadBufferRect(s->queue[lane], buf, CL_FALSE, origin, zero, region,
+                                           dp, 0, hp, 0, host, 0, NULL, NULL);
+  if (r == CL_SUCCESS)
+    return 0;
+  return cl_fail(dev, dir == POAS_H2D ? "clEnqueueWriteBufferRect" : "clEnqueueReadBufferRect", r);
+}
+
+static int ocl_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *src,
+                        const poas__copy2d *c) {
+  return copy_rect(dev, lane, POAS_H2D, dst.ptr, (void *)(uintptr_t)src, c);
 }
 
 static int ocl_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
                         const poas__copy2d *c) {
-  int rc = check_lane(dev, lane);
-  if (rc || c->width == 0 || c->rows == 0)
-    return rc;
-  ocl_state *s = dev->priv;
-  size_t origin[3], region[3], hp, dp;
-  static const size_t zero[3] = {0, 0, 0};
-  rect(c, origin, region, &hp, &dp);
-  cl_int r = clEnqueueReadBufferRect(s->queue[lane], src.ptr, CL_FALSE, origin, zero, region, dp,
-                                     0, hp, 0, dst, 0, NULL, NULL);
-  return r == CL_SUCCESS ? 0 : cl_fail(dev, "clEnqueueReadBufferRect", r);
+  return copy_rect(dev, lane, POAS_D2H, src.ptr, dst, c);
 }
 
 /* ------------------------------------------------------------------ gemm */
