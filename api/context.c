@@ -20,13 +20,9 @@ static const char *setting(const char *explicit_value, const char *env_name) {
   return env && *env ? env : NULL;
 }
 
-static int parse_policy(const char *text, char out[16]) {
-  static const char *const policies[] = {"static", "guided", "dynamic"};
-  for (size_t i = 0; i < POAS__ARRAY_LEN(policies); i++)
-    if (strcmp(text, policies[i]) == 0) {
-      poas__strlcpy(out, text, 16);
-      return 0;
-    }
+static int parse_policy(const char *text, poas__policy *out) {
+  if (poas__policy_parse(text, out) == 0)
+    return 0;
   return poas__fail(POAS_EINVAL,
                     "unknown scheduling policy '%s' (expected static, guided or dynamic)", text);
 }
@@ -45,9 +41,8 @@ int poas_init(poas_context **out, const poas_options *opts) {
   poas_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx)
     return POAS_ENOMEM;
-  int rc = parse_policy(setting(opts->sched, "POAS_SCHED") ? setting(opts->sched, "POAS_SCHED")
-                                                            : "guided",
-                        ctx->sched);
+  const char *sched = setting(opts->sched, "POAS_SCHED");
+  int rc = parse_policy(sched ? sched : "guided", &ctx->sched);
   if (rc)
     goto fail_ctx;
   const char *trace = setting(opts->trace, "POAS_TRACE");

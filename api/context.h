@@ -9,6 +9,7 @@
 #include "optimize/optimize.h"
 #include "poas.h"
 #include "predict/predict.h"
+#include "schedule/schedule.h"
 
 /* A GEMM normalised to column-major, after validation: what the phases
  * below api/ work on. Row-major calls are turned into this by swapping the
@@ -34,7 +35,7 @@ struct poas_context {
   poas__devset devices;
   poas__device_model models[POAS_MAX_DEVICES]; /* models[i] for devices.dev[i] */
   poas__profile_status profile;
-  char sched[16];          /* "static", "guided" or "dynamic" */
+  poas__policy sched;      /* from options, POAS_SCHED, else guided */
   char *trace_path;        /* NULL: no trace */
   int has_report;
   poas_report report;

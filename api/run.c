@@ -71,8 +71,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
 static void sched_config(const poas_context *ctx, const poas__opt_result *r,
                          poas__sched_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
-  if (poas__policy_parse(ctx->sched, &cfg->policy))
-    cfg->policy = POAS__SCHED_GUIDED;
+  cfg->policy = ctx->sched;
   cfg->trace_path = ctx->trace_path;
   const char *fault = getenv("POAS_FAULT");
   cfg->fault_spec = fault && *fault ? fault : NULL;
