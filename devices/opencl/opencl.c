@@ -102,8 +102,22 @@ static int is_out_of_memory(cl_int code) {
 
 /* ------------------------------------------------------------- discovery */
 
-/* Finds device `index` in the flattened list, or counts the devices when
- * `index` is negative. Any platform or loader error counts as no device. */
+/* NVIDIA's OpenCL platform shows the same GPUs the CUDA backend drives with
+ * cuBLAS, much faster than CLBlast does; listing them twice would let a plan
+ * split one GPU between two "devices". So an NVIDIA device is left out here
+ * whenever the CUDA backend sees at least one GPU. */
+#define PCI_VENDOR_NVIDIA 0x10DEu
+
+static int covered_by_cuda(cl_device_id d) {
+  cl_uint vendor = 0;
+  if (clGetDeviceInfo(d, CL_DEVICE_VENDOR_ID, sizeof vendor, &vendor, NULL) != CL_SUCCESS)
+    return 0;
+  return vendor == PCI_VENDOR_NVIDIA && poas__backend_cuda.count() > 0;
+}
+
+/* Finds device `index` in the flattened list of usable devices, or counts
+ * them when `index` is negative. Any platform or loader error counts as no
+ * device. */
 static int walk_devices(int index, cl_device_id *out) {
   cl_uint np = 0;
   if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0)
@@ -113,24 +127,31 @@ static int walk_devices(int index, cl_device_id *out) {
     free(plat);
     return 0;
   }
-  int seen = 0;
-  for (cl_uint p = 0; p < np; p++) {
+  int seen = 0, found = 0;
+  for (cl_uint p = 0; p < np && !found; p++) {
     cl_uint nd = 0;
     if (clGetDeviceIDs(plat[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0)
       continue;
-    if (index >= 0 && index < seen + (int)nd) {
-      cl_device_id *devs = calloc(nd, sizeof *devs);
-      int ok = devs && clGetDeviceIDs(plat[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL) == CL_SUCCESS;
-      if (ok)
-        *out = devs[index - seen];
+    cl_device_id *devs = calloc(nd, sizeof *devs);
+    if (!devs || clGetDeviceIDs(plat[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS) {
       free(devs);
-      free(plat);
-      return ok;
+      continue;
     }
-    seen += (int)nd;
+    for (cl_uint i = 0; i < nd && !found; i++) {
+      if (covered_by_cuda(devs[i])) {
+        poas__debug("opencl: leaving out an NVIDIA device that the CUDA backend drives");
+        continue;
+      }
+      if (seen == index) {
+        *out = devs[i];
+        found = 1;
+      }
+      seen++;
+    }
+    free(devs);
   }
   free(plat);
-  return index >= 0 ? 0 : seen;
+  return index >= 0 ? found : seen;
 }
 
 static int ocl_count(void) { return walk_devices(-1, NULL); }
