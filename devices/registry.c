@@ -48,6 +48,12 @@ static int open_one(poas__devset *set, const poas__backend *be, int index,
   }
   dev->be = be;
   dev->index = index;
+  dev->cache = NULL;
+  if (poas__memcache_attach(dev)) {
+    be->close(dev);
+    snprintf(err, errcap, "out of memory opening %s%d", be->kind_name, index);
+    return POAS_ENOMEM;
+  }
   snprintf(dev->info.id, sizeof dev->info.id, "%s%d", be->kind_name, index);
   dev->info.kind = be->kind;
   set->dev[set->ndev++] = dev;
@@ -113,7 +119,9 @@ int poas__devset_open(const char *selection, poas__devset *out, char *err, size_
 }
 
 void poas__devset_close(poas__devset *set) {
-  for (int i = set->ndev - 1; i >= 0; i--)
+  for (int i = set->ndev - 1; i >= 0; i--) {
+    poas__memcache_detach(set->dev[i]);
     set->dev[i]->be->close(set->dev[i]);
+  }
   set->ndev = 0;
 }

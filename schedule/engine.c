@@ -263,9 +263,12 @@ static void prepare(poas__engine *e, poas__worker *w, int id, issue *is) {
     is->alloc_bytes = b->pitch * b->lines;
     break;
   }
-  case POAS__INS_FREE:
-    is->mem = e->bufs[in->u.free.buf].desc.mem;
+  case POAS__INS_FREE: {
+    const poas__gbuf *b = &e->bufs[in->u.free.buf].desc;
+    is->mem = b->mem;
+    is->alloc_bytes = b->pitch * b->lines;
     break;
+  }
   case POAS__INS_H2D:
     is->mem = e->bufs[in->u.h2d.dst_buf].desc.mem;
     break;
@@ -294,10 +297,9 @@ static int execute(poas__worker *w, issue *is, poas__event *ev) {
   is->t0 = lane_clock(w, is->lane);
   switch (in->kind) {
   case POAS__INS_ALLOC:
-    return d->be->mem_alloc(d, is->alloc_bytes, &is->mem);
+    return poas__dev_alloc(d, is->alloc_bytes, &is->mem);
   case POAS__INS_FREE:
-    if (is->mem.ptr)
-      d->be->mem_free(d, is->mem);
+    poas__dev_free(d, is->mem, is->alloc_bytes);
     return 0;
   case POAS__INS_H2D:
     rc = d->be->copy_h2d(d, is->lane, is->mem, in->u.h2d.src, &in->u.h2d.shape);
@@ -654,7 +656,7 @@ int poas__engine_create(const poas__devset *set, const poas__engine_config *cfg,
     w->index = i;
     w->dev = i < set->ndev ? set->dev[i] : NULL;
     w->async = w->dev && !w->dev->info.host_memory;
-    w->nthreads = w->dev ? 1 : POAS__MAX(cfg->host_threads, 1);
+    w->nthreads = w->dev ? POAS__MAX(w->dev->issue_threads, 1) : POAS__MAX(cfg->host_threads, 1);
     w->fault_after = i < set->ndev ? after[i] : -1;
     pthread_cond_init(&w->cond, NULL);
     if (w->dev) {
@@ -687,7 +689,7 @@ void poas__engine_destroy(poas__engine *e) {
   for (int b = 0; b < e->nbufs; b++) {
     poas__gbuf *g = &e->bufs[b].desc;
     if (g->device >= 0 && g->mem.ptr)
-      e->set->dev[g->device]->be->mem_free(e->set->dev[g->device], g->mem);
+      poas__dev_free(e->set->dev[g->device], g->mem, g->pitch * g->lines);
     free(e->bufs[b].writers.e);
     free(e->bufs[b].readers.e);
   }

@@ -74,5 +74,40 @@ TEST(sim_slowdown_and_ids) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(sim_virtual_time_follows_parameters),
+/* The registry's cache of freed device buffers (devices/memcache.c), on a
+ * sim device whose 1 MiB budget makes what is parked visible. */
+TEST(device_memory_cache) {
+  poas__devset set;
+  char err[256];
+  CHECK_OK(poas__devset_open("sim:memory=1Mi", &set, err, sizeof err));
+  poas__device *d = set.dev[0];
+  const size_t K = 1024;
+  poas__mem a, b, c;
+  CHECK_OK(poas__dev_alloc(d, 256 * K, &a));
+  void *a_ptr = a.ptr;
+  poas__dev_free(d, a, 256 * K); /* parked */
+  CHECK_OK(poas__dev_alloc(d, 200 * K, &a)); /* fits, and at most twice the request */
+  CHECK(a.ptr == a_ptr);
+  CHECK_OK(poas__dev_alloc(d, 100 * K, &b));
+  CHECK(b.ptr != a_ptr);
+  poas__dev_free(d, a, 256 * K);
+  poas__dev_free(d, b, 100 * K);
+  CHECK_OK(poas__dev_alloc(d, 64 * K, &c)); /* the 100 KiB one, not the 256 KiB one */
+  CHECK(c.ptr != a_ptr);
+  /* 256 KiB parked and 100 KiB in use: 900 KiB fits only once the cache
+   * lets go of what it holds. */
+  CHECK_OK(poas__dev_alloc(d, 900 * K, &b));
+  /* More than half the device is never parked: freeing it makes room. */
+  poas__dev_free(d, b, 900 * K);
+  CHECK_OK(d->be->mem_alloc(d, 900 * K, &b));
+  d->be->mem_free(d, b);
+  poas__dev_free(d, c, 100 * K);
+  poas__dev_trim(d);
+  CHECK_OK(d->be->mem_alloc(d, 1024 * K, &b)); /* nothing parked any more */
+  d->be->mem_free(d, b);
+  poas__devset_close(&set);
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(sim_virtual_time_follows_parameters), TEST_ENTRY(device_memory_cache),
           TEST_ENTRY(sim_beside_real_device_takes_real_time), TEST_ENTRY(sim_slowdown_and_ids))

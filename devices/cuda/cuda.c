@@ -182,6 +182,10 @@ static int cuda_open(int index, const poas__spec_entry *e, poas__device **out, c
     goto fail_blas;
   pthread_mutex_init(&s->blas_lock, NULL);
   s->dev.nlanes = CUDA_LANES;
+  /* A copy from pageable memory holds its caller until the data is staged
+   * (to the device) or delivered (from it): a thread per lane, and one to
+   * wait on events, keep the other lanes fed meanwhile. */
+  s->dev.issue_threads = CUDA_LANES + 1;
   s->dev.priv = s;
   *out = &s->dev;
   return 0;

@@ -1,0 +1,117 @@
+/* memcache.c: the per-device cache of freed buffers (see device.h).
+ * Buffers are matched by size: the smallest parked buffer that holds the
+ * request and is at most twice its size, so a tiny request never pins a
+ * large buffer. The cache holds at most MEMCACHE_SLOTS buffers and, on a
+ * device with its own memory, at most half of it; beyond that the oldest
+ * parked buffer is released. */
+#include "devices/device.h"
+
+#include <stdlib.h>
+
+#define MEMCACHE_SLOTS 32
+
+typedef struct parked {
+  poas__mem mem;
+  size_t bytes;
+} parked;
+
+struct poas__memcache {
+  pthread_mutex_t lock;
+  int n;
+  size_t bytes;              /* parked in all */
+  parked slot[MEMCACHE_SLOTS]; /* oldest first */
+};
+
+int poas__memcache_attach(poas__device *d) {
+  poas__memcache *c = calloc(1, sizeof *c);
+  if (!c)
+    return POAS_ENOMEM;
+  pthread_mutex_init(&c->lock, NULL);
+  d->cache = c;
+  return 0;
+}
+
+void poas__memcache_detach(poas__device *d) {
+  if (!d->cache)
+    return;
+  poas__dev_trim(d);
+  pthread_mutex_destroy(&d->cache->lock);
+  free(d->cache);
+  d->cache = NULL;
+}
+
+static void take(poas__memcache *c, int i, poas__mem *out) {
+  *out = c->slot[i].mem;
+  c->bytes -= c->slot[i].bytes;
+  for (int j = i + 1; j < c->n; j++)
+    c->slot[j - 1] = c->slot[j];
+  c->n--;
+}
+
+int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out) {
+  poas__memcache *c = d->cache;
+  if (c) {
+    pthread_mutex_lock(&c->lock);
+    int best = -1;
+    for (int i = 0; i < c->n; i++)
+      if (c->slot[i].bytes >= bytes && c->slot[i].bytes / 2 <= bytes &&
+          (best < 0 || c->slot[i].bytes < c->slot[best].bytes))
+        best = i;
+    if (best >= 0)
+      take(c, best, out);
+    pthread_mutex_unlock(&c->lock);
+    if (best >= 0)
+      return 0;
+  }
+  int rc = d->be->mem_alloc(d, bytes, out);
+  if (rc == POAS_ENOMEM && c && c->n) {
+    poas__dev_trim(d);
+    rc = d->be->mem_alloc(d, bytes, out);
+  }
+  return rc;
+}
+
+void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes) {
+  poas__memcache *c = d->cache;
+  if (!mem.ptr)
+    return;
+  if (!c) {
+    d->be->mem_free(d, mem);
+    return;
+  }
+  size_t cap = d->info.host_memory || !d->info.memory_bytes ? SIZE_MAX : d->info.memory_bytes / 2;
+  parked evict[MEMCACHE_SLOTS + 1];
+  int nevict = 0;
+  pthread_mutex_lock(&c->lock);
+  if (bytes > cap) {
+    evict[nevict++] = (parked){mem, bytes};
+  } else {
+    while (c->n && (c->n == MEMCACHE_SLOTS || c->bytes + bytes > cap)) {
+      evict[nevict].bytes = c->slot[0].bytes;
+      take(c, 0, &evict[nevict].mem);
+      nevict++;
+    }
+    c->slot[c->n++] = (parked){mem, bytes};
+    c->bytes += bytes;
+  }
+  pthread_mutex_unlock(&c->lock);
+  for (int i = 0; i < nevict; i++)
+    d->be->mem_free(d, evict[i].mem);
+}
+
+void poas__dev_trim(poas__device *d) {
+  poas__memcache *c = d->cache;
+  if (!c)
+    return;
+  for (;;) {
+    poas__mem m;
+    pthread_mutex_lock(&c->lock);
+    int any = c->n > 0;
+    if (any)
+      take(c, c->n - 1, &m);
+    pthread_mutex_unlock(&c->lock);
+    if (!any)
+      return;
+    d->be->mem_free(d, m);
+  }
+}
