@@ -1,0 +1,131 @@
+/* cuda-transfer: what host memory costs a GPU pipeline, measured on the
+ * first GPU (not a test: it times things). For a few sizes it reports
+ *   - H2D and D2H bandwidth from pageable (malloc) and page-locked
+ *     (cudaMallocHost) memory;
+ *   - the time cudaHostRegister and cudaHostUnregister take on pageable
+ *     memory that is already touched, as GB/s of registered memory;
+ *   - how long the host is held by cudaMemcpyAsync from and to pageable
+ *     memory (a copy that blocks the issuing thread stalls a pipeline);
+ *   - a single host thread's memcpy bandwidth (staging through a
+ *     page-locked bounce buffer costs one such copy).
+ * Each figure is the median of 5 runs after a warm-up.
+ *   bench/cuda-transfer [MiB ...]   (default 16 64 256) */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REPS 5
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v) {
+  qsort(v, REPS, sizeof *v, cmp);
+  return v[REPS / 2];
+}
+
+#define CK(call)                                                                \
+  do {                                                                          \
+    cudaError_t e_ = (call);                                                    \
+    if (e_ != cudaSuccess) {                                                    \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,             \
+              cudaGetErrorString(e_));                                          \
+      exit(1);                                                                  \
+    }                                                                           \
+  } while (0)
+
+/* Seconds for one synchronous copy of `bytes`, median of REPS. */
+static double copy_s(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+  double t[REPS];
+  CK(cudaMemcpy(dst, src, bytes, kind));
+  for (int r = 0; r < REPS; r++) {
+    double t0 = now();
+    CK(cudaMemcpy(dst, src, bytes, kind));
+    t[r] = now() - t0;
+  }
+  return median(t);
+}
+
+/* Seconds the host spends inside cudaMemcpyAsync (issue time), median. */
+static double async_issue_s(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t st) {
+  double t[REPS];
+  for (int r = 0; r < REPS; r++) {
+    CK(cudaStreamSynchronize(st));
+    double t0 = now();
+    CK(cudaMemcpyAsync(dst, src, bytes, kind, st));
+    t[r] = now() - t0;
+    CK(cudaStreamSynchronize(st));
+  }
+  return median(t);
+}
+
+int main(int argc, char **argv) {
+  size_t mib[8] = {16, 64, 256};
+  int nsizes = 3;
+  if (argc > 1) {
+    nsizes = 0;
+    for (int i = 1; i < argc && nsizes < 8; i++)
+      mib[nsizes++] = strtoul(argv[i], NULL, 10);
+  }
+  struct cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("GPU: %s\n", prop.name);
+  printf("%8s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "MiB", "h2d-page", "d2h-page",
+         "h2d-pin", "d2h-pin", "register", "unreg", "h2dA-hold", "d2hA-hold", "memcpy");
+  printf("%8s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "", "GB/s", "GB/s", "GB/s", "GB/s",
+         "GB/s", "GB/s", "ms", "ms", "GB/s");
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int s = 0; s < nsizes; s++) {
+    size_t bytes = mib[s] << 20;
+    char *page = malloc(bytes), *page2 = malloc(bytes), *pin, *dev;
+    if (!page || !page2) {
+      fprintf(stderr, "out of host memory\n");
+      return 1;
+    }
+    memset(page, 1, bytes);
+    memset(page2, 2, bytes);
+    CK(cudaMallocHost((void **)&pin, bytes));
+    memset(pin, 3, bytes);
+    CK(cudaMalloc((void **)&dev, bytes));
+    double gb = (double)bytes / 1e9;
+    double h2d_page = copy_s(dev, page, bytes, cudaMemcpyHostToDevice);
+    double d2h_page = copy_s(page, dev, bytes, cudaMemcpyDeviceToHost);
+    double h2d_pin = copy_s(dev, pin, bytes, cudaMemcpyHostToDevice);
+    double d2h_pin = copy_s(pin, dev, bytes, cudaMemcpyDeviceToHost);
+    double treg[REPS], tunreg[REPS], tmem[REPS];
+    for (int r = 0; r < REPS; r++) {
+      double t0 = now();
+      CK(cudaHostRegister(page2, bytes, cudaHostRegisterPortable));
+      double t1 = now();
+      CK(cudaHostUnregister(page2));
+      treg[r] = t1 - t0;
+      tunreg[r] = now() - t1;
+      t0 = now();
+      memcpy(page2, page, bytes);
+      tmem[r] = now() - t0;
+    }
+    double hold_h2d = async_issue_s(dev, page, bytes, cudaMemcpyHostToDevice, st);
+    double hold_d2h = async_issue_s(page, dev, bytes, cudaMemcpyDeviceToHost, st);
+    printf("%8zu %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.3f %10.3f %9.2f\n", mib[s],
+           gb / h2d_page, gb / d2h_page, gb / h2d_pin, gb / d2h_pin, gb / median(treg),
+           gb / median(tunreg), 1e3 * hold_h2d, 1e3 * hold_d2h, gb / median(tmem));
+    CK(cudaFree(dev));
+    CK(cudaFreeHost(pin));
+    free(page);
+    free(page2);
+  }
+  CK(cudaStreamDestroy(st));
+  return 0;
+}

@@ -1,0 +1,165 @@
+#!/bin/bash
+# gpu-run.sh: runs the test suite, calibration and benchmarks on a GPU
+# machine that has the NVIDIA driver and CUDA but none of our Debian
+# packages, from a build made elsewhere. Used with the device tool:
+#
+#   here:  bench/gpu-pack.sh            (builds build-gpu/ and .gpu/)
+#   there: bench/gpu-run.sh STAGE...    (carry .gpu; results go to $OUT)
+#
+# Stages, run in the order given:
+#   env             the machine: GPU, CPU, OS, and whether every library loads
+#   test            every test program and test script, with a summary line
+#   transfer        bench/cuda-transfer: pageable and pinned copy rates
+#   calibrate[-q]   poas-calibrate (full, or --quick) of cpu0 and cuda0
+#   accuracy        bench/accuracy on cuda0 and cpu0 with that profile
+#   bench:SIZES:DT:REPEAT[:BASELINES]   poas-bench gemm on cpu0,cuda0, recorded
+#                   like bench/record.sh (baselines cblas,cublas by default)
+#   trace:N[:DEVS]  one n x n x n sgemm (poas-demo) on DEVS (cpu0,cuda0) with POAS_TRACE
+#   openblas        which kernel OpenBLAS picked, and cblas at n=4096 under others
+# Everything it writes lands under $OUT (or ./gpu-out when OUT is unset).
+set -u
+src=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$src/gpu-out}
+mkdir -p "$out"
+pack=$src/.gpu
+work=${TMPDIR:-/tmp}/poas-gpu
+build=$work/build
+rm -rf "$work" && mkdir -p "$build" &&
+  tar -C "$build" -xJf "$pack/build-gpu.tar.xz" && tar -C "$work" -xJf "$pack/lib.tar.xz" ||
+  { echo "gpu-run.sh: run bench/gpu-pack.sh first" >&2; exit 1; }
+
+# CUDA's libraries: the toolkit's folder, else the pip wheels' folders.
+cudalib=
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-*/lib64 /usr/local/lib; do
+  [ -e "$d/libcublas.so.13" ] && cudalib=$cudalib:$d
+done
+if [ -z "$cudalib" ]; then
+  cudalib=$(python3 - <<'EOF' 2>/dev/null
+import glob, os, site
+dirs = set()
+for sp in site.getsitepackages():
+    for f in glob.glob(os.path.join(sp, "nvidia", "**", "libcu*.so.*"), recursive=True):
+        dirs.add(os.path.dirname(f))
+print(":" + ":".join(sorted(dirs)))
+EOF
+)
+fi
+export LD_LIBRARY_PATH=$work/lib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export top_srcdir=$src top_builddir=$build
+export POAS_PROFILE=$out/profile.json
+# A profile calibrated by an earlier call, brought back and put in .gpu/.
+[ -f "$pack/profile.json" ] && cp "$pack/profile.json" "$POAS_PROFILE"
+machine=${POAS_MACHINE:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-' | tr -cd 'A-Za-z0-9-')-$(nproc)c}
+commit=$(cat "$pack/commit" 2>/dev/null || echo unknown)
+stamp() { date -u '+%Y-%m-%d %H:%M:%S UTC'; }
+
+stage_env() {
+  echo "== env ($(stamp)), commit $commit, machine $machine"
+  nvidia-smi 2>&1 | head -20
+  lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)|L3'
+  grep PRETTY_NAME /etc/os-release
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ldd "$build/tools/poas-info" | grep -E 'not found|cublas|cudart|openblas' || true
+  ls /etc/OpenCL/vendors 2>/dev/null
+  OPENBLAS_VERBOSE=2 "$build/tools/poas-info" 2>&1
+}
+
+stage_transfer() {
+  echo "== transfer ($(stamp))"
+  "$build/bench/cuda-transfer" 16 64 256 1024 2>&1
+}
+
+stage_test() {
+  echo "== test ($(stamp))"
+  local pass=0 fail=0 skip=0 t rc
+  for t in "$build"/tests/test-* "$src"/tests/test-*.sh "$src"/tests/poas-plan.sh; do
+    case $t in *.c|*.o) continue ;; esac
+    [ -x "$t" ] || continue
+    (cd "$build" && POAS_PROFILE=/nonexistent-poas-profile.json OMP_NUM_THREADS=1 \
+      timeout 300 "$t") >"$work/$(basename "$t").log" 2>&1
+    rc=$?
+    case $rc in
+      0) pass=$((pass + 1)); echo "PASS $(basename "$t")" ;;
+      77) skip=$((skip + 1)); echo "SKIP $(basename "$t")" ;;
+      *) fail=$((fail + 1)); echo "FAIL $(basename "$t") ($rc)"; tail -30 "$work/$(basename "$t").log" ;;
+    esac
+  done
+  grep -h 'cuda0:' "$work"/test-gemm-cuda.log | head -3
+  tar -C "$work" -czf "$out/test-logs.tar.gz" $(cd "$work" && ls -- *.log)
+  echo "tests: $pass passed, $fail failed, $skip skipped"
+}
+
+stage_calibrate() {
+  echo "== calibrate $* ($(stamp))"
+  local t0=$SECONDS
+  "$build/tools/poas-calibrate" --devices cpu0,cuda0 --output "$POAS_PROFILE" "$@" 2>&1
+  echo "calibration took $((SECONDS - t0)) s"
+  "$build/tools/poas-info" 2>&1 | tail -25
+}
+
+stage_accuracy() {
+  local d
+  for d in cuda0 cpu0; do
+    echo "== accuracy $d ($(stamp))"
+    "$build/bench/accuracy" --devices "$d" 2>&1 | tee "$out/accuracy-$d.md" | tail -4
+  done
+}
+
+stage_bench() {
+  local sizes=$1 dt=$2 rep=$3 baselines=${4:-cblas,cublas}
+  local base=$out/bench-$machine-${dt/,/}-${sizes//,/_}
+  echo "== bench sizes $sizes dtype $dt repeat $rep ($(stamp))"
+  {
+    echo "# poas-bench gemm on $machine"
+    echo
+    echo "- date: $(stamp)"
+    echo "- commit: $commit"
+    echo "- host: $(uname -n), $(uname -srm), $(nproc) online CPUs, $(lscpu | sed -n 's/^Model name: *//p')"
+    echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+    echo "- command: \`poas-bench gemm --sizes $sizes --dtype $dt --repeat $rep --devices cpu0,cuda0 --baselines $baselines\`"
+    echo
+    echo '```'
+    "$build/tools/poas-info" 2>&1
+    echo '```'
+    echo
+    echo '```'
+  } >"$base.md"
+  "$build/bench/poas-bench" gemm --sizes "$sizes" --dtype "$dt" --repeat "$rep" \
+    --devices cpu0,cuda0 --baselines "$baselines" --csv "$base.csv" >>"$base.md" 2>&1
+  echo "poas-bench exit status $?" >>"$base.md"
+  echo '```' >>"$base.md"
+  sed -n '/^```$/,$p' "$base.md" | tail -n +2 | grep -v '^```' | tail -40
+}
+
+stage_trace() {
+  local n=$1 devs=${2:-cpu0,cuda0}
+  echo "== trace n=$n on $devs ($(stamp))"
+  CUDA_MODULE_LOADING=EAGER POAS_TRACE=$out/trace-$machine-${devs//,/-}-s-$n.json \
+    "$build/tools/poas-demo" \
+    --devices "$devs" -n "$n" 2>&1 | tail -30
+}
+
+stage_openblas() {
+  echo "== openblas ($(stamp))"
+  local ct
+  for ct in "" SKYLAKEX HASWELL; do
+    echo "-- OPENBLAS_CORETYPE=$ct"
+    OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=$ct "$build/bench/poas-bench" gemm --sizes 4096 \
+      --devices cpu0 --baselines cblas --repeat 2 --csv /dev/null 2>&1 | grep -E 'Core|cpu0|cblas'
+  done
+}
+
+for s in "$@"; do
+  case $s in
+    env) stage_env ;;
+    test) stage_test ;;
+    transfer) stage_transfer ;;
+    calibrate) stage_calibrate ;;
+    calibrate-q) stage_calibrate --quick ;;
+    accuracy) stage_accuracy ;;
+    bench:*) IFS=: read -r _ sz dt rep bl <<<"$s"; stage_bench "$sz" "$dt" "${rep:-3}" "${bl:-}" ;;
+    trace:*) IFS=: read -r _ n devs <<<"$s"; stage_trace "$n" "$devs" ;;
+    openblas) stage_openblas ;;
+    *) echo "gpu-run.sh: unknown stage '$s'" >&2; exit 2 ;;
+  esac
+done 2>&1 | tee -a "$out/gpu-run.log"
