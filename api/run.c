@@ -27,6 +27,15 @@ static void count_host_cores(void) {
   host_core_count = n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+/* A device must shorten the predicted makespan by at least this much to
+ * take part. Below it the gain is inside the models' error (held-out
+ * medians of 2 to 9%), while the device still costs: it needs host threads
+ * to feed it or shares the host's cores and memory bandwidth with the
+ * others. On an H100 machine the 16-core CPU would add 2% to sgemm at
+ * n = 8192, yet running beside the GPU it took 4x its predicted time and
+ * the pair ran at 0.5x of the GPU alone in dgemm. */
+#define POAS__MIN_GAIN 0.03
+
 /* The host's cores, which devices that share them compete for. */
 static int host_cores(void) {
   pthread_once(&host_cores_once, count_host_cores);
@@ -39,6 +48,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
                                   .m = p->m, .n = p->n, .k = p->k, .reads_c = p->beta != 0,
                                   .reads_ab = p->k > 0 && p->alpha != 0,
                                   .host_cores = host_cores(),
+                                  .min_gain = POAS__MIN_GAIN,
                                   .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
   for (int i = 0; i < nd; i++) {

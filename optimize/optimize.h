@@ -29,6 +29,8 @@ typedef struct poas__opt_problem {
   int64_t granule;    /* units are handed out in multiples of this; 0: automatic */
   int64_t tile_max;   /* largest tile in units; 0: no limit but memory (tests) */
   int host_cores;     /* cores of the host, for devices that share them */
+  double min_gain;    /* a device whose part shortens the predicted makespan
+                         by less than this fraction is left out; 0: none is */
   int names_swapped;  /* the caller's rows are these columns (row-major call):
                          reasons name units as the caller sees them */
 } poas__opt_problem;

@@ -436,6 +436,47 @@ static void fill_result(const solver *s, const screen *sc, poas__opt_result *r) 
   }
 }
 
+/* Leaves out, one at a time and the least useful first, devices without
+ * which the predicted makespan grows by less than p->min_gain; returns the
+ * makespan of what is left, with its assignment in s. */
+static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen *sc,
+                            poas__opt_result *r, double t) {
+  if (s->p->min_gain <= 0)
+    return t;
+  for (;;) {
+    /* s holds the assignment for sc->ok, whose makespan is t. Only devices
+     * with work are weighed: one without any is left out anyway, and
+     * fill_result says why. */
+    int working[POAS_MAX_DEVICES] = {0}, worst = -1, active = 0;
+    double worst_t = INFINITY;
+    for (int ci = 0; ci < s->ncand; ci++)
+      if (s->n[ci] > 0)
+        working[s->c[ci].dev] = 1, active++;
+    for (int i = 0; i < nd && active > 1; i++) {
+      if (!working[i])
+        continue;
+      sc->ok[i] = 0;
+      double without = solve_subset(s, d, nd, sc->ok, sc, r);
+      sc->ok[i] = 1;
+      if (without < worst_t)
+        worst_t = without, worst = i;
+    }
+    if (worst >= 0 && worst_t <= t * (1 + s->p->min_gain)) {
+      sc->ok[worst] = 0;
+      poas__opt_share *sh = &r->dev[worst];
+      sh->excluded = 1;
+      snprintf(sh->reason, sizeof sh->reason,
+               "adds too little: %.3g s predicted without it, %.3g s with it, a gain under the "
+               "%.0f%% that the models' error and the cost of feeding it can take back",
+               worst_t, t, 100 * s->p->min_gain);
+    }
+    double now = worst >= 0 ? solve_subset(s, d, nd, sc->ok, sc, r) : t;
+    if (worst < 0 || sc->ok[worst])
+      return now;
+    t = now;
+  }
+}
+
 static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_problem *p,
                            int too_big, const poas__opt_result *r) {
   if (too_big == 0) {
@@ -504,6 +545,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   double t = solve_subset(&s, d, nd, sc.ok, &sc, out);
   if (!isfinite(t))
     return fail_everywhere(d, nd, p, too_big, out);
+  t = drop_marginal(&s, d, nd, &sc, out, t);
   fill_result(&s, &sc, out);
   return 0;
 }
