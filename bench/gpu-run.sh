@@ -11,7 +11,7 @@
 #   test            every test program and test script, with a summary line
 #   transfer        bench/cuda-transfer: pageable and pinned copy rates
 #   calibrate[-q]   poas-calibrate (full, or --quick) of cpu0 and cuda0
-#   accuracy        bench/accuracy on cuda0 and cpu0 with that profile
+#   accuracy[:DEV]  bench/accuracy on cuda0 and cpu0 (or DEV) with that profile
 #   bench:SIZES:DT:REPEAT[:BASELINES]   poas-bench gemm on cpu0,cuda0, recorded
 #                   like bench/record.sh (baselines cblas,cublas by default)
 #   trace:N[:DEVS]  one n x n x n sgemm (poas-demo) on DEVS (cpu0,cuda0) with POAS_TRACE
@@ -99,7 +99,7 @@ stage_calibrate() {
 
 stage_accuracy() {
   local d
-  for d in cuda0 cpu0; do
+  for d in "$@"; do
     echo "== accuracy $d ($(stamp))"
     "$build/bench/accuracy" --devices "$d" 2>&1 | tee "$out/accuracy-$d.md" | tail -4
   done
@@ -156,7 +156,8 @@ for s in "$@"; do
     transfer) stage_transfer ;;
     calibrate) stage_calibrate ;;
     calibrate-q) stage_calibrate --quick ;;
-    accuracy) stage_accuracy ;;
+    accuracy) stage_accuracy cuda0 cpu0 ;;
+    accuracy:*) stage_accuracy "${s#accuracy:}" ;;
     bench:*) IFS=: read -r _ sz dt rep bl <<<"$s"; stage_bench "$sz" "$dt" "${rep:-3}" "${bl:-}" ;;
     trace:*) IFS=: read -r _ n devs <<<"$s"; stage_trace "$n" "$devs" ;;
     openblas) stage_openblas ;;
