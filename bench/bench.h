@@ -112,6 +112,11 @@ void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices,
 /* Plots GFLOP/s against size through gnuplot into an SVG file. Returns 0,
  * or -1 with the reason in `why`. */
 int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap);
+/* Appends the rows of a CSV that poas-bench wrote (what the plot needs:
+ * shape, dtype, devices, role, time, rates) to rows[*nrows..cap). 0, or -1
+ * with why[] saying which file and line is wrong. */
+int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char *why,
+                   size_t whycap);
 
 const char *bench_dtype_name(poas_dtype dtype);
 const char *bench_role_name(bench_role role);

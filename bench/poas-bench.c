@@ -76,6 +76,7 @@ static const bench_baseline *const all_baselines[] = {
 static void usage(FILE *f) {
   fprintf(f,
           "Usage: poas-bench gemm [OPTIONS]\n"
+          "       poas-bench plot --plot FILE.svg CSV...\n"
           "Benchmark GEMM end to end on each device alone, on all of them co-executed,\n"
           "and on the vendor libraries alone; check every result.\n\n"
           "  -s, --sizes LIST      sizes n, comma-separated (default " DEFAULT_SIZES ")\n"
@@ -94,6 +95,9 @@ static void usage(FILE *f) {
           "                        to stderr\n"
           "  -h, --help            show this help\n"
           "  -V, --version         show the version\n\n"
+          "poas-bench plot draws the same plot from CSV files that earlier runs wrote\n"
+          "(several runs' rows join, series by series), for results recorded on a\n"
+          "machine without gnuplot.\n\n"
           "Exit status: 0, 1 when a run failed or a result exceeded its error bound,\n"
           "2 on a usage error.\n");
 }
@@ -627,10 +631,46 @@ static int gemm_main(int argc, char **argv) {
   return failures ? 1 : 0;
 }
 
+/* poas-bench plot --plot FILE.svg CSV... */
+static int plot_main(int argc, char **argv) {
+  const char *out = NULL;
+  static bench_row rows[4096];
+  int nrows = 0, ncsv = 0;
+  char why[512];
+  for (int i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--plot") == 0 || strcmp(argv[i], "-p") == 0) {
+      if (++i == argc) {
+        fprintf(stderr, "poas-bench plot: %s needs a file name\n", argv[i - 1]);
+        return 2;
+      }
+      out = argv[i];
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (bench_read_csv(argv[i], rows, 4096, &nrows, why, sizeof why) != 0) {
+      fprintf(stderr, "poas-bench plot: %s\n", why);
+      return 1;
+    } else {
+      ncsv++;
+    }
+  }
+  if (!out || ncsv == 0) {
+    fprintf(stderr, "poas-bench plot: need --plot FILE.svg and at least one CSV\n");
+    return 2;
+  }
+  if (bench_plot(out, rows, nrows, why, sizeof why) != 0) {
+    fprintf(stderr, "poas-bench plot: %s\n", why);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "";
   if (strcmp(cmd, "gemm") == 0)
     return gemm_main(argc, argv);
+  if (strcmp(cmd, "plot") == 0)
+    return plot_main(argc, argv);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     usage(stdout);
     return 0;
@@ -639,7 +679,7 @@ int main(int argc, char **argv) {
     printf("poas-bench (POAS) %s\n", poas_version());
     return 0;
   }
-  fprintf(stderr, "poas-bench: %s%s%s (the only command is gemm; see poas-bench --help)\n",
+  fprintf(stderr, "poas-bench: %s%s%s (the commands are gemm and plot; see poas-bench --help)\n",
           *cmd ? "unknown command '" : "no command given", cmd, *cmd ? "'" : "");
   return 2;
 }

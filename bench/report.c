@@ -7,7 +7,9 @@
 #include "bench/bench.h"
 #include "tools/json-out.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -273,4 +275,77 @@ int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, si
     return -1;
   }
   return 0;
+}
+
+/* ------------------------------------------------------------ CSV input */
+
+/* Splits one CSV line in place at commas outside double quotes; returns the
+ * number of fields. */
+static int csv_split(char *line, char **field, int cap) {
+  int n = 0, quoted = 0;
+  field[n++] = line;
+  for (char *p = line; *p; p++) {
+    if (*p == '"')
+      quoted = !quoted;
+    else if (*p == ',' && !quoted && n < cap) {
+      *p = 0;
+      field[n++] = p + 1;
+    } else if (*p == '\n' || *p == '\r') {
+      *p = 0;
+      break;
+    }
+  }
+  return n;
+}
+
+static double csv_number(const char *s) { return *s ? strtod(s, NULL) : NAN; }
+
+int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char *why,
+                   size_t whycap) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(why, whycap, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  char line[2048];
+  int lineno = 0, rc = 0;
+  while (fgets(line, sizeof line, f)) {
+    char *fld[24];
+    lineno++;
+    int nf = csv_split(line, fld, 24);
+    if (lineno == 1) {
+      if (strcmp(fld[0], "m") != 0 || nf < 20) {
+        snprintf(why, whycap, "%s: not a poas-bench CSV (its header differs)", path);
+        rc = -1;
+        break;
+      }
+      continue;
+    }
+    if (nf < 20 || (strcmp(fld[3], "s") != 0 && strcmp(fld[3], "d") != 0)) {
+      snprintf(why, whycap, "%s:%d: malformed row", path, lineno);
+      rc = -1;
+      break;
+    }
+    if (*nrows == cap) {
+      snprintf(why, whycap, "%s: more than %d rows in all", path, cap);
+      rc = -1;
+      break;
+    }
+    bench_row *r = &rows[(*nrows)++];
+    memset(r, 0, sizeof *r);
+    r->m = strtoll(fld[0], NULL, 10), r->n = strtoll(fld[1], NULL, 10);
+    r->k = strtoll(fld[2], NULL, 10);
+    r->dtype = fld[3][0] == 'd' ? POAS_FLOAT64 : POAS_FLOAT32;
+    snprintf(r->label, sizeof r->label, "%s", fld[4]);
+    r->role = strcmp(fld[5], "coexec") == 0     ? BENCH_COEXEC
+              : strcmp(fld[5], "baseline") == 0 ? BENCH_BASELINE
+                                                : BENCH_DEVICE;
+    r->repeat = atoi(fld[6]);
+    r->seconds = csv_number(fld[7]);
+    r->gflops = csv_number(fld[8]);
+    r->ideal_gflops = csv_number(fld[11]);
+    r->status = "ok";
+  }
+  fclose(f);
+  return rc;
 }

@@ -108,7 +108,7 @@ PYEOF
 cd "$tmp" || exit 1
 mkdir usage && cd usage || exit 1
 for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" \
-            "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl"; do
+            "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" "plot" "plot --plot"; do
   # shellcheck disable=SC2086
   "$bench" $args >/dev/null 2>"$tmp/err"
   rc=$?
@@ -122,3 +122,23 @@ if [ -n "$(ls)" ]; then
   exit 1
 fi
 echo "usage errors: ok"
+
+# poas-bench plot: the CSV written above plots again (when gnuplot is
+# there), and a file that is not a poas-bench CSV is refused by name.
+if "$bench" plot --plot "$tmp/again.svg" "$tmp/x.csv" 2>"$tmp/err"; then
+  grep -q "<svg" "$tmp/again.svg" || { echo "FAIL: poas-bench plot wrote no SVG"; exit 1; }
+  echo "plot from CSV: ok"
+elif grep -q "gnuplot was not found" "$tmp/err"; then
+  echo "plot from CSV: skipped (no gnuplot when configured)"
+else
+  echo "FAIL: poas-bench plot: $(cat "$tmp/err")"
+  exit 1
+fi
+printf 'not,a,bench,csv\n' >"$tmp/bad.csv"
+"$bench" plot --plot "$tmp/bad.svg" "$tmp/bad.csv" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 1 ] || ! grep -q "bad.csv" "$tmp/err"; then
+  echo "FAIL: a foreign CSV gave $rc: $(cat "$tmp/err")"
+  exit 1
+fi
+echo "plot of a foreign CSV refused: ok"
