@@ -134,9 +134,11 @@ stage_bench() {
 stage_trace() {
   local n=$1 devs=${2:-cpu0,cuda0}
   echo "== trace n=$n on $devs ($(stamp))"
-  CUDA_MODULE_LOADING=EAGER POAS_TRACE=$out/trace-$machine-${devs//,/-}-s-$n.json \
+  CUDA_MODULE_LOADING=EAGER POAS_TRACE=$work/trace-$machine-${devs//,/-}-s-$n.json \
     "$build/tools/poas-demo" \
     --devices "$devs" -n "$n" 2>&1 | tail -30
+  # The device tool returns at most 8 files: traces travel in one archive.
+  tar -C "$work" -czf "$out/traces.tar.gz" $(cd "$work" && ls -- trace-*.json)
 }
 
 stage_openblas() {

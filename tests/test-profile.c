@@ -240,6 +240,24 @@ TEST(good_file_loads_and_missing_file_is_eio) {
     CHECK_OK(poas__profile_load(src_path(good[i]), p));
     CHECK(p->ndev == 1 && p->dev[0].model.xfer[0].valid && p->dev[0].model.gemm[1][3].valid);
   }
+  /* The reference profiles that sim devices replay: every device has a
+   * model for each dtype and transpose pair, and a device with its own
+   * memory has both transfer models. */
+  static const char *const reference[] = {"models/profiles/amd-epyc-2c.json",
+                                          "models/profiles/amd-epyc-2c-cpu1-opencl1.json",
+                                          "models/profiles/nvidia-h100-80gb-16c.json"};
+  for (size_t i = 0; i < sizeof reference / sizeof *reference; i++) {
+    CHECK_MSG(poas__profile_load(src_path(reference[i]), p) == 0, "%s: %s", reference[i],
+              poas_error_detail());
+    for (int d = 0; d < p->ndev; d++) {
+      const poas__device_model *m = &p->dev[d].model;
+      for (int dt = 0; dt < 2; dt++)
+        for (int pair = 0; pair < 4; pair++)
+          CHECK(m->gemm[dt][pair].valid);
+      if (p->dev[d].kind == POAS_DEVICE_CUDA)
+        CHECK(m->xfer[0].valid && m->xfer[1].valid);
+    }
+  }
   CHECK_RC(poas__profile_load(tmp_path("does-not-exist.json"), p), POAS_EIO);
   CHECK(strstr(poas_error_detail(), "does-not-exist.json"));
   CHECK_RC(poas__profile_parse("{}", 2, "<mem>", p), POAS_EPROFILE);
