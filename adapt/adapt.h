@@ -34,4 +34,19 @@ int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_proble
                              poas__gemm_source **src, poas__work_source **out);
 void poas__gemm_source_destroy(poas__gemm_source *src);
 
+/* Device memory kept across runs (api/'s resident matrices), handed to a
+ * source before its run. A matrix on a device is stored dense and
+ * column-major: its stored rows times the element size apart per column.
+ *
+ * keep_c: C is computed into `mem` whole on `device` (m x n, ld = m) and
+ * copied out from there, rather than through two tile buffers, so that it
+ * is still on the device after the run.
+ * resident: operand 'a' or 'b' is already on `device` in `mem`, as the
+ * caller stores it (its stored rows and columns): tiles read it there and
+ * nothing copies it in.
+ * The source never allocates or frees such memory. POAS_EINVAL for a
+ * device that computes on host memory or a bad operand name. */
+int poas__gemm_source_keep_c(poas__gemm_source *src, int device, poas__mem mem);
+int poas__gemm_source_resident(poas__gemm_source *src, int device, char operand, poas__mem mem);
+
 #endif /* POAS_ADAPT_H */

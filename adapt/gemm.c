@@ -24,8 +24,12 @@ typedef struct part {
 typedef struct dev_state {
   const poas__graph *graph;   /* where its buffers below live */
   int shared, slot_in[2], slot_c[2]; /* buffer indices; -1: none yet */
+  int c_whole, in_whole;      /* external buffers (keep_c, resident in); -1: none yet */
   int next_slot;
   poas__pipe first, later;    /* with and without the shared operand's copy */
+  /* Caller-owned device memory (poas__gemm_source_keep_c, _resident);
+   * ptr NULL when unused. */
+  poas__mem keep_c, res_in, res_shared;
 } dev_state;
 
 struct poas__gemm_source {
@@ -139,12 +143,37 @@ static int copy_in(poas__graph *g, int device, int chunk, int dst, const char *s
   return add(g, &in);
 }
 
+/* A buffer for device memory the caller owns (no ALLOC, no FREE). */
+static int external_buffer(poas__graph *g, int device, poas__mem mem, size_t pitch,
+                           size_t lines) {
+  poas__gbuf b = {.device = device, .pitch = pitch, .lines = POAS__MAX(lines, 1), .mem = mem,
+                  .external = 1};
+  return poas__graph_add_buffer(g, &b);
+}
+
+/* Byte offset of unit u in a whole matrix stored dense on a device. */
+static size_t dense_offset(const part *pt, int64_t u, int64_t stored_rows, size_t es) {
+  return pt->rowseg ? (size_t)u * es : (size_t)u * (size_t)stored_rows * es;
+}
+
+/* Stored rows and columns of a part's whole matrix. */
+static void part_dims(const part *pt, int64_t units, int64_t *rows, int64_t *cols) {
+  *rows = pt->rowseg ? units : pt->extent;
+  *cols = pt->rowseg ? pt->extent : units;
+}
+
 /* Allocates and copies the shared operand, as stored, on first use. */
 static int shared_operand(poas__gemm_source *s, poas__graph *g, int device, int chunk) {
   dev_state *d = &s->dev[device];
   if (d->shared >= 0 || !s->p.reads_ab)
     return 0;
   size_t pitch = (size_t)s->shared_rows * s->es;
+  if (d->res_shared.ptr) {
+    int ext = external_buffer(g, device, d->res_shared, pitch, (size_t)s->shared_cols);
+    if (ext >= 0)
+      d->shared = ext;
+    return ext < 0 ? ext : 0;
+  }
   int buf = alloc_buffer(g, device, pitch, (size_t)s->shared_cols, chunk);
   if (buf < 0)
     return buf;
@@ -159,12 +188,25 @@ static int shared_operand(poas__gemm_source *s, poas__graph *g, int device, int 
 static int slot_buffers(poas__gemm_source *s, poas__graph *g, int device, int slot, int chunk) {
   dev_state *d = &s->dev[device];
   size_t pitch, lines;
-  if (s->p.reads_ab && d->slot_in[slot] < 0) {
+  int64_t rows, cols;
+  if (s->p.reads_ab && d->res_in.ptr && d->in_whole < 0) {
+    part_dims(&s->in, s->ws.total_units, &rows, &cols);
+    if ((d->in_whole = external_buffer(g, device, d->res_in, (size_t)rows * s->es,
+                                       (size_t)cols)) < 0)
+      return d->in_whole;
+  }
+  if (d->keep_c.ptr && d->c_whole < 0) {
+    part_dims(&s->c, s->ws.total_units, &rows, &cols);
+    if ((d->c_whole = external_buffer(g, device, d->keep_c, (size_t)rows * s->es,
+                                      (size_t)cols)) < 0)
+      return d->c_whole;
+  }
+  if (s->p.reads_ab && !d->res_in.ptr && d->slot_in[slot] < 0) {
     tile_geometry(&s->in, s->tile[device], s->es, &pitch, &lines);
     if ((d->slot_in[slot] = alloc_buffer(g, device, pitch, lines, chunk)) < 0)
       return d->slot_in[slot];
   }
-  if (d->slot_c[slot] < 0) {
+  if (!d->keep_c.ptr && d->slot_c[slot] < 0) {
     tile_geometry(&s->c, s->tile[device], s->es, &pitch, &lines);
     if ((d->slot_c[slot] = alloc_buffer(g, device, pitch, lines, chunk)) < 0)
       return d->slot_c[slot];
@@ -219,6 +261,30 @@ static int emit_host(poas__gemm_source *s, poas__graph *g, int device, int64_t u
   return add(g, &in);
 }
 
+/* Where a tile of a part lives on the device: a slot buffer from its
+ * start, or, for a whole matrix kept on the device, its place there. */
+typedef struct tile_place {
+  int buf;
+  poas__region region;
+  size_t off;        /* byte offset of the tile's first element */
+  int64_t ld;        /* elements */
+} tile_place;
+
+static tile_place place_tile(const poas__gemm_source *s, const poas__graph *g, const part *pt,
+                             int whole_buf, int slot_buf, int64_t t0, int64_t t1) {
+  tile_place tp;
+  if (whole_buf >= 0) {
+    int64_t rows, cols;
+    part_dims(pt, s->ws.total_units, &rows, &cols);
+    tp = (tile_place){whole_buf, host_region(pt, whole_buf, t0, t1, s->es),
+                      dense_offset(pt, t0, rows, s->es), rows};
+  } else {
+    tp = (tile_place){slot_buf, tile_region(pt, slot_buf, t1 - t0, s->es), 0,
+                      (int64_t)(g->buf[slot_buf].pitch / s->es)};
+  }
+  return tp;
+}
+
 /* One tile [t0, t1) on a copy device, in buffer slot `slot`. */
 static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t0, int64_t t1,
                      int slot, int chunk) {
@@ -226,47 +292,51 @@ static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t
   int64_t units = t1 - t0;
   poas__tile_cost cost;
   poas__tile_costs(&s->p, s->split, &s->model[device], 0, units, &cost);
-  int cb = d->slot_c[slot], ib = d->slot_in[slot];
-  poas__region c_dev = tile_region(&s->c, cb, units, s->es);
+  tile_place c = place_tile(s, g, &s->c, d->keep_c.ptr ? d->c_whole : -1, d->slot_c[slot], t0,
+                            t1);
   poas__region c_host = host_region(&s->c, s->host_c, t0, t1, s->es);
-  size_t c_pitch = g->buf[cb].pitch;
+  poas__copy2d c_shape = tile_copy(&s->c, units, (size_t)c.ld * s->es, s->es);
+  c_shape.dev_off = c.off;
   int rc = 0;
-  if (s->p.reads_ab)
-    rc = copy_in(g, device, chunk, ib, s->in.base + part_offset(&s->in, t0, s->es),
-                 tile_copy(&s->in, units, g->buf[ib].pitch, s->es),
-                 host_region(&s->in, s->host_in, t0, t1, s->es),
-                 tile_region(&s->in, ib, units, s->es), cost.in_s);
+  tile_place in = {-1, {0}, 0, 0};
+  if (s->p.reads_ab) {
+    in = place_tile(s, g, &s->in, d->res_in.ptr ? d->in_whole : -1, d->slot_in[slot], t0, t1);
+    if (!d->res_in.ptr)
+      rc = copy_in(g, device, chunk, in.buf, s->in.base + part_offset(&s->in, t0, s->es),
+                   tile_copy(&s->in, units, (size_t)in.ld * s->es, s->es),
+                   host_region(&s->in, s->host_in, t0, t1, s->es), in.region, cost.in_s);
+  }
   if (!rc && s->p.reads_c)
-    rc = copy_in(g, device, chunk, cb, s->c.base + part_offset(&s->c, t0, s->es),
-                 tile_copy(&s->c, units, c_pitch, s->es), c_host, c_dev, cost.c_s);
+    rc = copy_in(g, device, chunk, c.buf, s->c.base + part_offset(&s->c, t0, s->es), c_shape,
+                 c_host, c.region, cost.c_s);
   if (rc)
     return rc;
 
-  poas__operand c_op = {{NULL}, 0, (int64_t)(c_pitch / s->es)};
+  poas__operand c_op = {{NULL}, c.off, c.ld};
   poas__ins gi;
   if (s->p.reads_ab) {
-    poas__operand in_op = {{NULL}, 0, (int64_t)(g->buf[ib].pitch / s->es)};
+    poas__operand in_op = {{NULL}, in.off, in.ld};
     poas__operand sh_op = {{NULL}, 0, s->shared_rows};
     gi = s->split == POAS__SPLIT_ROWS
-             ? gemm_ins(s, device, chunk, units, ib, in_op, d->shared, sh_op, cb, c_op)
-             : gemm_ins(s, device, chunk, units, d->shared, sh_op, ib, in_op, cb, c_op);
-    gi.access[gi.naccess++] = (poas__access){tile_region(&s->in, ib, units, s->es), POAS__READ};
+             ? gemm_ins(s, device, chunk, units, in.buf, in_op, d->shared, sh_op, c.buf, c_op)
+             : gemm_ins(s, device, chunk, units, d->shared, sh_op, in.buf, in_op, c.buf, c_op);
+    gi.access[gi.naccess++] = (poas__access){in.region, POAS__READ};
     gi.access[gi.naccess++] = (poas__access){whole(g, d->shared), POAS__READ};
   } else {
-    gi = gemm_ins(s, device, chunk, units, cb, c_op, cb, c_op, cb, c_op);
+    gi = gemm_ins(s, device, chunk, units, c.buf, c_op, c.buf, c_op, c.buf, c_op);
   }
   gi.predicted_s = cost.gemm_s;
-  gi.access[gi.naccess++] = (poas__access){c_dev, s->p.reads_c ? POAS__RW : POAS__WRITE};
+  gi.access[gi.naccess++] = (poas__access){c.region, s->p.reads_c ? POAS__RW : POAS__WRITE};
   if ((rc = add(g, &gi)) != 0)
     return rc;
 
   poas__ins out = {.kind = POAS__INS_D2H, .device = device, .lane = POAS__LANE_D2H,
                    .chunk = chunk, .predicted_s = cost.out_s, .naccess = 2};
   out.u.d2h.dst = s->c.base + part_offset(&s->c, t0, s->es);
-  out.u.d2h.src_buf = cb;
-  out.u.d2h.shape = tile_copy(&s->c, units, c_pitch, s->es);
-  out.bytes = out.u.d2h.shape.width * out.u.d2h.shape.rows;
-  out.access[0] = (poas__access){c_dev, POAS__READ};
+  out.u.d2h.src_buf = c.buf;
+  out.u.d2h.shape = c_shape;
+  out.bytes = c_shape.width * c_shape.rows;
+  out.access[0] = (poas__access){c.region, POAS__READ};
   out.access[1] = (poas__access){c_host, POAS__WRITE};
   return add(g, &out);
 }
@@ -276,6 +346,7 @@ static void reset_device(dev_state *d, const poas__graph *g) {
   d->graph = g;
   d->shared = -1;
   d->slot_in[0] = d->slot_in[1] = d->slot_c[0] = d->slot_c[1] = -1;
+  d->c_whole = d->in_whole = -1;
   d->next_slot = 0;
 }
 
@@ -326,7 +397,9 @@ static int finish(void *user, poas__graph *g, int device) {
   dev_state *d = &s->dev[device];
   int rc = 0;
   if (d->graph == g) {
-    int bufs[5] = {d->shared, d->slot_in[0], d->slot_in[1], d->slot_c[0], d->slot_c[1]};
+    /* Caller-owned memory (a resident shared operand) is not freed. */
+    int bufs[5] = {d->res_shared.ptr ? -1 : d->shared, d->slot_in[0], d->slot_in[1],
+                   d->slot_c[0], d->slot_c[1]};
     for (int i = 0; i < 5 && !rc; i++)
       rc = free_buffer(g, device, bufs[i]);
   }
@@ -396,3 +469,23 @@ int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_proble
 }
 
 void poas__gemm_source_destroy(poas__gemm_source *s) { free(s); }
+
+int poas__gemm_source_keep_c(poas__gemm_source *s, int device, poas__mem mem) {
+  if (device < 0 || device >= s->ndev || s->host_memory[device] || !mem.ptr)
+    return poas__fail(POAS_EINVAL, "adapt: keep_c on device %d", device);
+  s->dev[device].keep_c = mem;
+  return 0;
+}
+
+int poas__gemm_source_resident(poas__gemm_source *s, int device, char operand, poas__mem mem) {
+  if (device < 0 || device >= s->ndev || s->host_memory[device] || !mem.ptr ||
+      (operand != 'a' && operand != 'b'))
+    return poas__fail(POAS_EINVAL, "adapt: resident operand '%c' on device %d", operand, device);
+  /* Row blocks stream A and share B; column blocks stream B and share A. */
+  int streamed = (operand == 'a') == (s->split == POAS__SPLIT_ROWS);
+  if (streamed)
+    s->dev[device].res_in = mem;
+  else
+    s->dev[device].res_shared = mem;
+  return 0;
+}

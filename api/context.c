@@ -41,6 +41,7 @@ int poas_init(poas_context **out, const poas_options *opts) {
   poas_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx)
     return POAS_ENOMEM;
+  poas__resident_init(ctx);
   const char *sched = setting(opts->sched, "POAS_SCHED");
   int rc = parse_policy(sched ? sched : "guided", &ctx->sched);
   if (rc)
@@ -70,6 +71,7 @@ fail_devices:
 fail_trace:
   free(ctx->trace_path);
 fail_ctx:
+  poas__resident_release_all(ctx);
   free(ctx);
   return rc;
 }
@@ -78,6 +80,7 @@ void poas_finalize(poas_context *ctx) {
   if (!ctx)
     return;
   poas__context_tasks_close(ctx);
+  poas__resident_release_all(ctx);
   poas__devset_close(&ctx->devices);
   free(ctx->trace_path);
   free(ctx);

@@ -4,6 +4,7 @@
 #ifndef POAS_CONTEXT_H
 #define POAS_CONTEXT_H
 
+#include "adapt/adapt.h"
 #include "devices/device.h"
 #include "models/model.h"
 #include "optimize/optimize.h"
@@ -23,6 +24,8 @@ typedef struct poas__gemm_problem {
   void *c;
   int64_t lda, ldb, ldc;
   int row_major;           /* the caller's layout was row-major (m, n swapped) */
+  int async;               /* run as a task: it may keep C on a device (resident.c) */
+  unsigned epoch;          /* async: the tasks' epoch when it was submitted */
 } poas__gemm_problem;
 
 /* Sets p's layout, transposes and sizes from a call in either layout,
@@ -30,6 +33,20 @@ typedef struct poas__gemm_problem {
  * dimensions are the caller's business). POAS_ELAYOUT for a bad layout. */
 int poas__gemm_shape(poas__gemm_problem *p, poas_layout layout, poas_op transa, poas_op transb,
                      int64_t m, int64_t n, int64_t k);
+
+/* A matrix kept on a device by an asynchronous GEMM (api/resident.c). */
+typedef struct poas__resident {
+  int device;              /* -1: a free slot */
+  const void *host;        /* the matrix in host memory, column-major */
+  int64_t ld, rows, cols;
+  poas_dtype dtype;
+  poas__mem mem;           /* dense on the device: ld = rows */
+  size_t bytes;
+  unsigned epoch;          /* the tasks' epoch it may serve */
+  unsigned long seq;       /* age, for eviction */
+} poas__resident;
+
+#define POAS__MAX_RESIDENT 4
 
 struct poas_context {
   poas__devset devices;
@@ -41,6 +58,9 @@ struct poas_context {
   poas_report report;
   struct poas__tasks *tasks;  /* the task runtime, from the first task on */
   poas_buffer *buffers;       /* registered buffers, released at finalize */
+  pthread_mutex_t resident_lock;
+  poas__resident resident[POAS__MAX_RESIDENT];
+  unsigned long resident_seq;
 };
 
 /* Runs a validated, normalised GEMM on the context's devices and fills
@@ -58,6 +78,20 @@ typedef struct poas__gemm_plan {
 
 /* Plans a normalised problem (p's pointers are not used). */
 int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__gemm_plan *out);
+
+/* Device copies kept by asynchronous GEMMs (api/resident.c). */
+void poas__resident_init(poas_context *ctx);
+void poas__resident_release_all(poas_context *ctx);
+/* A host task wrote host bytes [lo, hi): device copies of them are stale. */
+void poas__resident_invalidate(poas_context *ctx, uintptr_t lo, uintptr_t hi);
+/* Before an async run: drops copies it makes stale, hands the source the
+ * operands already on the one device of the plan, and, when C fits, has
+ * the source keep C there (*kept describes it; device -1 when not). */
+int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
+                           const poas__gemm_plan *plan, poas__gemm_source *src,
+                           poas__resident *kept);
+/* After the run: keeps *kept when the run succeeded, frees it otherwise. */
+void poas__resident_finish(poas_context *ctx, poas__resident *kept, int run_rc);
 
 /* The context's task runtime, started on first use (api/tasks.c). */
 int poas__context_tasks(poas_context *ctx, struct poas__tasks **out);

@@ -160,6 +160,8 @@ static int gemm_submit(poas_context *ctx, const poas__gemm_problem *p, poas_task
     }
   }
   gemm_task g = {ctx, *p};
+  g.p.async = 1;
+  g.p.epoch = poas__tasks_epoch(t);
   return poas__tasks_submit(t, gemm_task_run, &g, sizeof g, acc, n, out);
 }
 

@@ -125,10 +125,14 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   rc = poas__gemm_source_create(&call, &plan->prob, plan->dev, &plan->res, &src, &ws);
   if (rc)
     goto done;
+  poas__resident kept = {.device = -1};
+  if (p->async && (rc = poas__resident_prepare(ctx, p, plan, src, &kept)) != 0)
+    goto done;
   poas__sched_config cfg;
   sched_config(ctx, &plan->res, &cfg);
   poas_report r;
   rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);
+  poas__resident_finish(ctx, &kept, rc);
   if (rc) {
     poas__fail(rc, "gemm: the run failed: %s", poas_strerror(rc));
     goto done;

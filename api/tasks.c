@@ -79,15 +79,22 @@ int poas_buffer_unregister(poas_buffer *buf) {
 
 _Static_assert(POAS_TASK_MAX_ACCESS <= POAS__MAX_ACCESS, "a task's accesses fit an instruction");
 
-/* What a host task carries by value. */
+/* What a host task carries by value: the call, and the host bytes it
+ * writes, whose device copies (api/resident.c) it makes stale. */
 typedef struct cpu_call {
   poas_cpu_fn fn;
   void *arg;
   void *ptrs[POAS_TASK_MAX_ACCESS];
+  poas_context *ctx;
+  int nwrites;
+  uintptr_t write_lo[POAS_TASK_MAX_ACCESS], write_hi[POAS_TASK_MAX_ACCESS];
 } cpu_call;
+_Static_assert(sizeof(cpu_call) <= POAS__TASK_PAYLOAD, "a host task's call fits its payload");
 
 static int cpu_trampoline(void *payload) {
   cpu_call *c = payload;
+  for (int i = 0; i < c->nwrites; i++)
+    poas__resident_invalidate(c->ctx, c->write_lo[i], c->write_hi[i]);
   c->fn(c->ptrs, c->arg);
   return 0;
 }
@@ -124,12 +131,16 @@ int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **
   poas__tasks *t;
   if (rc || (rc = poas__context_tasks(ctx, &t)))
     return rc;
-  cpu_call call = {desc->cpu, desc->arg, {0}};
+  cpu_call call = {desc->cpu, desc->arg, {0}, ctx, 0, {0}, {0}};
   poas__access acc[POAS_TASK_MAX_ACCESS];
   for (int i = 0; i < desc->naccess; i++) {
     const poas_task_access *a = &desc->access[i];
     size_t len = a->length ? a->length : a->buffer->bytes - a->offset;
     call.ptrs[i] = a->buffer->ptr + a->offset;
+    if (a->mode & POAS_W) {
+      call.write_lo[call.nwrites] = (uintptr_t)call.ptrs[i];
+      call.write_hi[call.nwrites++] = (uintptr_t)call.ptrs[i] + len;
+    }
     acc[i] = (poas__access){{a->buffer->id, 0, 1, a->offset, a->offset + len},
                             (poas__access_mode)a->mode};
   }

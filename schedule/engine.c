@@ -688,7 +688,7 @@ void poas__engine_destroy(poas__engine *e) {
   }
   for (int b = 0; b < e->nbufs; b++) {
     poas__gbuf *g = &e->bufs[b].desc;
-    if (g->device >= 0 && g->mem.ptr)
+    if (g->device >= 0 && g->mem.ptr && !g->external)
       poas__dev_free(e->set->dev[g->device], g->mem, g->pitch * g->lines);
     free(e->bufs[b].writers.e);
     free(e->bufs[b].readers.e);

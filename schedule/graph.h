@@ -28,6 +28,8 @@ typedef struct poas__gbuf {
   size_t pitch;        /* bytes from one line to the next */
   size_t lines;        /* number of lines */
   poas__mem mem;       /* device memory, set when the ALLOC runs */
+  int external;        /* device memory the caller owns: mem is set from the
+                        * start, and no instruction allocates or frees it */
 } poas__gbuf;
 
 /* Lines [line0, line1) and bytes [byte0, byte1) of each line of a buffer. */

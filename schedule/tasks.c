@@ -27,6 +27,7 @@ struct poas__tasks {
     int buf;
   } *reg;
   poas_task *free_tasks;
+  unsigned epoch;          /* waits the caller has returned from */
 };
 
 static int host_threads(void) {
@@ -163,7 +164,15 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
 void poas__tasks_wait_all(poas__tasks *t) {
   poas__engine_lock(t->e);
   poas__engine_drain(t->e);
+  t->epoch++;
   poas__engine_unlock(t->e);
+}
+
+unsigned poas__tasks_epoch(poas__tasks *t) {
+  poas__engine_lock(t->e);
+  unsigned e = t->epoch;
+  poas__engine_unlock(t->e);
+  return e;
 }
 
 int poas_task_wait(poas_task *k) {
@@ -178,6 +187,7 @@ int poas_task_wait(poas_task *k) {
   }
   int rc = k->rc;
   task_release(t, k);
+  t->epoch++;
   poas__engine_unlock(t->e);
   return rc;
 }

@@ -35,5 +35,9 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
                        poas_task **out);
 /* Waits for every task submitted so far. */
 void poas__tasks_wait_all(poas__tasks *t);
+/* How many times a wait (poas_task_wait, poas__tasks_wait_all) has
+ * returned. Once one has, the caller may have touched any host memory: a
+ * task submitted after it must not trust device copies made before. */
+unsigned poas__tasks_epoch(poas__tasks *t);
 
 #endif /* POAS_TASKS_H */

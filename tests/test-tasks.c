@@ -216,6 +216,110 @@ TEST(async_gemm_chain) {
   return 0;
 }
 
+static void scale2_fn(void **buffers, void *arg) {
+  double *c = buffers[0];
+  for (size_t i = 0; i < *(size_t *)arg; i++)
+    c[i] *= 2;
+}
+
+/* Largest |x - 2^scale_log2 * ref| over n elements; NaN shows as infinity. */
+static double max_diff(const double *x, const double *ref, double scale, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs(x[i] - scale * ref[i]);
+    worst = isnan(d) ? INFINITY : fmax(worst, d);
+  }
+  return worst;
+}
+
+/* The chain C = A B, E = C D on one device with its own memory (the first
+ * GPU, else the first OpenCL device): C is computed into device memory that
+ * the second GEMM reads, so the second run copies only D in. Then the
+ * cases where that copy must not be trusted: after a wait (the caller may
+ * have changed C: here it doubles it), and after a host task that writes C.
+ * Results are checked against OpenBLAS each time. */
+TEST(async_gemm_chain_keeps_c_on_the_device) {
+  const char *devices = NULL;
+  poas_context *ctx = NULL;
+  static const char *const candidates[] = {"cuda0", "opencl0"};
+  for (int i = 0; i < 2 && !ctx; i++) {
+    poas_options o;
+    poas_options_init(&o);
+    o.devices = candidates[i];
+    o.no_profile = 1;
+    o.log_level = 0;
+    if (poas_init(&ctx, &o) == 0)
+      devices = candidates[i];
+    else
+      ctx = NULL;
+  }
+  if (!ctx)
+    SKIP("no device with its own memory (cuda0, opencl0)");
+  fprintf(stderr, "  on %s\n", devices);
+  enum { M = 96, K = 80, N = 112, P = 64 };
+  static double A[M * K], B[K * N], C[M * N], D[N * P], E[M * P], R1[M * N], R2[M * P];
+  test_fill(A, POAS_FLOAT64, M * K, 11);
+  test_fill(B, POAS_FLOAT64, K * N, 12);
+  test_fill(D, POAS_FLOAT64, N * P, 13);
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0, A, M, B, K, 0.0, R1, M);
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, M, P, N, 1.0, R1, M, D, N, 0.0, R2, M);
+  const uint64_t c_bytes = sizeof C, d_bytes = sizeof D;
+  poas_report rep;
+  poas_task *t1, *t2;
+
+  /* 1: back to back, C stays on the device for the second GEMM. */
+  test_poison(C, POAS_FLOAT64, M * N);
+  test_poison(E, POAS_FLOAT64, M * P);
+  CHECK_OK(poas_dgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1.0, A,
+                            M, B, K, 0.0, C, M, &t1));
+  CHECK_OK(poas_dgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, P, N, 1.0, C,
+                            M, D, N, 0.0, E, M, &t2));
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK_OK(poas_task_wait(t1));
+  CHECK_OK(poas_task_wait(t2));
+  CHECK_OK(poas_last_report(ctx, &rep));
+  CHECK_MSG(rep.ndevices == 1 && rep.dev[0].bytes_h2d == d_bytes,
+            "the second GEMM copied %llu bytes in; D alone is %llu",
+            (unsigned long long)rep.dev[0].bytes_h2d, (unsigned long long)d_bytes);
+  CHECK(rep.dev[0].bytes_d2h == sizeof E);
+  CHECK_MSG(max_diff(C, R1, 1, M * N) < 1e-12, "C off by %g", max_diff(C, R1, 1, M * N));
+  CHECK_MSG(max_diff(E, R2, 1, M * P) < 1e-11, "E off by %g", max_diff(E, R2, 1, M * P));
+
+  /* 2: after the waits the caller may change C; the device copy is not used. */
+  for (int i = 0; i < M * N; i++)
+    C[i] *= 2;
+  test_poison(E, POAS_FLOAT64, M * P);
+  CHECK_OK(poas_dgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, P, N, 1.0, C,
+                            M, D, N, 0.0, E, M, &t2));
+  CHECK_OK(poas_task_wait(t2));
+  CHECK_OK(poas_last_report(ctx, &rep));
+  CHECK(rep.dev[0].bytes_h2d == c_bytes + d_bytes);
+  CHECK_MSG(max_diff(E, R2, 2, M * P) < 1e-11, "E off by %g after C changed",
+            max_diff(E, R2, 2, M * P));
+
+  /* 3: a host task that writes C between the two GEMMs. */
+  poas_buffer *cb;
+  CHECK_OK(poas_buffer_register(ctx, C, sizeof C, &cb));
+  test_poison(C, POAS_FLOAT64, M * N);
+  test_poison(E, POAS_FLOAT64, M * P);
+  size_t nc = M * N;
+  CHECK_OK(poas_dgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1.0, A,
+                            M, B, K, 0.0, C, M, NULL));
+  poas_task_desc d = rw_task(cb, 0, 0, scale2_fn, &nc, POAS_RW);
+  CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  CHECK_OK(poas_dgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, P, N, 1.0, C,
+                            M, D, N, 0.0, E, M, NULL));
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK_OK(poas_last_report(ctx, &rep));
+  CHECK(rep.dev[0].bytes_h2d == c_bytes + d_bytes);
+  CHECK_MSG(max_diff(C, R1, 2, M * N) < 1e-12, "C off by %g", max_diff(C, R1, 2, M * N));
+  CHECK_MSG(max_diff(E, R2, 2, M * P) < 1e-11, "E off by %g after a task doubled C",
+            max_diff(E, R2, 2, M * P));
+  CHECK_OK(poas_buffer_unregister(cb));
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_concurrent),
           TEST_ENTRY(tasks_wait_all_and_finalize_wait), TEST_ENTRY(tasks_argument_checks),
-          TEST_ENTRY(async_gemm_chain))
+          TEST_ENTRY(async_gemm_chain), TEST_ENTRY(async_gemm_chain_keeps_c_on_the_device))

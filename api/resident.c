@@ -1,0 +1,166 @@
+/* resident.c: matrices an asynchronous GEMM leaves on a device, so that
+ * the next GEMM of a chain (C = A B, then E = C D) on that device reads C
+ * there instead of copying it in from the host again.
+ *
+ * When a GEMM task's plan puts all of it on one device with its own
+ * memory, C is computed whole into device memory that outlives the run
+ * (and copied out to the host as always, so the host copy is right when
+ * the task finishes). A later GEMM task planned on the same device whose A
+ * or B is that matrix (same address, leading dimension, shape and type)
+ * uses the device copy.
+ *
+ * A device copy stays valid only while the host copy cannot have changed:
+ * - a task that writes over it drops it: a GEMM whose C overlaps it, or a
+ *   host task with a write access;
+ * - so does any wait the caller returns from (the tasks' epoch), since the
+ *   caller may then write the memory itself. A copy serves only tasks
+ *   submitted in the epoch in which it was made.
+ * GEMM tasks run one at a time (they all write the devices' region), in
+ * submission order, which is what makes "dead" well defined: when a GEMM
+ * of epoch e starts, copies from earlier epochs can serve nobody.
+ *
+ * At most POAS__MAX_RESIDENT copies, each at most a quarter of its device's
+ * memory; the oldest goes first. */
+#include "api/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void poas__resident_init(poas_context *ctx) {
+  pthread_mutex_init(&ctx->resident_lock, NULL);
+  for (int i = 0; i < POAS__MAX_RESIDENT; i++)
+    ctx->resident[i].device = -1;
+}
+
+static void drop(poas_context *ctx, poas__resident *r) {
+  poas__dev_free(ctx->devices.dev[r->device], r->mem, r->bytes);
+  r->device = -1;
+}
+
+void poas__resident_release_all(poas_context *ctx) {
+  pthread_mutex_lock(&ctx->resident_lock);
+  for (int i = 0; i < POAS__MAX_RESIDENT; i++)
+    if (ctx->resident[i].device >= 0)
+      drop(ctx, &ctx->resident[i]);
+  pthread_mutex_unlock(&ctx->resident_lock);
+  pthread_mutex_destroy(&ctx->resident_lock);
+}
+
+/* Host bytes [lo, hi) of a column-major matrix of rows x cols. */
+static void span(const void *base, int64_t ld, int64_t rows, int64_t cols, size_t es,
+                 uintptr_t *lo, uintptr_t *hi) {
+  *lo = (uintptr_t)base;
+  *hi = *lo + ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * es;
+}
+
+static int overlaps(const poas__resident *r, uintptr_t lo, uintptr_t hi) {
+  uintptr_t rlo, rhi;
+  span(r->host, r->ld, r->rows, r->cols, poas__dtype_size(r->dtype), &rlo, &rhi);
+  return rlo < hi && lo < rhi;
+}
+
+void poas__resident_invalidate(poas_context *ctx, uintptr_t lo, uintptr_t hi) {
+  pthread_mutex_lock(&ctx->resident_lock);
+  for (int i = 0; i < POAS__MAX_RESIDENT; i++)
+    if (ctx->resident[i].device >= 0 && overlaps(&ctx->resident[i], lo, hi))
+      drop(ctx, &ctx->resident[i]);
+  pthread_mutex_unlock(&ctx->resident_lock);
+}
+
+/* The one device the plan gives all the work, when it has its own memory;
+ * -1 otherwise. */
+static int sole_device(const poas__gemm_plan *plan) {
+  int found = -1;
+  for (int i = 0; i < plan->res.ndev; i++) {
+    if (plan->res.dev[i].u1 <= plan->res.dev[i].u0)
+      continue;
+    if (found >= 0)
+      return -1;
+    found = i;
+  }
+  return found >= 0 && !plan->dev[found].host_memory ? found : -1;
+}
+
+static poas__resident *find(poas_context *ctx, int device, const void *host, int64_t ld,
+                            int64_t rows, int64_t cols, poas_dtype dtype) {
+  for (int i = 0; i < POAS__MAX_RESIDENT; i++) {
+    poas__resident *r = &ctx->resident[i];
+    if (r->device == device && r->host == host && r->ld == ld && r->rows == rows &&
+        r->cols == cols && r->dtype == dtype)
+      return r;
+  }
+  return NULL;
+}
+
+int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
+                           const poas__gemm_plan *plan, poas__gemm_source *src,
+                           poas__resident *kept) {
+  kept->device = -1;
+  size_t es = poas__dtype_size(p->dtype);
+  uintptr_t clo, chi;
+  span(p->c, p->ldc, p->m, p->n, es, &clo, &chi);
+  int dev = sole_device(plan), rc = 0;
+  pthread_mutex_lock(&ctx->resident_lock);
+  for (int i = 0; i < POAS__MAX_RESIDENT; i++) {
+    poas__resident *r = &ctx->resident[i];
+    if (r->device >= 0 && (r->epoch != p->epoch || overlaps(r, clo, chi)))
+      drop(ctx, r);
+  }
+  if (dev >= 0 && p->k > 0 && p->alpha != 0) {
+    int64_t ar = p->transa == POAS_NO_TRANS ? p->m : p->k;
+    int64_t ac = p->transa == POAS_NO_TRANS ? p->k : p->m;
+    int64_t br = p->transb == POAS_NO_TRANS ? p->k : p->n;
+    int64_t bc = p->transb == POAS_NO_TRANS ? p->n : p->k;
+    const poas__resident *a = find(ctx, dev, p->a, p->lda, ar, ac, p->dtype);
+    const poas__resident *b = find(ctx, dev, p->b, p->ldb, br, bc, p->dtype);
+    if (a)
+      rc = poas__gemm_source_resident(src, dev, 'a', a->mem);
+    if (!rc && b)
+      rc = poas__gemm_source_resident(src, dev, 'b', b->mem);
+  }
+  pthread_mutex_unlock(&ctx->resident_lock);
+  if (rc || dev < 0)
+    return rc;
+  poas__device *d = ctx->devices.dev[dev];
+  size_t bytes = (size_t)p->m * (size_t)p->n * es;
+  if (bytes > d->info.memory_bytes / 4)
+    return 0;
+  poas__mem mem;
+  if (poas__dev_alloc(d, bytes, &mem) != 0) {
+    poas__clear_detail();
+    return 0; /* no room to keep it: C goes through tiles as usual */
+  }
+  rc = poas__gemm_source_keep_c(src, dev, mem);
+  if (rc) {
+    poas__dev_free(d, mem, bytes);
+    return rc;
+  }
+  *kept = (poas__resident){.device = dev, .host = p->c, .ld = p->ldc, .rows = p->m,
+                           .cols = p->n, .dtype = p->dtype, .mem = mem, .bytes = bytes,
+                           .epoch = p->epoch};
+  return 0;
+}
+
+void poas__resident_finish(poas_context *ctx, poas__resident *kept, int run_rc) {
+  if (kept->device < 0)
+    return;
+  if (run_rc) {
+    poas__dev_free(ctx->devices.dev[kept->device], kept->mem, kept->bytes);
+    return;
+  }
+  pthread_mutex_lock(&ctx->resident_lock);
+  poas__resident *slot = NULL;
+  for (int i = 0; i < POAS__MAX_RESIDENT && !slot; i++)
+    if (ctx->resident[i].device < 0)
+      slot = &ctx->resident[i];
+  if (!slot) { /* the oldest goes */
+    slot = &ctx->resident[0];
+    for (int i = 1; i < POAS__MAX_RESIDENT; i++)
+      if (ctx->resident[i].seq < slot->seq)
+        slot = &ctx->resident[i];
+    drop(ctx, slot);
+  }
+  *slot = *kept;
+  slot->seq = ++ctx->resident_seq;
+  pthread_mutex_unlock(&ctx->resident_lock);
+}
