@@ -1,7 +1,8 @@
 /* tasks.c: the public task API (poas.h, "tasks"): argument checks and the
  * context's plumbing; the runtime itself is schedule/tasks.c. A task's
  * host implementation runs through a small trampoline that hands it the
- * addresses of its accesses. */
+ * addresses of its accesses; a device implementation through one that
+ * copies its accesses to the device and back (device_trampoline). */
 #include "api/context.h"
 #include "schedule/tasks.h"
 
@@ -99,12 +100,36 @@ static int cpu_trampoline(void *payload) {
   return 0;
 }
 
-static int task_check(const poas_context *ctx, const poas_task_desc *d) {
-  if (!d->cpu)
-    return poas__fail(d->cuda || d->opencl ? POAS_ENOTSUP : POAS_EINVAL,
-                      "task: %s", d->cuda || d->opencl
-                                      ? "only host (cpu) implementations run for now"
-                                      : "no implementation given");
+/* The device a task runs on: the first GPU when it has a CUDA
+ * implementation, else the first OpenCL device when it has an OpenCL one
+ * (device code is what its author meant to run), else the host; -1 for the
+ * host, or an error when no device can run any of its implementations. */
+static int task_device(const poas_context *ctx, const poas_task_desc *d, int *device) {
+  for (int pass = 0; pass < 2; pass++) {
+    poas_device_kind want = pass == 0 ? POAS_DEVICE_CUDA : POAS_DEVICE_OPENCL;
+    if (pass == 0 ? !d->cuda : !d->opencl)
+      continue;
+    for (int i = 0; i < ctx->devices.ndev; i++)
+      if (ctx->devices.dev[i]->info.kind == want && ctx->devices.dev[i]->be->native_lane) {
+        *device = i;
+        return 0;
+      }
+  }
+  *device = -1;
+  if (d->cpu)
+    return 0;
+  if (!d->cuda && !d->opencl)
+    return poas__fail(POAS_EINVAL, "task: no implementation given");
+  return poas__fail(POAS_ENOTSUP, "task: it has only %s%s%s implementations, and the context "
+                    "has no such device",
+                    d->cuda ? "CUDA" : "", d->cuda && d->opencl ? " and " : "",
+                    d->opencl ? "OpenCL" : "");
+}
+
+static int task_check(const poas_context *ctx, const poas_task_desc *d, int *device) {
+  int rc = task_device(ctx, d, device);
+  if (rc)
+    return rc;
   if (d->naccess < 0 || d->naccess > POAS_TASK_MAX_ACCESS)
     return poas__fail(POAS_EINVAL, "task: naccess=%d (0 to %d)", d->naccess,
                       POAS_TASK_MAX_ACCESS);
@@ -123,16 +148,81 @@ static int task_check(const poas_context *ctx, const poas_task_desc *d) {
   return 0;
 }
 
+/* What a device task carries by value. It runs on a host thread of the
+ * task runtime and drives its device synchronously: each access is copied
+ * into a buffer of its own on the device (W-only ones too, so that bytes
+ * the implementation leaves alone come back unchanged), the implementation
+ * enqueues its work on the compute lane, and the W and RW accesses are
+ * copied back once the lane is done. */
+typedef struct device_call {
+  poas_context *ctx;
+  int device;
+  poas_cuda_fn cuda;
+  poas_opencl_fn opencl;
+  void *arg;
+  int naccess;
+  char *host[POAS_TASK_MAX_ACCESS];
+  size_t len[POAS_TASK_MAX_ACCESS];
+  int mode[POAS_TASK_MAX_ACCESS];
+} device_call;
+_Static_assert(sizeof(device_call) <= POAS__TASK_PAYLOAD, "a device task's call fits its payload");
+
+static int device_trampoline(void *payload) {
+  device_call *c = payload;
+  poas__device *d = c->ctx->devices.dev[c->device];
+  const poas__backend *be = d->be;
+  poas__mem mem[POAS_TASK_MAX_ACCESS] = {{NULL}};
+  void *bufs[POAS_TASK_MAX_ACCESS] = {NULL};
+  int rc = 0, n = 0;
+  for (; n < c->naccess && !rc; n++) {
+    rc = poas__dev_alloc(d, c->len[n], &mem[n]);
+    if (rc)
+      break;
+    bufs[n] = mem[n].ptr;
+    poas__copy2d shape = {c->len[n], 1, c->len[n], c->len[n], 0};
+    rc = be->copy_h2d(d, POAS__LANE_H2D, mem[n], c->host[n], &shape);
+  }
+  if (!rc)
+    rc = be->lane_sync(d, POAS__LANE_H2D);
+  if (!rc) {
+    for (int i = 0; i < c->naccess; i++)
+      if (c->mode[i] & POAS_W)
+        poas__resident_invalidate(c->ctx, (uintptr_t)c->host[i],
+                                  (uintptr_t)c->host[i] + c->len[i]);
+    void *lane = be->native_lane(d, POAS__LANE_COMPUTE);
+    if (d->info.kind == POAS_DEVICE_CUDA)
+      c->cuda(bufs, c->arg, lane);
+    else
+      c->opencl(bufs, c->arg, lane);
+    rc = be->lane_sync(d, POAS__LANE_COMPUTE);
+  }
+  for (int i = 0; i < c->naccess && !rc; i++)
+    if (c->mode[i] & POAS_W) {
+      poas__copy2d shape = {c->len[i], 1, c->len[i], c->len[i], 0};
+      rc = be->copy_d2h(d, POAS__LANE_D2H, c->host[i], mem[i], &shape);
+    }
+  int sync = be->lane_sync(d, POAS__LANE_D2H);
+  if (!rc)
+    rc = sync;
+  for (int i = 0; i < n; i++)
+    if (mem[i].ptr)
+      poas__dev_free(d, mem[i], c->len[i]);
+  return rc;
+}
+
 int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **out) {
   poas__clear_detail();
   if (!ctx || !desc)
     return poas__fail(POAS_ENULL, "poas_task_submit: %s is NULL", ctx ? "desc" : "ctx");
-  int rc = task_check(ctx, desc);
+  int device;
+  int rc = task_check(ctx, desc, &device);
   poas__tasks *t;
   if (rc || (rc = poas__context_tasks(ctx, &t)))
     return rc;
   cpu_call call = {desc->cpu, desc->arg, {0}, ctx, 0, {0}, {0}};
-  poas__access acc[POAS_TASK_MAX_ACCESS];
+  device_call dcall = {ctx, device, desc->cuda, desc->opencl, desc->arg, desc->naccess,
+                       {NULL}, {0}, {0}};
+  poas__access acc[POAS_TASK_MAX_ACCESS + 1];
   for (int i = 0; i < desc->naccess; i++) {
     const poas_task_access *a = &desc->access[i];
     size_t len = a->length ? a->length : a->buffer->bytes - a->offset;
@@ -143,8 +233,14 @@ int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **
     }
     acc[i] = (poas__access){{a->buffer->id, 0, 1, a->offset, a->offset + len},
                             (poas__access_mode)a->mode};
+    dcall.host[i] = call.ptrs[i], dcall.len[i] = len, dcall.mode[i] = (int)a->mode;
   }
-  return poas__tasks_submit(t, cpu_trampoline, &call, sizeof call, acc, desc->naccess, out);
+  if (device < 0)
+    return poas__tasks_submit(t, cpu_trampoline, &call, sizeof call, acc, desc->naccess, out);
+  /* Device tasks take the devices in turn with GEMM runs, as those do. */
+  acc[desc->naccess] = (poas__access){poas__tasks_devices_region(t), POAS__RW};
+  return poas__tasks_submit(t, device_trampoline, &dcall, sizeof dcall, acc, desc->naccess + 1,
+                            out);
 }
 
 int poas_wait_all(poas_context *ctx) {

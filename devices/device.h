@@ -125,6 +125,9 @@ struct poas__backend {
   void (*event_destroy)(poas__device *dev, poas__event *ev);
   /* Blocks until everything submitted to the lane has completed. */
   int (*lane_sync)(poas__device *dev, int lane);
+  /* Optional: the lane's native handle, handed to a task's device
+   * implementation (cudaStream_t, cl_command_queue). */
+  void *(*native_lane)(poas__device *dev, int lane);
 };
 
 /* An open device. The backend allocates it (with its own private state

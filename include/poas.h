@@ -389,9 +389,16 @@ typedef struct poas_task_access {
 
 /* The host implementation: buffers[i] points at access i's first byte. */
 typedef void (*poas_cpu_fn)(void **buffers, void *arg);
-/* Device implementations, given the device's stream or command queue;
- * declared so that task descriptions keep their shape, not yet run:
- * a task with only these is rejected with POAS_ENOTSUP. */
+/* Device implementations. They enqueue their work on the stream (a
+ * cudaStream_t) or command queue (a cl_command_queue; clGetCommandQueueInfo
+ * gives its context and device) and return; the task is finished when that
+ * work is. buffers[i] holds access i's bytes on the device, copied in
+ * before the call and, for W and RW accesses, out after it: a device
+ * pointer for CUDA, a cl_mem of exactly the access's length for OpenCL.
+ * A task runs on the first GPU when it has a CUDA implementation, else on
+ * the first OpenCL device when it has an OpenCL one, else on the host; a
+ * task no device of the context can run is rejected with POAS_ENOTSUP.
+ * Device tasks take the devices one at a time, in turn with GEMMs. */
 typedef void (*poas_cuda_fn)(void **buffers, void *arg, void *stream);
 typedef void (*poas_opencl_fn)(void **buffers, void *arg, void *queue);
 

@@ -54,7 +54,8 @@ typedef enum poas__ins_kind {
   POAS__INS_HOST    /* a host function, for the task API */
 } poas__ins_kind;
 
-#define POAS__MAX_ACCESS 4
+/* A task's accesses (POAS_TASK_MAX_ACCESS) and the devices' region. */
+#define POAS__MAX_ACCESS 5
 
 typedef struct poas__ins {
   poas__ins_kind kind;

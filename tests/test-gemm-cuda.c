@@ -7,11 +7,17 @@
 #include "devices/device.h"
 #include "gemm-cases.h"
 
+#include "config.h"
+
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
+
+#if POAS_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #define NEED_CUDA()                                                         \
   do {                                                                      \
@@ -459,7 +465,62 @@ TEST(cuda_devices_from_worker_threads) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(cuda_info), TEST_ENTRY(cuda_copy2d_roundtrip_keeps_padding),
+#if POAS_HAVE_CUDA
+typedef struct memset_arg {
+  size_t bytes;
+  int calls;
+  cudaError_t status;
+} memset_arg;
+
+/* A task's CUDA implementation: zeroes the first `bytes` of buffers[0] on
+ * the stream it is given. */
+static void cuda_memset_task(void **buffers, void *arg, void *stream) {
+  memset_arg *m = arg;
+  m->status = cudaMemsetAsync(buffers[0], 0, m->bytes, (cudaStream_t)stream);
+  m->calls++;
+}
+
+static void host_must_not_run(void **buffers, void *arg) {
+  (void)buffers;
+  ((memset_arg *)arg)->calls += 100;
+}
+#endif
+
+/* A task with a CUDA implementation runs it on cuda0, on its access's bytes
+ * alone: the first half of a RW range is zeroed, the rest of the range and
+ * the bytes around it keep their values. */
+TEST(cuda_task_runs_its_implementation) {
+  NEED_CUDA();
+#if POAS_HAVE_CUDA
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu,cuda0";
+  o.no_profile = 1;
+  poas_context *ctx = NULL;
+  CHECK_OK(poas_init(&ctx, &o));
+  enum { SIZE = 4096, LO = 1000, LEN = 2000 };
+  static unsigned char x[SIZE];
+  memset(x, 0xAB, sizeof x);
+  poas_buffer *b;
+  CHECK_OK(poas_buffer_register(ctx, x, sizeof x, &b));
+  memset_arg m = {LEN / 2, 0, cudaSuccess};
+  poas_task_desc d = {.cpu = host_must_not_run, .cuda = cuda_memset_task, .arg = &m,
+                      .naccess = 1};
+  d.access[0] = (poas_task_access){b, POAS_RW, LO, LEN};
+  poas_task *t;
+  CHECK_OK(poas_task_submit(ctx, &d, &t));
+  CHECK_OK(poas_task_wait(t));
+  CHECK_MSG(m.calls == 1 && m.status == cudaSuccess, "calls %d, status %s", m.calls,
+            cudaGetErrorString(m.status));
+  for (int i = 0; i < SIZE; i++)
+    CHECK_MSG(x[i] == (i >= LO && i < LO + LEN / 2 ? 0 : 0xAB), "x[%d] = %d", i, x[i]);
+  CHECK_OK(poas_buffer_unregister(b));
+  poas_finalize(ctx);
+#endif
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(cuda_info), TEST_ENTRY(cuda_task_runs_its_implementation), TEST_ENTRY(cuda_copy2d_roundtrip_keeps_padding),
           TEST_ENTRY(cuda_events_order_lanes), TEST_ENTRY(cuda_host_register_path),
           TEST_ENTRY(cuda_alloc_beyond_memory_is_enomem),
           TEST_ENTRY(cuda_bad_settings_name_the_token), TEST_ENTRY(cuda_gemm_scaling_paths),

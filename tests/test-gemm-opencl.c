@@ -1,7 +1,8 @@
 /* test-gemm-opencl.c: the OpenCL backend (CLBlast) on opencl0: the GEMM
  * case matrix through the public API, and the backend's own contract: 2-D
  * copies, lanes ordered by events, operand offsets, C not read when beta is
- * 0, sub-devices, settings and allocation limits. Every test skips (77)
+ * 0, sub-devices, settings and allocation limits; and tasks with an OpenCL
+ * implementation (poas_task_submit). Every test skips (77)
  * when no OpenCL device is present or the backend is not built. */
 #include "config.h"
 
@@ -252,7 +253,116 @@ TEST(opencl_alloc_limits) {
   return 0;
 }
 
+#if POAS_HAVE_OPENCL
+/* A task's OpenCL implementation: `value < 0` doubles each float of
+ * buffers[0], else it sets the first `count` floats to `value`. It builds
+ * its kernel from the queue's own context, as a user's code would. */
+typedef struct kernel_arg {
+  float value;
+  size_t count;
+  int calls;
+  cl_int status;
+} kernel_arg;
+
+static void opencl_kernel_task(void **buffers, void *arg, void *queue_handle) {
+  kernel_arg *k = arg;
+  cl_command_queue q = queue_handle;
+  static const char *src =
+      "__kernel void twice(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n"
+      "__kernel void set(__global float *x, float v) { x[get_global_id(0)] = v; }\n";
+  cl_context cx;
+  cl_device_id dev;
+  cl_int r = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof cx, &cx, NULL);
+  if (r == CL_SUCCESS)
+    r = clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+  cl_program prog = r == CL_SUCCESS ? clCreateProgramWithSource(cx, 1, &src, NULL, &r) : NULL;
+  if (r == CL_SUCCESS)
+    r = clBuildProgram(prog, 1, &dev, "", NULL, NULL);
+  cl_kernel kern = r == CL_SUCCESS ? clCreateKernel(prog, k->value < 0 ? "twice" : "set", &r)
+                                   : NULL;
+  cl_mem buf = buffers[0];
+  if (r == CL_SUCCESS)
+    r = clSetKernelArg(kern, 0, sizeof buf, &buf);
+  if (r == CL_SUCCESS && k->value >= 0)
+    r = clSetKernelArg(kern, 1, sizeof k->value, &k->value);
+  if (r == CL_SUCCESS)
+    r = clEnqueueNDRangeKernel(q, kern, 1, NULL, &k->count, NULL, 0, NULL, NULL);
+  if (kern)
+    clReleaseKernel(kern);
+  if (prog)
+    clReleaseProgram(prog);
+  k->status = r;
+  k->calls++;
+}
+
+static void host_must_not_run(void **buffers, void *arg) {
+  (void)buffers;
+  ((kernel_arg *)arg)->calls += 100;
+}
+#endif
+
+/* Tasks with an OpenCL implementation run it on opencl0 (rather than the
+ * host implementation beside it), on the bytes of their access alone:
+ * a RW access on a middle range is doubled there and nowhere else, and a
+ * W access whose kernel writes only its first floats leaves the rest of
+ * the range as it was. Tasks with only an OpenCL implementation are
+ * refused where there is no OpenCL device. */
+TEST(opencl_tasks_run_their_kernels) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu,opencl0";
+  o.no_profile = 1;
+  poas_context *ctx = NULL;
+  if (poas_init(&ctx, &o) != 0)
+    SKIP("no opencl0: %s", poas_error_detail());
+  enum { N = 1000, LO = 100, LEN = 500, W_LO = 700, W_LEN = 200, SET = 10 };
+  static float x[N];
+  for (int i = 0; i < N; i++)
+    x[i] = (float)i;
+  poas_buffer *b;
+  CHECK_OK(poas_buffer_register(ctx, x, sizeof x, &b));
+  kernel_arg twice = {-1, LEN, 0, 0}, set = {7, SET, 0, 0};
+  poas_task_desc d = {.cpu = host_must_not_run, .opencl = opencl_kernel_task, .arg = &twice,
+                      .naccess = 1};
+  d.access[0] = (poas_task_access){b, POAS_RW, LO * sizeof *x, LEN * sizeof *x};
+  CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  poas_task_desc w = {.opencl = opencl_kernel_task, .arg = &set, .naccess = 1};
+  w.access[0] = (poas_task_access){b, POAS_W, W_LO * sizeof *x, W_LEN * sizeof *x};
+  poas_task *wt;
+  CHECK_OK(poas_task_submit(ctx, &w, &wt));
+  CHECK_OK(poas_task_wait(wt));
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK_MSG(twice.calls == 1 && set.calls == 1, "kernel calls %d and %d", twice.calls,
+            set.calls);
+  CHECK_MSG(twice.status == CL_SUCCESS && set.status == CL_SUCCESS, "OpenCL status %d, %d",
+            (int)twice.status, (int)set.status);
+  for (int i = 0; i < N; i++) {
+    float want = (float)i;
+    if (i >= LO && i < LO + LEN)
+      want = 2.0f * (float)i;
+    else if (i >= W_LO && i < W_LO + SET)
+      want = 7;
+    CHECK_MSG(x[i] == want, "x[%d] = %g, want %g", i, x[i], want);
+  }
+  CHECK_OK(poas_buffer_unregister(b));
+  poas_finalize(ctx);
+
+  /* No OpenCL device: an OpenCL-only task is refused with a reason. */
+  o.devices = "cpu";
+  CHECK_OK(poas_init(&ctx, &o));
+  CHECK_OK(poas_buffer_register(ctx, x, sizeof x, &b));
+  w.access[0].buffer = b;
+  CHECK_RC(poas_task_submit(ctx, &w, NULL), POAS_ENOTSUP);
+  CHECK(strstr(poas_error_detail(), "OpenCL") != NULL);
+  poas_finalize(ctx);
+  return 0;
+#endif
+}
+
 TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding),
           TEST_ENTRY(opencl_lanes_ordered_by_events), TEST_ENTRY(opencl_beta_zero_ignores_c),
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),
-          TEST_ENTRY(opencl_alloc_limits))
+          TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_tasks_run_their_kernels))

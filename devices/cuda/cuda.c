@@ -460,6 +460,11 @@ static int cuda_lane_sync(poas__device *dev, int lane) {
   return ce == cudaSuccess ? 0 : cuda_fail(s, "cudaStreamSynchronize", ce);
 }
 
+static void *cuda_native_lane(poas__device *dev, int lane) {
+  cuda_state *s = dev->priv;
+  return lane >= 0 && lane < CUDA_LANES ? (void *)s->stream[lane] : NULL;
+}
+
 const poas__backend poas__backend_cuda = {
     .kind_name = "cuda",
     .kind = POAS_DEVICE_CUDA,
@@ -480,4 +485,5 @@ const poas__backend poas__backend_cuda = {
     .event_sync = cuda_event_sync,
     .event_destroy = cuda_event_destroy,
     .lane_sync = cuda_lane_sync,
+    .native_lane = cuda_native_lane,
 };

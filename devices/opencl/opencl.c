@@ -581,6 +581,11 @@ static int ocl_lane_sync(poas__device *dev, int lane) {
   return r == CL_SUCCESS ? 0 : cl_fail(dev, "clFinish", r);
 }
 
+static void *ocl_native_lane(poas__device *dev, int lane) {
+  ocl_state *s = dev->priv;
+  return lane >= 0 && lane < dev->nlanes ? (void *)s->queue[lane] : NULL;
+}
+
 const poas__backend poas__backend_opencl = {
     .kind_name = "opencl",
     .kind = POAS_DEVICE_OPENCL,
@@ -599,4 +604,5 @@ const poas__backend poas__backend_opencl = {
     .event_sync = ocl_event_sync,
     .event_destroy = ocl_event_destroy,
     .lane_sync = ocl_lane_sync,
+    .native_lane = ocl_native_lane,
 };
