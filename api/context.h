@@ -90,6 +90,8 @@ void poas__resident_invalidate(poas_context *ctx, uintptr_t lo, uintptr_t hi);
 int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
                            const poas__gemm_plan *plan, poas__gemm_source *src,
                            poas__resident *kept);
+/* Device memory the copies on `device` hold (plans count it as taken). */
+uint64_t poas__resident_bytes(poas_context *ctx, int device);
 /* After the run: keeps *kept when the run succeeded, frees it otherwise. */
 void poas__resident_finish(poas_context *ctx, poas__resident *kept, int run_rc);
 

@@ -19,8 +19,10 @@
  * submission order, which is what makes "dead" well defined: when a GEMM
  * of epoch e starts, copies from earlier epochs can serve nobody.
  *
- * At most POAS__MAX_RESIDENT copies, each at most a quarter of its device's
- * memory; the oldest goes first. */
+ * Room: C is kept only when A, B and C together fit in half the device's
+ * memory, and the copies on a device hold at most a quarter of it (older
+ * ones not used by the run make room first); plans count what copies hold
+ * as taken (poas__resident_bytes). At most POAS__MAX_RESIDENT copies. */
 #include "api/context.h"
 
 #include <stdlib.h>
@@ -92,6 +94,39 @@ static poas__resident *find(poas_context *ctx, int device, const void *host, int
   return NULL;
 }
 
+uint64_t poas__resident_bytes(poas_context *ctx, int device) {
+  uint64_t held = 0;
+  pthread_mutex_lock(&ctx->resident_lock);
+  for (int i = 0; i < POAS__MAX_RESIDENT; i++)
+    if (ctx->resident[i].device == device)
+      held += ctx->resident[i].bytes;
+  pthread_mutex_unlock(&ctx->resident_lock);
+  return held;
+}
+
+/* Makes room for `bytes` more on `device` within `cap`, dropping the oldest
+ * copies other than `keep_a` and `keep_b`; whether it fits. Locked. */
+static int make_room(poas_context *ctx, int device, size_t bytes, uint64_t cap,
+                     const poas__resident *keep_a, const poas__resident *keep_b) {
+  for (;;) {
+    uint64_t held = 0;
+    poas__resident *oldest = NULL;
+    for (int i = 0; i < POAS__MAX_RESIDENT; i++) {
+      poas__resident *r = &ctx->resident[i];
+      if (r->device != device)
+        continue;
+      held += r->bytes;
+      if (r != keep_a && r != keep_b && (!oldest || r->seq < oldest->seq))
+        oldest = r;
+    }
+    if (held + bytes <= cap)
+      return 1;
+    if (!oldest)
+      return 0;
+    drop(ctx, oldest);
+  }
+}
+
 int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
                            const poas__gemm_plan *plan, poas__gemm_source *src,
                            poas__resident *kept) {
@@ -106,25 +141,28 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
     if (r->device >= 0 && (r->epoch != p->epoch || overlaps(r, clo, chi)))
       drop(ctx, r);
   }
+  const poas__resident *a = NULL, *b = NULL;
+  int64_t ar = p->transa == POAS_NO_TRANS ? p->m : p->k;
+  int64_t ac = p->transa == POAS_NO_TRANS ? p->k : p->m;
+  int64_t br = p->transb == POAS_NO_TRANS ? p->k : p->n;
+  int64_t bc = p->transb == POAS_NO_TRANS ? p->n : p->k;
   if (dev >= 0 && p->k > 0 && p->alpha != 0) {
-    int64_t ar = p->transa == POAS_NO_TRANS ? p->m : p->k;
-    int64_t ac = p->transa == POAS_NO_TRANS ? p->k : p->m;
-    int64_t br = p->transb == POAS_NO_TRANS ? p->k : p->n;
-    int64_t bc = p->transb == POAS_NO_TRANS ? p->n : p->k;
-    const poas__resident *a = find(ctx, dev, p->a, p->lda, ar, ac, p->dtype);
-    const poas__resident *b = find(ctx, dev, p->b, p->ldb, br, bc, p->dtype);
+    a = find(ctx, dev, p->a, p->lda, ar, ac, p->dtype);
+    b = find(ctx, dev, p->b, p->ldb, br, bc, p->dtype);
     if (a)
       rc = poas__gemm_source_resident(src, dev, 'a', a->mem);
     if (!rc && b)
       rc = poas__gemm_source_resident(src, dev, 'b', b->mem);
   }
+  size_t bytes = (size_t)p->m * (size_t)p->n * es;
+  size_t problem = bytes + ((size_t)ar * (size_t)ac + (size_t)br * (size_t)bc) * es;
+  uint64_t memory = dev >= 0 ? ctx->devices.dev[dev]->info.memory_bytes : 0;
+  int keep = !rc && dev >= 0 && problem <= memory / 2 &&
+             make_room(ctx, dev, bytes, memory / 4, a, b);
   pthread_mutex_unlock(&ctx->resident_lock);
-  if (rc || dev < 0)
+  if (!keep)
     return rc;
   poas__device *d = ctx->devices.dev[dev];
-  size_t bytes = (size_t)p->m * (size_t)p->n * es;
-  if (bytes > d->info.memory_bytes / 4)
-    return 0;
   poas__mem mem;
   if (poas__dev_alloc(d, bytes, &mem) != 0) {
     poas__clear_detail();

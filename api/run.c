@@ -57,6 +57,9 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     uint64_t mem = info->memory_bytes;
     if (dm->memory_bytes > 0 && dm->memory_bytes < mem)
       mem = dm->memory_bytes;
+    /* Matrices kept on the device by earlier GEMM tasks take their room. */
+    uint64_t held = poas__resident_bytes(ctx, i);
+    mem = mem > held ? mem - held : 0;
     out->dev[i] = (poas__opt_device){
         .id = info->id,
         .model = dm->source == POAS__MODEL_NONE ? NULL : dm,
