@@ -26,6 +26,7 @@ typedef struct poas__gemm_problem {
   int row_major;           /* the caller's layout was row-major (m, n swapped) */
   int async;               /* run as a task: it may keep C on a device (resident.c) */
   unsigned epoch;          /* async: the tasks' epoch when it was submitted */
+  int only;                /* 1 + the one device it may run on; 0: any (calibration) */
 } poas__gemm_problem;
 
 /* Sets p's layout, transposes and sizes from a call in either layout,

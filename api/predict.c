@@ -51,6 +51,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
     f->bandwidth[dir] = t->bandwidth;
   }
   f->memory_bytes = m->memory_bytes;
+  f->dispatch_s = m->dispatch_s;
 }
 
 /* Marks in sel[] the devices a comma-separated id list names. */
@@ -96,6 +97,70 @@ static int write_profile(const poas_context *ctx, const int sel[], const poas__d
   int rc = poas__profile_write(path, p);
   poas__strlcpy(created, p->created, 32);
   free(p);
+  return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The runtime's fixed cost of a run on each selected device (dispatch_s):
+ * how much longer a tiny GEMM takes end to end, through the whole
+ * pipeline, than the device's fresh models predict for it. The median of
+ * DISPATCH_RUNS after warm-ups. Devices in virtual time have none. */
+#define DISPATCH_RUNS 21
+#define DISPATCH_N 32
+
+static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_model *fresh,
+                              int dtype_mask) {
+  poas__device_model *saved = malloc(sizeof ctx->models);
+  if (!saved)
+    return POAS_ENOMEM;
+  memcpy(saved, ctx->models, sizeof ctx->models);
+  poas_report saved_report = ctx->report;
+  int saved_has = ctx->has_report, rc = 0;
+  /* In a dtype that was calibrated, so that the model's part is right. */
+  poas_dtype dtype = dtype_mask & 1 ? POAS_FLOAT32 : POAS_FLOAT64;
+  static double a[DISPATCH_N * DISPATCH_N], b[DISPATCH_N * DISPATCH_N], c[DISPATCH_N * DISPATCH_N];
+  for (int i = 0; i < DISPATCH_N * DISPATCH_N; i++) {
+    double v = 1.0 / (double)(1 + i % 7);
+    if (dtype == POAS_FLOAT32)
+      ((float *)a)[i] = ((float *)b)[i] = (float)v;
+    else
+      a[i] = b[i] = v;
+  }
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    if (sel[i]) {
+      ctx->models[i] = fresh[i];
+      ctx->models[i].dispatch_s = 0;
+    }
+  for (int i = 0; !rc && i < ctx->devices.ndev; i++) {
+    if (!sel[i] || ctx->devices.dev[i]->virtual_time)
+      continue;
+    double extra[DISPATCH_RUNS];
+    for (int r = -3; !rc && r < DISPATCH_RUNS; r++) {
+      poas__gemm_problem p = {.dtype = dtype, .transa = POAS_NO_TRANS,
+                              .transb = POAS_NO_TRANS, .m = DISPATCH_N, .n = DISPATCH_N,
+                              .k = DISPATCH_N, .alpha = 1, .beta = 0, .a = a, .b = b, .c = c,
+                              .lda = DISPATCH_N, .ldb = DISPATCH_N, .ldc = DISPATCH_N,
+                              .only = i + 1};
+      double t0 = poas__now();
+      rc = poas__gemm_run(ctx, &p);
+      double t = poas__now() - t0;
+      if (!rc && r >= 0)
+        extra[r] = t - ctx->report.predicted_s;
+    }
+    if (!rc) {
+      qsort(extra, DISPATCH_RUNS, sizeof *extra, cmp_double);
+      double d = extra[DISPATCH_RUNS / 2];
+      fresh[i].dispatch_s = d < 0 ? 0 : d > 0.1 ? 0.1 : d;
+    }
+  }
+  memcpy(ctx->models, saved, sizeof ctx->models);
+  free(saved);
+  ctx->report = saved_report;
+  ctx->has_report = saved_has;
   return rc;
 }
 
@@ -149,6 +214,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   }
   if (!rc)
     rc = calibrate_contention(ctx, sel, fresh);
+  if (!rc)
+    rc = calibrate_dispatch(ctx, sel, fresh, mask);
   char created[32] = "";
   if (!rc && opts->output)
     rc = write_profile(ctx, sel, fresh, opts->output, created);

@@ -68,7 +68,8 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .shares_host_cores = info->shares_host_cores,
         .cores = info->cores,
         .supports_dtype =
-            info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED,
+            (info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED) &&
+            (p->only == 0 || p->only == i + 1),
     };
   }
   int rc = poas__optimize(out->dev, nd, &out->prob, &out->res);

@@ -221,6 +221,7 @@ typedef struct poas_device_fit {
   double latency_s[2];     /* transfer model by direction; 0 when none */
   double bandwidth[2];     /* bytes/s by direction; 0 when none */
   uint64_t memory_bytes;   /* memory the model says the device can allocate */
+  double dispatch_s;       /* the runtime's fixed cost of a run on it; 0 when not measured */
 } poas_device_fit;
 
 /* Progress of a calibration: the device being measured, the step ("memory",

@@ -64,6 +64,10 @@ typedef struct poas__device_model {
    * measured by calibrating such devices together; 0 or 1 when none was
    * measured. */
   double contention;
+  /* The runtime's fixed cost of a run on the device, beyond the GEMM and
+   * copy models: planning, threads handing work over, events. Measured by
+   * poas_calibrate end to end on a tiny GEMM; 0 when not measured. */
+  double dispatch_s;
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */

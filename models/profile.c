@@ -428,8 +428,8 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
 
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
-  static const char *const known[] = {"id",   "name",     "memory_bytes", "gemm",
-                                      "transfer", "contention", NULL};
+  static const char *const known[] = {"id",       "name",       "memory_bytes", "gemm",
+                                      "transfer", "contention", "dispatch_s",   NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -455,6 +455,11 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   dm->contention = 1;
   if (json_object_get(obj, "contention") &&
       get_number(r, obj, path, "contention", 1, 10, &dm->contention))
+    return -1;
+  /* Optional: profiles written before it was measured lack it. */
+  dm->dispatch_s = 0;
+  if (json_object_get(obj, "dispatch_s") &&
+      get_number(r, obj, path, "dispatch_s", 0, 1, &dm->dispatch_s))
     return -1;
   return 0;
 }
@@ -646,6 +651,8 @@ static json_t *device_json(const poas__profile_device *pd) {
   }
   if (pd->model.contention > 1)
     json_object_set_new(d, "contention", json_real(pd->model.contention));
+  if (pd->model.dispatch_s > 0)
+    json_object_set_new(d, "dispatch_s", json_real(pd->model.dispatch_s));
   return d;
 }
 

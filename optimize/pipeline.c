@@ -167,6 +167,7 @@ void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out) 
     poas__tile_cost t;
     poas__tile_costs(&pp->prob, pp->split, pp->model, 1, units, &t);
     out->total_s = out->compute_s = t.gemm_s;
+    out->total_s += pp->model->dispatch_s;
     out->tiles = 1;
     return;
   }
@@ -182,7 +183,7 @@ void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out) 
     compute += t.gemm_s;
     transfer += t.in_s + t.c_s + t.out_s;
   }
-  out->total_s = s[S_O1];
+  out->total_s = s[S_O1] + pp->model->dispatch_s;
   out->compute_s = compute;
   out->transfer_s = transfer;
   out->tiles = whole + (rest > 0);

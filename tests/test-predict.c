@@ -151,8 +151,46 @@ TEST(sim_calibration_recovers_its_parameters) {
   CHECK_OK(poas__profile_load(o.output, p));
   CHECK(p->ndev == 1 && strcmp(p->dev[0].id, "sim0") == 0);
   CHECK(near(1 / p->dev[0].model.gemm[0][0].coef[1], 2e11, 0.01));
+  CHECK(p->dev[0].model.dispatch_s == 0); /* virtual time: no runtime cost */
   free(p);
   free(r);
+  return 0;
+}
+
+/* In real time (a sim device beside the CPU sleeps its modelled time), a
+ * run costs more than the device's models: calibration measures that fixed
+ * cost, keeps it in the profile, and plans count it. */
+TEST(calibration_measures_the_runtime_cost_of_a_run) {
+  poas_context *ctx = open_ctx("cpu,sim:rate=1e13:drate=1e13:latency=1e-6:bandwidth=1e12");
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.devices = "sim0";
+  o.dtypes = 1 << POAS_FLOAT32;
+  o.output = tmp_path("dispatch.json");
+  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(o.output, p));
+  double d = p->dev[0].model.dispatch_s;
+  CHECK_MSG(d > 0 && d < 0.01, "dispatch_s = %g", d);
+  /* Plans now count it: the sim's part of a large GEMM (it is far faster
+   * than the CPU) is predicted to take more than its GEMMs and copies. */
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4096,
+                          4096, 4096, &plan));
+  int found = 0;
+  for (int i = 0; i < plan.ndevices; i++)
+    if (strcmp(plan.dev[i].id, "sim0") == 0) {
+      found = 1;
+      CHECK_MSG(plan.dev[i].predicted_s >= plan.dev[i].compute_s + d * 0.999,
+                "predicted %g, compute %g, dispatch %g", plan.dev[i].predicted_s,
+                plan.dev[i].compute_s, d);
+    }
+  CHECK(found);
+  free(p);
+  poas_finalize(ctx);
   return 0;
 }
 
@@ -260,4 +298,5 @@ TEST(sim_replays_a_profile) {
 
 TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
           TEST_ENTRY(sim_calibration_recovers_its_parameters),
+          TEST_ENTRY(calibration_measures_the_runtime_cost_of_a_run),
           TEST_ENTRY(single_dtype_calibration_keeps_the_other), TEST_ENTRY(sim_replays_a_profile))

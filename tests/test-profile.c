@@ -115,6 +115,8 @@ static void sample_profile(poas__profile *p) {
       }
     /* Written only when measured (> 1); read back as 1 otherwise. */
     m->contention = d ? 1.0 + 1.0 / 7 : 1;
+    /* Written only when measured (> 0); read back as 0 otherwise. */
+    m->dispatch_s = d ? 4.7e-5 / 3 : 0;
   }
 }
 
@@ -145,6 +147,8 @@ TEST(round_trip_is_exact) {
       CHECK(xfer_equal(&x->model.xfer[dir], &y->model.xfer[dir]));
       CHECK(xfer_equal(&x->model.xfer_pinned[dir], &y->model.xfer_pinned[dir]));
     }
+    CHECK(x->model.contention == y->model.contention);
+    CHECK(x->model.dispatch_s == y->model.dispatch_s);
   }
   /* Written again, the file is byte for byte the same. */
   const char *again = tmp_path("again.json");
@@ -187,6 +191,7 @@ static const struct {
     {"bad-toplevel-array.json", "top level should be an object"},
     {"bad-features.json", "features"},
     {"bad-heldout-order.json", "heldout_max is below"},
+    {"bad-negative-dispatch.json", "dispatch_s"},
     /* Found by the fuzzer: a transfer section read past the end of its
      * list of known keys. */
     {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},

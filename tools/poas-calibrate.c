@@ -74,6 +74,9 @@ static void print_summary(const poas_calibration_result *r) {
                dir ? "d2h" : "h2d", t->samples, t->r2, 100 * t->heldout_median,
                100 * t->heldout_max, 1e6 * f->latency_s[dir], f->bandwidth[dir] / 1e9);
     }
+    if (f->dispatch_s > 0)
+      printf("%-8s a run costs %.0f us beyond its GEMMs and copies\n", f->id,
+             1e6 * f->dispatch_s);
   }
   printf("took %.1f s; profile: %s\n", r->seconds, r->output[0] ? r->output : "(not written)");
 }

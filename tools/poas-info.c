@@ -50,7 +50,8 @@ static void json_device_fit(const poas_device_fit *f) {
     json_fit(&f->transfer[dir]);
     printf("}");
   }
-  printf("}, \"memory_bytes\": %llu}", (unsigned long long)f->memory_bytes);
+  printf("}, \"memory_bytes\": %llu, \"dispatch_s\": %.6g}", (unsigned long long)f->memory_bytes,
+         f->dispatch_s);
 }
 
 static void print_profile_json(poas_context *ctx) {
@@ -141,6 +142,9 @@ static void print_profile_table(poas_context *ctx) {
                dir ? "d2h" : "h2d", "", t->samples, t->r2, 100 * t->heldout_median,
                100 * t->heldout_max, 1e6 * f->latency_s[dir], f->bandwidth[dir] / 1e9);
     }
+    if (f->dispatch_s > 0)
+      printf("%-10s a run costs %.0f us beyond its GEMMs and copies\n", f->id,
+             1e6 * f->dispatch_s);
   }
 }
 
