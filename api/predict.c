@@ -3,6 +3,7 @@
  * here; the measuring and fitting happen in predict/, the file format in
  * models/. */
 #include "api/context.h"
+#include "schedule/tasks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +199,9 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   int rc = select_devices(ctx, opts->devices, sel);
   if (rc)
     return rc;
+  /* Calibration has the devices to itself: outstanding tasks finish first. */
+  if (ctx->tasks)
+    poas__tasks_wait_all(ctx->tasks);
   for (int i = 0; i < ctx->devices.ndev; i++)
     nsel += sel[i];
   poas__device_model *fresh = calloc(POAS_MAX_DEVICES, sizeof *fresh);
