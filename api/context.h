@@ -93,8 +93,9 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
                            poas__resident *kept);
 /* Device memory the copies on `device` hold (plans count it as taken). */
 uint64_t poas__resident_bytes(poas_context *ctx, int device);
-/* After the run: keeps *kept when the run succeeded, frees it otherwise. */
-void poas__resident_finish(poas_context *ctx, poas__resident *kept, int run_rc);
+/* After the run: keeps *kept when the run went through without a device
+ * failing (failed == 0), frees it otherwise. */
+void poas__resident_finish(poas_context *ctx, poas__resident *kept, int failed);
 
 /* The context's task runtime, started on first use (api/tasks.c). */
 int poas__context_tasks(poas_context *ctx, struct poas__tasks **out);

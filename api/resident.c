@@ -179,10 +179,10 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
   return 0;
 }
 
-void poas__resident_finish(poas_context *ctx, poas__resident *kept, int run_rc) {
+void poas__resident_finish(poas_context *ctx, poas__resident *kept, int failed) {
   if (kept->device < 0)
     return;
-  if (run_rc) {
+  if (failed) {
     poas__dev_free(ctx->devices.dev[kept->device], kept->mem, kept->bytes);
     return;
   }

@@ -136,7 +136,9 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   sched_config(ctx, &plan->res, &cfg);
   poas_report r;
   rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);
-  poas__resident_finish(ctx, &kept, rc);
+  /* A device that failed during the run left its part of C to others: the
+   * copy it kept is not all of C. */
+  poas__resident_finish(ctx, &kept, rc || r.faults);
   if (rc) {
     poas__fail(rc, "gemm: the run failed: %s", poas_strerror(rc));
     goto done;
