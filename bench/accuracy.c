@@ -11,8 +11,14 @@
  * as the makespan on the CPU. Prints a markdown table of |predicted -
  * measured| / measured per shape and the median.
  *
+ * On a device with its own memory it also times the GEMM alone, on
+ * operands already in device memory (through the backend, as calibration
+ * times it), against the GEMM model: the "kernel" columns, which tell the
+ * model's error from the pipeline's.
+ *
  *   bench/accuracy [--devices cpu] [--reps N] [--quick]
  * The profile comes from POAS_PROFILE or the default path. */
+#include "devices/device.h"
 #include "poas.h"
 
 #include <getopt.h>
@@ -85,6 +91,34 @@ static double time_shape(poas_context *ctx, const shape *s, void *A, void *B, vo
   return reps % 2 ? t_rep[reps / 2] : 0.5 * (t_rep[reps / 2 - 1] + t_rep[reps / 2]);
 }
 
+/* Median seconds of the GEMM alone on device memory (lane_sync after each). */
+static double time_kernel(poas__device *d, const shape *s, poas__mem a, poas__mem b, poas__mem c,
+                          int reps) {
+  int64_t lda = s->ta == POAS_NO_TRANS ? s->m : s->k;
+  int64_t ldb = s->tb == POAS_NO_TRANS ? s->k : s->n;
+  poas__gemm_call g = {s->dtype, s->ta, s->tb, s->m, s->n, s->k, 1.0, 0.0,
+                       {a, 0, lda}, {b, 0, ldb}, {c, 0, s->m}};
+  int lane = d->nlanes > 1 ? 1 : 0;
+  double t_rep[64];
+  reps = reps < 64 ? reps : 64;
+  for (int r = 0; r <= reps; r++) {
+    double t0 = now();
+    if (d->be->gemm(d, lane, &g) || d->be->lane_sync(d, lane)) {
+      fprintf(stderr, "accuracy: kernel on %s failed: %s\n", d->info.id, poas_error_detail());
+      exit(1);
+    }
+    if (r > 0)
+      t_rep[r - 1] = now() - t0;
+  }
+  qsort(t_rep, (size_t)reps, sizeof *t_rep, cmp_double);
+  return reps % 2 ? t_rep[reps / 2] : 0.5 * (t_rep[reps / 2 - 1] + t_rep[reps / 2]);
+}
+
+static double median_of(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int main(int argc, char **argv) {
   static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
                                            {"reps", required_argument, NULL, 'r'},
@@ -129,11 +163,37 @@ int main(int argc, char **argv) {
     dA[i] = sA[i] = (float)(i % 7) / 7 - 0.5f;
     dB[i] = sB[i] = (float)(i % 5) / 5 - 0.5f;
   }
+  /* The same device opened again, for the kernel timings. */
+  poas__devset set = {0};
+  poas__device *kd = NULL;
+  poas__mem kmem[3] = {{NULL}};
+  if (!info.host_memory) {
+    char err_text[256];
+    if (poas__devset_open(info.id, &set, err_text, sizeof err_text) != 0) {
+      fprintf(stderr, "accuracy: %s\n", err_text);
+      return 1;
+    }
+    kd = set.dev[0];
+    poas__copy2d whole = {elems * 8, 1, elems * 8, elems * 8, 0};
+    for (int i = 0; i < 3; i++)
+      if (kd->be->mem_alloc(kd, elems * 8, &kmem[i]) ||
+          kd->be->copy_h2d(kd, 0, kmem[i], i == 1 ? (void *)dB : (void *)dA, &whole) ||
+          kd->be->lane_sync(kd, 0)) {
+        fprintf(stderr, "accuracy: device buffers on %s: %s\n", info.id, poas_error_detail());
+        return 1;
+      }
+  }
   printf("device: %s (%s), profile: %s (written %s)\n\n", info.id, info.name, pi.path,
          pi.created);
-  printf("| dtype | op | m | n | k | kernel ms | predicted ms | measured ms | error |\n");
-  printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
-  double err[128];
+  if (kd) {
+    printf("| dtype | op | m | n | k | kernel ms | kernel measured ms | kernel error | "
+           "predicted ms | measured ms | error |\n");
+    printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  } else {
+    printf("| dtype | op | m | n | k | kernel ms | predicted ms | measured ms | error |\n");
+    printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  }
+  double err[128], kerr[128];
   for (int i = 0; i < ns; i++) {
     const shape *s = &shapes[i];
     double kernel = 0, meas = s->dtype == POAS_FLOAT32 ? time_shape(ctx, s, sA, sB, sC, reps)
@@ -146,14 +206,27 @@ int main(int argc, char **argv) {
     double pred = rep.predicted_s;
     poas_predict_gemm(ctx, 0, s->dtype, s->ta, s->tb, s->m, s->n, s->k, &kernel);
     err[i] = fabs(pred - meas) / meas;
-    printf("| %s | %c%c | %lld | %lld | %lld | %.3f | %.3f | %.3f | %.1f%% |\n",
-           s->dtype ? "d" : "s", s->ta == POAS_TRANS ? 'T' : 'N', s->tb == POAS_TRANS ? 'T' : 'N',
-           (long long)s->m, (long long)s->n, (long long)s->k, 1e3 * kernel, 1e3 * pred,
-           1e3 * meas, 100 * err[i]);
+    printf("| %s | %c%c | %lld | %lld | %lld | %.3f | ", s->dtype ? "d" : "s",
+           s->ta == POAS_TRANS ? 'T' : 'N', s->tb == POAS_TRANS ? 'T' : 'N', (long long)s->m,
+           (long long)s->n, (long long)s->k, 1e3 * kernel);
+    if (kd) {
+      double km = time_kernel(kd, s, kmem[0], kmem[1], kmem[2], reps);
+      kerr[i] = fabs(kernel - km) / km;
+      printf("%.3f | %.1f%% | ", 1e3 * km, 100 * kerr[i]);
+    }
+    printf("%.3f | %.3f | %.1f%% |\n", 1e3 * pred, 1e3 * meas, 100 * err[i]);
     fflush(stdout);
   }
-  qsort(err, (size_t)ns, sizeof *err, cmp_double);
-  double median = ns % 2 ? err[ns / 2] : 0.5 * (err[ns / 2 - 1] + err[ns / 2]);
+  if (kd) {
+    double km = median_of(kerr, ns);
+    printf("\nkernel alone (operands in device memory): median |model - measured| / measured: "
+           "%.2f%%, max: %.2f%%",
+           100 * km, 100 * kerr[ns - 1]);
+    for (int i = 0; i < 3; i++)
+      kd->be->mem_free(kd, kmem[i]);
+    poas__devset_close(&set);
+  }
+  double median = median_of(err, ns);
   printf("\nshapes: %d, median |predicted - measured| / measured: %.2f%%, 90th percentile: "
          "%.2f%%, max: %.2f%%\n",
          ns, 100 * median, 100 * err[(ns * 9) / 10], 100 * err[ns - 1]);
