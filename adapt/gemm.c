@@ -262,7 +262,11 @@ static int emit_host(poas__gemm_source *s, poas__graph *g, int device, int64_t u
 }
 
 /* Where a tile of a part lives on the device: a slot buffer from its
- * start, or, for a whole matrix kept on the device, its place there. */
+ * start, or, for a whole matrix kept on the device, its place there. A
+ * whole matrix on the device is stored as the part describes it, dense, so
+ * its regions are cut as the host matrix's (host_region), only the leading
+ * dimension differs. Tiles of a whole C touch disjoint regions, so no tile
+ * waits for another to be copied out, as it would for a reused slot. */
 typedef struct tile_place {
   int buf;
   poas__region region;
