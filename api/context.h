@@ -29,6 +29,27 @@ typedef struct poas__gemm_problem {
   int only;                /* 1 + the one device it may run on; 0: any (calibration) */
 } poas__gemm_problem;
 
+/* Host bytes [*lo, *hi) a column-major matrix of rows x cols spans. */
+static inline void poas__matrix_span(const void *p, int64_t rows, int64_t cols, int64_t ld,
+                                     size_t elem, uintptr_t *lo, uintptr_t *hi) {
+  *lo = (uintptr_t)p;
+  *hi = *lo + ((uintptr_t)(cols - 1) * (uintptr_t)ld + (uintptr_t)rows) * elem;
+}
+
+/* Stored rows and columns of A (which 'a') or B, column-major. */
+static inline void poas__operand_dims(const poas__gemm_problem *p, char which, int64_t *rows,
+                                      int64_t *cols) {
+  int plain = which == 'a' ? p->transa == POAS_NO_TRANS : p->transb == POAS_NO_TRANS;
+  int64_t outer = which == 'a' ? p->m : p->n;
+  *rows = which == 'a' ? (plain ? outer : p->k) : (plain ? p->k : outer);
+  *cols = which == 'a' ? (plain ? p->k : outer) : (plain ? outer : p->k);
+}
+
+static inline int poas__spans_overlap(uintptr_t alo, uintptr_t ahi, uintptr_t blo,
+                                      uintptr_t bhi) {
+  return alo < bhi && blo < ahi;
+}
+
 /* Sets p's layout, transposes and sizes from a call in either layout,
  * swapping the operands' roles for row-major (pointers and leading
  * dimensions are the caller's business). POAS_ELAYOUT for a bad layout. */
@@ -42,7 +63,6 @@ typedef struct poas__resident {
   int64_t ld, rows, cols;
   poas_dtype dtype;
   poas__mem mem;           /* dense on the device: ld = rows */
-  size_t bytes;
   unsigned epoch;          /* the tasks' epoch it may serve */
   unsigned long seq;       /* age, for eviction */
 } poas__resident;

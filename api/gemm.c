@@ -9,16 +9,6 @@
 
 /* Byte range [lo, hi) a matrix of `rows` x `cols` (column-major storage:
  * `cols` runs of `rows` elements, `ld` apart) occupies. */
-static void matrix_span(const void *p, int64_t rows, int64_t cols, int64_t ld, size_t elem,
-                        uintptr_t *lo, uintptr_t *hi) {
-  *lo = (uintptr_t)p;
-  *hi = *lo + ((uintptr_t)(cols - 1) * (uintptr_t)ld + (uintptr_t)rows) * elem;
-}
-
-static int spans_overlap(uintptr_t alo, uintptr_t ahi, uintptr_t blo, uintptr_t bhi) {
-  return alo < bhi && blo < ahi;
-}
-
 /* Validates a column-major problem; the caller has already normalised the
  * layout, so lda/ldb/ldc are checked against stored rows. */
 static int gemm_check(const poas__gemm_problem *p) {
@@ -29,11 +19,9 @@ static int gemm_check(const poas__gemm_problem *p) {
   if (p->m < 0 || p->n < 0 || p->k < 0)
     return poas__fail(POAS_ESIZE, "gemm: negative size (m=%lld n=%lld k=%lld)",
                       (long long)p->m, (long long)p->n, (long long)p->k);
-  /* Stored shape of each operand, column-major. */
-  int64_t a_rows = p->transa == POAS_NO_TRANS ? p->m : p->k;
-  int64_t a_cols = p->transa == POAS_NO_TRANS ? p->k : p->m;
-  int64_t b_rows = p->transb == POAS_NO_TRANS ? p->k : p->n;
-  int64_t b_cols = p->transb == POAS_NO_TRANS ? p->n : p->k;
+  int64_t a_rows, a_cols, b_rows, b_cols;
+  poas__operand_dims(p, 'a', &a_rows, &a_cols);
+  poas__operand_dims(p, 'b', &b_rows, &b_cols);
   if (p->lda < POAS__MAX(1, a_rows))
     return poas__fail(POAS_ELD, "gemm: lda=%lld is smaller than %lld", (long long)p->lda,
                       (long long)POAS__MAX(1, a_rows));
@@ -57,12 +45,12 @@ static int gemm_check(const poas__gemm_problem *p) {
   if (ab_used) {
     size_t elem = poas__dtype_size(p->dtype);
     uintptr_t clo, chi, lo, hi;
-    matrix_span(p->c, p->m, p->n, p->ldc, elem, &clo, &chi);
-    matrix_span(p->a, a_rows, a_cols, p->lda, elem, &lo, &hi);
-    if (spans_overlap(clo, chi, lo, hi))
+    poas__matrix_span(p->c, p->m, p->n, p->ldc, elem, &clo, &chi);
+    poas__matrix_span(p->a, a_rows, a_cols, p->lda, elem, &lo, &hi);
+    if (poas__spans_overlap(clo, chi, lo, hi))
       return poas__fail(POAS_EOVERLAP, "gemm: C overlaps A");
-    matrix_span(p->b, b_rows, b_cols, p->ldb, elem, &lo, &hi);
-    if (spans_overlap(clo, chi, lo, hi))
+    poas__matrix_span(p->b, b_rows, b_cols, p->ldb, elem, &lo, &hi);
+    if (poas__spans_overlap(clo, chi, lo, hi))
       return poas__fail(POAS_EOVERLAP, "gemm: C overlaps B");
   }
   return 0;
@@ -148,14 +136,15 @@ static int gemm_submit(poas_context *ctx, const poas__gemm_problem *p, poas_task
   acc[n++] = (poas__access){poas__tasks_devices_region(t), POAS__RW};
   uintptr_t lo, hi;
   if (p->m > 0 && p->n > 0) {
-    matrix_span(p->c, p->m, p->n, p->ldc, elem, &lo, &hi);
+    poas__matrix_span(p->c, p->m, p->n, p->ldc, elem, &lo, &hi);
     acc[n++] = (poas__access){poas__tasks_host_region(t, lo, hi), POAS__RW};
     if (p->k > 0 && p->alpha != 0) {
-      int64_t ar = p->transa == POAS_NO_TRANS ? p->m : p->k;
-      int64_t br = p->transb == POAS_NO_TRANS ? p->k : p->n;
-      matrix_span(p->a, ar, p->transa == POAS_NO_TRANS ? p->k : p->m, p->lda, elem, &lo, &hi);
+      int64_t rows, cols;
+      poas__operand_dims(p, 'a', &rows, &cols);
+      poas__matrix_span(p->a, rows, cols, p->lda, elem, &lo, &hi);
       acc[n++] = (poas__access){poas__tasks_host_region(t, lo, hi), POAS__READ};
-      matrix_span(p->b, br, p->transb == POAS_NO_TRANS ? p->n : p->k, p->ldb, elem, &lo, &hi);
+      poas__operand_dims(p, 'b', &rows, &cols);
+      poas__matrix_span(p->b, rows, cols, p->ldb, elem, &lo, &hi);
       acc[n++] = (poas__access){poas__tasks_host_region(t, lo, hi), POAS__READ};
     }
   }

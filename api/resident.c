@@ -34,8 +34,13 @@ void poas__resident_init(poas_context *ctx) {
     ctx->resident[i].device = -1;
 }
 
+/* The device memory a copy holds: the matrix, dense. */
+static size_t held_bytes(const poas__resident *r) {
+  return (size_t)r->rows * (size_t)r->cols * poas__dtype_size(r->dtype);
+}
+
 static void drop(poas_context *ctx, poas__resident *r) {
-  poas__dev_free(ctx->devices.dev[r->device], r->mem, r->bytes);
+  poas__dev_free(ctx->devices.dev[r->device], r->mem, held_bytes(r));
   r->device = -1;
 }
 
@@ -48,17 +53,10 @@ void poas__resident_release_all(poas_context *ctx) {
   pthread_mutex_destroy(&ctx->resident_lock);
 }
 
-/* Host bytes [lo, hi) of a column-major matrix of rows x cols. */
-static void span(const void *base, int64_t ld, int64_t rows, int64_t cols, size_t es,
-                 uintptr_t *lo, uintptr_t *hi) {
-  *lo = (uintptr_t)base;
-  *hi = *lo + ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * es;
-}
-
 static int overlaps(const poas__resident *r, uintptr_t lo, uintptr_t hi) {
   uintptr_t rlo, rhi;
-  span(r->host, r->ld, r->rows, r->cols, poas__dtype_size(r->dtype), &rlo, &rhi);
-  return rlo < hi && lo < rhi;
+  poas__matrix_span(r->host, r->rows, r->cols, r->ld, poas__dtype_size(r->dtype), &rlo, &rhi);
+  return poas__spans_overlap(rlo, rhi, lo, hi);
 }
 
 void poas__resident_invalidate(poas_context *ctx, uintptr_t lo, uintptr_t hi) {
@@ -99,7 +97,7 @@ uint64_t poas__resident_bytes(poas_context *ctx, int device) {
   pthread_mutex_lock(&ctx->resident_lock);
   for (int i = 0; i < POAS__MAX_RESIDENT; i++)
     if (ctx->resident[i].device == device)
-      held += ctx->resident[i].bytes;
+      held += held_bytes(&ctx->resident[i]);
   pthread_mutex_unlock(&ctx->resident_lock);
   return held;
 }
@@ -115,7 +113,7 @@ static int make_room(poas_context *ctx, int device, size_t bytes, uint64_t cap,
       poas__resident *r = &ctx->resident[i];
       if (r->device != device)
         continue;
-      held += r->bytes;
+      held += held_bytes(r);
       if (r != keep_a && r != keep_b && (!oldest || r->seq < oldest->seq))
         oldest = r;
     }
@@ -133,7 +131,7 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
   kept->device = -1;
   size_t es = poas__dtype_size(p->dtype);
   uintptr_t clo, chi;
-  span(p->c, p->ldc, p->m, p->n, es, &clo, &chi);
+  poas__matrix_span(p->c, p->m, p->n, p->ldc, es, &clo, &chi);
   int dev = sole_device(plan), rc = 0;
   pthread_mutex_lock(&ctx->resident_lock);
   for (int i = 0; i < POAS__MAX_RESIDENT; i++) {
@@ -142,10 +140,9 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
       drop(ctx, r);
   }
   const poas__resident *a = NULL, *b = NULL;
-  int64_t ar = p->transa == POAS_NO_TRANS ? p->m : p->k;
-  int64_t ac = p->transa == POAS_NO_TRANS ? p->k : p->m;
-  int64_t br = p->transb == POAS_NO_TRANS ? p->k : p->n;
-  int64_t bc = p->transb == POAS_NO_TRANS ? p->n : p->k;
+  int64_t ar, ac, br, bc;
+  poas__operand_dims(p, 'a', &ar, &ac);
+  poas__operand_dims(p, 'b', &br, &bc);
   if (dev >= 0 && p->k > 0 && p->alpha != 0) {
     a = find(ctx, dev, p->a, p->lda, ar, ac, p->dtype);
     b = find(ctx, dev, p->b, p->ldb, br, bc, p->dtype);
@@ -174,7 +171,7 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
     return rc;
   }
   *kept = (poas__resident){.device = dev, .host = p->c, .ld = p->ldc, .rows = p->m,
-                           .cols = p->n, .dtype = p->dtype, .mem = mem, .bytes = bytes,
+                           .cols = p->n, .dtype = p->dtype, .mem = mem,
                            .epoch = p->epoch};
   return 0;
 }
@@ -183,7 +180,7 @@ void poas__resident_finish(poas_context *ctx, poas__resident *kept, int failed) 
   if (kept->device < 0)
     return;
   if (failed) {
-    poas__dev_free(ctx->devices.dev[kept->device], kept->mem, kept->bytes);
+    poas__dev_free(ctx->devices.dev[kept->device], kept->mem, held_bytes(kept));
     return;
   }
   pthread_mutex_lock(&ctx->resident_lock);

@@ -80,23 +80,35 @@ int poas_buffer_unregister(poas_buffer *buf) {
 
 _Static_assert(POAS_TASK_MAX_ACCESS <= POAS__MAX_ACCESS, "a task's accesses fit an instruction");
 
-/* What a host task carries by value: the call, and the host bytes it
- * writes, whose device copies (api/resident.c) it makes stale. */
-typedef struct cpu_call {
-  poas_cpu_fn fn;
-  void *arg;
-  void *ptrs[POAS_TASK_MAX_ACCESS];
+/* What a task carries by value: its implementations, and each access's
+ * host bytes and mode. */
+typedef struct task_call {
   poas_context *ctx;
-  int nwrites;
-  uintptr_t write_lo[POAS_TASK_MAX_ACCESS], write_hi[POAS_TASK_MAX_ACCESS];
-} cpu_call;
-_Static_assert(sizeof(cpu_call) <= POAS__TASK_PAYLOAD, "a host task's call fits its payload");
+  int device;                       /* where it runs; -1: on the host */
+  poas_cpu_fn cpu;
+  poas_cuda_fn cuda;
+  poas_opencl_fn opencl;
+  void *arg;
+  int naccess;
+  void *host[POAS_TASK_MAX_ACCESS]; /* each access's first byte */
+  size_t len[POAS_TASK_MAX_ACCESS];
+  int mode[POAS_TASK_MAX_ACCESS];
+} task_call;
+_Static_assert(sizeof(task_call) <= POAS__TASK_PAYLOAD, "a task's call fits its payload");
+
+/* What the task writes makes device copies of those bytes stale
+ * (api/resident.c). */
+static void drop_stale_copies(const task_call *c) {
+  for (int i = 0; i < c->naccess; i++)
+    if (c->mode[i] & POAS_W)
+      poas__resident_invalidate(c->ctx, (uintptr_t)c->host[i],
+                                (uintptr_t)c->host[i] + c->len[i]);
+}
 
 static int cpu_trampoline(void *payload) {
-  cpu_call *c = payload;
-  for (int i = 0; i < c->nwrites; i++)
-    poas__resident_invalidate(c->ctx, c->write_lo[i], c->write_hi[i]);
-  c->fn(c->ptrs, c->arg);
+  task_call *c = payload;
+  drop_stale_copies(c);
+  c->cpu(c->host, c->arg);
   return 0;
 }
 
@@ -148,27 +160,14 @@ static int task_check(const poas_context *ctx, const poas_task_desc *d, int *dev
   return 0;
 }
 
-/* What a device task carries by value. It runs on a host thread of the
- * task runtime and drives its device synchronously: each access is copied
- * into a buffer of its own on the device (W-only ones too, so that bytes
- * the implementation leaves alone come back unchanged), the implementation
- * enqueues its work on the compute lane, and the W and RW accesses are
- * copied back once the lane is done. */
-typedef struct device_call {
-  poas_context *ctx;
-  int device;
-  poas_cuda_fn cuda;
-  poas_opencl_fn opencl;
-  void *arg;
-  int naccess;
-  char *host[POAS_TASK_MAX_ACCESS];
-  size_t len[POAS_TASK_MAX_ACCESS];
-  int mode[POAS_TASK_MAX_ACCESS];
-} device_call;
-_Static_assert(sizeof(device_call) <= POAS__TASK_PAYLOAD, "a device task's call fits its payload");
-
+/* A device task runs on a host thread of the task runtime and drives its
+ * device synchronously: each access is copied into a buffer of its own on
+ * the device (W-only ones too, so that bytes the implementation leaves
+ * alone come back unchanged), the implementation enqueues its work on the
+ * compute lane, and the W and RW accesses are copied back once the lane is
+ * done. */
 static int device_trampoline(void *payload) {
-  device_call *c = payload;
+  task_call *c = payload;
   poas__device *d = c->ctx->devices.dev[c->device];
   const poas__backend *be = d->be;
   poas__mem mem[POAS_TASK_MAX_ACCESS] = {{NULL}};
@@ -185,10 +184,7 @@ static int device_trampoline(void *payload) {
   if (!rc)
     rc = be->lane_sync(d, POAS__LANE_H2D);
   if (!rc) {
-    for (int i = 0; i < c->naccess; i++)
-      if (c->mode[i] & POAS_W)
-        poas__resident_invalidate(c->ctx, (uintptr_t)c->host[i],
-                                  (uintptr_t)c->host[i] + c->len[i]);
+    drop_stale_copies(c);
     void *lane = be->native_lane(d, POAS__LANE_COMPUTE);
     if (d->info.kind == POAS_DEVICE_CUDA)
       c->cuda(bufs, c->arg, lane);
@@ -219,27 +215,21 @@ int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **
   poas__tasks *t;
   if (rc || (rc = poas__context_tasks(ctx, &t)))
     return rc;
-  cpu_call call = {desc->cpu, desc->arg, {0}, ctx, 0, {0}, {0}};
-  device_call dcall = {ctx, device, desc->cuda, desc->opencl, desc->arg, desc->naccess,
-                       {NULL}, {0}, {0}};
+  task_call call = {ctx, device, desc->cpu, desc->cuda, desc->opencl, desc->arg, desc->naccess,
+                    {NULL}, {0}, {0}};
   poas__access acc[POAS_TASK_MAX_ACCESS + 1];
   for (int i = 0; i < desc->naccess; i++) {
     const poas_task_access *a = &desc->access[i];
     size_t len = a->length ? a->length : a->buffer->bytes - a->offset;
-    call.ptrs[i] = a->buffer->ptr + a->offset;
-    if (a->mode & POAS_W) {
-      call.write_lo[call.nwrites] = (uintptr_t)call.ptrs[i];
-      call.write_hi[call.nwrites++] = (uintptr_t)call.ptrs[i] + len;
-    }
+    call.host[i] = a->buffer->ptr + a->offset, call.len[i] = len, call.mode[i] = (int)a->mode;
     acc[i] = (poas__access){{a->buffer->id, 0, 1, a->offset, a->offset + len},
                             (poas__access_mode)a->mode};
-    dcall.host[i] = call.ptrs[i], dcall.len[i] = len, dcall.mode[i] = (int)a->mode;
   }
   if (device < 0)
     return poas__tasks_submit(t, cpu_trampoline, &call, sizeof call, acc, desc->naccess, out);
   /* Device tasks take the devices in turn with GEMM runs, as those do. */
   acc[desc->naccess] = (poas__access){poas__tasks_devices_region(t), POAS__RW};
-  return poas__tasks_submit(t, device_trampoline, &dcall, sizeof dcall, acc, desc->naccess + 1,
+  return poas__tasks_submit(t, device_trampoline, &call, sizeof call, acc, desc->naccess + 1,
                             out);
 }
 
