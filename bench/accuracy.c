@@ -45,6 +45,11 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+static double median_of(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Shapes off the calibration grid: sizes none of its lists contain. */
 static int build_shapes(shape *out, int quick) {
   static const int64_t thin[] = {12, 48, 100, 300};
@@ -87,8 +92,7 @@ static double time_shape(poas_context *ctx, const shape *s, void *A, void *B, vo
     if (r > 0) /* the first call is a warm-up */
       t_rep[r - 1] = t;
   }
-  qsort(t_rep, (size_t)reps, sizeof *t_rep, cmp_double);
-  return reps % 2 ? t_rep[reps / 2] : 0.5 * (t_rep[reps / 2 - 1] + t_rep[reps / 2]);
+  return median_of(t_rep, reps);
 }
 
 /* Median seconds of the GEMM alone on device memory (lane_sync after each). */
@@ -110,13 +114,7 @@ static double time_kernel(poas__device *d, const shape *s, poas__mem a, poas__me
     if (r > 0)
       t_rep[r - 1] = now() - t0;
   }
-  qsort(t_rep, (size_t)reps, sizeof *t_rep, cmp_double);
-  return reps % 2 ? t_rep[reps / 2] : 0.5 * (t_rep[reps / 2 - 1] + t_rep[reps / 2]);
-}
-
-static double median_of(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return median_of(t_rep, reps);
 }
 
 int main(int argc, char **argv) {
