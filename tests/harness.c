@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int test_run_all(const test_entry *tests, size_t n, int argc, char **argv) {
@@ -26,6 +27,35 @@ int test_run_all(const test_entry *tests, size_t n, int argc, char **argv) {
   if (failed)
     return 1;
   return passed == 0 && skipped > 0 ? TEST_SKIP : 0;
+}
+
+poas_context *test_open(const char *devices) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = devices;
+  o.no_profile = 1;
+  poas_context *ctx = NULL;
+  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
+}
+
+const char *test_tmp_path(const char *name) {
+  static char dir[64], path[256];
+  if (!dir[0]) {
+    strcpy(dir, "/tmp/poas-test-XXXXXX");
+    if (!mkdtemp(dir)) {
+      dir[0] = '\0';
+      return NULL;
+    }
+  }
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return path;
+}
+
+const char *test_src_path(const char *rel) {
+  static char path[1024];
+  const char *top = getenv("top_srcdir");
+  snprintf(path, sizeof path, "%s/%s", top ? top : ".", rel);
+  return path;
 }
 
 static uint64_t splitmix(uint64_t *s) {

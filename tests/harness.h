@@ -66,6 +66,16 @@ int test_run_all(const test_entry *tests, size_t n, int argc, char **argv);
 
 #include "poas.h"
 
+/* A context on `devices` (NULL: every device) with built-in models and no
+ * profile; NULL when poas_init fails (poas_error_detail() says why). */
+poas_context *test_open(const char *devices);
+/* `name` in a temporary folder made once per test program; NULL when it
+ * cannot be made. The string is overwritten by the next call. */
+const char *test_tmp_path(const char *name);
+/* `rel` under the source tree ($top_srcdir, else "."); overwritten by the
+ * next call. */
+const char *test_src_path(const char *rel);
+
 /* Deterministic pseudo-random numbers in [-1, 1). */
 void test_fill(void *p, poas_dtype dtype, size_t count, uint64_t seed);
 /* Fills with NaN so that anything left unwritten shows. */

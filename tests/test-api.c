@@ -5,15 +5,6 @@
 
 #include <string.h>
 
-static poas_context *open_ctx(const char *devices) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = devices;
-  o.no_profile = 1;
-  poas_context *ctx = NULL;
-  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
-}
-
 TEST(init_rejects_bad_selections_with_detail) {
   static const struct {
     const char *devices;
@@ -42,7 +33,7 @@ TEST(init_rejects_bad_selections_with_detail) {
 }
 
 TEST(device_queries) {
-  poas_context *ctx = open_ctx("cpu,sim:rate=2e11");
+  poas_context *ctx = test_open("cpu,sim:rate=2e11");
   CHECK(ctx);
   CHECK(poas_device_count(ctx) == 2);
   poas_device_info info;
@@ -80,7 +71,7 @@ static int expect(poas_context *ctx, int want, poas_layout lay, poas_op ta, poas
 }
 
 TEST(gemm_validation) {
-  poas_context *ctx = open_ctx("cpu");
+  poas_context *ctx = test_open("cpu");
   CHECK(ctx);
   test_fill(A, POAS_FLOAT32, M * K, 1);
   test_fill(B, POAS_FLOAT32, K * N, 2);
@@ -115,7 +106,7 @@ TEST(gemm_validation) {
 /* BLAS quick returns: with alpha = 0 A and B are not read and may be NULL;
  * with m = 0 nothing is touched. */
 TEST(gemm_quick_returns) {
-  poas_context *ctx = open_ctx("cpu");
+  poas_context *ctx = test_open("cpu");
   CHECK(ctx);
   test_fill(C, POAS_FLOAT32, M * N, 3);
   memcpy(C_saved, C, sizeof C);

@@ -23,12 +23,8 @@ TEST(caller_keeps_its_cpu_binding) {
     CPU_SET((int)i, &before);
   if (ncpu < 2 || pthread_setaffinity_np(pthread_self(), sizeof before, &before) != 0)
     SKIP("one CPU, or no binding to every CPU: a binding to one core changes nothing");
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "cpu:threads=1";
-  o.no_profile = 1;
-  poas_context *ctx;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = test_open("cpu:threads=1");
+  CHECK(ctx);
   float a[64 * 64], b[64 * 64], c[64 * 64];
   for (int i = 0; i < 64 * 64; i++)
     a[i] = b[i] = 1.0f, c[i] = NAN;

@@ -492,12 +492,8 @@ static void host_must_not_run(void **buffers, void *arg) {
 TEST(cuda_task_runs_its_implementation) {
   NEED_CUDA();
 #if POAS_HAVE_CUDA
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "cpu,cuda0";
-  o.no_profile = 1;
-  poas_context *ctx = NULL;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = test_open("cpu,cuda0");
+  CHECK_MSG(ctx, "%s", poas_error_detail());
   enum { SIZE = 4096, LO = 1000, LEN = 2000 };
   static unsigned char x[SIZE];
   memset(x, 0xAB, sizeof x);

@@ -311,12 +311,8 @@ TEST(opencl_tasks_run_their_kernels) {
 #if !POAS_HAVE_OPENCL
   SKIP("OpenCL backend not built");
 #else
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "cpu,opencl0";
-  o.no_profile = 1;
-  poas_context *ctx = NULL;
-  if (poas_init(&ctx, &o) != 0)
+  poas_context *ctx = test_open("cpu,opencl0");
+  if (!ctx)
     SKIP("no opencl0: %s", poas_error_detail());
   enum { N = 1000, LO = 100, LEN = 500, W_LO = 700, W_LEN = 200, SET = 10 };
   static float x[N];
@@ -351,8 +347,8 @@ TEST(opencl_tasks_run_their_kernels) {
   poas_finalize(ctx);
 
   /* No OpenCL device: an OpenCL-only task is refused with a reason. */
-  o.devices = "cpu";
-  CHECK_OK(poas_init(&ctx, &o));
+  ctx = test_open("cpu");
+  CHECK(ctx);
   CHECK_OK(poas_buffer_register(ctx, x, sizeof x, &b));
   w.access[0].buffer = b;
   CHECK_RC(poas_task_submit(ctx, &w, NULL), POAS_ENOTSUP);

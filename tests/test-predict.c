@@ -15,30 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *tmp_path(const char *name) {
-  static char dir[64], path[256];
-  if (!dir[0]) {
-    strcpy(dir, "/tmp/poas-test-predict-XXXXXX");
-    if (!mkdtemp(dir))
-      return NULL;
-  }
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  return path;
-}
-
-static poas_context *open_ctx(const char *devices) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = devices;
-  o.no_profile = 1;
-  poas_context *ctx = NULL;
-  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
-}
-
 static int near(double got, double want, double rel) { return fabs(got - want) <= rel * want; }
 
 TEST(predict_checks_arguments) {
-  poas_context *ctx = open_ctx("cpu,sim:rate=1e11:latency=0:bandwidth=1e10");
+  poas_context *ctx = test_open("cpu,sim:rate=1e11:latency=0:bandwidth=1e10");
   CHECK(ctx);
   double t = 42;
   const poas_op N = POAS_NO_TRANS;
@@ -70,7 +50,7 @@ TEST(predict_checks_arguments) {
 }
 
 TEST(calibrate_checks_options) {
-  poas_context *ctx = open_ctx("sim");
+  poas_context *ctx = test_open("sim");
   CHECK(ctx);
   poas_calibrate_options o;
   poas_calibrate_options_init(&o);
@@ -103,12 +83,12 @@ static void on_progress(void *user, const char *id, const char *step, double f) 
 }
 
 TEST(sim_calibration_recovers_its_parameters) {
-  poas_context *ctx = open_ctx("sim:rate=2e11:drate=5e10:latency=1e-5:bandwidth=8e9");
+  poas_context *ctx = test_open("sim:rate=2e11:drate=5e10:latency=1e-5:bandwidth=8e9");
   CHECK(ctx);
   poas_calibrate_options o;
   poas_calibrate_options_init(&o);
   o.quick = 1;
-  o.output = tmp_path("sim.json");
+  o.output = test_tmp_path("sim.json");
   progress_log log = {0};
   o.progress = on_progress;
   o.progress_user = &log;
@@ -161,14 +141,14 @@ TEST(sim_calibration_recovers_its_parameters) {
  * run costs more than the device's models: calibration measures that fixed
  * cost, keeps it in the profile, and plans count it. */
 TEST(calibration_measures_the_runtime_cost_of_a_run) {
-  poas_context *ctx = open_ctx("cpu,sim:rate=1e13:drate=1e13:latency=1e-6:bandwidth=1e12");
+  poas_context *ctx = test_open("cpu,sim:rate=1e13:drate=1e13:latency=1e-6:bandwidth=1e12");
   CHECK(ctx);
   poas_calibrate_options o;
   poas_calibrate_options_init(&o);
   o.quick = 1;
   o.devices = "sim0";
   o.dtypes = 1 << POAS_FLOAT32;
-  o.output = tmp_path("dispatch.json");
+  o.output = test_tmp_path("dispatch.json");
   CHECK_OK(poas_calibrate(ctx, &o, NULL));
   poas__profile *p = malloc(sizeof *p);
   CHECK(p);
@@ -195,13 +175,13 @@ TEST(calibration_measures_the_runtime_cost_of_a_run) {
 }
 
 TEST(single_dtype_calibration_keeps_the_other) {
-  poas_context *ctx = open_ctx("sim:rate=1e11:latency=0");
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0");
   CHECK(ctx);
   poas_calibrate_options o;
   poas_calibrate_options_init(&o);
   o.quick = 1;
   o.dtypes = 1 << POAS_FLOAT64;
-  o.output = tmp_path("d-only.json");
+  o.output = test_tmp_path("d-only.json");
   CHECK_OK(poas_calibrate(ctx, &o, NULL));
   double t;
   CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 100, 100, 100,
@@ -244,7 +224,7 @@ static int write_replay_profile(const char *path) {
 }
 
 TEST(sim_replays_a_profile) {
-  const char *path = tmp_path("gpu.json");
+  const char *path = test_tmp_path("gpu.json");
   CHECK_OK(write_replay_profile(path));
   char spec[400];
   snprintf(spec, sizeof spec, "sim:profile=%s#cuda1,sim:profile=%s", path, path);
@@ -274,7 +254,7 @@ TEST(sim_replays_a_profile) {
 
   /* Through the public API too, and a bad replay profile is an error. */
   snprintf(spec, sizeof spec, "sim:profile=%s#cuda0", path);
-  poas_context *ctx = open_ctx(spec);
+  poas_context *ctx = test_open(spec);
   CHECK(ctx);
   double t;
   CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, POAS_NO_TRANS, POAS_NO_TRANS, 1000, 1000,
@@ -287,9 +267,8 @@ TEST(sim_replays_a_profile) {
   o.devices = spec;
   CHECK_RC(poas_init(&ctx, &o), POAS_EPROFILE);
   CHECK(strstr(poas_error_detail(), "cuda9") && strstr(poas_error_detail(), path));
-  const char *top = getenv("top_srcdir");
-  snprintf(spec, sizeof spec, "sim:profile=%s/tests/profiles/bad-version.json",
-           top ? top : ".");
+  snprintf(spec, sizeof spec, "sim:profile=%s",
+           test_src_path("tests/profiles/bad-version.json"));
   o.devices = spec;
   CHECK_RC(poas_init(&ctx, &o), POAS_EPROFILE);
   CHECK(strstr(poas_error_detail(), "bad-version.json") && strstr(poas_error_detail(), "version"));

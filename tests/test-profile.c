@@ -15,26 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static char tmpdir[64];
-
-static const char *tmp_path(const char *name) {
-  static char path[256];
-  if (!tmpdir[0]) {
-    strcpy(tmpdir, "/tmp/poas-test-profile-XXXXXX");
-    if (!mkdtemp(tmpdir))
-      return NULL;
-  }
-  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-  return path;
-}
-
-static const char *src_path(const char *rel) {
-  static char path[1024];
-  const char *top = getenv("top_srcdir");
-  snprintf(path, sizeof path, "%s/%s", top ? top : ".", rel);
-  return path;
-}
-
 static char *read_text(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f)
@@ -124,7 +104,7 @@ TEST(round_trip_is_exact) {
   poas__profile *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
   CHECK(a && b);
   sample_profile(a);
-  const char *path = tmp_path("sub/dir/round.json");
+  const char *path = test_tmp_path("sub/dir/round.json");
   CHECK_OK(poas__profile_write(path, a));
   CHECK_OK(poas__profile_load(path, b));
   CHECK(strcmp(a->host, b->host) == 0 && strcmp(a->created, b->created) == 0);
@@ -151,8 +131,8 @@ TEST(round_trip_is_exact) {
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
   }
   /* Written again, the file is byte for byte the same. */
-  const char *again = tmp_path("again.json");
-  char *t1 = read_text(tmp_path("sub/dir/round.json"));
+  const char *again = test_tmp_path("again.json");
+  char *t1 = read_text(test_tmp_path("sub/dir/round.json"));
   CHECK_OK(poas__profile_write(again, b));
   char *t2 = read_text(again);
   CHECK(t1 && t2 && strcmp(t1, t2) == 0);
@@ -205,7 +185,7 @@ TEST(bad_profiles_fail_with_file_and_problem) {
   for (size_t i = 0; i < sizeof bad_files / sizeof *bad_files; i++) {
     char rel[128];
     snprintf(rel, sizeof rel, "tests/profiles/%s", bad_files[i].file);
-    const char *path = src_path(rel);
+    const char *path = test_src_path(rel);
     CHECK_RC(poas__profile_load(path, p), POAS_EPROFILE);
     const char *detail = poas_error_detail();
     CHECK_MSG(strncmp(detail, path, strlen(path)) == 0, "%s: '%s'", bad_files[i].file, detail);
@@ -242,7 +222,7 @@ TEST(good_file_loads_and_missing_file_is_eio) {
   poas__profile *p = malloc(sizeof *p);
   CHECK(p);
   for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
-    CHECK_OK(poas__profile_load(src_path(good[i]), p));
+    CHECK_OK(poas__profile_load(test_src_path(good[i]), p));
     CHECK(p->ndev == 1 && p->dev[0].model.xfer[0].valid && p->dev[0].model.gemm[1][3].valid);
   }
   /* The reference profiles that sim devices replay: every device has a
@@ -252,7 +232,7 @@ TEST(good_file_loads_and_missing_file_is_eio) {
                                           "models/profiles/amd-epyc-2c-cpu1-opencl1.json",
                                           "models/profiles/nvidia-h100-80gb-16c.json"};
   for (size_t i = 0; i < sizeof reference / sizeof *reference; i++) {
-    CHECK_MSG(poas__profile_load(src_path(reference[i]), p) == 0, "%s: %s", reference[i],
+    CHECK_MSG(poas__profile_load(test_src_path(reference[i]), p) == 0, "%s: %s", reference[i],
               poas_error_detail());
     for (int d = 0; d < p->ndev; d++) {
       const poas__device_model *m = &p->dev[d].model;
@@ -263,7 +243,7 @@ TEST(good_file_loads_and_missing_file_is_eio) {
         CHECK(m->xfer[0].valid && m->xfer[1].valid);
     }
   }
-  CHECK_RC(poas__profile_load(tmp_path("does-not-exist.json"), p), POAS_EIO);
+  CHECK_RC(poas__profile_load(test_tmp_path("does-not-exist.json"), p), POAS_EIO);
   CHECK(strstr(poas_error_detail(), "does-not-exist.json"));
   CHECK_RC(poas__profile_parse("{}", 2, "<mem>", p), POAS_EPROFILE);
   CHECK(strcmp(poas_error_detail(), "<mem>: missing field 'format'") == 0);
@@ -305,7 +285,7 @@ static poas_context *open_with_profile(const char *devices, const char *path) {
 }
 
 TEST(matching_profile_is_used) {
-  const char *path = tmp_path("cpu.json");
+  const char *path = test_tmp_path("cpu.json");
   CHECK_OK(write_cpu_profile(path, 3e10));
   poas_context *ctx = open_with_profile("cpu,sim", path);
   CHECK(ctx);
@@ -328,7 +308,7 @@ TEST(matching_profile_is_used) {
 }
 
 TEST(fingerprint_mismatch_names_the_device) {
-  const char *path = tmp_path("edited.json");
+  const char *path = test_tmp_path("edited.json");
   CHECK_OK(write_cpu_profile(path, 3e10));
   poas__profile *p = malloc(sizeof *p);
   CHECK(p);

@@ -11,15 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static poas_context *open_ctx(void) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "cpu";
-  o.no_profile = 1;
-  poas_context *ctx = NULL;
-  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
-}
-
 /* step: out[i] = in[i] * 2 + 1 after a pause, over the whole access. */
 typedef struct step_arg {
   size_t n;
@@ -45,7 +36,7 @@ static poas_task_desc rw_task(poas_buffer *b, size_t off, size_t len, void (*fn)
  * (x -> 2x + 1 five times from 0 gives 31), whatever the first one's
  * pause. */
 TEST(tasks_chain_in_order) {
-  poas_context *ctx = open_ctx();
+  poas_context *ctx = test_open("cpu");
   CHECK(ctx);
   int x[64] = {0};
   poas_buffer *b;
@@ -84,7 +75,7 @@ static void meet_fn(void **buffers, void *arg) {
 /* Writers of disjoint halves of one buffer run at the same time: each
  * waits until the other has started. */
 TEST(tasks_disjoint_regions_concurrent) {
-  poas_context *ctx = open_ctx();
+  poas_context *ctx = test_open("cpu");
   CHECK(ctx);
   char mem[128];
   poas_buffer *b;
@@ -112,7 +103,7 @@ static void count_fn(void **buffers, void *arg) {
 /* Detached tasks are all done after poas_wait_all, and poas_finalize
  * waits for those still outstanding. */
 TEST(tasks_wait_all_and_finalize_wait) {
-  poas_context *ctx = open_ctx();
+  poas_context *ctx = test_open("cpu");
   CHECK(ctx);
   atomic_store(&counter, 0);
   poas_task_desc d = {.cpu = count_fn, .arg = (void *)(intptr_t)0};
@@ -129,7 +120,7 @@ TEST(tasks_wait_all_and_finalize_wait) {
 }
 
 TEST(tasks_argument_checks) {
-  poas_context *ctx = open_ctx();
+  poas_context *ctx = test_open("cpu");
   CHECK(ctx);
   int x[4];
   poas_buffer *b;
@@ -173,7 +164,7 @@ static void sum_fn(void **buffers, void *arg) {
 /* C = A B, then E = C D, submitted asynchronously and back to back, then a
  * task reading E: ordered by inference, the result matches a reference. */
 TEST(async_gemm_chain) {
-  poas_context *ctx = open_ctx();
+  poas_context *ctx = test_open("cpu");
   CHECK(ctx);
   enum { N = 160 };
   static double A[N * N], B[N * N], C[N * N], D[N * N], E[N * N], R1[N * N], R2[N * N];
@@ -242,17 +233,9 @@ TEST(async_gemm_chain_keeps_c_on_the_device) {
   const char *devices = NULL;
   poas_context *ctx = NULL;
   static const char *const candidates[] = {"cuda0", "opencl0"};
-  for (int i = 0; i < 2 && !ctx; i++) {
-    poas_options o;
-    poas_options_init(&o);
-    o.devices = candidates[i];
-    o.no_profile = 1;
-    o.log_level = 0;
-    if (poas_init(&ctx, &o) == 0)
+  for (int i = 0; i < 2 && !ctx; i++)
+    if ((ctx = test_open(candidates[i])) != NULL)
       devices = candidates[i];
-    else
-      ctx = NULL;
-  }
   if (!ctx)
     SKIP("no device with its own memory (cuda0, opencl0)");
   fprintf(stderr, "  on %s\n", devices);
