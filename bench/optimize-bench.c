@@ -18,15 +18,11 @@ static int cmp_double(const void *a, const void *b) {
 
 static void rate_model(poas__device_model *dm, double flops, double overhead, double latency,
                        double bandwidth) {
-  memset(dm, 0, sizeof *dm);
-  dm->source = POAS__MODEL_CALIBRATED;
+  const double rates[2] = {flops, flops};
+  poas__device_model_from_rates(dm, POAS__MODEL_CALIBRATED, rates, overhead, latency, bandwidth);
   for (int dt = 0; dt < 2; dt++)
-    for (int pair = 0; pair < 4; pair++) {
-      poas__gemm_model_from_rate(&dm->gemm[dt][pair], flops, overhead);
+    for (int pair = 0; pair < 4; pair++)
       dm->gemm[dt][pair].coef[4] = 2e-12; /* packing B costs something */
-    }
-  for (int dir = 0; dir < 2; dir++)
-    dm->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = latency, .bandwidth = bandwidth};
 }
 
 static double bench(const poas__opt_device *d, const poas__opt_problem *p, double *best) {

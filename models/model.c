@@ -66,3 +66,15 @@ void poas__gemm_model_from_rate(poas__gemm_model *gm, double flops_per_s, double
   gm->coef[0] = overhead_s;
   gm->coef[1] = 1.0 / flops_per_s;
 }
+
+void poas__device_model_from_rates(poas__device_model *dm, poas__model_source source,
+                                   const double flops_per_s[2], double overhead_s,
+                                   double latency_s, double bandwidth) {
+  *dm = (poas__device_model){0};
+  dm->source = source;
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++)
+      poas__gemm_model_from_rate(&dm->gemm[dt][pair], flops_per_s[dt], overhead_s);
+  for (int dir = 0; dir < 2 && bandwidth > 0; dir++)
+    dm->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = latency_s, .bandwidth = bandwidth};
+}

@@ -86,5 +86,12 @@ double poas__model_transfer_time(const poas__device_model *dm, poas_direction di
 /* A throughput model of `flops_per_s` with a fixed `overhead_s` per call,
  * for built-in estimates and sim devices. */
 void poas__gemm_model_from_rate(poas__gemm_model *gm, double flops_per_s, double overhead_s);
+/* A whole device of that kind: GEMMs of every transpose pair at
+ * flops_per_s[dtype] with overhead_s per call, and copies of latency_s +
+ * bytes / bandwidth (no copy model when bandwidth is 0: host memory). The
+ * rest of *dm is zero. */
+void poas__device_model_from_rates(poas__device_model *dm, poas__model_source source,
+                                   const double flops_per_s[2], double overhead_s,
+                                   double latency_s, double bandwidth);
 
 #endif /* POAS_MODEL_H */

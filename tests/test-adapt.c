@@ -16,13 +16,8 @@
 
 static void rate_model(poas__device_model *dm, double flops, double overhead, double latency,
                        double bandwidth) {
-  memset(dm, 0, sizeof *dm);
-  dm->source = POAS__MODEL_EXACT;
-  for (int dt = 0; dt < 2; dt++)
-    for (int pair = 0; pair < 4; pair++)
-      poas__gemm_model_from_rate(&dm->gemm[dt][pair], flops, overhead);
-  for (int dir = 0; dir < 2; dir++)
-    dm->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = latency, .bandwidth = bandwidth};
+  const double rates[2] = {flops, flops};
+  poas__device_model_from_rates(dm, POAS__MODEL_EXACT, rates, overhead, latency, bandwidth);
 }
 
 /* The column-major problem of a test GEMM, as api/ normalises it. */

@@ -21,13 +21,8 @@ static double log_uniform(double lo, double hi) { return exp(uniform(log(lo), lo
 
 static void rate_model(poas__device_model *dm, double flops, double overhead, double latency,
                        double bandwidth) {
-  memset(dm, 0, sizeof *dm);
-  dm->source = POAS__MODEL_EXACT;
-  for (int dt = 0; dt < 2; dt++)
-    for (int pair = 0; pair < 4; pair++)
-      poas__gemm_model_from_rate(&dm->gemm[dt][pair], flops, overhead);
-  for (int dir = 0; dir < 2; dir++)
-    dm->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = latency, .bandwidth = bandwidth};
+  const double rates[2] = {flops, flops};
+  poas__device_model_from_rates(dm, POAS__MODEL_EXACT, rates, overhead, latency, bandwidth);
 }
 
 static poas__opt_device device(const char *id, const poas__device_model *dm, int host_memory) {
@@ -165,17 +160,8 @@ TEST(devices_that_add_too_little_are_left_out) {
   return 0;
 }
 
-static poas_context *open_ctx(const char *devices) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = devices;
-  o.no_profile = 1;
-  poas_context *ctx = NULL;
-  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
-}
-
 TEST(plan_on_sim_devices_gives_arithmetic_shares) {
-  poas_context *ctx = open_ctx("sim:rate=1e9:latency=0:bandwidth=1e18,"
+  poas_context *ctx = test_open("sim:rate=1e9:latency=0:bandwidth=1e18,"
                                "sim:rate=3e9:latency=0:bandwidth=1e18");
   CHECK(ctx);
   poas_plan plan, again;
@@ -324,7 +310,7 @@ TEST(problem_that_fits_nowhere_is_a_clear_error) {
   CHECK(strstr(poas_error_detail(), "fits nowhere"));
   CHECK(strstr(r.dev[0].reason, "does not fit") && strstr(r.dev[1].reason, "does not fit"));
 
-  poas_context *ctx = open_ctx("sim:memory=1Mi");
+  poas_context *ctx = test_open("sim:memory=1Mi");
   CHECK(ctx);
   poas_plan plan;
   memset(&plan, 0x5a, sizeof plan);
