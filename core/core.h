@@ -102,4 +102,17 @@ int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap
 int poas__spec_int(const char *who, const char *key, const char *value, int suffixes, int64_t lo,
                    int64_t hi, int64_t *out, char *err, size_t errcap);
 
+/* One integer setting a backend knows: `key` sets *out, in [lo, hi]. */
+typedef struct poas__int_setting {
+  const char *key;
+  int64_t lo, hi;
+  int *out;
+} poas__int_setting;
+
+/* Applies an entry's settings (NULL: none) through a backend's table of
+ * integer settings. A bad value is worded by poas__spec_int; an unknown
+ * key gives "<who>: unknown setting 'K' (known: a, b)". POAS_ESPEC then. */
+int poas__spec_ints(const char *who, const poas__spec_entry *e, const poas__int_setting *known,
+                    int nknown, char *err, size_t errcap);
+
 #endif /* POAS_CORE_H */

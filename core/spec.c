@@ -120,3 +120,27 @@ int poas__spec_int(const char *who, const char *key, const char *value, int suff
   *out = v;
   return 0;
 }
+
+int poas__spec_ints(const char *who, const poas__spec_entry *e, const poas__int_setting *known,
+                    int nknown, char *err, size_t errcap) {
+  for (int i = 0; e && i < e->nsettings; i++) {
+    int k = 0;
+    while (k < nknown && strcmp(e->key[i], known[k].key) != 0)
+      k++;
+    if (k == nknown) {
+      char names[128] = "";
+      for (int j = 0; j < nknown; j++) {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", j ? ", " : "", known[j].key);
+      }
+      snprintf(err, errcap, "%s: unknown setting '%s' (known: %s)", who, e->key[i], names);
+      return POAS_ESPEC;
+    }
+    int64_t v;
+    if (poas__spec_int(who, known[k].key, e->value[i], 0, known[k].lo, known[k].hi, &v, err,
+                       errcap))
+      return POAS_ESPEC;
+    *known[k].out = (int)v;
+  }
+  return 0;
+}

@@ -59,22 +59,8 @@ static int parse_settings(cpu_state *s, const poas__spec_entry *e, int ncores, c
                           size_t errcap) {
   s->threads = ncores;
   s->pin = 1;
-  for (int i = 0; e && i < e->nsettings; i++) {
-    int64_t v;
-    if (strcmp(e->key[i], "threads") == 0) {
-      if (poas__spec_int("cpu", "threads", e->value[i], 0, 1, ncores, &v, err, errcap))
-        return POAS_ESPEC;
-      s->threads = (int)v;
-    } else if (strcmp(e->key[i], "pin") == 0) {
-      if (poas__spec_int("cpu", "pin", e->value[i], 0, 0, 1, &v, err, errcap))
-        return POAS_ESPEC;
-      s->pin = (int)v;
-    } else {
-      snprintf(err, errcap, "cpu: unknown setting '%s' (known: threads, pin)", e->key[i]);
-      return POAS_ESPEC;
-    }
-  }
-  return 0;
+  const poas__int_setting known[] = {{"threads", 1, ncores, &s->threads}, {"pin", 0, 1, &s->pin}};
+  return poas__spec_ints("cpu", e, known, 2, err, errcap);
 }
 
 static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, char *err,

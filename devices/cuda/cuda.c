@@ -69,18 +69,8 @@ static int cuda_count(void) {
 }
 
 static int parse_settings(cuda_state *s, const poas__spec_entry *e, char *err, size_t errcap) {
-  for (int i = 0; e && i < e->nsettings; i++) {
-    if (strcmp(e->key[i], "tf32") == 0) {
-      int64_t v;
-      if (poas__spec_int("cuda", "tf32", e->value[i], 0, 0, 1, &v, err, errcap))
-        return POAS_ESPEC;
-      s->tf32 = (int)v;
-    } else {
-      snprintf(err, errcap, "cuda: unknown setting '%s' (known: tf32)", e->key[i]);
-      return POAS_ESPEC;
-    }
-  }
-  return 0;
+  const poas__int_setting known[] = {{"tf32", 0, 1, &s->tf32}};
+  return poas__spec_ints("cuda", e, known, 1, err, errcap);
 }
 
 /* FP32 lanes per SM, and the FP64 rate as a fraction of FP32, by compute
