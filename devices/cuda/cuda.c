@@ -54,6 +54,13 @@ static int check_lane(const cuda_state *s, int lane) {
   return 0;
 }
 
+/* A lane that exists, with the device made current: what every hook that
+ * works on a lane needs first. */
+static int on_lane(const cuda_state *s, int lane) {
+  int rc = check_lane(s, lane);
+  return rc ? rc : use(s);
+}
+
 /* The device count, never cached: without a driver or device the runtime
  * answers with an error, which means zero devices here, and a later call
  * asks again rather than trusting an earlier answer. */
@@ -263,9 +270,7 @@ static void cuda_host_unregister(poas__device *dev, void *p) {
  * to a copy per row. */
 static int copy2d(cuda_state *s, int lane, char *dst, size_t dpitch, const char *src,
                   size_t spitch, const poas__copy2d *c, enum cudaMemcpyKind kind) {
-  int rc = check_lane(s, lane);
-  if (!rc)
-    rc = use(s);
+  int rc = on_lane(s, lane);
   if (rc || c->width == 0 || c->rows == 0)
     return rc;
   cudaStream_t st = s->stream[lane];
@@ -401,9 +406,7 @@ static int cuda_event_create(poas__device *dev, poas__event *ev) {
 
 static int cuda_event_record(poas__device *dev, int lane, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int rc = check_lane(s, lane);
-  if (!rc)
-    rc = use(s);
+  int rc = on_lane(s, lane);
   if (rc)
     return rc;
   cudaError_t ce = cudaEventRecord((cudaEvent_t)ev->u.handle, s->stream[lane]);
@@ -416,9 +419,7 @@ static int cuda_event_record(poas__device *dev, int lane, poas__event *ev) {
 /* The lane waits on the device; the host returns at once. */
 static int cuda_lane_wait(poas__device *dev, int lane, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int rc = check_lane(s, lane);
-  if (!rc)
-    rc = use(s);
+  int rc = on_lane(s, lane);
   if (rc)
     return rc;
   cudaError_t ce = cudaStreamWaitEvent(s->stream[lane], (cudaEvent_t)ev->u.handle, 0);
@@ -448,9 +449,7 @@ static void cuda_event_destroy(poas__device *dev, poas__event *ev) {
 
 static int cuda_lane_sync(poas__device *dev, int lane) {
   cuda_state *s = dev->priv;
-  int rc = check_lane(s, lane);
-  if (!rc)
-    rc = use(s);
+  int rc = on_lane(s, lane);
   if (rc)
     return rc;
   cudaError_t ce = cudaStreamSynchronize(s->stream[lane]);
