@@ -27,9 +27,6 @@ typedef struct cuda_state {
   /* cublasSetStream and the GEMM after it must not interleave with another
    * thread's pair on the same handle. */
   pthread_mutex_t blas_lock;
-  /* The stream the handle is set to (NULL: none yet). cublasSetStream also
-   * resets the handle's workspace, so it is called only on a change. */
-  cudaStream_t blas_stream;
   cudaStream_t stream[CUDA_LANES];
   int tf32;
   size_t free_bytes_at_open;
@@ -374,11 +371,11 @@ static int cuda_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
     return rc;
   pthread_mutex_lock(&s->blas_lock);
   cudaError_t cuda_err = cudaSuccess;
-  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  if (s->blas_stream != s->stream[lane]) {
+  /* cublasSetStream also resets the handle's workspace: only on a change. */
+  cudaStream_t current = NULL;
+  cublasStatus_t st = cublasGetStream(s->blas, &current);
+  if (st == CUBLAS_STATUS_SUCCESS && current != s->stream[lane])
     st = cublasSetStream(s->blas, s->stream[lane]);
-    s->blas_stream = st == CUBLAS_STATUS_SUCCESS ? s->stream[lane] : NULL;
-  }
   if (st == CUBLAS_STATUS_SUCCESS)
     st = run_gemm(s, lane, g, &cuda_err);
   pthread_mutex_unlock(&s->blas_lock);
