@@ -84,7 +84,8 @@ typedef struct bench_reference {
 
 int bench_reference_init(bench_reference *ref, const bench_problem *p, uint64_t seed);
 void bench_reference_free(bench_reference *ref);
-/* The largest |(C x)_i - z_i| / scale_i: NaN when C holds a NaN. */
+/* The largest |(C x)_i - z_i| / scale_i over C's first p->m rows (at most
+ * ref->m): NaN when C holds a NaN. */
 double bench_error(const bench_reference *ref, const bench_problem *p);
 /* The normalised error a correct GEMM on bench_fill's operands stays
  * within (see verify.c for why it is not simply k unit roundoffs). */

@@ -40,6 +40,7 @@ typedef struct options {
   const char *csv;
   const char *plot;
   int json;
+  double alone_limit; /* 0, or seconds beyond which a device alone runs a row block */
 } options;
 
 /* A set of POAS devices run as one: a single device or all of them. */
@@ -93,6 +94,11 @@ static void usage(FILE *f) {
           "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot\n"
           "  -j, --json            print one JSON object on stdout; the table then goes\n"
           "                        to stderr\n"
+          "  -a, --alone-limit S   a device alone whose run is predicted to take more than\n"
+          "                        S seconds runs the first rows of A and C instead, as\n"
+          "                        many as S seconds allow; its times are scaled to the\n"
+          "                        whole problem and its note says so (for sizes where a\n"
+          "                        slow device alone would take minutes)\n"
           "  -h, --help            show this help\n"
           "  -V, --version         show the version\n\n"
           "poas-bench plot draws the same plot from CSV files that earlier runs wrote\n"
@@ -178,6 +184,7 @@ static int parse_options(int argc, char **argv, options *o) {
                                            {"csv", required_argument, NULL, 'c'},
                                            {"plot", required_argument, NULL, 'p'},
                                            {"json", no_argument, NULL, 'j'},
+                                           {"alone-limit", required_argument, NULL, 'a'},
                                            {"help", no_argument, NULL, 'h'},
                                            {"version", no_argument, NULL, 'V'},
                                            {NULL, 0, NULL, 0}};
@@ -185,7 +192,7 @@ static int parse_options(int argc, char **argv, options *o) {
   int64_t v = 0;
   int c;
   o->ndtypes = 1, o->dtypes[0] = POAS_FLOAT32, o->repeat = 5, o->baselines = "all";
-  while ((c = getopt_long(argc, argv, "s:S:t:d:b:r:c:p:jhV", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "s:S:t:d:b:r:c:p:ja:hV", longopts, NULL)) != -1) {
     switch (c) {
     case 's': sizes = optarg; break;
     case 'S': shape_arg = optarg; break;
@@ -203,6 +210,13 @@ static int parse_options(int argc, char **argv, options *o) {
     case 'c': o->csv = optarg; break;
     case 'p': o->plot = optarg; break;
     case 'j': o->json = 1; break;
+    case 'a': {
+      char *end;
+      o->alone_limit = strtod(optarg, &end);
+      if (end == optarg || *end || !(o->alone_limit > 0) || !isfinite(o->alone_limit))
+        return bad("--alone-limit (seconds > 0)", optarg);
+      break;
+    }
     case 'h': usage(stdout); exit(0);
     case 'V': printf("poas-bench (POAS) %s\n", poas_version()); exit(0);
     default: usage(stderr); return 2;
@@ -470,6 +484,35 @@ static void compare(bench_row *rows, int n) {
   }
 }
 
+/* The rows of A and C a device alone runs: all of them, or with
+ * --alone-limit, when its plan predicts more than the limit for the whole
+ * problem, the first rows that fit in the limit (a multiple of 256, at
+ * least 256). A row block of the full n and k is what a row split hands the
+ * device when it co-executes, so its rate is the device's rate on this
+ * problem, without minutes of waiting for a slow device at large sizes. */
+static int64_t alone_rows(const bench *b, const runner *r, const bench_problem *p) {
+  poas_plan plan;
+  if (!(b->o.alone_limit > 0) || !r->ctx ||
+      poas_plan_gemm(r->ctx, p->dtype, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, p->m, p->n,
+                     p->k, &plan) != 0 ||
+      !(plan.makespan_s > b->o.alone_limit))
+    return p->m;
+  double rows = (double)p->m * b->o.alone_limit / plan.makespan_s;
+  int64_t block = ((int64_t)ceil(rows) + 255) / 256 * 256;
+  return block < p->m ? block : p->m;
+}
+
+/* A row measured on `rows` of the problem's m rows: its times become the
+ * whole problem's at the same rate, and its note says what ran. */
+static void scale_to_whole(bench_row *row, const bench_problem *p, int64_t rows) {
+  double f = (double)p->m / (double)rows;
+  row->seconds *= f, row->predicted_s *= f, row->report_s *= f;
+  size_t len = strlen(row->note);
+  snprintf(row->note + len, sizeof row->note - len,
+           "%srows 0..%lld of %lld measured (--alone-limit), times scaled by %.2f",
+           len ? "; " : "", (long long)rows, (long long)p->m, f);
+}
+
 /* Runs every device set and baseline on one problem; its rows are appended
  * to b->rows. */
 static void run_problem(bench *b, const bench_problem *p, const bench_reference *ref) {
@@ -483,7 +526,12 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
     b->step++;
     bench_row *row = &b->rows[b->nrows++];
     *row = new_row(p, &r, b->o.repeat);
-    measure(b, &r, p, ref, row);
+    bench_problem run = *p;
+    if (r.role == BENCH_DEVICE)
+      run.m = alone_rows(b, &r, p);
+    measure(b, &r, &run, ref, row);
+    if (run.m < p->m && !isnan(row->seconds))
+      scale_to_whole(row, p, run.m);
   }
   compare(b->rows + first, b->nrows - first);
 }

@@ -103,12 +103,28 @@ for r in rows[1:]:
 print("co-executed row format: ok")
 PYEOF
 
+# --alone-limit: a device alone predicted over the limit runs a row block,
+# checked on its rows, and says so; its row keeps the whole problem's shape.
+"$bench" gemm --sizes 1024 --repeat 1 --devices cpu0 --baselines none --alone-limit 1e-4 \
+  --csv "$tmp/z.csv" --json >"$tmp/alone.json" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+python3 - "$tmp/alone.json" <<'PYEOF' || exit 1
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert len(rows) == 1, rows
+r = rows[0]
+assert (r["m"], r["n"], r["k"]) == (1024, 1024, 1024), r
+assert r["status"] == "ok" and "rows 0..256 of 1024 measured" in r["note"], r
+assert 0 <= r["numerical_error"] <= r["error_bound"], r
+print("--alone-limit row: ok")
+PYEOF
+
 # Usage errors exit with 2, say why, and leave no file behind (run where a
 # stray default CSV would show).
 cd "$tmp" || exit 1
 mkdir usage && cd usage || exit 1
 for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" \
-            "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" "plot" "plot --plot"; do
+            "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" \
+            "gemm --alone-limit 0" "gemm --alone-limit x" "plot" "plot --plot"; do
   # shellcheck disable=SC2086
   "$bench" $args >/dev/null 2>"$tmp/err"
   rc=$?
