@@ -50,11 +50,15 @@ static double median_of(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Shapes off the calibration grid: sizes none of its lists contain. */
-static int build_shapes(shape *out, int quick) {
+/* Shapes off the calibration grid: sizes none of its lists contain. The
+ * full and square sizes are multiplied by `scale`, as calibration scales
+ * its own for a fast device (a GPU would otherwise be asked only about
+ * calls of tens of microseconds, mostly launch cost); thin row counts are
+ * what a split hands a device and stay. */
+static int build_shapes(shape *out, int quick, int64_t scale) {
   static const int64_t thin[] = {12, 48, 100, 300};
-  static const int64_t full[] = {900, 1400, 2200};
-  static const int64_t squares[] = {200, 700, 1300, 1900};
+  int64_t full[] = {900 * scale, 1400 * scale, 2200 * scale};
+  int64_t squares[] = {200 * scale, 700 * scale, 1300 * scale, 1900 * scale};
   int n = 0;
   for (int dt = 0; dt < 2; dt++)
     for (int pair = 0; pair < 4; pair++) {
@@ -150,9 +154,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "accuracy: %s has no calibrated model (%s)\n", info.id, pi.problem);
     return 1;
   }
+  /* The scale: the cube root of the device's predicted 512^3 sgemm rate
+   * over 1e11 flop/s (calibration's reference), rounded, from 1 to 4; 1
+   * for the CPUs and PoCL devices of the CI machine class. */
+  double t512 = 0;
+  poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 512, 512, 512, &t512);
+  double f = t512 > 0 ? round(cbrt(2.0 * 512 * 512 * 512 / t512 / 1e11)) : 1;
+  int64_t scale = f < 1 ? 1 : f > 4 ? 4 : (int64_t)f;
   shape shapes[128];
-  int ns = build_shapes(shapes, quick);
-  size_t elems = 2200 * 2200;
+  int ns = build_shapes(shapes, quick, scale);
+  size_t elems = (size_t)(2200 * scale) * (size_t)(2200 * scale);
   float *sA = malloc(elems * 4), *sB = malloc(elems * 4), *sC = malloc(elems * 4);
   double *dA = malloc(elems * 8), *dB = malloc(elems * 8), *dC = malloc(elems * 8);
   if (!sA || !sB || !sC || !dA || !dB || !dC)
@@ -181,8 +192,8 @@ int main(int argc, char **argv) {
         return 1;
       }
   }
-  printf("device: %s (%s), profile: %s (written %s)\n\n", info.id, info.name, pi.path,
-         pi.created);
+  printf("device: %s (%s), profile: %s (written %s), sizes scaled by %lld\n\n", info.id,
+         info.name, pi.path, pi.created, (long long)scale);
   if (kd) {
     printf("| dtype | op | m | n | k | kernel ms | kernel measured ms | kernel error | "
            "predicted ms | measured ms | error |\n");
@@ -204,15 +215,15 @@ int main(int argc, char **argv) {
     double pred = rep.predicted_s;
     poas_predict_gemm(ctx, 0, s->dtype, s->ta, s->tb, s->m, s->n, s->k, &kernel);
     err[i] = fabs(pred - meas) / meas;
-    printf("| %s | %c%c | %lld | %lld | %lld | %.3f | ", s->dtype ? "d" : "s",
+    printf("| %s | %c%c | %lld | %lld | %lld | %.4g | ", s->dtype ? "d" : "s",
            s->ta == POAS_TRANS ? 'T' : 'N', s->tb == POAS_TRANS ? 'T' : 'N', (long long)s->m,
            (long long)s->n, (long long)s->k, 1e3 * kernel);
     if (kd) {
       double km = time_kernel(kd, s, kmem[0], kmem[1], kmem[2], reps);
       kerr[i] = fabs(kernel - km) / km;
-      printf("%.3f | %.1f%% | ", 1e3 * km, 100 * kerr[i]);
+      printf("%.4g | %.1f%% | ", 1e3 * km, 100 * kerr[i]);
     }
-    printf("%.3f | %.3f | %.1f%% |\n", 1e3 * pred, 1e3 * meas, 100 * err[i]);
+    printf("%.4g | %.4g | %.1f%% |\n", 1e3 * pred, 1e3 * meas, 100 * err[i]);
     fflush(stdout);
   }
   if (kd) {

@@ -10,10 +10,14 @@
 #   env             the machine: GPU, CPU, OS, and whether every library loads
 #   test            every test program and test script, with a summary line
 #   transfer        bench/cuda-transfer: pageable and pinned copy rates
-#   calibrate[-q]   poas-calibrate (full, or --quick) of cpu0 and cuda0
+#   calibrate[-q]   poas-calibrate (full, or --quick) of cpu0 and cuda0; every
+#                   timed sample is kept in calibrate-samples.log (POAS_LOG=3)
 #   accuracy[:DEV]  bench/accuracy on cuda0 and cpu0 (or DEV) with that profile
 #   bench:SIZES:DT:REPEAT[:BASELINES]   poas-bench gemm on cpu0,cuda0, recorded
-#                   like bench/record.sh (baselines cblas,cublas by default)
+#                   like bench/record.sh (baselines cblas,cublas by default);
+#                   a device alone runs a row block beyond ALONE_LIMIT seconds
+#                   (default 30, poas-bench --alone-limit)
+#   overhead[:DEV]  bench/call-overhead: where a small call's fixed cost goes
 #   trace:N[:DEVS]  one n x n x n sgemm (poas-demo) on DEVS (cpu0,cuda0) with POAS_TRACE
 #   openblas        which kernel OpenBLAS picked, and cblas at n=4096 under others
 # Everything it writes lands under $OUT (or ./gpu-out when OUT is unset).
@@ -92,8 +96,12 @@ stage_test() {
 stage_calibrate() {
   echo "== calibrate $* ($(stamp))"
   local t0=$SECONDS
-  "$build/tools/poas-calibrate" --devices cpu0,cuda0 --output "$POAS_PROFILE" "$@" 2>&1
-  echo "calibration took $((SECONDS - t0)) s"
+  POAS_LOG=3 "$build/tools/poas-calibrate" --devices cpu0,cuda0 --output "$POAS_PROFILE" "$@" \
+    2>"$work/calibrate.err"
+  echo "calibration took $((SECONDS - t0)) s, exit status $?"
+  grep -v '^poas: debug: calibrate ' "$work/calibrate.err"
+  grep '^poas: debug: calibrate ' "$work/calibrate.err" | sed 's/^poas: debug: //' \
+    >"$out/calibrate-samples.log"
   "$build/tools/poas-info" 2>&1 | tail -25
 }
 
@@ -116,7 +124,7 @@ stage_bench() {
     echo "- commit: $commit"
     echo "- host: $(uname -n), $(uname -srm), $(nproc) online CPUs, $(lscpu | sed -n 's/^Model name: *//p')"
     echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
-    echo "- command: \`poas-bench gemm --sizes $sizes --dtype $dt --repeat $rep --devices cpu0,cuda0 --baselines $baselines\`"
+    echo "- command: \`poas-bench gemm --sizes $sizes --dtype $dt --repeat $rep --devices cpu0,cuda0 --baselines $baselines --alone-limit ${ALONE_LIMIT:-30}\`"
     echo
     echo '```'
     "$build/tools/poas-info" 2>&1
@@ -125,7 +133,8 @@ stage_bench() {
     echo '```'
   } >"$base.md"
   "$build/bench/poas-bench" gemm --sizes "$sizes" --dtype "$dt" --repeat "$rep" \
-    --devices cpu0,cuda0 --baselines "$baselines" --csv "$base.csv" >>"$base.md" 2>&1
+    --devices cpu0,cuda0 --baselines "$baselines" --alone-limit "${ALONE_LIMIT:-30}" \
+    --csv "$base.csv" >>"$base.md" 2>&1
   echo "poas-bench exit status $?" >>"$base.md"
   echo '```' >>"$base.md"
   sed -n '/^```$/,$p' "$base.md" | tail -n +2 | grep -v '^```' | tail -40
@@ -139,6 +148,12 @@ stage_trace() {
     --devices "$devs" -n "$n" 2>&1 | tail -30
   # The device tool returns at most 8 files: traces travel in one archive.
   tar -C "$work" -czf "$out/traces.tar.gz" $(cd "$work" && ls -- trace-*.json)
+}
+
+stage_overhead() {
+  echo "== overhead $1 ($(stamp))"
+  "$build/bench/call-overhead" --devices "$1" -n 64 2>&1
+  "$build/bench/call-overhead" --devices "$1" -n 512 2>&1 | tail -n +2
 }
 
 stage_openblas() {
@@ -162,6 +177,8 @@ for s in "$@"; do
     accuracy:*) stage_accuracy "${s#accuracy:}" ;;
     bench:*) IFS=: read -r _ sz dt rep bl <<<"$s"; stage_bench "$sz" "$dt" "${rep:-3}" "${bl:-}" ;;
     trace:*) IFS=: read -r _ n devs <<<"$s"; stage_trace "$n" "$devs" ;;
+    overhead) stage_overhead cuda0 ;;
+    overhead:*) stage_overhead "${s#overhead:}" ;;
     openblas) stage_openblas ;;
     *) echo "gpu-run.sh: unknown stage '$s'" >&2; exit 2 ;;
   esac

@@ -1,0 +1,191 @@
+/* call-overhead: where the fixed cost of one small GEMM call goes on a
+ * device. Times, each as the median of many calls after warm-ups:
+ *
+ *   poas_sgemm       the whole public call, end to end (what an application
+ *                    sees, and what calibration's dispatch_s measures)
+ *   plan             poas_plan_gemm alone: predicting and optimising
+ *   engine           creating and destroying the DAG engine, the per-run
+ *                    cost of its worker threads
+ *   events           creating, recording, waiting for and destroying one
+ *                    device event, as the engine does per instruction
+ *   direct           the same GEMM through the backend with no runtime
+ *                    around it: copies in, the GEMM, the copy out, on the
+ *                    lanes the pipeline uses, and one wait (the floor)
+ *
+ *   bench/call-overhead [--devices ID] [-n N] [--calls C]
+ * Defaults: cuda0 when there is one, else the first device; n = 64; 200
+ * calls. Prints one line per measurement in microseconds. */
+#include "devices/device.h"
+#include "poas.h"
+#include "schedule/engine.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_CALLS 10000
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void print_median(const char *what, double *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  printf("%-12s median %9.1f us   min %9.1f us   (%d calls)\n", what, 1e6 * t[n / 2], 1e6 * t[0],
+         n);
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "call-overhead: %s: %s\n", what, poas_error_detail());
+  exit(1);
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
+                                           {"n", required_argument, NULL, 'n'},
+                                           {"calls", required_argument, NULL, 'c'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  const char *id = NULL;
+  int n = 64, calls = 200, c;
+  while ((c = getopt_long(argc, argv, "d:n:c:h", longopts, NULL)) != -1) {
+    if (c == 'd')
+      id = optarg;
+    else if (c == 'n')
+      n = atoi(optarg);
+    else if (c == 'c')
+      calls = atoi(optarg);
+    else {
+      fprintf(c == 'h' ? stdout : stderr,
+              "usage: call-overhead [--devices ID] [-n N] [--calls C]\n");
+      return c == 'h' ? 0 : 2;
+    }
+  }
+  if (n < 1 || n > 4096 || calls < 1 || calls > MAX_CALLS) {
+    fprintf(stderr, "call-overhead: n must be 1..4096 and calls 1..%d\n", MAX_CALLS);
+    return 2;
+  }
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = id;
+  if (!id)
+    o.devices = getenv("POAS_DEVICES") ? NULL : "cuda0";
+  poas_context *ctx;
+  if (poas_init(&ctx, &o) != 0) {
+    o.devices = NULL; /* no cuda0 here: the first device */
+    if (poas_init(&ctx, &o) != 0)
+      die("poas_init");
+  }
+  poas_device_info info;
+  poas_device_get(ctx, 0, &info);
+  if (poas_device_count(ctx) > 1) {
+    poas_finalize(ctx);
+    o.devices = info.id;
+    if (poas_init(&ctx, &o) != 0)
+      die("poas_init");
+  }
+  printf("device %s (%s), sgemm %d^3, %s profile\n", info.id, info.name, n,
+         info.has_model ? "calibrated" : "no");
+  size_t elems = (size_t)n * (size_t)n;
+  float *A = calloc(elems, 4), *B = calloc(elems, 4), *C = calloc(elems, 4);
+  static double t[MAX_CALLS];
+  if (!A || !B || !C)
+    return 1;
+
+  for (int i = -10; i < calls; i++) {
+    double t0 = now();
+    if (poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A, n, B, n, 0,
+                   C, n))
+      die("poas_sgemm");
+    if (i >= 0)
+      t[i] = now() - t0;
+  }
+  print_median("poas_sgemm", t, calls);
+
+  for (int i = -10; i < calls; i++) {
+    poas_plan plan;
+    double t0 = now();
+    if (poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n,
+                       &plan))
+      die("poas_plan_gemm");
+    if (i >= 0)
+      t[i] = now() - t0;
+  }
+  print_median("plan", t, calls);
+  poas_finalize(ctx);
+
+  /* The same device opened again, for what lies under the runtime. */
+  poas__devset set = {0};
+  char err[256];
+  if (poas__devset_open(info.id, &set, err, sizeof err) != 0) {
+    fprintf(stderr, "call-overhead: %s\n", err);
+    return 1;
+  }
+  poas__device *d = set.dev[0];
+  poas__engine_config ecfg = {.host_threads = 1};
+  for (int i = -3; i < calls; i++) {
+    poas__engine *e;
+    double t0 = now();
+    if (poas__engine_create(&set, &ecfg, &e))
+      die("engine");
+    poas__engine_destroy(e);
+    if (i >= 0)
+      t[i] = now() - t0;
+  }
+  print_median("engine", t, calls);
+
+  int lanes = d->nlanes;
+  for (int i = -3; i < calls && d->be->event_create; i++) {
+    poas__event ev;
+    double t0 = now();
+    if (d->be->event_create(d, &ev) || d->be->event_record(d, lanes > 1 ? 1 : 0, &ev) ||
+        d->be->event_sync(d, &ev))
+      die("events");
+    d->be->event_destroy(d, &ev);
+    if (i >= 0)
+      t[i] = now() - t0;
+  }
+  print_median("events", t, calls);
+
+  if (!info.host_memory) {
+    poas__mem m[3];
+    for (int i = 0; i < 3; i++)
+      if (d->be->mem_alloc(d, elems * 4, &m[i]))
+        die("mem_alloc");
+    poas__copy2d whole = {elems * 4, 1, elems * 4, elems * 4, 0};
+    poas__gemm_call g = {POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1.0, 0.0,
+                         {m[0], 0, n}, {m[1], 0, n}, {m[2], 0, n}};
+    int in = 0, gl = lanes > 1 ? 1 : 0, out = lanes > 2 ? 2 : 0;
+    for (int i = -10; i < calls; i++) {
+      poas__event e1, e2;
+      double t0 = now();
+      int rc = d->be->copy_h2d(d, in, m[0], A, &whole) || d->be->copy_h2d(d, in, m[1], B, &whole) ||
+               d->be->event_create(d, &e1) || d->be->event_record(d, in, &e1) ||
+               d->be->lane_wait(d, gl, &e1) || d->be->gemm(d, gl, &g) ||
+               d->be->event_create(d, &e2) || d->be->event_record(d, gl, &e2) ||
+               d->be->lane_wait(d, out, &e2) || d->be->copy_d2h(d, out, C, m[2], &whole) ||
+               d->be->lane_sync(d, out);
+      if (rc)
+        die("direct");
+      d->be->event_destroy(d, &e1);
+      d->be->event_destroy(d, &e2);
+      if (i >= 0)
+        t[i] = now() - t0;
+    }
+    print_median("direct", t, calls);
+    for (int i = 0; i < 3; i++)
+      d->be->mem_free(d, m[i]);
+  }
+  poas__devset_close(&set);
+  free(A), free(B), free(C);
+  return 0;
+}
