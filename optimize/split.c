@@ -265,11 +265,12 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
     sc->ok[i] = 0;
     if (!d[i].supports_dtype)
       snprintf(sh->reason, sizeof sh->reason, "no %s support", poas__dtype_name(p->dtype));
-    else if (d[i].host_memory && problem_bytes(p) > (double)d[i].memory_bytes)
-      snprintf(sh->reason, sizeof sh->reason,
-               "problem does not fit in its memory (A, B and C need %.3g GiB, it has %.3g GiB)",
-               problem_bytes(p) / 1073741824.0, (double)d[i].memory_bytes / 1073741824.0), too_big++;
     else
+      /* A device computing on host memory computes on the caller's own
+       * operands, which exist already: it needs no room for them. (Its
+       * memory_bytes, what the host had free when it was measured, once
+       * kept a 16-core CPU with 128 GiB of memory away from a 12 GiB
+       * problem.) */
       sc->ok[i] = 1;
     sh->excluded = !sc->ok[i];
   }
@@ -497,20 +498,15 @@ static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_pr
     }
     return poas__fail(POAS_ENODEV, "plan: no device can take part (%s)", nd ? why : "none given");
   }
-  double host = 0, device = 0;
-  int hosts = 0;
-  for (int i = 0; i < nd; i++) {
-    hosts += d[i].host_memory != 0;
-    double *most = d[i].host_memory ? &host : &device;
-    *most = fmax(*most, (double)d[i].memory_bytes);
-  }
-  char host_part[96] = "";
-  if (hosts)
-    snprintf(host_part, sizeof host_part, "; the host memory is %.3g GiB", host / 1073741824.0);
+  /* Only devices with their own memory can be too small (see
+   * screen_devices). */
+  double device = 0;
+  for (int i = 0; i < nd; i++)
+    device = fmax(device, (double)d[i].memory_bytes);
   return poas__fail(POAS_ETOOBIG,
-                    "plan: the problem fits nowhere: A, B and C need %.3g GiB%s; the largest "
+                    "plan: the problem fits nowhere: A, B and C need %.3g GiB; the largest "
                     "device memory, %.3g GiB, cannot hold the shared operand and two tiles",
-                    problem_bytes(p) / 1073741824.0, host_part, device / 1073741824.0);
+                    problem_bytes(p) / 1073741824.0, device / 1073741824.0);
 }
 
 int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p,

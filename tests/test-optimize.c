@@ -299,7 +299,7 @@ TEST(unusable_models_give_conservative_finite_plans) {
 TEST(problem_that_fits_nowhere_is_a_clear_error) {
   poas__device_model dm;
   rate_model(&dm, 1e11, 1e-5, 1e-5, 1e10);
-  poas__opt_device d[2] = {device("cpu0", &dm, 1), device("sim0", &dm, 0)};
+  poas__opt_device d[2] = {device("sim0", &dm, 0), device("sim1", &dm, 0)};
   d[0].memory_bytes = (uint64_t)1 << 30;
   d[1].memory_bytes = (uint64_t)1 << 28;
   poas__opt_problem p = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
@@ -309,6 +309,15 @@ TEST(problem_that_fits_nowhere_is_a_clear_error) {
   CHECK_RC(poas__optimize(d, 2, &p, &r), POAS_ETOOBIG);
   CHECK(strstr(poas_error_detail(), "fits nowhere"));
   CHECK(strstr(r.dev[0].reason, "does not fit") && strstr(r.dev[1].reason, "does not fit"));
+
+  /* A device on host memory computes on the caller's operands, which
+   * exist: however little memory it had free when measured, it takes the
+   * problem the others cannot. */
+  d[0] = device("cpu0", &dm, 1);
+  d[0].memory_bytes = (uint64_t)1 << 30;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && r.dev[0].u1 - r.dev[0].u0 == r.total_units);
+  CHECK(r.dev[1].excluded && strstr(r.dev[1].reason, "does not fit"));
 
   poas_context *ctx = test_open("sim:memory=1Mi");
   CHECK(ctx);
