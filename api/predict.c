@@ -50,6 +50,8 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
              t->fit.heldout_max);
     f->latency_s[dir] = t->latency;
     f->bandwidth[dir] = t->bandwidth;
+    f->knee_bytes[dir] = t->knee_bytes;
+    f->bandwidth_beyond[dir] = t->bandwidth_beyond;
   }
   f->memory_bytes = m->memory_bytes;
   f->dispatch_s = m->dispatch_s;

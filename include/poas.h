@@ -220,6 +220,8 @@ typedef struct poas_device_fit {
   poas_fit_info transfer[2]; /* by poas_direction; samples 0 for host-memory devices */
   double latency_s[2];     /* transfer model by direction; 0 when none */
   double bandwidth[2];     /* bytes/s by direction; 0 when none */
+  double knee_bytes[2];    /* past this many bytes a copy moves at bandwidth_beyond; 0: one rate */
+  double bandwidth_beyond[2];
   uint64_t memory_bytes;   /* memory the model says the device can allocate */
   double dispatch_s;       /* the runtime's fixed cost of a run on it; 0 when not measured */
 } poas_device_fit;

@@ -57,6 +57,9 @@ double poas__model_transfer_time(const poas__device_model *dm, poas_direction di
   const poas__transfer_model *tm = &dm->xfer[dir == POAS_D2H];
   if (!tm->valid || bytes <= 0)
     return 0;
+  if (tm->knee_bytes > 0 && bytes > tm->knee_bytes)
+    return tm->latency + tm->knee_bytes / tm->bandwidth +
+           (bytes - tm->knee_bytes) / tm->bandwidth_beyond;
   return tm->latency + bytes / tm->bandwidth;
 }
 

@@ -6,7 +6,8 @@
  * GEMM model: t = sum_i coef[i] * feature_i(m, n, k), one coefficient set
  * per dtype and per transpose pair, with the features chosen in model.c so
  * that thin blocks (few rows, full n and k) are predicted as well as
- * squares. Transfer model: t = latency + bytes / bandwidth, per direction. */
+ * squares. Transfer model: t = latency + bytes / bandwidth, per direction,
+ * with a second, lower rate past a knee where calibration found one. */
 #ifndef POAS_MODEL_H
 #define POAS_MODEL_H
 
@@ -43,6 +44,10 @@ typedef struct poas__transfer_model {
   int valid;
   double latency;   /* seconds per copy */
   double bandwidth; /* bytes per second */
+  /* Pageable copies change rate with size (slower once they outgrow the
+   * host's caches, faster as fixed costs amortise): the bytes of a copy
+   * past knee_bytes move at bandwidth_beyond. knee_bytes 0: one rate. */
+  double knee_bytes, bandwidth_beyond;
   poas__fit_stats fit;
 } poas__transfer_model;
 

@@ -358,12 +358,22 @@ static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_mode
 
 static int read_transfer_model(reader *r, json_t *obj, const char *path,
                                poas__transfer_model *tm) {
-  static const char *const known[] = {"latency",        "bandwidth",   "samples", "r2",
+  static const char *const known[] = {"latency",        "bandwidth",   "knee_bytes",
+                                      "bandwidth_beyond", "samples",   "r2",
                                       "heldout_median", "heldout_max", NULL};
   if (only_keys(r, obj, path, known) ||
       get_number(r, obj, path, "latency", 0, 1, &tm->latency) ||
       get_number(r, obj, path, "bandwidth", 1e3, 1e14, &tm->bandwidth) ||
       read_fit(r, obj, path, &tm->fit))
+    return -1;
+  /* The knee is optional, and comes with its rate: both or neither. */
+  tm->knee_bytes = tm->bandwidth_beyond = 0;
+  int has_knee = json_object_get(obj, "knee_bytes") != NULL;
+  if (has_knee != (json_object_get(obj, "bandwidth_beyond") != NULL))
+    return complain(r, "'%s' needs knee_bytes and bandwidth_beyond together", path);
+  if (has_knee && (get_number(r, obj, path, "knee_bytes", 1, 1e15, &tm->knee_bytes) ||
+                   get_number(r, obj, path, "bandwidth_beyond", 1e3, 1e14,
+                              &tm->bandwidth_beyond)))
     return -1;
   tm->valid = 1;
   return 0;
@@ -629,6 +639,10 @@ static json_t *transfer_model_json(const poas__transfer_model *tm) {
   json_t *m = json_object();
   json_object_set_new(m, "latency", json_real(tm->latency));
   json_object_set_new(m, "bandwidth", json_real(tm->bandwidth));
+  if (tm->knee_bytes > 0) {
+    json_object_set_new(m, "knee_bytes", json_real(tm->knee_bytes));
+    json_object_set_new(m, "bandwidth_beyond", json_real(tm->bandwidth_beyond));
+  }
   return fit_json(m, &tm->fit);
 }
 

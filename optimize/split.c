@@ -364,6 +364,7 @@ static void slow_model(poas__device_model *m, double f) {
   for (int dir = 0; dir < 2; dir++) {
     m->xfer[dir].latency *= f;
     m->xfer[dir].bandwidth /= f;
+    m->xfer[dir].bandwidth_beyond /= f;
   }
 }
 

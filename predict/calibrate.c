@@ -259,6 +259,46 @@ static int copy_sizes(size_t top) {
   return n;
 }
 
+/* See predict.h. Pageable copies change rate with size: on an H100
+ * machine host-to-device copies ran at 15-16 GB/s up to 64 MiB and at
+ * 10 GB/s for 256 MiB (the host's caches no longer held the source), which
+ * one rate predicted 30% fast, while device-to-host ones kept climbing
+ * from 12 GB/s at 4 MiB to 15.7 GB/s. With the knee at K the features are
+ * min(bytes, K) and max(bytes - K, 0), so both rates come out positive
+ * from the non-negative fit, whichever is the faster. */
+int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
+                       poas__transfer_model *tm) {
+  double coef[3];
+  if (n < 4 || poas__fit_linear(X, y, held, n, 2, coef, NULL, &tm->fit) || !(coef[1] > 0))
+    return POAS_EFIT;
+  tm->latency = coef[0];
+  tm->bandwidth = 1 / coef[1];
+  tm->knee_bytes = tm->bandwidth_beyond = 0;
+  /* Of the knees whose rates differ by a tenth or more (less is noise, or
+   * an exact line's rounding), the one the fit likes best, if it beats one
+   * rate. */
+  double X3[MAX_COPY_SIZES * 3], best_loss = 1 - tm->fit.r2;
+  for (int knee = 2; knee + 2 < n; knee++) {
+    double kb = X[2 * knee + 1], c3[3];
+    for (int i = 0; i < n; i++) {
+      X3[3 * i] = 1;
+      X3[3 * i + 1] = POAS__MIN(X[2 * i + 1], kb);
+      X3[3 * i + 2] = POAS__MAX(X[2 * i + 1] - kb, 0);
+    }
+    poas__fit_stats st;
+    if (poas__fit_linear(X3, y, held, n, 3, c3, NULL, &st) || !(c3[1] > 0) || !(c3[2] > 0) ||
+        fabs(c3[2] / c3[1] - 1) < 0.1 || !(1 - st.r2 < best_loss))
+      continue;
+    best_loss = 1 - st.r2;
+    tm->fit = st;
+    tm->latency = c3[0];
+    tm->bandwidth = 1 / c3[1];
+    tm->knee_bytes = kb;
+    tm->bandwidth_beyond = 1 / c3[2];
+  }
+  return 0;
+}
+
 static int calibrate_direction(bench *bb, poas_direction dir, int pinned, const sweep *sw,
                                progress *pg, poas__transfer_model *tm) {
   double X[MAX_COPY_SIZES * 2], y[MAX_COPY_SIZES];
@@ -275,13 +315,10 @@ static int calibrate_direction(bench *bb, poas_direction dir, int pinned, const 
     held[n] = n % 5 == 2;
     report(pg, dir == POAS_H2D ? "h2d" : "d2h", 1);
   }
-  double coef[2];
-  if (n < 4 || poas__fit_linear(X, y, held, n, 2, coef, NULL, &tm->fit) || !(coef[1] > 0))
+  if (poas__fit_transfer(X, y, held, n, tm))
     return poas__fail(POAS_EFIT, "%s: could not fit the %s transfer model", bb->dev->info.id,
                       dir == POAS_H2D ? "host-to-device" : "device-to-host");
   tm->valid = 1;
-  tm->latency = coef[0];
-  tm->bandwidth = 1 / coef[1];
   return 0;
 }
 

@@ -46,6 +46,16 @@ typedef struct poas__calib_opts {
   double frac0, frac1;     /* the slice of overall progress this device spans */
 } poas__calib_opts;
 
+/* Fits a transfer model to n timed copies: X holds rows (1, bytes), y the
+ * seconds, held marks samples kept out of the fit for its error figures.
+ * t = latency + bytes / bandwidth, and a knee at one of the measured sizes
+ * with at least two sizes past it when that fits better and the rates on
+ * its two sides differ by a tenth or more: the bytes past the knee move at
+ * bandwidth_beyond. POAS_EFIT when no
+ * positive rate fits. */
+int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
+                       poas__transfer_model *tm);
+
 /* Measures one device (memory, transfers when it has its own memory, GEMM
  * for each dtype in the mask and each transpose pair) and fits its model
  * into *out (source POAS__MODEL_CALIBRATED; dtypes not measured are left

@@ -55,6 +55,7 @@ static int gemm_equal(const poas__gemm_model *a, const poas__gemm_model *b) {
 
 static int xfer_equal(const poas__transfer_model *a, const poas__transfer_model *b) {
   return a->valid == b->valid && a->latency == b->latency && a->bandwidth == b->bandwidth &&
+         a->knee_bytes == b->knee_bytes && a->bandwidth_beyond == b->bandwidth_beyond &&
          a->fit.samples == b->fit.samples && a->fit.r2 == b->fit.r2 &&
          a->fit.heldout_median == b->fit.heldout_median && a->fit.heldout_max == b->fit.heldout_max;
 }
@@ -90,8 +91,14 @@ static void sample_profile(poas__profile *p) {
     }
     if (d)
       for (int dir = 0; dir < 2; dir++) {
-        m->xfer[dir] = (poas__transfer_model){1, 1e-5 / 3, 1.2e10 + dir, {12, 0.999, 0.001, 0.01}};
-        m->xfer_pinned[dir] = (poas__transfer_model){1, 7e-6, 2.4e10 / 7, {12, 0.9, 0.002, 0.02}};
+        /* A knee on host-to-device copies only: written only when found. */
+        m->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = 1e-5 / 3,
+                                              .bandwidth = 1.2e10 + dir,
+                                              .knee_bytes = dir ? 0 : 64.0 * 1048576 + 1,
+                                              .bandwidth_beyond = dir ? 0 : 1e10 / 3,
+                                              .fit = {12, 0.999, 0.001, 0.01}};
+        m->xfer_pinned[dir] = (poas__transfer_model){
+            .valid = 1, .latency = 7e-6, .bandwidth = 2.4e10 / 7, .fit = {12, 0.9, 0.002, 0.02}};
       }
     /* Written only when measured (> 1); read back as 1 otherwise. */
     m->contention = d ? 1.0 + 1.0 / 7 : 1;
@@ -172,6 +179,8 @@ static const struct {
     {"bad-features.json", "features"},
     {"bad-heldout-order.json", "heldout_max is below"},
     {"bad-negative-dispatch.json", "dispatch_s"},
+    {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
+    {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     /* Found by the fuzzer: a transfer section read past the end of its
      * list of known keys. */
     {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},

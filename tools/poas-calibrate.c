@@ -3,6 +3,7 @@
  * it draws a progress line (device, step, bar); either way it ends with a
  * summary table of each fit's quality. */
 #include "poas.h"
+#include "tools/fit-text.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -69,10 +70,11 @@ static void print_summary(const poas_calibration_result *r) {
     }
     for (int dir = 0; dir < 2; dir++) {
       const poas_fit_info *t = &f->transfer[dir];
+      char model[128];
+      tool_transfer_text(f, (poas_direction)dir, model, sizeof model);
       if (t->samples)
-        printf("%-8s %-5s %7d %8.5f %13.2f%% %10.2f%%   latency %.2f us, %.2f GB/s\n", f->id,
-               dir ? "d2h" : "h2d", t->samples, t->r2, 100 * t->heldout_median,
-               100 * t->heldout_max, 1e6 * f->latency_s[dir], f->bandwidth[dir] / 1e9);
+        printf("%-8s %-5s %7d %8.5f %13.2f%% %10.2f%%   %s\n", f->id, dir ? "d2h" : "h2d",
+               t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
     }
     if (f->dispatch_s > 0)
       printf("%-8s a run costs %.0f us beyond its GEMMs and copies\n", f->id,

@@ -3,6 +3,7 @@
  * (path, age, why it is not used, each model's held-out error), as tables
  * or, with --json, as one JSON object for scripts. */
 #include "poas.h"
+#include "tools/fit-text.h"
 #include "tools/json-out.h"
 
 #include <getopt.h>
@@ -45,8 +46,10 @@ static void json_device_fit(const poas_device_fit *f) {
   }
   printf("}, \"transfer\": {");
   for (int dir = 0; dir < 2; dir++) {
-    printf("%s\"%s\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"fit\": ", dir ? ", " : "",
-           dir ? "d2h" : "h2d", f->latency_s[dir], f->bandwidth[dir]);
+    printf("%s\"%s\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"knee_bytes\": %.6g, "
+           "\"bandwidth_beyond\": %.6g, \"fit\": ",
+           dir ? ", " : "", dir ? "d2h" : "h2d", f->latency_s[dir], f->bandwidth[dir],
+           f->knee_bytes[dir], f->bandwidth_beyond[dir]);
     json_fit(&f->transfer[dir]);
     printf("}");
   }
@@ -137,10 +140,11 @@ static void print_profile_table(poas_context *ctx) {
       }
     for (int dir = 0; dir < 2; dir++) {
       const poas_fit_info *t = &f->transfer[dir];
+      char model[128];
+      tool_transfer_text(f, (poas_direction)dir, model, sizeof model);
       if (t->samples)
-        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%  %.2f us + %.2f GB/s\n", f->id,
-               dir ? "d2h" : "h2d", "", t->samples, t->r2, 100 * t->heldout_median,
-               100 * t->heldout_max, 1e6 * f->latency_s[dir], f->bandwidth[dir] / 1e9);
+        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%  %s\n", f->id, dir ? "d2h" : "h2d",
+               "", t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
     }
     if (f->dispatch_s > 0)
       printf("%-10s a run costs %.0f us beyond its GEMMs and copies\n", f->id,

@@ -1,0 +1,14 @@
+/* fit-text.h: how poas-info and poas-calibrate describe a fitted model in
+ * their tables, so that both say the same thing the same way. */
+#ifndef POAS_TOOLS_FIT_TEXT_H
+#define POAS_TOOLS_FIT_TEXT_H
+
+#include "poas.h"
+
+#include <stddef.h>
+
+/* A device's transfer model in one direction, as "8.28 us + 15.1 GB/s" or,
+ * with a knee, "8.28 us + 15.1 GB/s, 10.2 GB/s past 64 MiB". */
+void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf, size_t cap);
+
+#endif
