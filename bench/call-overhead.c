@@ -4,8 +4,10 @@
  *   poas_sgemm       the whole public call, end to end (what an application
  *                    sees, and what calibration's dispatch_s measures)
  *   plan             poas_plan_gemm alone: predicting and optimising
- *   engine           creating and destroying the DAG engine, the per-run
- *                    cost of its worker threads
+ *   engine           creating and destroying the DAG engine (its threads
+ *                    start with the first work)
+ *   N threads        starting and joining as many threads as the engine may
+ *                    issue to the device from, each making one device call
  *   events           creating, recording, waiting for and destroying one
  *                    device event, as the engine does per instruction
  *   direct           the same GEMM through the backend with no runtime
@@ -20,6 +22,7 @@
 #include "schedule/engine.h"
 
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +50,15 @@ static void print_median(const char *what, double *t, int n) {
 static void die(const char *what) {
   fprintf(stderr, "call-overhead: %s: %s\n", what, poas_error_detail());
   exit(1);
+}
+
+/* A fresh thread's first device call: an event made and dropped. */
+static void *first_call(void *arg) {
+  poas__device *d = arg;
+  poas__event ev;
+  if (d->be->event_create && d->be->event_create(d, &ev) == 0)
+    d->be->event_destroy(d, &ev);
+  return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -142,6 +154,26 @@ int main(int argc, char **argv) {
       t[i] = now() - t0;
   }
   print_median("engine", t, calls);
+
+  /* What a run pays to start the engine's threads for the device: as many
+   * fresh threads as it may issue from, each making one device call (a
+   * CUDA runtime sets up per-thread state on a thread's first call). */
+  int nthreads = d->issue_threads > 0 ? d->issue_threads : 1;
+  for (int i = -3; i < calls; i++) {
+    pthread_t th[16];
+    int nt = nthreads < 16 ? nthreads : 16;
+    double t0 = now();
+    for (int j = 0; j < nt; j++)
+      if (pthread_create(&th[j], NULL, first_call, d))
+        die("pthread_create");
+    for (int j = 0; j < nt; j++)
+      pthread_join(th[j], NULL);
+    if (i >= 0)
+      t[i] = now() - t0;
+  }
+  char what[32];
+  snprintf(what, sizeof what, "%d threads", nthreads < 16 ? nthreads : 16);
+  print_median(what, t, calls);
 
   int lanes = d->nlanes;
   for (int i = -3; i < calls && d->be->event_create; i++) {
