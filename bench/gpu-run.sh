@@ -166,6 +166,12 @@ stage_openblas() {
   done
 }
 
+# The GPU's clocks, power and temperature every 200 ms, for as long as the
+# stages run: a GPU near its power limit clocks down, which shows in rates.
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+  --format=csv -lms 200 >"$out/gpu-monitor.csv" 2>/dev/null &
+monitor=$!
+
 for s in "$@"; do
   case $s in
     env) stage_env ;;
@@ -183,3 +189,8 @@ for s in "$@"; do
     *) echo "gpu-run.sh: unknown stage '$s'" >&2; exit 2 ;;
   esac
 done 2>&1 | tee -a "$out/gpu-run.log"
+kill "$monitor" 2>/dev/null
+# The device tool brings back at most 8 files: all but the log and the
+# profile travel in one archive.
+(cd "$out" && files=$(ls | grep -vxE 'gpu-run.log|profile.json|results.tar.gz') &&
+  [ -n "$files" ] && tar -czf results.tar.gz $files && rm -f $files)
