@@ -36,6 +36,16 @@ static void count_host_cores(void) {
  * the pair ran at 0.5x of the GPU alone in dgemm. */
 #define POAS__MIN_GAIN 0.03
 
+/* What a run through the engine (several devices, or several tiles on
+ * one) costs beyond what the models predict: its threads and hand-offs.
+ * Measured with bench/call-overhead as the public call against the same
+ * work issued directly: 0.1 ms on the CI machine's PoCL device, 0.45 ms on
+ * an H100 VM, where waking a thread on another vCPU is slow. The larger
+ * one, since the cost of getting it wrong is not symmetric: too small
+ * makes small GEMMs several times slower, too large gives up a few percent
+ * of overlap on GEMMs of a few milliseconds. */
+#define POAS__ENGINE_RUN_S 5e-4
+
 /* The host's cores, which devices that share them compete for. */
 static int host_cores(void) {
   pthread_once(&host_cores_once, count_host_cores);
@@ -49,6 +59,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
                                   .reads_ab = p->k > 0 && p->alpha != 0,
                                   .host_cores = host_cores(),
                                   .min_gain = POAS__MIN_GAIN,
+                                  .engine_s = POAS__ENGINE_RUN_S,
                                   .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
   for (int i = 0; i < nd; i++) {

@@ -31,6 +31,10 @@ typedef struct poas__opt_problem {
   int host_cores;     /* cores of the host, for devices that share them */
   double min_gain;    /* a device whose part shortens the predicted makespan
                          by less than this fraction is left out; 0: none is */
+  double engine_s;    /* what a run through the engine costs beyond the
+                         models (several devices, or several tiles), where
+                         one device with one tile runs on the caller's
+                         thread; 0: nothing (the solver then stays exact) */
   int names_swapped;  /* the caller's rows are these columns (row-major call):
                          reasons name units as the caller sees them */
 } poas__opt_problem;

@@ -262,9 +262,8 @@ typedef struct screen {
  * 0.1 ms a run on the CI machine and 0.45 ms on an H100 VM: a 512^3 sgemm
  * took 1.3 ms there in four tiles and 0.3 ms issued as one. So the number
  * of tiles is halved while the pipeline model predicts the device's even
- * share of the work no more than ENGINE_RUN_S or 2% slower with half as
+ * share of the work no more than p->engine_s or 2% slower with half as
  * many tiles. */
-#define ENGINE_RUN_S 5e-4
 static int64_t fewer_tiles(const poas__opt_device *d, const poas__opt_problem *p,
                            const poas__opt_result *r, const poas__device_model *dm, int64_t tile,
                            int64_t fit, int64_t share) {
@@ -286,11 +285,27 @@ static int64_t fewer_tiles(const poas__opt_device *d, const poas__opt_problem *p
       break;
     poas__pipe_init(&pp, p, r->split, dm, d, t, 1);
     poas__pipe_eval(&pp, share, &pt);
-    if (!(pt.total_s <= best + fmax(0.02 * best, ENGINE_RUN_S)))
+    if (!(pt.total_s <= best + fmax(0.02 * best, p->engine_s)))
       break;
     best = fmin(best, pt.total_s), pick = t;
   }
   return pick;
+}
+
+/* The tile of a copy device that can hold `fit` units in a tile, planned
+ * as one of ncand devices taking even shares. */
+static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p,
+                           const poas__opt_result *r, const poas__device_model *dm, int64_t fit,
+                           int ncand) {
+  int64_t want = (r->total_units + PIPE_DEPTH * ncand - 1) / (PIPE_DEPTH * ncand);
+  want = (want + r->granule - 1) / r->granule * r->granule;
+  int64_t tile = POAS__MIN(fit, want);
+  if (tile > r->granule)
+    tile = tile / r->granule * r->granule;
+  if (p->tile_max > 0)
+    tile = POAS__MIN(tile, p->tile_max);
+  int64_t share = (r->total_units + ncand - 1) / ncand;
+  return fewer_tiles(d, p, r, dm, POAS__MAX(tile, 1), fit, share);
 }
 
 /* Marks devices that cannot take part at all, with their reasons. Returns
@@ -337,15 +352,7 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
       sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++;
       continue;
     }
-    int64_t want = (r->total_units + PIPE_DEPTH * ncand - 1) / (PIPE_DEPTH * ncand);
-    want = (want + r->granule - 1) / r->granule * r->granule;
-    int64_t tile = POAS__MIN(fit, want);
-    if (tile > r->granule)
-      tile = tile / r->granule * r->granule;
-    if (p->tile_max > 0)
-      tile = POAS__MIN(tile, p->tile_max);
-    int64_t share = (r->total_units + ncand - 1) / ncand;
-    sc->tile[i] = fewer_tiles(&d[i], p, r, &r->model[i], POAS__MAX(tile, 1), fit, share);
+    sc->tile[i] = device_tile(&d[i], p, r, &r->model[i], fit, ncand);
   }
   return too_big;
 }
@@ -530,6 +537,51 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
   return now;
 }
 
+/* A plan with several devices runs through the engine, whose threads and
+ * hand-offs cost about p->engine_s a run, and its devices disturb each
+ * other (host memory bandwidth, the cores that drive a GPU's pageable
+ * copies); the largest device alone with one tile runs on the caller's
+ * thread. On an H100 VM, sgemm with the 16-core CPU beside the GPU was
+ * predicted 14% faster at n = 512 and ran 17 times slower (7.2 ms against
+ * 0.43 ms alone). So the others must save more than p->engine_s over the
+ * largest device alone; that is checked from the largest device's time
+ * for the whole problem, and re-solved only when it comes close. */
+static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, screen *sc,
+                               poas__opt_result *r, double t) {
+  int top = -1, working = 0;
+  for (int ci = 0; ci < s->ncand; ci++)
+    if (s->n[ci] > 0) {
+      working++;
+      if (top < 0 || s->n[ci] > s->n[top])
+        top = ci;
+    }
+  const double cost = s->p->engine_s;
+  if (working < 2 || cost <= 0 || !(cand_time(s, top, s->ngran) <= t + cost))
+    return;
+  int use[POAS_MAX_DEVICES] = {0}, keep = s->c[top].dev;
+  use[keep] = 1;
+  /* Alone, a copy device's tile is chosen for the whole problem. */
+  int64_t shared_tile = sc->tile[keep];
+  if (!d[keep].host_memory)
+    sc->tile[keep] = device_tile(&d[keep], s->p, r, &r->model[keep],
+                                 tile_fit(&d[keep], s->p, r->split), 1);
+  double alone = solve_subset(s, d, nd, use, sc, r);
+  if (!(alone <= t + cost)) {
+    sc->tile[keep] = shared_tile;
+    solve_subset(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
+    return;
+  }
+  for (int i = 0; i < nd; i++)
+    if (sc->ok[i] && i != keep) {
+      sc->ok[i] = 0;
+      r->dev[i].excluded = 1;
+      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+               "adds too little: %s alone is predicted %.3g ms, %.3g ms more than with the "
+               "others, less than the %.2g ms a run on several devices costs the runtime",
+               d[keep].id, 1e3 * alone, 1e3 * (alone - t), 1e3 * cost);
+    }
+}
+
 static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_problem *p,
                            int too_big, const poas__opt_result *r) {
   if (too_big == 0) {
@@ -594,6 +646,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   if (!isfinite(t))
     return fail_everywhere(d, nd, p, too_big, out);
   t = drop_marginal(&s, d, nd, &sc, out, t);
+  alone_when_cheaper(&s, d, nd, &sc, out, t);
   fill_result(&s, &sc, out);
   return 0;
 }

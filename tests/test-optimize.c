@@ -113,6 +113,37 @@ TEST(solver_matches_exhaustive_search) {
   return 0;
 }
 
+/* With engine_s, what a run through the engine costs: a small GEMM that a
+ * slower CPU beside a GPU would shorten by less than that runs on the GPU
+ * alone, in one tile (so on the caller's thread); without it both take
+ * part and the GPU's share is pipelined. A large one keeps both. */
+TEST(small_problems_run_on_one_device_in_one_tile) {
+  poas__device_model gpu, cpu;
+  rate_model(&gpu, 2e12, 1e-5, 1e-5, 1e10);
+  rate_model(&cpu, 4e11, 1e-5, 0, 0);
+  poas__opt_device d[2] = {device("cpu", &cpu, 1), device("gpu", &gpu, 0)};
+  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 512, .n = 512, .k = 512,
+                         .reads_ab = 1, .engine_s = 5e-4};
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_MSG(r.dev[0].excluded && strstr(r.dev[0].reason, "costs the runtime"), "cpu: %s",
+            r.dev[0].reason);
+  CHECK(!r.dev[1].excluded && r.dev[1].u1 - r.dev[1].u0 == r.total_units);
+  CHECK_MSG(r.dev[1].tile == r.total_units, "gpu tile %lld of %lld", (long long)r.dev[1].tile,
+            (long long)r.total_units);
+  double alone = r.makespan_s;
+  p.engine_s = 0;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && !r.dev[1].excluded && r.makespan_s < alone);
+  CHECK(r.dev[1].tile < r.dev[1].u1 - r.dev[1].u0);
+  p.m = p.n = p.k = 8192;
+  p.engine_s = 5e-4;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && !r.dev[1].excluded);
+  return 0;
+}
+
 /* --------------------------------------------------------------- shares */
 
 TEST(shares_follow_rates) {
@@ -349,6 +380,7 @@ TEST(empty_problems_plan_nothing) {
 
 TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(shares_follow_rates),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
+          TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),
           TEST_ENTRY(useless_and_unfit_devices_are_excluded_with_reasons),
           TEST_ENTRY(devices_sharing_cores_never_add_what_they_cannot),
