@@ -16,7 +16,8 @@
 #   bench:SIZES:DT:REPEAT[:BASELINES]   poas-bench gemm on cpu0,cuda0, recorded
 #                   like bench/record.sh (baselines cblas,cublas by default);
 #                   a device alone runs a row block beyond ALONE_LIMIT seconds
-#                   (default 30, poas-bench --alone-limit)
+#                   (default 30, poas-bench --alone-limit); DEVICES sets the
+#                   selection (default cpu0,cuda0)
 #   overhead[:DEV]  bench/call-overhead: where a small call's fixed cost goes
 #   trace:N[:DEVS]  one n x n x n sgemm (poas-demo) on DEVS (cpu0,cuda0) with POAS_TRACE
 #   openblas        which kernel OpenBLAS picked, and cblas at n=4096 under others
@@ -115,7 +116,8 @@ stage_accuracy() {
 
 stage_bench() {
   local sizes=$1 dt=$2 rep=$3 baselines=${4:-cblas,cublas}
-  local base=$out/bench-$machine-${dt/,/}-${sizes//,/_}
+  local devs=${DEVICES:-cpu0,cuda0}
+  local base=$out/bench-$machine-${dt/,/}-${sizes//,/_}-$(echo "$devs" | tr -c 'A-Za-z0-9\n' '_')
   echo "== bench sizes $sizes dtype $dt repeat $rep ($(stamp))"
   {
     echo "# poas-bench gemm on $machine"
@@ -124,7 +126,7 @@ stage_bench() {
     echo "- commit: $commit"
     echo "- host: $(uname -n), $(uname -srm), $(nproc) online CPUs, $(lscpu | sed -n 's/^Model name: *//p')"
     echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
-    echo "- command: \`poas-bench gemm --sizes $sizes --dtype $dt --repeat $rep --devices cpu0,cuda0 --baselines $baselines --alone-limit ${ALONE_LIMIT:-30}\`"
+    echo "- command: \`poas-bench gemm --sizes $sizes --dtype $dt --repeat $rep --devices $devs --baselines $baselines --alone-limit ${ALONE_LIMIT:-30}\`"
     echo
     echo '```'
     "$build/tools/poas-info" 2>&1
@@ -133,7 +135,7 @@ stage_bench() {
     echo '```'
   } >"$base.md"
   "$build/bench/poas-bench" gemm --sizes "$sizes" --dtype "$dt" --repeat "$rep" \
-    --devices cpu0,cuda0 --baselines "$baselines" --alone-limit "${ALONE_LIMIT:-30}" \
+    --devices "$devs" --baselines "$baselines" --alone-limit "${ALONE_LIMIT:-30}" \
     --csv "$base.csv" >>"$base.md" 2>&1
   echo "poas-bench exit status $?" >>"$base.md"
   echo '```' >>"$base.md"
@@ -192,5 +194,5 @@ done 2>&1 | tee -a "$out/gpu-run.log"
 kill "$monitor" 2>/dev/null
 # The device tool brings back at most 8 files: all but the log and the
 # profile travel in one archive.
-(cd "$out" && files=$(ls | grep -vxE 'gpu-run.log|profile.json|results.tar.gz') &&
-  [ -n "$files" ] && tar -czf results.tar.gz $files && rm -f $files)
+(cd "$out" && files=$(ls | grep -vxE 'gpu-run.log|profile.json|results-[0-9]+.tar.gz') &&
+  [ -n "$files" ] && tar -czf "results-$(date +%s).tar.gz" $files && rm -f $files)
