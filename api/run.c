@@ -28,13 +28,29 @@ static void count_host_cores(void) {
 }
 
 /* A device must shorten the predicted makespan by at least this much to
- * take part. Below it the gain is inside the models' error (held-out
- * medians of 2 to 9%), while the device still costs: it needs host threads
- * to feed it or shares the host's cores and memory bandwidth with the
- * others. On an H100 machine the 16-core CPU would add 2% to sgemm at
- * n = 8192, yet running beside the GPU it took 4x its predicted time and
- * the pair ran at 0.5x of the GPU alone in dgemm. */
+ * take part, or by the held-out median error of the devices' calibrated
+ * GEMM models for the dtype when that is larger (capped at
+ * POAS__MAX_MIN_GAIN). Below it the gain is inside the models' error,
+ * while the device still costs: it needs host threads to feed it or
+ * shares the host's cores and memory bandwidth with the others. On an H100
+ * machine the 16-core CPU would add 2% to sgemm at n = 8192, yet running
+ * beside the GPU it took 4x its predicted time and the pair ran at 0.5x of
+ * the GPU alone in dgemm; with a 3% bar it still took 5.6% of sgemm at
+ * n = 4096 and made the pair 7% slower than the GPU alone, whose model
+ * errs by 8% (held out). */
 #define POAS__MIN_GAIN 0.03
+#define POAS__MAX_MIN_GAIN 0.15
+
+/* The bar for a plan of `dtype` on the context's devices. */
+static double plan_min_gain(const poas_context *ctx, poas_dtype dtype) {
+  double g = POAS__MIN_GAIN;
+  for (int i = 0; i < ctx->devices.ndev; i++) {
+    const poas__device_model *dm = &ctx->models[i];
+    if (dm->source == POAS__MODEL_CALIBRATED)
+      g = POAS__MAX(g, dm->gemm_fit[dtype == POAS_FLOAT64].heldout_median);
+  }
+  return POAS__MIN(g, POAS__MAX_MIN_GAIN);
+}
 
 /* What a run through the engine (several devices, or several tiles on
  * one) costs beyond what the models predict: its threads and hand-offs.
@@ -58,7 +74,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
                                   .m = p->m, .n = p->n, .k = p->k, .reads_c = p->beta != 0,
                                   .reads_ab = p->k > 0 && p->alpha != 0,
                                   .host_cores = host_cores(),
-                                  .min_gain = POAS__MIN_GAIN,
+                                  .min_gain = plan_min_gain(ctx, p->dtype),
                                   .engine_s = POAS__ENGINE_RUN_S,
                                   .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
