@@ -256,40 +256,45 @@ typedef struct screen {
 /* The tile for a copy device: PIPE_DEPTH tiles of its share overlap copies
  * with GEMMs, but each tile pays a copy's latency and a call's overhead
  * more, which a small problem feels (a 64^3 sgemm in four tiles on PoCL
- * spent 180 us on the device where one tile takes 70). And a device's
- * work in one tile, alone in a plan, runs on the caller's thread without
- * the engine (schedule/run.c), whose threads and hand-offs cost about
- * 0.1 ms a run on the CI machine and 0.45 ms on an H100 VM: a 512^3 sgemm
- * took 1.3 ms there in four tiles and 0.3 ms issued as one. So the number
- * of tiles is halved while the pipeline model predicts the device's even
- * share of the work no more than p->engine_s or 2% slower with half as
- * many tiles. */
+ * spent 180 us on the device where one tile takes 70). So of 4 PIPE_DEPTH
+ * tiles, half as many, and so on down to two, the pipeline model's best
+ * for the device's even share; and one tile when that is predicted within
+ * 2% of it, or, for a device planned alone, within p->engine_s: a single
+ * device with a single tile runs on the caller's thread without the engine
+ * (schedule/run.c), whose threads and hand-offs cost about 0.1 ms a run on
+ * the CI machine and 0.45 ms on an H100 VM (a 512^3 sgemm took 1.3 ms
+ * there in four tiles and 0.3 ms issued as one). */
 static int64_t fewer_tiles(const poas__opt_device *d, const poas__opt_problem *p,
                            const poas__opt_result *r, const poas__device_model *dm, int64_t tile,
-                           int64_t fit, int64_t share) {
+                           int64_t fit, int64_t share, int ncand) {
   share = POAS__MIN(POAS__MAX(share, 1), r->total_units);
-  int64_t ntiles = (share + tile - 1) / tile, pick = tile;
+  if (share <= 0)
+    return tile;
+  /* From four times PIPE_DEPTH tiles: on large problems the first tile's
+   * copies, which nothing hides, are then shorter. */
+  int64_t ntiles = 4 * ((share + tile - 1) / tile), pick = tile;
   poas__pipe pp;
   poas__pipe_time pt;
-  poas__pipe_init(&pp, p, r->split, dm, d, tile, 1);
-  poas__pipe_eval(&pp, share, &pt);
-  double best = pt.total_s;
-  while (ntiles > 1) {
-    ntiles = (ntiles + 1) / 2;
+  double best = INFINITY, one = INFINITY;
+  for (;;) {
     int64_t t = (share + ntiles - 1) / ntiles;
-    t = (t + r->granule - 1) / r->granule * r->granule;
+    if (ntiles > 1)
+      t = (t + r->granule - 1) / r->granule * r->granule;
     t = POAS__MIN(t, fit);
     if (p->tile_max > 0)
       t = POAS__MIN(t, p->tile_max);
-    if (t <= pick)
-      break;
     poas__pipe_init(&pp, p, r->split, dm, d, t, 1);
     poas__pipe_eval(&pp, share, &pt);
-    if (!(pt.total_s <= best + fmax(0.02 * best, p->engine_s)))
+    if (t >= share)
+      one = pt.total_s;
+    else if (pt.total_s < best)
+      best = pt.total_s, pick = t;
+    if (ntiles == 1 || t >= share)
       break;
-    best = fmin(best, pt.total_s), pick = t;
+    ntiles = (ntiles + 1) / 2;
   }
-  return pick;
+  double slack = fmax(0.02 * best, ncand == 1 ? p->engine_s : 0);
+  return isfinite(one) && !(one > best + slack) ? share : pick;
 }
 
 /* The tile of a copy device that can hold `fit` units in a tile, planned
@@ -305,7 +310,21 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
   if (p->tile_max > 0)
     tile = POAS__MIN(tile, p->tile_max);
   int64_t share = (r->total_units + ncand - 1) / ncand;
-  return fewer_tiles(d, p, r, dm, POAS__MAX(tile, 1), fit, share);
+  return fewer_tiles(d, p, r, dm, POAS__MAX(tile, 1), fit, share, ncand);
+}
+
+/* Chooses the tiles of the copy devices still in sc->ok again for their
+ * number: when devices are left out, the rest take larger shares, and
+ * their tiles follow (the same device alone and left alone by a plan then
+ * run the same pipeline). */
+static void retile(const poas__opt_device *d, int nd, const poas__opt_problem *p,
+                   const poas__opt_result *r, screen *sc) {
+  int ncand = 0;
+  for (int i = 0; i < nd; i++)
+    ncand += sc->ok[i];
+  for (int i = 0; i < nd; i++)
+    if (sc->ok[i] && !d[i].host_memory)
+      sc->tile[i] = device_tile(&d[i], p, r, &r->model[i], tile_fit(&d[i], p, r->split), ncand);
 }
 
 /* Marks devices that cannot take part at all, with their reasons. Returns
@@ -518,11 +537,13 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
     return t;
   for (int j = 0; j < ndrop; j++)
     sc->ok[order[j]] = 0;
+  retile(d, nd, s->p, r, sc);
   double now = solve_subset(s, d, nd, sc->ok, sc, r);
   /* The shares were an estimate: keep devices back, largest first, until
    * the makespan is within the gain (rarely needed). */
   while (ndrop > 0 && now > t * (1 + g)) {
     sc->ok[order[--ndrop]] = 1;
+    retile(d, nd, s->p, r, sc);
     now = solve_subset(s, d, nd, sc->ok, sc, r);
   }
   for (int j = 0; j < ndrop; j++) {
@@ -560,17 +581,15 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
     return;
   int use[POAS_MAX_DEVICES] = {0}, keep = s->c[top].dev;
   use[keep] = 1;
-  /* Alone, a copy device's tile is chosen for the whole problem. */
-  int64_t shared_tile = sc->tile[keep];
-  if (!d[keep].host_memory)
-    sc->tile[keep] = device_tile(&d[keep], s->p, r, &r->model[keep],
-                                 tile_fit(&d[keep], s->p, r->split), 1);
-  double alone = solve_subset(s, d, nd, use, sc, r);
+  screen alone_sc = *sc;
+  memcpy(alone_sc.ok, use, sizeof use);
+  retile(d, nd, s->p, r, &alone_sc);
+  double alone = solve_subset(s, d, nd, use, &alone_sc, r);
   if (!(alone <= t + cost)) {
-    sc->tile[keep] = shared_tile;
     solve_subset(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
     return;
   }
+  sc->tile[keep] = alone_sc.tile[keep];
   for (int i = 0; i < nd; i++)
     if (sc->ok[i] && i != keep) {
       sc->ok[i] = 0;
