@@ -27,6 +27,7 @@ typedef struct poas__gemm_problem {
   int async;               /* run as a task: it may keep C on a device (resident.c) */
   unsigned epoch;          /* async: the tasks' epoch when it was submitted */
   int only;                /* 1 + the one device it may run on; 0: any (calibration) */
+  int no_inline;           /* through the engine whatever the plan (calibration) */
 } poas__gemm_problem;
 
 /* Host bytes [*lo, *hi) a column-major matrix of rows x cols spans. */

@@ -55,6 +55,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   }
   f->memory_bytes = m->memory_bytes;
   f->dispatch_s = m->dispatch_s;
+  f->engine_s = m->engine_s;
 }
 
 /* Marks in sel[] the devices a comma-separated id list names. */
@@ -110,8 +111,10 @@ static int cmp_double(const void *a, const void *b) {
 
 /* The runtime's fixed cost of a run on each selected device (dispatch_s):
  * how much longer a tiny GEMM takes end to end, through the whole
- * pipeline, than the device's fresh models predict for it. The median of
- * DISPATCH_RUNS after warm-ups. Devices in virtual time have none. */
+ * pipeline, than the device's fresh models predict for it; and how much
+ * more the same run costs forced through the engine (engine_s), which
+ * plans on several devices or tiles take. The median of DISPATCH_RUNS
+ * after warm-ups. Devices in virtual time have neither. */
 #define DISPATCH_RUNS 21
 #define DISPATCH_N 32
 
@@ -136,28 +139,34 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
   for (int i = 0; i < ctx->devices.ndev; i++)
     if (sel[i]) {
       ctx->models[i] = fresh[i];
-      ctx->models[i].dispatch_s = 0;
+      ctx->models[i].dispatch_s = ctx->models[i].engine_s = 0;
     }
   for (int i = 0; !rc && i < ctx->devices.ndev; i++) {
     if (!sel[i] || ctx->devices.dev[i]->virtual_time)
       continue;
-    double extra[DISPATCH_RUNS];
-    for (int r = -3; !rc && r < DISPATCH_RUNS; r++) {
-      poas__gemm_problem p = {.dtype = dtype, .transa = POAS_NO_TRANS,
-                              .transb = POAS_NO_TRANS, .m = DISPATCH_N, .n = DISPATCH_N,
-                              .k = DISPATCH_N, .alpha = 1, .beta = 0, .a = a, .b = b, .c = c,
-                              .lda = DISPATCH_N, .ldb = DISPATCH_N, .ldc = DISPATCH_N,
-                              .only = i + 1};
-      double t0 = poas__now();
-      rc = poas__gemm_run(ctx, &p);
-      double t = poas__now() - t0;
-      if (!rc && r >= 0)
-        extra[r] = t - ctx->report.predicted_s;
+    double extra[2][DISPATCH_RUNS], cost[2] = {0, 0};
+    /* Alternating, so that both see the same machine. */
+    for (int r = -3; !rc && r < DISPATCH_RUNS; r++)
+      for (int engine = 0; !rc && engine < 2; engine++) {
+        poas__gemm_problem p = {.dtype = dtype, .transa = POAS_NO_TRANS,
+                                .transb = POAS_NO_TRANS, .m = DISPATCH_N, .n = DISPATCH_N,
+                                .k = DISPATCH_N, .alpha = 1, .beta = 0, .a = a, .b = b, .c = c,
+                                .lda = DISPATCH_N, .ldb = DISPATCH_N, .ldc = DISPATCH_N,
+                                .only = i + 1, .no_inline = engine};
+        double t0 = poas__now();
+        rc = poas__gemm_run(ctx, &p);
+        double t = poas__now() - t0;
+        if (!rc && r >= 0)
+          extra[engine][r] = t - ctx->report.predicted_s;
+      }
+    for (int engine = 0; !rc && engine < 2; engine++) {
+      qsort(extra[engine], DISPATCH_RUNS, sizeof *extra[engine], cmp_double);
+      double d = extra[engine][DISPATCH_RUNS / 2];
+      cost[engine] = d < 0 ? 0 : d > 0.1 ? 0.1 : d;
     }
     if (!rc) {
-      qsort(extra, DISPATCH_RUNS, sizeof *extra, cmp_double);
-      double d = extra[DISPATCH_RUNS / 2];
-      fresh[i].dispatch_s = d < 0 ? 0 : d > 0.1 ? 0.1 : d;
+      fresh[i].dispatch_s = cost[0];
+      fresh[i].engine_s = cost[1] > cost[0] ? cost[1] - cost[0] : 0;
     }
   }
   memcpy(ctx->models, saved, sizeof ctx->models);

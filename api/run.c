@@ -53,14 +53,25 @@ static double plan_min_gain(const poas_context *ctx, poas_dtype dtype) {
 }
 
 /* What a run through the engine (several devices, or several tiles on
- * one) costs beyond what the models predict: its threads and hand-offs.
- * Measured with bench/call-overhead as the public call against the same
- * work issued directly: 0.1 ms on the CI machine's PoCL device, 0.45 ms on
- * an H100 VM, where waking a thread on another vCPU is slow. The larger
- * one, since the cost of getting it wrong is not symmetric: too small
- * makes small GEMMs several times slower, too large gives up a few percent
- * of overlap on GEMMs of a few milliseconds. */
+ * one) costs beyond what the models predict, for profiles that did not
+ * measure it (engine_s): its threads and hand-offs. Measured with
+ * bench/call-overhead as the public call against the same work issued
+ * directly: 0.1 ms on the CI machine's PoCL device, 0.45 ms on an H100 VM,
+ * where waking a thread on another vCPU is slow. The larger one, since the
+ * cost of getting it wrong is not symmetric: too small makes small GEMMs
+ * several times slower, too large gives up a few percent of overlap on
+ * GEMMs of a few milliseconds. */
 #define POAS__ENGINE_RUN_S 5e-4
+
+/* What a run through the engine costs on the context's devices: the most
+ * any measured (calibration's engine_s), else POAS__ENGINE_RUN_S. */
+static double plan_engine_s(const poas_context *ctx) {
+  double e = 0;
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    if (ctx->models[i].source == POAS__MODEL_CALIBRATED)
+      e = POAS__MAX(e, ctx->models[i].engine_s);
+  return e > 0 ? e : POAS__ENGINE_RUN_S;
+}
 
 /* The host's cores, which devices that share them compete for. */
 static int host_cores(void) {
@@ -75,7 +86,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
                                   .reads_ab = p->k > 0 && p->alpha != 0,
                                   .host_cores = host_cores(),
                                   .min_gain = plan_min_gain(ctx, p->dtype),
-                                  .engine_s = POAS__ENGINE_RUN_S,
+                                  .engine_s = plan_engine_s(ctx),
                                   .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
   for (int i = 0; i < nd; i++) {
@@ -161,6 +172,7 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
     goto done;
   poas__sched_config cfg;
   sched_config(ctx, &plan->res, &cfg);
+  cfg.no_inline = p->no_inline;
   poas_report r;
   rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);
   /* A device that failed during the run left its part of C to others: the

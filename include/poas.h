@@ -224,6 +224,8 @@ typedef struct poas_device_fit {
   double bandwidth_beyond[2];
   uint64_t memory_bytes;   /* memory the model says the device can allocate */
   double dispatch_s;       /* the runtime's fixed cost of a run on it; 0 when not measured */
+  double engine_s;         /* what a run through the engine (several devices or tiles)
+                              costs beyond that; 0 when not measured */
 } poas_device_fit;
 
 /* Progress of a calibration: the device being measured, the step ("memory",

@@ -73,6 +73,10 @@ typedef struct poas__device_model {
    * copy models: planning, threads handing work over, events. Measured by
    * poas_calibrate end to end on a tiny GEMM; 0 when not measured. */
   double dispatch_s;
+  /* What a run through the engine (several devices, or several tiles)
+   * costs beyond that: its threads and their hand-offs. Measured the same
+   * way with the engine forced; 0 when not measured. */
+  double engine_s;
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */

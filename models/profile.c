@@ -439,7 +439,7 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
   static const char *const known[] = {"id",       "name",       "memory_bytes", "gemm",
-                                      "transfer", "contention", "dispatch_s",   NULL};
+                                      "transfer", "contention", "dispatch_s",   "engine_s", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -470,6 +470,10 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   dm->dispatch_s = 0;
   if (json_object_get(obj, "dispatch_s") &&
       get_number(r, obj, path, "dispatch_s", 0, 1, &dm->dispatch_s))
+    return -1;
+  dm->engine_s = 0;
+  if (json_object_get(obj, "engine_s") &&
+      get_number(r, obj, path, "engine_s", 0, 1, &dm->engine_s))
     return -1;
   return 0;
 }
@@ -667,6 +671,8 @@ static json_t *device_json(const poas__profile_device *pd) {
     json_object_set_new(d, "contention", json_real(pd->model.contention));
   if (pd->model.dispatch_s > 0)
     json_object_set_new(d, "dispatch_s", json_real(pd->model.dispatch_s));
+  if (pd->model.engine_s > 0)
+    json_object_set_new(d, "engine_s", json_real(pd->model.engine_s));
   return d;
 }
 

@@ -508,7 +508,7 @@ static int run_inline(const poas__devset *set, poas__work_source *src,
         return 0;
       dev = d;
     }
-  if (dev < 0 || (fault && *fault) || (trace && *trace))
+  if (dev < 0 || (fault && *fault) || (trace && *trace) || cfg->no_inline)
     return 0;
   poas__device *d = set->dev[dev];
   if (d->virtual_time)

@@ -28,6 +28,9 @@ typedef struct poas__sched_config {
   double predicted_s[POAS_MAX_DEVICES];
   double rate[POAS_MAX_DEVICES];
   double predicted_makespan_s;
+  /* Through the engine even when the plan could run on the caller's
+   * thread (calibration measures what the engine costs). */
+  int no_inline;
 } poas__sched_config;
 
 /* Runs all of src's units on the devices of `set` and fills, in *report,

@@ -104,6 +104,7 @@ static void sample_profile(poas__profile *p) {
     m->contention = d ? 1.0 + 1.0 / 7 : 1;
     /* Written only when measured (> 0); read back as 0 otherwise. */
     m->dispatch_s = d ? 4.7e-5 / 3 : 0;
+    m->engine_s = d ? 4.5e-4 / 7 : 0;
   }
 }
 
@@ -136,6 +137,7 @@ TEST(round_trip_is_exact) {
     }
     CHECK(x->model.contention == y->model.contention);
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
+    CHECK(x->model.engine_s == y->model.engine_s);
   }
   /* Written again, the file is byte for byte the same. */
   const char *again = test_tmp_path("again.json");

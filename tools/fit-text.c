@@ -3,6 +3,18 @@
 
 #include <stdio.h>
 
+void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {
+  if (cap)
+    buf[0] = '\0';
+  if (!(f->dispatch_s > 0) && !(f->engine_s > 0))
+    return;
+  int len = snprintf(buf, cap, "a run costs %.0f us beyond its GEMMs and copies",
+                     1e6 * f->dispatch_s);
+  if (f->engine_s > 0 && len > 0 && (size_t)len < cap)
+    snprintf(buf + len, cap - (size_t)len, ", %.0f us more through the engine",
+             1e6 * f->engine_s);
+}
+
 void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf, size_t cap) {
   int len = snprintf(buf, cap, "%.2f us + %.2f GB/s", 1e6 * f->latency_s[dir],
                      f->bandwidth[dir] / 1e9);

@@ -76,9 +76,10 @@ static void print_summary(const poas_calibration_result *r) {
         printf("%-8s %-5s %7d %8.5f %13.2f%% %10.2f%%   %s\n", f->id, dir ? "d2h" : "h2d",
                t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
     }
-    if (f->dispatch_s > 0)
-      printf("%-8s a run costs %.0f us beyond its GEMMs and copies\n", f->id,
-             1e6 * f->dispatch_s);
+    char cost[160];
+    tool_run_cost_text(f, cost, sizeof cost);
+    if (cost[0])
+      printf("%-8s %s\n", f->id, cost);
   }
   printf("took %.1f s; profile: %s\n", r->seconds, r->output[0] ? r->output : "(not written)");
 }

@@ -53,8 +53,8 @@ static void json_device_fit(const poas_device_fit *f) {
     json_fit(&f->transfer[dir]);
     printf("}");
   }
-  printf("}, \"memory_bytes\": %llu, \"dispatch_s\": %.6g}", (unsigned long long)f->memory_bytes,
-         f->dispatch_s);
+  printf("}, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g}",
+         (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
 }
 
 static void print_profile_json(poas_context *ctx) {
@@ -146,9 +146,10 @@ static void print_profile_table(poas_context *ctx) {
         printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%  %s\n", f->id, dir ? "d2h" : "h2d",
                "", t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
     }
-    if (f->dispatch_s > 0)
-      printf("%-10s a run costs %.0f us beyond its GEMMs and copies\n", f->id,
-             1e6 * f->dispatch_s);
+    char cost[160];
+    tool_run_cost_text(f, cost, sizeof cost);
+    if (cost[0])
+      printf("%-10s %s\n", f->id, cost);
   }
 }
 
