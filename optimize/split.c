@@ -580,13 +580,22 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
         top = ci;
     }
   const double cost = s->p->engine_s;
-  if (working < 2 || cost <= 0 || !(cand_time(s, top, s->ngran) <= t + cost))
+  if (working < 2 || cost <= 0)
     return;
   int use[POAS_MAX_DEVICES] = {0}, keep = s->c[top].dev;
   use[keep] = 1;
   screen alone_sc = *sc;
   memcpy(alone_sc.ok, use, sizeof use);
   retile(d, nd, s->p, r, &alone_sc);
+  /* The whole problem on it alone, with the tiles it would have alone (a
+   * 1024^3 sgemm kept the CPU beside an H100 when this was judged with the
+   * shared plan's eight tiles instead of one). */
+  poas__pipe pp;
+  poas__pipe_time pt;
+  poas__pipe_init(&pp, s->p, r->split, &r->model[keep], &d[keep], alone_sc.tile[keep], 1);
+  poas__pipe_eval(&pp, r->total_units, &pt);
+  if (!(pt.total_s <= t + cost))
+    return;
   double alone = solve_subset(s, d, nd, use, &alone_sc, r);
   if (!(alone <= t + cost)) {
     solve_subset(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
