@@ -18,6 +18,7 @@
  *
  *   bench/accuracy [--devices cpu] [--reps N] [--quick]
  * The profile comes from POAS_PROFILE or the default path. */
+#include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
 
@@ -40,22 +41,6 @@ static double random_unit(uint64_t *s) {
   *s ^= *s << 25;
   *s ^= *s >> 27;
   return (double)((*s * 2685821657736338717ull) >> 11) * 0x1.0p-52 - 1.0;
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median_of(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Shapes off the calibration grid: sizes none of its lists contain. The
@@ -90,13 +75,13 @@ static double time_shape(poas_context *ctx, const shape *s, void *A, void *B, vo
   double t_rep[64];
   reps = reps < 64 ? reps : 64;
   for (int r = 0; r <= reps; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     int rc = s->dtype == POAS_FLOAT32
                  ? poas_sgemm(ctx, POAS_COL_MAJOR, s->ta, s->tb, s->m, s->n, s->k, 1, A, lda, B,
                               ldb, 0, C, s->m)
                  : poas_dgemm(ctx, POAS_COL_MAJOR, s->ta, s->tb, s->m, s->n, s->k, 1, A, lda, B,
                               ldb, 0, C, s->m);
-    double t = now() - t0;
+    double t = bench_now() - t0;
     if (rc) {
       fprintf(stderr, "accuracy: gemm failed: %s: %s\n", poas_strerror(rc), poas_error_detail());
       exit(1);
@@ -104,7 +89,7 @@ static double time_shape(poas_context *ctx, const shape *s, void *A, void *B, vo
     if (r > 0) /* the first call is a warm-up */
       t_rep[r - 1] = t;
   }
-  return median_of(t_rep, reps);
+  return bench_median(t_rep, reps);
 }
 
 /* Median seconds of the GEMM alone on device memory (lane_sync after each). */
@@ -118,15 +103,15 @@ static double time_kernel(poas__device *d, const shape *s, poas__mem a, poas__me
   double t_rep[64];
   reps = reps < 64 ? reps : 64;
   for (int r = 0; r <= reps; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     if (d->be->gemm(d, lane, &g) || d->be->lane_sync(d, lane)) {
       fprintf(stderr, "accuracy: kernel on %s failed: %s\n", d->info.id, poas_error_detail());
       exit(1);
     }
     if (r > 0)
-      t_rep[r - 1] = now() - t0;
+      t_rep[r - 1] = bench_now() - t0;
   }
-  return median_of(t_rep, reps);
+  return bench_median(t_rep, reps);
 }
 
 int main(int argc, char **argv) {
@@ -250,7 +235,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
   if (kd) {
-    double km = median_of(kerr, ns);
+    double km = bench_median(kerr, ns);
     printf("\nkernel alone (operands in device memory): median |model - measured| / measured: "
            "%.2f%%, max: %.2f%%",
            100 * km, 100 * kerr[ns - 1]);
@@ -258,7 +243,7 @@ int main(int argc, char **argv) {
       kd->be->mem_free(kd, kmem[i]);
     poas__devset_close(&set);
   }
-  double median = median_of(err, ns);
+  double median = bench_median(err, ns);
   printf("\nshapes: %d, median |predicted - measured| / measured: %.2f%%, 90th percentile: "
          "%.2f%%, max: %.2f%%\n",
          ns, 100 * median, 100 * err[(ns * 9) / 10], 100 * err[ns - 1]);

@@ -17,6 +17,7 @@
  *   bench/call-overhead [--devices ID] [-n N] [--calls C]
  * Defaults: cuda0 when there is one, else the first device; n = 64; 200
  * calls. Prints one line per measurement in microseconds. */
+#include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
 #include "schedule/engine.h"
@@ -30,19 +31,8 @@
 
 #define MAX_CALLS 10000
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static void print_median(const char *what, double *t, int n) {
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
   printf("%-12s median %9.1f us   min %9.1f us   (%d calls)\n", what, 1e6 * t[n / 2], 1e6 * t[0],
          n);
 }
@@ -114,23 +104,23 @@ int main(int argc, char **argv) {
     return 1;
 
   for (int i = -10; i < calls; i++) {
-    double t0 = now();
+    double t0 = bench_now();
     if (poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A, n, B, n, 0,
                    C, n))
       die("poas_sgemm");
     if (i >= 0)
-      t[i] = now() - t0;
+      t[i] = bench_now() - t0;
   }
   print_median("poas_sgemm", t, calls);
 
   for (int i = -10; i < calls; i++) {
     poas_plan plan;
-    double t0 = now();
+    double t0 = bench_now();
     if (poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n,
                        &plan))
       die("poas_plan_gemm");
     if (i >= 0)
-      t[i] = now() - t0;
+      t[i] = bench_now() - t0;
   }
   print_median("plan", t, calls);
   poas_finalize(ctx);
@@ -146,12 +136,12 @@ int main(int argc, char **argv) {
   poas__engine_config ecfg = {.host_threads = 1};
   for (int i = -3; i < calls; i++) {
     poas__engine *e;
-    double t0 = now();
+    double t0 = bench_now();
     if (poas__engine_create(&set, &ecfg, &e))
       die("engine");
     poas__engine_destroy(e);
     if (i >= 0)
-      t[i] = now() - t0;
+      t[i] = bench_now() - t0;
   }
   print_median("engine", t, calls);
 
@@ -162,14 +152,14 @@ int main(int argc, char **argv) {
   for (int i = -3; i < calls; i++) {
     pthread_t th[16];
     int nt = nthreads < 16 ? nthreads : 16;
-    double t0 = now();
+    double t0 = bench_now();
     for (int j = 0; j < nt; j++)
       if (pthread_create(&th[j], NULL, first_call, d))
         die("pthread_create");
     for (int j = 0; j < nt; j++)
       pthread_join(th[j], NULL);
     if (i >= 0)
-      t[i] = now() - t0;
+      t[i] = bench_now() - t0;
   }
   char what[32];
   snprintf(what, sizeof what, "%d threads", nthreads < 16 ? nthreads : 16);
@@ -178,13 +168,13 @@ int main(int argc, char **argv) {
   int lanes = d->nlanes;
   for (int i = -3; i < calls && d->be->event_create; i++) {
     poas__event ev;
-    double t0 = now();
+    double t0 = bench_now();
     if (d->be->event_create(d, &ev) || d->be->event_record(d, lanes > 1 ? 1 : 0, &ev) ||
         d->be->event_sync(d, &ev))
       die("events");
     d->be->event_destroy(d, &ev);
     if (i >= 0)
-      t[i] = now() - t0;
+      t[i] = bench_now() - t0;
   }
   print_median("events", t, calls);
 
@@ -199,7 +189,7 @@ int main(int argc, char **argv) {
     int in = 0, gl = lanes > 1 ? 1 : 0, out = lanes > 2 ? 2 : 0;
     for (int i = -10; i < calls; i++) {
       poas__event e1, e2;
-      double t0 = now();
+      double t0 = bench_now();
       int rc = d->be->copy_h2d(d, in, m[0], A, &whole) || d->be->copy_h2d(d, in, m[1], B, &whole) ||
                d->be->event_create(d, &e1) || d->be->event_record(d, in, &e1) ||
                d->be->lane_wait(d, gl, &e1) || d->be->gemm(d, gl, &g) ||
@@ -211,7 +201,7 @@ int main(int argc, char **argv) {
       d->be->event_destroy(d, &e1);
       d->be->event_destroy(d, &e2);
       if (i >= 0)
-        t[i] = now() - t0;
+        t[i] = bench_now() - t0;
     }
     print_median("direct", t, calls);
     for (int i = 0; i < 3; i++)

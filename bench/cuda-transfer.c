@@ -10,6 +10,8 @@
  *     page-locked bounce buffer costs one such copy).
  * Each figure is the median of 5 runs after a warm-up.
  *   bench/cuda-transfer [MiB ...]   (default 16 64 256) */
+#include "bench/timing.h"
+
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,22 +19,6 @@
 #include <time.h>
 
 #define REPS 5
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v) {
-  qsort(v, REPS, sizeof *v, cmp);
-  return v[REPS / 2];
-}
 
 #define CK(call)                                                                \
   do {                                                                          \
@@ -49,11 +35,11 @@ static double copy_s(void *dst, const void *src, size_t bytes, enum cudaMemcpyKi
   double t[REPS];
   CK(cudaMemcpy(dst, src, bytes, kind));
   for (int r = 0; r < REPS; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     CK(cudaMemcpy(dst, src, bytes, kind));
-    t[r] = now() - t0;
+    t[r] = bench_now() - t0;
   }
-  return median(t);
+  return bench_median(t, REPS);
 }
 
 /* Seconds the host spends inside cudaMemcpyAsync (issue time), median. */
@@ -62,12 +48,12 @@ static double async_issue_s(void *dst, const void *src, size_t bytes, enum cudaM
   double t[REPS];
   for (int r = 0; r < REPS; r++) {
     CK(cudaStreamSynchronize(st));
-    double t0 = now();
+    double t0 = bench_now();
     CK(cudaMemcpyAsync(dst, src, bytes, kind, st));
-    t[r] = now() - t0;
+    t[r] = bench_now() - t0;
     CK(cudaStreamSynchronize(st));
   }
-  return median(t);
+  return bench_median(t, REPS);
 }
 
 int main(int argc, char **argv) {
@@ -106,21 +92,21 @@ int main(int argc, char **argv) {
     double d2h_pin = copy_s(pin, dev, bytes, cudaMemcpyDeviceToHost);
     double treg[REPS], tunreg[REPS], tmem[REPS];
     for (int r = 0; r < REPS; r++) {
-      double t0 = now();
+      double t0 = bench_now();
       CK(cudaHostRegister(page2, bytes, cudaHostRegisterPortable));
-      double t1 = now();
+      double t1 = bench_now();
       CK(cudaHostUnregister(page2));
       treg[r] = t1 - t0;
-      tunreg[r] = now() - t1;
-      t0 = now();
+      tunreg[r] = bench_now() - t1;
+      t0 = bench_now();
       memcpy(page2, page, bytes);
-      tmem[r] = now() - t0;
+      tmem[r] = bench_now() - t0;
     }
     double hold_h2d = async_issue_s(dev, page, bytes, cudaMemcpyHostToDevice, st);
     double hold_d2h = async_issue_s(page, dev, bytes, cudaMemcpyDeviceToHost, st);
     printf("%8zu %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.3f %10.3f %9.2f\n", mib[s],
-           gb / h2d_page, gb / d2h_page, gb / h2d_pin, gb / d2h_pin, gb / median(treg),
-           gb / median(tunreg), 1e3 * hold_h2d, 1e3 * hold_d2h, gb / median(tmem));
+           gb / h2d_page, gb / d2h_page, gb / h2d_pin, gb / d2h_pin, gb / bench_median(treg, REPS),
+           gb / bench_median(tunreg, REPS), 1e3 * hold_h2d, 1e3 * hold_d2h, gb / bench_median(tmem, REPS));
     CK(cudaFree(dev));
     CK(cudaFreeHost(pin));
     free(page);

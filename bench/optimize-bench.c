@@ -3,6 +3,7 @@
  * of them competing for the host's cores. Prints the median and best time
  * of one solve over many repetitions. Not installed; it measures an
  * internal function, so it links the internal library. */
+#include "bench/timing.h"
 #include "optimize/optimize.h"
 
 #include <stdio.h>
@@ -10,11 +11,6 @@
 #include <string.h>
 
 #define REPS 2000
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static void rate_model(poas__device_model *dm, double flops, double overhead, double latency,
                        double bandwidth) {
@@ -36,7 +32,7 @@ static double bench(const poas__opt_device *d, const poas__opt_problem *p, doubl
     }
     t[i] = poas__now() - t0;
   }
-  qsort(t, REPS, sizeof *t, cmp_double);
+  qsort(t, REPS, sizeof *t, bench_cmp_double);
   *best = t[0];
   return t[REPS / 2];
 }

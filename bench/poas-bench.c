@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "bench/bench.h"
+#include "bench/timing.h"
 
 #include <ctype.h>
 #include <getopt.h>
@@ -357,12 +358,6 @@ static int open_baselines(bench *b) {
 
 /* ------------------------------------------------------------- running */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* One thing to time: a POAS device set or a baseline. */
 typedef struct runner {
   const char *label;
@@ -421,9 +416,9 @@ static void measure(bench *b, const runner *r, const bench_problem *p, const ben
   for (int run = -1; run < b->o.repeat; run++) {
     progress(b, p, r->label, run);
     bench_poison(p->c, p->dtype, elems);
-    double t0 = now();
+    double t0 = bench_now();
     int rc = run_once(r, p, row->note, sizeof row->note);
-    double dt = now() - t0, predicted = NAN, reported = NAN;
+    double dt = bench_now() - t0, predicted = NAN, reported = NAN;
     if (rc) {
       row->status = rc == BENCH_UNSUPPORTED ? "unsupported" : "failed";
       return;

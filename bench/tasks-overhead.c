@@ -8,24 +8,14 @@
  *   bench/tasks-overhead [N] [rounds]     (default 100000 tasks, 5 rounds)
  *
  * Prints the best and median round per mode. */
+#include "bench/timing.h"
 #include "poas.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void empty(void **buffers, void *arg) { (void)buffers, (void)arg; }
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 100000;
@@ -57,17 +47,17 @@ int main(int argc, char **argv) {
     d.access[0] = (poas_task_access){buf, modes[m], 0, 0};
     double us[100];
     for (int r = 0; r < rounds; r++) {
-      double t0 = now();
+      double t0 = bench_now();
       for (long i = 0; i < n && rc == 0; i++)
         rc = poas_task_submit(ctx, &d, NULL);
       poas_wait_all(ctx);
-      us[r] = (now() - t0) / (double)n * 1e6;
+      us[r] = (bench_now() - t0) / (double)n * 1e6;
     }
     if (rc) {
       fprintf(stderr, "poas_task_submit: %s\n", poas_strerror(rc));
       return 1;
     }
-    qsort(us, (size_t)rounds, sizeof *us, cmp);
+    qsort(us, (size_t)rounds, sizeof *us, bench_cmp_double);
     printf("mode %-2s  %ld tasks x %d rounds: best %.3f us/task, median %.3f us/task\n",
            names[m], n, rounds, us[0], us[rounds / 2]);
   }

@@ -30,8 +30,8 @@ void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NF
   f[2] = dm * dn;
   f[3] = dm * dk;
   f[4] = dn * dk;
-  f[5] = 2.0 * dn * dk * fmin(dm, 64.0);
-  f[6] = 2.0 * dm * dk * fmin(dn, 64.0);
+  f[5] = 2.0 * dn * dk * POAS__MIN(dm, 64.0);
+  f[6] = 2.0 * dm * dk * POAS__MIN(dn, 64.0);
   f[7] = 2.0 * pad16(dm) * pad16(dn) * dk - f[1];
 }
 
@@ -46,7 +46,7 @@ double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poa
   poas__gemm_features(m, n, k, f);
   for (int i = 0; i < POAS__GEMM_NFEAT - 1; i++)
     t += gm->coef[i] * f[i];
-  t += fmin(gm->coef[7], fmax(gm->coef[1], 0)) * f[7];
+  t += POAS__MIN(gm->coef[7], POAS__MAX(gm->coef[1], 0)) * f[7];
   /* A fit can dip below its own overhead on tiny shapes; time is never
    * less than the arithmetic at the fitted rate, nor negative. */
   double floor_t = gm->coef[1] > 0 ? gm->coef[1] * f[1] : 0;

@@ -13,6 +13,10 @@
  * of the dependency graph holds one or two buffers) after a few tiles, so
  * the time of n tiles is a table lookup plus a multiple of the period.
  *
+ * The maxima are POAS__MAX rather than libm's fmax, which is a call on
+ * every step here (times are finite: models are checked before planning);
+ * the planner evaluates this recurrence thousands of times a plan.
+ *
  * A device that shares the host's cores (PoCL's CPU device) runs its copies
  * on the same threads as its kernels, so nothing overlaps there: its lanes
  * are one timeline. Predicting overlap for it was 25-40% optimistic on a
@@ -67,7 +71,7 @@ void poas__tile_costs(const poas__opt_problem *p, poas__split_dim split,
 /* One tile through the lanes: s is updated in place. */
 static void step(double s[S_N], const poas__tile_cost *t, int reads_ab, int reads_c, int serial) {
   if (serial) {
-    double start = fmax(s[S_H2D], fmax(s[S_G1], s[S_O1]));
+    double start = POAS__MAX(s[S_H2D], POAS__MAX(s[S_G1], s[S_O1]));
     double end = start + (reads_ab ? t->in_s : 0) + (reads_c ? t->c_s : 0) + t->gemm_s + t->out_s;
     s[S_G2] = s[S_G1], s[S_O2] = s[S_O1];
     s[S_H2D] = s[S_G1] = s[S_O1] = end;
@@ -75,17 +79,17 @@ static void step(double s[S_N], const poas__tile_cost *t, int reads_ab, int read
   }
   double ready = 0;
   if (reads_ab) {
-    s[S_H2D] = fmax(s[S_H2D], s[S_G2]) + t->in_s;
+    s[S_H2D] = POAS__MAX(s[S_H2D], s[S_G2]) + t->in_s;
     ready = s[S_H2D];
   }
   if (reads_c) {
-    s[S_H2D] = fmax(s[S_H2D], s[S_O2]) + t->c_s;
+    s[S_H2D] = POAS__MAX(s[S_H2D], s[S_O2]) + t->c_s;
     ready = s[S_H2D];
   } else {
-    ready = fmax(ready, s[S_O2]);
+    ready = POAS__MAX(ready, s[S_O2]);
   }
-  double g = fmax(s[S_G1], ready) + t->gemm_s;
-  double o = fmax(s[S_O1], g) + t->out_s;
+  double g = POAS__MAX(s[S_G1], ready) + t->gemm_s;
+  double o = POAS__MAX(s[S_O1], g) + t->out_s;
   s[S_G2] = s[S_G1], s[S_G1] = g;
   s[S_O2] = s[S_O1], s[S_O1] = o;
 }
@@ -96,10 +100,10 @@ static int shifted_copy(const double a[S_N], const double b[S_N], int h2d_moves,
   double lo = INFINITY, hi = -INFINITY;
   for (int c = h2d_moves ? 0 : 1; c < S_N; c++) {
     double d = b[c] - a[c];
-    lo = fmin(lo, d), hi = fmax(hi, d);
+    lo = POAS__MIN(lo, d), hi = POAS__MAX(hi, d);
   }
   *shift = hi;
-  return hi - lo <= 1e-12 * fmax(fabs(b[S_O1]), 1e-300);
+  return hi - lo <= 1e-12 * POAS__MAX(fabs(b[S_O1]), 1e-300);
 }
 
 void poas__pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
