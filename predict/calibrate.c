@@ -274,12 +274,16 @@ int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
   tm->latency = coef[0];
   tm->bandwidth = 1 / coef[1];
   tm->knee_bytes = tm->bandwidth_beyond = 0;
-  /* Of the knees whose rates differ by a tenth or more (less is noise, or
-   * an exact line's rounding), the one the fit likes best, if it beats one
-   * rate. */
+  /* Of the knees from 1 MiB up whose rates differ by a tenth or more (less
+   * is noise, or an exact line's rounding), the one the fit likes best, if
+   * it beats one rate. Below 1 MiB the latency stands for a copy's fixed
+   * costs; a knee there fitted the noise of small copies (PoCL's, on the CI
+   * machine: 1.9 GB/s up to 16 KiB, 71 GB/s past it). */
   double X3[MAX_COPY_SIZES * 3], best_loss = 1 - tm->fit.r2;
   for (int knee = 2; knee + 2 < n; knee++) {
     double kb = X[2 * knee + 1], c3[3];
+    if (kb < 1048576)
+      continue;
     for (int i = 0; i < n; i++) {
       X3[3 * i] = 1;
       X3[3 * i + 1] = POAS__MIN(X[2 * i + 1], kb);

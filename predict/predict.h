@@ -48,11 +48,11 @@ typedef struct poas__calib_opts {
 
 /* Fits a transfer model to n timed copies: X holds rows (1, bytes), y the
  * seconds, held marks samples kept out of the fit for its error figures.
- * t = latency + bytes / bandwidth, and a knee at one of the measured sizes
- * with at least two sizes past it when that fits better and the rates on
- * its two sides differ by a tenth or more: the bytes past the knee move at
- * bandwidth_beyond. POAS_EFIT when no
- * positive rate fits. */
+ * t = latency + bytes / bandwidth, with a knee at one of the measured
+ * sizes of 1 MiB or more, with at least two sizes past it, when that fits
+ * better and the rates on its two sides differ by a tenth or more: the
+ * bytes past the knee move at bandwidth_beyond. POAS_EFIT when no positive
+ * rate fits. */
 int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
                        poas__transfer_model *tm);
 
