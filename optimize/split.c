@@ -650,11 +650,11 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
 
   int idx[MAX_SHARING];
   int ns = sharing_devices(d, nd, &sc, idx);
+  poas__device_model base[MAX_SHARING];
+  unsigned best_mask = 0;
   if (ns > 0) {
-    poas__device_model base[MAX_SHARING];
     for (int j = 0; j < ns; j++)
       base[j] = out->model[idx[j]];
-    unsigned best_mask = 0;
     double best = INFINITY;
     for (unsigned mask = (1u << ns) - 1; mask > 0; mask--) {
       if (!cores_fit(d, idx, ns, mask, p->host_cores))
@@ -678,6 +678,15 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
     return fail_everywhere(d, nd, p, too_big, out);
   t = drop_marginal(&s, d, nd, &sc, out, t);
   alone_when_cheaper(&s, d, nd, &sc, out, t);
+  /* A device that shares the host's cores and was left out above no longer
+   * slows the one left beside it: that one gets its own model back. */
+  unsigned final_mask = 0;
+  for (int j = 0; j < ns; j++)
+    final_mask |= (unsigned)(sc.ok[idx[j]] != 0) << j;
+  if (__builtin_popcount(best_mask) > 1 && __builtin_popcount(final_mask) < 2) {
+    apply_contention(d, idx, ns, final_mask, base, out);
+    solve_subset(&s, d, nd, sc.ok, &sc, out);
+  }
   fill_result(&s, &sc, out);
   return 0;
 }

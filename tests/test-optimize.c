@@ -289,6 +289,17 @@ TEST(contention_between_sharing_devices_is_priced_in) {
   cpu.contention = pocl.contention = 1;
   CHECK_OK(poas__optimize(d, 2, &p, &r));
   CHECK(r.makespan_s < with_contention);
+  /* Left out afterwards (here: the run's cost through the engine exceeds
+   * what the helper saves), the helper no longer slows the cpu's model. */
+  cpu.contention = pocl.contention = 1.1;
+  p.m = p.n = p.k = 256;
+  p.engine_s = 1;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && r.dev[1].excluded);
+  double own = poas__model_gemm_time(&cpu, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 256, 256,
+                                     256);
+  CHECK_MSG(fabs(r.makespan_s - own) <= 1e-9 + 1e-6 * own, "makespan %g, cpu alone %g",
+            r.makespan_s, own);
   return 0;
 }
 
