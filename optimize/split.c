@@ -504,8 +504,22 @@ static void fill_result(const solver *s, const screen *sc, poas__opt_result *r) 
     sh->u0 = u;
     sh->u1 = u = POAS__MIN(u + s->n[ci] * s->granule, s->total);
     poas__pipe_eval(&s->c[ci].pipe, sh->u1 - sh->u0, &sh->time);
-    r->makespan_s = fmax(r->makespan_s, sh->time.total_s);
   }
+  /* A plan that is not one device with one tile runs through the engine
+   * (schedule/run.c): its cost of a run counts in every working device's
+   * time. Adding it to all of them leaves the balance as solved. */
+  int working = 0, tiled = 0;
+  for (int i = 0; i < r->ndev; i++)
+    if (r->dev[i].u1 > r->dev[i].u0) {
+      working++;
+      tiled |= r->dev[i].time.tiles > 1;
+    }
+  double engine = working > 1 || tiled ? s->p->engine_s : 0;
+  for (int i = 0; i < r->ndev; i++)
+    if (r->dev[i].u1 > r->dev[i].u0) {
+      r->dev[i].time.total_s += engine;
+      r->makespan_s = fmax(r->makespan_s, r->dev[i].time.total_s);
+    }
 }
 
 /* Leaves out the devices with the smallest shares, together worth less than
