@@ -434,10 +434,10 @@ static int write_trace(const runner *r, const char *path) {
  * thread, every copy and GEMM on lane 0 (a device's lane runs in order, so
  * emission order is dependency order); then one wait for the lane. Buffers
  * go back to the device's cache only after that wait, so that no other
- * run can be handed one the lane still reads. Sets *copied when a copy
- * out has been issued (C may then be partly written), and the bytes
- * moved. */
-static int run_serial(poas__device *d, int dev, poas__graph *g, int *copied, uint64_t bytes[2]) {
+ * run can be handed one the lane still reads. Sets *wrote once host memory
+ * may have been written (a copy out, or a GEMM into the caller's C), and
+ * adds the bytes copied each way. */
+static int run_serial(poas__device *d, int dev, poas__graph *g, int *wrote, uint64_t bytes[2]) {
   int rc = 0;
   for (int i = 0; !rc && i < g->nins; i++) {
     poas__ins *in = &g->ins[i];
@@ -454,7 +454,7 @@ static int run_serial(poas__device *d, int dev, poas__graph *g, int *copied, uin
       bytes[0] += in->bytes;
       break;
     case POAS__INS_D2H:
-      *copied = 1;
+      *wrote = 1;
       rc = d->be->copy_d2h(d, 0, in->u.d2h.dst, g->buf[in->u.d2h.src_buf].mem, &in->u.d2h.shape);
       bytes[1] += in->bytes;
       break;
@@ -466,6 +466,7 @@ static int run_serial(poas__device *d, int dev, poas__graph *g, int *copied, uin
         const poas__gbuf *b = &g->buf[bufs[j]];
         *mem[j] = b->device == dev ? b->mem : poas__mem_host(b->host);
       }
+      *wrote |= g->buf[bufs[2]].device != dev;
       rc = d->be->gemm(d, 0, &call);
       break;
     }
@@ -492,12 +493,12 @@ static int run_serial(poas__device *d, int dev, poas__graph *g, int *copied, uin
  * about 40 us a call on the CI machine's CPU and 450 us on an H100 VM
  * (64^3 sgemm: 490 us a call against 43 us for the same copies and GEMM
  * issued directly), more than a small GEMM itself. That is a device on
- * host memory (the work source then emits host GEMMs only), or one with
- * its own memory given a single tile (copies in, one GEMM, copy out: a
- * chain). Anything else, a trace or an injected fault takes the engine.
- * Returns 1 when it ran (rc in *rc), 0 when the engine must: also when a
- * device with its own memory failed before copying anything out, so that
- * the engine moves the work elsewhere as it would have. */
+ * host memory (the work source emits it host GEMMs only), or one with its
+ * own memory given a single tile (copies in, one GEMM, copy out: a chain).
+ * Anything else, a trace or an injected fault takes the engine. Returns 1
+ * when it ran (rc in *rc), 0 when the engine must: also when the device
+ * failed before writing any host memory, so that the engine moves the work
+ * elsewhere as it would have. */
 static int run_inline(const poas__devset *set, poas__work_source *src,
                       const poas__sched_config *cfg, const char *fault, const char *trace,
                       poas_report *report, int *rc) {
@@ -519,48 +520,33 @@ static int run_inline(const poas__devset *set, poas__work_source *src,
            (!src->finish || src->finish(src->user, &g, dev) == 0);
   int gemms = 0;
   for (int i = 0; ok && i < g.nins; i++) {
-    const poas__ins *in = &g.ins[i];
-    gemms += in->kind == POAS__INS_GEMM;
-    if (d->info.host_memory)
-      ok = in->kind == POAS__INS_GEMM && in->device == dev &&
-           g.buf[in->u.gemm.a_buf].device < 0 && g.buf[in->u.gemm.b_buf].device < 0 &&
-           g.buf[in->u.gemm.c_buf].device < 0;
-    else
-      ok = in->kind != POAS__INS_HOST && in->device == dev && gemms <= 1;
+    gemms += g.ins[i].kind == POAS__INS_GEMM;
+    ok = g.ins[i].kind != POAS__INS_HOST && g.ins[i].device == dev &&
+         (d->info.host_memory || gemms <= 1);
   }
   if (!ok) {
     poas__graph_free(&g);
     poas__clear_detail();
     return 0;
   }
+  /* The CPU device binds the thread that calls BLAS to its cores: that is
+   * the caller's thread here, which gets its own binding back. */
+  cpu_set_t mask;
+  int have_mask =
+      d->info.host_memory && pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) == 0;
   uint64_t bytes[2] = {0, 0};
+  int wrote = 0;
   double t0 = poas__now();
-  *rc = 0;
-  if (d->info.host_memory) {
-    /* The CPU device binds the thread that calls BLAS to its cores: that
-     * is the caller's thread here, which gets its own binding back. */
-    cpu_set_t mask;
-    int have_mask = pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) == 0;
-    for (int i = 0; !*rc && i < g.nins; i++) {
-      poas__gemm_call call = g.ins[i].u.gemm.call;
-      call.a.mem = poas__mem_host(g.buf[g.ins[i].u.gemm.a_buf].host);
-      call.b.mem = poas__mem_host(g.buf[g.ins[i].u.gemm.b_buf].host);
-      call.c.mem = poas__mem_host(g.buf[g.ins[i].u.gemm.c_buf].host);
-      *rc = d->be->gemm(d, 0, &call);
-    }
-    if (have_mask)
-      pthread_setaffinity_np(pthread_self(), sizeof mask, &mask);
-  } else {
-    int copied = 0;
-    *rc = run_serial(d, dev, &g, &copied, bytes);
-    if (*rc && !copied) {
-      poas__warn("%s failed (%s): its work moves to the other devices", d->info.id,
-                 poas_strerror(*rc));
-      poas__graph_free(&g);
-      return 0;
-    }
-  }
+  *rc = run_serial(d, dev, &g, &wrote, bytes);
   double t = poas__now() - t0;
+  if (have_mask)
+    pthread_setaffinity_np(pthread_self(), sizeof mask, &mask);
+  if (*rc && !wrote) {
+    poas__warn("%s failed (%s): its work moves to the other devices", d->info.id,
+               poas_strerror(*rc));
+    poas__graph_free(&g);
+    return 0;
+  }
   memset(report, 0, sizeof *report);
   report->ndevices = set->ndev;
   report->predicted_s = cfg->predicted_makespan_s;
