@@ -37,6 +37,12 @@ typedef struct solver {
   int ncand;
   cand c[POAS_MAX_DEVICES];
   int64_t n[POAS_MAX_DEVICES];       /* granules per candidate */
+  /* Candidates that share the host's cores (when two or more do), and
+   * their models before contention: every solve slows those of them that
+   * compute together (apply_contention). */
+  int ns;
+  int sharing[MAX_SHARING];
+  poas__device_model base[MAX_SHARING];
 } solver;
 
 static const char *unit_name(const poas__opt_problem *p, poas__split_dim split) {
@@ -253,67 +259,57 @@ typedef struct screen {
   int64_t tile[POAS_MAX_DEVICES];    /* units per tile; 0 when it cannot take part */
 } screen;
 
-/* The tile for a copy device: PIPE_DEPTH tiles of its share overlap copies
- * with GEMMs, but each tile pays a copy's latency and a call's overhead
- * more, which a small problem feels (a 64^3 sgemm in four tiles on PoCL
- * spent 180 us on the device where one tile takes 70). So of PIPE_DEPTH
- * tiles, half as many, and so on down to two, the pipeline model's best
- * for the device's even share; and one tile when that is predicted within
- * 2% of it, or, for a device planned alone, within p->engine_s: a single
- * device with a single tile runs on the caller's thread without the engine
- * (schedule/run.c), whose threads and hand-offs cost about 0.1 ms a run on
- * the CI machine and 0.45 ms on an H100 VM (a 512^3 sgemm took 1.3 ms
- * there in four tiles and 0.3 ms issued as one). */
-static int64_t fewer_tiles(const poas__opt_device *d, const poas__opt_problem *p,
-                           const poas__opt_result *r, const poas__device_model *dm, int64_t tile,
-                           int64_t fit, int64_t share, int ncand) {
-  share = POAS__MIN(POAS__MAX(share, 1), r->total_units);
+/* The tile of a copy device that can hold `fit` units in a tile, planned
+ * as one of ncand devices taking even shares. PIPE_DEPTH tiles of its
+ * share overlap copies with GEMMs, but each tile pays a copy's latency and
+ * a call's overhead more, which a small problem feels (a 64^3 sgemm in
+ * four tiles on PoCL spent 180 us on the device where one tile takes 70).
+ * So of PIPE_DEPTH tiles, half as many, and so on down to two, the
+ * pipeline model's best for the device's share; and one tile when that is
+ * predicted within 2% of it, or, for a device planned alone, within
+ * p->engine_s: a single device with a single tile runs on the caller's
+ * thread without the engine (schedule/run.c), whose threads and hand-offs
+ * cost about 0.1 ms a run on the CI machine and 0.45 ms on an H100 VM (a
+ * 512^3 sgemm took 1.3 ms there in four tiles and 0.3 ms issued as one).
+ *
+ * Not more than PIPE_DEPTH tiles, though the model often predicts more to
+ * be faster (the first tile's copies, which nothing hides, get shorter):
+ * every tile adds instructions, whose hand-offs between the engine's
+ * threads the model does not count, and on an H100 VM a 2048^3 sgemm ran
+ * 9.4 ms in eight tiles against 6.1-6.7 ms in four. */
+static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p,
+                           const poas__opt_result *r, const poas__device_model *dm, int64_t fit,
+                           int ncand) {
+  int64_t share = POAS__MIN((r->total_units + ncand - 1) / ncand, r->total_units);
   if (share <= 0)
-    return tile;
-  /* Not more than PIPE_DEPTH tiles, though the model often predicts more
-   * to be faster (the first tile's copies, which nothing hides, get
-   * shorter): every tile adds instructions, whose hand-offs between the
-   * engine's threads the model does not count, and on an H100 VM a 2048^3
-   * sgemm ran 9.4 ms in eight tiles against 6.1-6.7 ms in four. */
-  int64_t ntiles = (share + tile - 1) / tile, pick = tile;
-  poas__pipe pp;
-  poas__pipe_time pt;
+    return 1;
+  int64_t pick = 0, last = 0;
   double best = INFINITY, one = INFINITY;
-  for (;;) {
+  for (int64_t ntiles = PIPE_DEPTH; ntiles >= 1; ntiles /= 2) {
+    /* Whole granules, within what memory holds (then rounded down). */
     int64_t t = (share + ntiles - 1) / ntiles;
-    if (ntiles > 1)
-      t = (t + r->granule - 1) / r->granule * r->granule;
-    t = POAS__MIN(t, fit);
+    t = (t + r->granule - 1) / r->granule * r->granule;
+    if (t > fit)
+      t = fit > r->granule ? fit / r->granule * r->granule : fit;
     if (p->tile_max > 0)
       t = POAS__MIN(t, p->tile_max);
+    t = POAS__MAX(t, 1);
+    if (t == last)
+      continue; /* memory caps them all alike */
+    last = t;
+    poas__pipe pp;
+    poas__pipe_time pt;
     poas__pipe_init(&pp, p, r->split, dm, d, t, 1);
     poas__pipe_eval(&pp, share, &pt);
     if (t >= share)
       one = pt.total_s;
     else if (pt.total_s < best)
       best = pt.total_s, pick = t;
-    if (ntiles == 1 || t >= share)
-      break;
-    ntiles = (ntiles + 1) / 2;
   }
+  if (!isfinite(best))
+    return isfinite(one) ? share : POAS__MAX(pick, 1);
   double slack = fmax(0.02 * best, ncand == 1 ? p->engine_s : 0);
   return isfinite(one) && !(one > best + slack) ? share : pick;
-}
-
-/* The tile of a copy device that can hold `fit` units in a tile, planned
- * as one of ncand devices taking even shares. */
-static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p,
-                           const poas__opt_result *r, const poas__device_model *dm, int64_t fit,
-                           int ncand) {
-  int64_t want = (r->total_units + PIPE_DEPTH * ncand - 1) / (PIPE_DEPTH * ncand);
-  want = (want + r->granule - 1) / r->granule * r->granule;
-  int64_t tile = POAS__MIN(fit, want);
-  if (tile > r->granule)
-    tile = tile / r->granule * r->granule;
-  if (p->tile_max > 0)
-    tile = POAS__MIN(tile, p->tile_max);
-  int64_t share = (r->total_units + ncand - 1) / ncand;
-  return fewer_tiles(d, p, r, dm, POAS__MAX(tile, 1), fit, share, ncand);
 }
 
 /* Chooses the tiles of the copy devices still in sc->ok again for their
@@ -379,10 +375,19 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
   return too_big;
 }
 
+static void apply_contention(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
+                             const poas__device_model *base, poas__opt_result *r);
+
 /* Solves with the candidates in `use`; returns the makespan and leaves the
- * assignment in s. */
+ * assignment in s. The models of the devices sharing the host's cores are
+ * those of this subset: slowed by contention when two or more of them are
+ * in it. */
 static double solve_subset(solver *s, const poas__opt_device *d, int nd, const int *use,
-                           const screen *sc, const poas__opt_result *r) {
+                           const screen *sc, poas__opt_result *r) {
+  unsigned mask = 0;
+  for (int j = 0; j < s->ns; j++)
+    mask |= (unsigned)(use[s->sharing[j]] != 0) << j;
+  apply_contention(d, s->sharing, s->ns, mask, s->base, r);
   s->ncand = 0;
   for (int i = 0; i < nd; i++) {
     if (!use[i])
@@ -604,9 +609,13 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
   /* The whole problem on it alone, with the tiles it would have alone (a
    * 1024^3 sgemm kept the CPU beside an H100 when this was judged with the
    * shared plan's eight tiles instead of one). */
+  const poas__device_model *own = &r->model[keep]; /* without contention: it is alone */
+  for (int j = 0; j < s->ns; j++)
+    if (s->sharing[j] == keep)
+      own = &s->base[j];
   poas__pipe pp;
   poas__pipe_time pt;
-  poas__pipe_init(&pp, s->p, r->split, &r->model[keep], &d[keep], alone_sc.tile[keep], 1);
+  poas__pipe_init(&pp, s->p, r->split, own, &d[keep], alone_sc.tile[keep], 1);
   poas__pipe_eval(&pp, r->total_units, &pt);
   if (!(pt.total_s <= t + cost))
     return;
@@ -662,13 +671,12 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   solver s = {.p = p, .total = out->total_units, .granule = out->granule};
   s.ngran = (s.total + s.granule - 1) / s.granule;
 
-  int idx[MAX_SHARING];
-  int ns = sharing_devices(d, nd, &sc, idx);
-  poas__device_model base[MAX_SHARING];
-  unsigned best_mask = 0;
+  int *idx = s.sharing;
+  int ns = s.ns = sharing_devices(d, nd, &sc, idx);
+  for (int j = 0; j < ns; j++)
+    s.base[j] = out->model[idx[j]];
   if (ns > 0) {
-    for (int j = 0; j < ns; j++)
-      base[j] = out->model[idx[j]];
+    unsigned best_mask = 0;
     double best = INFINITY;
     for (unsigned mask = (1u << ns) - 1; mask > 0; mask--) {
       if (!cores_fit(d, idx, ns, mask, p->host_cores))
@@ -677,12 +685,10 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
       memcpy(use, sc.ok, sizeof use);
       for (int j = 0; j < ns; j++)
         use[idx[j]] = (mask >> j) & 1;
-      apply_contention(d, idx, ns, mask, base, out);
       double t = solve_subset(&s, d, nd, use, &sc, out);
       if (t < best)
         best = t, best_mask = mask;
     }
-    apply_contention(d, idx, ns, best_mask, base, out);
     explain_sharing(d, idx, ns, best_mask, p->host_cores, out);
     for (int j = 0; j < ns; j++)
       sc.ok[idx[j]] = (best_mask >> j) & 1;
@@ -692,15 +698,6 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
     return fail_everywhere(d, nd, p, too_big, out);
   t = drop_marginal(&s, d, nd, &sc, out, t);
   alone_when_cheaper(&s, d, nd, &sc, out, t);
-  /* A device that shares the host's cores and was left out above no longer
-   * slows the one left beside it: that one gets its own model back. */
-  unsigned final_mask = 0;
-  for (int j = 0; j < ns; j++)
-    final_mask |= (unsigned)(sc.ok[idx[j]] != 0) << j;
-  if (__builtin_popcount(best_mask) > 1 && __builtin_popcount(final_mask) < 2) {
-    apply_contention(d, idx, ns, final_mask, base, out);
-    solve_subset(&s, d, nd, sc.ok, &sc, out);
-  }
   fill_result(&s, &sc, out);
   return 0;
 }
