@@ -7,8 +7,6 @@
 
 #include <string.h>
 
-/* Byte range [lo, hi) a matrix of `rows` x `cols` (column-major storage:
- * `cols` runs of `rows` elements, `ld` apart) occupies. */
 /* Validates a column-major problem; the caller has already normalised the
  * layout, so lda/ldb/ldc are checked against stored rows. */
 static int gemm_check(const poas__gemm_problem *p) {

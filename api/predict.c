@@ -104,11 +104,6 @@ static int write_profile(const poas_context *ctx, const int sel[], const poas__d
   return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* The runtime's fixed cost of a run on each selected device (dispatch_s):
  * how much longer a tiny GEMM takes end to end, through the whole
  * pipeline, than the device's fresh models predict for it; and how much
@@ -160,8 +155,7 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
           extra[engine][r] = t - ctx->report.predicted_s;
       }
     for (int engine = 0; !rc && engine < 2; engine++) {
-      qsort(extra[engine], DISPATCH_RUNS, sizeof *extra[engine], cmp_double);
-      double d = extra[engine][DISPATCH_RUNS / 2];
+      double d = poas__median(extra[engine], DISPATCH_RUNS);
       cost[engine] = d < 0 ? 0 : d > 0.1 ? 0.1 : d;
     }
     if (!rc) {
