@@ -28,13 +28,21 @@
 #define PROBE_CALL_S 0.25
 #define PROBE_N_MAX 2048
 
+/* Where the probes wait to start together; `abort` sends them home when
+ * not all of them could be started. */
+typedef struct gate {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int open, abort;
+} gate;
+
 typedef struct probe {
   poas__device *dev;
   poas__mem a, b, c;
   double deadline;   /* poas__now() at which to stop */
   int64_t n;          /* side of the probe's square */
   float *host;        /* staging for the copies of a device with its own memory */
-  pthread_barrier_t *start;
+  gate *start;
   int calls;
   double busy;       /* seconds spent in completed calls */
   int rc;
@@ -57,8 +65,15 @@ static int probe_gemm(probe *p) {
 /* Computes until the deadline; counts the calls that completed. */
 static void *probe_loop(void *arg) {
   probe *p = arg;
-  if (p->start)
-    pthread_barrier_wait(p->start);
+  if (p->start) {
+    pthread_mutex_lock(&p->start->lock);
+    while (!p->start->open)
+      pthread_cond_wait(&p->start->cond, &p->start->lock);
+    int abort = p->start->abort;
+    pthread_mutex_unlock(&p->start->lock);
+    if (abort)
+      return NULL;
+  }
   p->calls = 0, p->busy = 0;
   double t0 = poas__now();
   while (!p->rc && poas__now() < p->deadline) {
@@ -138,29 +153,36 @@ int poas__calibrate_contention(poas__device *const *devs, int n, double *factor)
     rc = p[i].rc;
     alone[i] = per_call(&p[i]);
   }
-  pthread_barrier_t start;
   if (!rc) {
-    pthread_barrier_init(&start, NULL, (unsigned)n);
-    /* The deadline is set after the barrier would have been reached by a
-     * thread started now, plus the slowest single call, so every device
-     * overlaps the others for at least TOGETHER_S. */
-    double longest = 0;
-    for (int i = 0; i < n; i++)
-      longest = POAS__MAX(longest, alone[i]);
-    double deadline = poas__now() + TOGETHER_S + longest;
+    gate start = {.open = 0, .abort = 0};
+    pthread_mutex_init(&start.lock, NULL);
+    pthread_cond_init(&start.cond, NULL);
     int started = 0;
     for (int i = 0; i < n; i++) {
       p[i].start = &start;
-      p[i].deadline = deadline;
       if (pthread_create(&th[i], NULL, probe_loop, &p[i]) != 0)
         break;
       started++;
     }
+    /* Every probe computes beside the others for at least TOGETHER_S: the
+     * deadline leaves the slowest single call on top of it. */
+    double longest = 0;
+    for (int i = 0; i < n; i++)
+      longest = POAS__MAX(longest, alone[i]);
+    double deadline = poas__now() + TOGETHER_S + longest;
+    for (int i = 0; i < n; i++)
+      p[i].deadline = deadline;
+    pthread_mutex_lock(&start.lock);
+    start.open = 1;
+    start.abort = started < n; /* all of them together, or none */
+    pthread_cond_broadcast(&start.cond);
+    pthread_mutex_unlock(&start.lock);
     for (int i = 0; i < started; i++)
       pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&start);
+    pthread_cond_destroy(&start.cond);
+    pthread_mutex_destroy(&start.lock);
     if (started < n)
-      rc = POAS_ENOMEM; /* the barrier waits for all: n threads or nothing */
+      rc = poas__fail(POAS_ENOMEM, "calibration: cannot start a thread per device");
     for (int i = 0; !rc && i < n; i++)
       rc = p[i].rc;
   }
