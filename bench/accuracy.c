@@ -69,47 +69,50 @@ static int build_shapes(shape *out, int quick, int64_t scale) {
   return n;
 }
 
-static double time_shape(poas_context *ctx, const shape *s, void *A, void *B, void *C, int reps) {
+/* One call of a shape, through the public API (device NULL) or through the
+ * backend on operands already in device memory, followed by a wait. */
+typedef struct timed_call {
+  poas_context *ctx;
+  const shape *s;
+  void *A, *B, *C;
+  poas__device *device;
+  poas__mem a, b, c;
+} timed_call;
+
+static int run_call(const timed_call *t) {
+  const shape *s = t->s;
   int64_t lda = s->ta == POAS_NO_TRANS ? s->m : s->k;
   int64_t ldb = s->tb == POAS_NO_TRANS ? s->k : s->n;
+  if (t->device) {
+    poas__device *d = t->device;
+    poas__gemm_call g = {s->dtype, s->ta, s->tb, s->m, s->n, s->k, 1.0, 0.0,
+                         {t->a, 0, lda}, {t->b, 0, ldb}, {t->c, 0, s->m}};
+    int lane = d->nlanes > 1 ? 1 : 0;
+    int rc = d->be->gemm(d, lane, &g);
+    return rc ? rc : d->be->lane_sync(d, lane);
+  }
+  return s->dtype == POAS_FLOAT32
+             ? poas_sgemm(t->ctx, POAS_COL_MAJOR, s->ta, s->tb, s->m, s->n, s->k, 1, t->A, lda,
+                          t->B, ldb, 0, t->C, s->m)
+             : poas_dgemm(t->ctx, POAS_COL_MAJOR, s->ta, s->tb, s->m, s->n, s->k, 1, t->A, lda,
+                          t->B, ldb, 0, t->C, s->m);
+}
+
+/* The median seconds of `reps` calls after a warm-up; exits on a failure. */
+static double median_time(const timed_call *t, int reps) {
   double t_rep[64];
   reps = reps < 64 ? reps : 64;
   for (int r = 0; r <= reps; r++) {
     double t0 = bench_now();
-    int rc = s->dtype == POAS_FLOAT32
-                 ? poas_sgemm(ctx, POAS_COL_MAJOR, s->ta, s->tb, s->m, s->n, s->k, 1, A, lda, B,
-                              ldb, 0, C, s->m)
-                 : poas_dgemm(ctx, POAS_COL_MAJOR, s->ta, s->tb, s->m, s->n, s->k, 1, A, lda, B,
-                              ldb, 0, C, s->m);
-    double t = bench_now() - t0;
+    int rc = run_call(t);
+    double dt = bench_now() - t0;
     if (rc) {
-      fprintf(stderr, "accuracy: gemm failed: %s: %s\n", poas_strerror(rc), poas_error_detail());
+      fprintf(stderr, "accuracy: %s failed: %s: %s\n", t->device ? "kernel" : "gemm",
+              poas_strerror(rc), poas_error_detail());
       exit(1);
     }
     if (r > 0) /* the first call is a warm-up */
-      t_rep[r - 1] = t;
-  }
-  return bench_median(t_rep, reps);
-}
-
-/* Median seconds of the GEMM alone on device memory (lane_sync after each). */
-static double time_kernel(poas__device *d, const shape *s, poas__mem a, poas__mem b, poas__mem c,
-                          int reps) {
-  int64_t lda = s->ta == POAS_NO_TRANS ? s->m : s->k;
-  int64_t ldb = s->tb == POAS_NO_TRANS ? s->k : s->n;
-  poas__gemm_call g = {s->dtype, s->ta, s->tb, s->m, s->n, s->k, 1.0, 0.0,
-                       {a, 0, lda}, {b, 0, ldb}, {c, 0, s->m}};
-  int lane = d->nlanes > 1 ? 1 : 0;
-  double t_rep[64];
-  reps = reps < 64 ? reps : 64;
-  for (int r = 0; r <= reps; r++) {
-    double t0 = bench_now();
-    if (d->be->gemm(d, lane, &g) || d->be->lane_sync(d, lane)) {
-      fprintf(stderr, "accuracy: kernel on %s failed: %s\n", d->info.id, poas_error_detail());
-      exit(1);
-    }
-    if (r > 0)
-      t_rep[r - 1] = bench_now() - t0;
+      t_rep[r - 1] = dt;
   }
   return bench_median(t_rep, reps);
 }
@@ -213,8 +216,10 @@ int main(int argc, char **argv) {
           return 1;
         }
     }
-    double kernel = 0, meas = s->dtype == POAS_FLOAT32 ? time_shape(ctx, s, sA, sB, sC, reps)
-                                                       : time_shape(ctx, s, dA, dB, dC, reps);
+    timed_call call = s->dtype == POAS_FLOAT32
+                          ? (timed_call){ctx, s, sA, sB, sC, NULL, {NULL}, {NULL}, {NULL}}
+                          : (timed_call){ctx, s, dA, dB, dC, NULL, {NULL}, {NULL}, {NULL}};
+    double kernel = 0, meas = median_time(&call, reps);
     poas_report rep;
     if (poas_last_report(ctx, &rep)) {
       fprintf(stderr, "accuracy: no report: %s\n", poas_error_detail());
@@ -227,7 +232,8 @@ int main(int argc, char **argv) {
            s->ta == POAS_TRANS ? 'T' : 'N', s->tb == POAS_TRANS ? 'T' : 'N', (long long)s->m,
            (long long)s->n, (long long)s->k, 1e3 * kernel);
     if (kd) {
-      double km = time_kernel(kd, s, kmem[0], kmem[1], kmem[2], reps);
+      timed_call on_device = {ctx, s, NULL, NULL, NULL, kd, kmem[0], kmem[1], kmem[2]};
+      double km = median_time(&on_device, reps);
       kerr[i] = fabs(kernel - km) / km;
       printf("%.4g | %.1f%% | ", 1e3 * km, 100 * kerr[i]);
     }
