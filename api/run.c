@@ -131,6 +131,7 @@ static void sched_config(const poas_context *ctx, const poas__opt_result *r,
     const poas__opt_share *sh = &r->dev[i];
     cfg->u0[i] = sh->u0, cfg->u1[i] = sh->u1;
     cfg->predicted_s[i] = sh->time.total_s;
+    cfg->tiles[i] = sh->time.tiles;
     double units = (double)(sh->u1 - sh->u0);
     cfg->rate[i] = units > 0 ? units / POAS__MAX(sh->time.total_s, 1e-12) : 0;
   }

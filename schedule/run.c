@@ -512,7 +512,9 @@ static int run_inline(const poas__devset *set, poas__work_source *src,
   if (dev < 0 || (fault && *fault) || (trace && *trace) || cfg->no_inline)
     return 0;
   poas__device *d = set->dev[dev];
-  if (d->virtual_time)
+  /* Several tiles are known not to be a chain before anything is emitted;
+   * the emitted GEMMs are counted below all the same. */
+  if (d->virtual_time || (!d->info.host_memory && cfg->tiles[dev] > 1))
     return 0;
   poas__graph g;
   poas__graph_init(&g);

@@ -28,6 +28,8 @@ typedef struct poas__sched_config {
   double predicted_s[POAS_MAX_DEVICES];
   double rate[POAS_MAX_DEVICES];
   double predicted_makespan_s;
+  /* Tiles the plan cuts each device's part into (0: not known). */
+  int64_t tiles[POAS_MAX_DEVICES];
   /* Through the engine even when the plan could run on the caller's
    * thread (calibration measures what the engine costs). */
   int no_inline;
