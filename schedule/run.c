@@ -1,9 +1,10 @@
 /* run.c: poas__schedule_run, one co-executed run of a work source on an
  * engine. The plan's ranges are emitted up front (all of them under
  * static; all but a tail under guided; none under dynamic); the rest sits
- * in a pool of unit intervals that is handed out in shrinking chunks,
- * sized by the device's share of the predicted rate, to whichever device
- * runs out of work first. A device that fails is retired and its
+ * in a pool of unit intervals that is handed out in shrinking chunks to
+ * whichever device runs out of work first, sized by the device's share of
+ * the pool at the rates the models predict, corrected by what each device
+ * has measured in this run (chunk_size). A device that fails is retired and its
  * unfinished chunks go back to the pool.
  *
  * "Runs out first" is decided on the devices' clocks: with real devices,
@@ -23,10 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Fraction of each planned range left to the guided tail: large enough
- * that a device running twice slower than its model still finishes within
- * ~5% of the ideal makespan with two devices. */
+/* Fraction of each planned range left to the guided tail. A device
+ * holding less than an equal share of the plan leaves half: its up-front
+ * part then ends by the predicted makespan even when it runs twice slower
+ * than its model (the others absorb the rest); a one-core PoCL device
+ * beside the CPU has run 1.3-1.5x off. A larger device leaves 0.3, since
+ * its tail is cut into thinner, less efficient calls and no smaller
+ * device could absorb much of its error anyway. */
 #define GUIDED_TAIL 0.3
+#define GUIDED_TAIL_MINOR 0.5
 /* Smallest chunk handed out on demand, as the time it takes the device,
  * in a fraction of the predicted makespan: below it the per-call overhead
  * and thin-block inefficiency of a BLAS call cost more than the balance
@@ -72,6 +78,18 @@ typedef struct runner {
   int64_t units[POAS_MAX_DEVICES];
   double weight[POAS_MAX_DEVICES];
   int64_t min_chunk[POAS_MAX_DEVICES]; /* units; see MIN_CHUNK_TIME_FRACTION */
+  /* What the tail's sizing learns as chunks complete (see model_s and
+   * correction): the device's seconds with a chunk open, up to its last
+   * completion; when its current stretch of open chunks was last
+   * accounted for; the model's seconds for its completed and its open
+   * chunks; and each chunk's, by chunk id. */
+  double busy_s[POAS_MAX_DEVICES];
+  double busy_from[POAS_MAX_DEVICES];
+  double done_model_s[POAS_MAX_DEVICES];
+  double open_model_s[POAS_MAX_DEVICES];
+  double *chunk_model_s;
+  int cap_chunk_model;
+  int force;                    /* chunk_size never declines */
   int handled;                  /* chunks accounted for */
   int rc;                       /* first fatal error */
 } runner;
@@ -112,13 +130,62 @@ static int ingest(runner *r) {
   return 0;
 }
 
+/* Device d's clock from the engine's start (simulated devices each have
+ * their own origin). */
+static double dev_time(const runner *r, int d) {
+  return poas__engine_clock(r->e, d) - r->e->w[d].t_start;
+}
+
+/* The model's seconds for `units` units on device d, as the next chunk
+ * would be emitted (the source's predict, else the plan's rate); 0 when
+ * neither is known. */
+static double model_s(const runner *r, int d, int64_t units) {
+  double t = r->src->predict ? r->src->predict(r->src->user, d, 0, units) : 0;
+  if (t > 0)
+    return t;
+  return r->cfg->rate[d] > 0 ? (double)units / r->cfg->rate[d] : 0;
+}
+
+/* How far device d runs off its model in this run: its seconds with a
+ * chunk open over the model's seconds for the chunks it completed (copies
+ * and queueing included), 1 until one completes. Measured beats modelled
+ * here because the tail exists to absorb the models' error: a one-core
+ * PoCL device predicted at 12 s for sgemm n = 4096 ran it in 15-16 s. */
+static double correction(const runner *r, int d) {
+  if (r->done_model_s[d] > 0 && r->busy_s[d] > 0)
+    return r->busy_s[d] / r->done_model_s[d];
+  return 1;
+}
+
+/* When device d is expected to finish the chunks it holds, on its clock. */
+static double ready_at(const runner *r, int d) {
+  double now = dev_time(r, d);
+  if (r->open[d] == 0)
+    return now;
+  double left = r->open_model_s[d] * correction(r, d) - (now - r->busy_from[d]);
+  return now + POAS__MAX(left, 0);
+}
+
 /* Emits units [a, b) on device d as one chunk. Locked on entry and exit;
  * the source runs unlocked. */
 static int give(runner *r, int d, int64_t a, int64_t b) {
+  /* Before emit: the first chunk on a device carries the shared operand. */
+  double model = model_s(r, d, b - a);
+  if (r->e->nchunks >= r->cap_chunk_model) {
+    int ncap = POAS__MAX(2 * r->cap_chunk_model, r->e->nchunks + 16);
+    double *p = realloc(r->chunk_model_s, (size_t)ncap * sizeof *p);
+    if (!p)
+      return POAS_ENOMEM;
+    r->chunk_model_s = p, r->cap_chunk_model = ncap;
+  }
   int chunk = poas__engine_chunk_open(r->e, d, a, b);
   if (chunk < 0)
     return chunk;
+  r->chunk_model_s[chunk] = model;
+  if (r->open[d] == 0)
+    r->busy_from[d] = dev_time(r, d);
   r->open[d]++;
+  r->open_model_s[d] += model;
   r->emitted[d] = 1;
   poas__engine_unlock(r->e);
   int rc = r->src->emit(r->src->user, &r->g, d, a, b, chunk);
@@ -134,23 +201,96 @@ static int give(runner *r, int d, int64_t a, int64_t b) {
   return rc;
 }
 
-/* The next chunk's size for device d: half of its rate-weighted share of
- * what is left, a whole number of granules, at least min_chunk. */
+/* The size of the next chunk for device d, in units; 0 when d should not
+ * take one now.
+ *
+ * With every alive device's model known, the pool is shared out by
+ * water-filling on the devices' corrected rates: `level` is the time at
+ * which the devices, each starting when it is ready, would finish the
+ * pool together, and d's share is what it processes by then. It takes
+ * half of that share (the guided halving, so that later chunks can still
+ * correct), at least min_chunk and one granule, never more than the share;
+ * all of the pool when the others' part is under one of d's smallest
+ * chunks. A chunk that would end past the level goes to d only if no
+ * other device would finish it sooner: a slow device must not take the
+ * last pieces that a fast one would finish first (before this, a one-core
+ * PoCL device took 16-column tail chunks of 50 ms each that the CPU beside
+ * it would have done in 5, and ended 80 ms after it).
+ *
+ * Without models (no plan and no predict) it is half of d's weighted
+ * share of the pool, at least min_chunk, as the guided policy has always
+ * done. */
 static int64_t chunk_size(const runner *r, int d) {
-  double wsum = 0;
-  for (int i = 0; i < r->set->ndev; i++)
-    if (alive(r, i))
-      wsum += r->weight[i];
-  int64_t g = POAS__MAX(r->src->granule, 1);
-  double want = (double)pool_units(r) * (wsum > 0 ? r->weight[d] / wsum : 1) / 2;
-  int64_t n = ((int64_t)ceil(POAS__MAX(want, (double)r->min_chunk[d])) + g - 1) / g * g;
-  return POAS__MAX(n, g);
+  int ndev = r->set->ndev;
+  int64_t g = POAS__MAX(r->src->granule, 1), pool = pool_units(r);
+  double rate[POAS_MAX_DEVICES], ready[POAS_MAX_DEVICES], corr[POAS_MAX_DEVICES];
+  int known = 1;
+  for (int i = 0; i < ndev; i++) {
+    if (!alive(r, i))
+      continue;
+    corr[i] = correction(r, i);
+    double t = model_s(r, i, pool) * corr[i];
+    if (!(t > 0)) {
+      known = 0;
+      continue;
+    }
+    rate[i] = (double)pool / t;
+    ready[i] = ready_at(r, i);
+  }
+  if (!known) {
+    double wsum = 0;
+    for (int i = 0; i < ndev; i++)
+      if (alive(r, i))
+        wsum += r->weight[i];
+    double want = (double)pool * (wsum > 0 ? r->weight[d] / wsum : 1) / 2;
+    int64_t n = ((int64_t)ceil(POAS__MAX(want, (double)r->min_chunk[d])) + g - 1) / g * g;
+    return POAS__MAX(n, g);
+  }
+  /* Water level: the devices join in order of readiness until the ones
+   * working by then absorb the pool. */
+  int order[POAS_MAX_DEVICES], m = 0;
+  for (int i = 0; i < ndev; i++) {
+    if (!alive(r, i))
+      continue;
+    int j = m++;
+    for (; j > 0 && ready[order[j - 1]] > ready[i]; j--)
+      order[j] = order[j - 1];
+    order[j] = i;
+  }
+  double sum_rate = 0, sum_work = 0, level = 0;
+  for (int k = 0; k < m; k++) {
+    sum_rate += rate[order[k]];
+    sum_work += rate[order[k]] * ready[order[k]];
+    level = ((double)pool + sum_work) / sum_rate;
+    if (k + 1 == m || level <= ready[order[k + 1]])
+      break;
+  }
+  double share = rate[d] * POAS__MAX(level - ready[d], 0);
+  double want = POAS__MIN(POAS__MAX(share / 2, (double)r->min_chunk[d]), share);
+  int64_t n = POAS__MAX((int64_t)floor(want / (double)g) * g, g);
+  if ((double)pool - share < (double)r->min_chunk[d])
+    n = pool;
+  n = POAS__MIN(n, pool);
+  double end = ready[d] + model_s(r, d, n) * corr[d];
+  int declined = 0;
+  if (end > level && !r->force)
+    for (int k = 0; k < m && !declined; k++) {
+      int i = order[k];
+      declined = i != d && ready[i] + model_s(r, i, n) * corr[i] < end;
+    }
+  poas__debug("tail: %s at %.4f s: pool %lld, level %.4f s, share %.1f (ready %.4f s, x%.3f "
+              "the model), %lld units to end at %.4f s%s",
+              r->set->dev[d]->info.id, dev_time(r, d), (long long)pool, level, share, ready[d],
+              corr[d], (long long)n, end, declined ? ": declined, another ends them first" : "");
+  return declined ? 0 : n;
 }
 
 /* Gives device d the next chunk from the pool: from its own tail first
  * (contiguous with what it already holds), else from the largest
- * interval. Locked. */
-static int give_next(runner *r, int d) {
+ * interval. Sets *gave when it gave one (d may decline: chunk_size).
+ * Locked. */
+static int give_next(runner *r, int d, int *gave) {
+  *gave = 0;
   int pick = -1;
   for (int i = 0; i < r->npool; i++)
     if (r->pool[i].owner == d)
@@ -161,11 +301,14 @@ static int give_next(runner *r, int d) {
   if (pick < 0)
     return 0;
   int64_t size = chunk_size(r, d);
+  if (size <= 0)
+    return 0;
   interval *iv = &r->pool[pick];
   int64_t a = iv->a, b = iv->b - a <= size ? iv->b : a + size;
   iv->a = b;
   if (iv->a == iv->b)
     r->pool[pick] = r->pool[--r->npool];
+  *gave = 1;
   return give(r, d, a, b);
 }
 
@@ -178,7 +321,19 @@ static void collect(runner *r) {
     if (ch->state != POAS__CHUNK_COMPLETE)
       continue;
     ch->state = POAS__CHUNK_HANDLED;
-    r->open[ch->device]--;
+    int d = ch->device;
+    r->open[d]--;
+    r->open_model_s[d] -= r->chunk_model_s[c];
+    if (!ch->cancelled)
+      r->done_model_s[d] += r->chunk_model_s[c];
+    /* The device has had a chunk open since busy_from, up to its last
+     * completion (a later chunk's copies may already be done: the stretch
+     * goes on either way). */
+    double t = r->e->w[d].t_last - r->e->w[d].t_start;
+    if (t > r->busy_from[d]) {
+      r->busy_s[d] += t - r->busy_from[d];
+      r->busy_from[d] = t;
+    }
     if (!ch->cancelled) {
       r->units[ch->device] += ch->u1 - ch->u0;
       r->chunks[ch->device]++;
@@ -219,31 +374,31 @@ static int hand_out(runner *r) {
   if (r->e->virtual_time) {
     if (any_open(r))
       return 0;
-    int best = -1;
-    double best_t = 0;
-    for (int d = 0; d < ndev; d++) {
-      if (!alive(r, d))
-        continue;
-      double t = poas__engine_clock(r->e, d) - r->e->w[d].t_start;
-      if (best < 0 || t < best_t)
-        best = d, best_t = t;
-    }
-    if (best >= 0) {
-      int rc = give_next(r, best);
+    /* Earliest clock first; one that declines passes to the next. */
+    int asked[POAS_MAX_DEVICES] = {0};
+    for (;;) {
+      int best = -1;
+      for (int d = 0; d < ndev; d++)
+        if (alive(r, d) && !asked[d] && (best < 0 || dev_time(r, d) < dev_time(r, best)))
+          best = d;
+      if (best < 0)
+        return gave;
+      asked[best] = 1;
+      int rc = give_next(r, best, &gave);
       if (rc && !r->rc)
         r->rc = rc;
-      gave = 1;
+      if (gave || rc)
+        return 1;
     }
-    return gave;
   }
   for (int d = 0; d < ndev && r->npool; d++) {
     int lookahead = r->e->w[d].async ? 1 : 0;
     if (!alive(r, d) || r->open[d] > lookahead)
       continue;
-    int rc = give_next(r, d);
+    int one = 0, rc = give_next(r, d, &one);
     if (rc && !r->rc)
       r->rc = rc;
-    gave = 1;
+    gave |= one || rc;
   }
   return gave;
 }
@@ -297,8 +452,11 @@ static int start(runner *r) {
       split = u1;
     else if (cfg->policy == POAS__SCHED_DYNAMIC)
       split = u0;
-    else if (cfg->policy == POAS__SCHED_GUIDED)
-      split = u0 + (int64_t)((double)(u1 - u0) * (1 - GUIDED_TAIL)) / g * g;
+    else if (cfg->policy == POAS__SCHED_GUIDED) {
+      int minor = (double)(u1 - u0) * participants < (double)r->src->total_units;
+      double tail = minor ? GUIDED_TAIL_MINOR : GUIDED_TAIL;
+      split = u0 + (int64_t)((double)(u1 - u0) * (1 - tail)) / g * g;
+    }
     int rc = pool_add(r, split, u1, d);
     if (!rc && split > u0)
       rc = give(r, d, u0, split);
@@ -320,8 +478,18 @@ static void drive(runner *r) {
       r->rc = poas__fail(POAS_EDEVICE, "every device failed");
       return;
     }
-    if (!hand_out(r))
-      poas__engine_wait(r->e);
+    if (hand_out(r))
+      continue;
+    if (!any_open(r)) {
+      /* Everyone declined and nothing will complete to change that (it
+       * should not happen: the device that would finish a granule first
+       * always takes it). Hand the next chunk out regardless. */
+      r->force = 1;
+      hand_out(r);
+      r->force = 0;
+      continue;
+    }
+    poas__engine_wait(r->e);
   }
 }
 
@@ -607,5 +775,6 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
   poas__engine_destroy(r.e);
   poas__graph_free(&r.g);
   free(r.pool);
+  free(r.chunk_model_s);
   return rc;
 }

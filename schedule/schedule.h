@@ -42,10 +42,13 @@ typedef struct poas__sched_config {
  * gflops.
  *
  * Policies: static emits each planned range as one chunk; guided emits
- * 70% of each range up front and hands out the rest in shrinking chunks
- * (half the device's rate-weighted share of what is left, whole granules)
- * to whichever device runs out first; dynamic hands out everything that
- * way. A plan with no ranges runs dynamically on every device.
+ * 70% of each range up front (50% for a device holding less than an equal
+ * share) and hands out the rest in shrinking chunks to whichever device
+ * runs out first: half the device's share of what is left, shared by the
+ * models' times corrected by what each device has measured so far in the
+ * run, whole granules; a chunk a device would finish after another could
+ * is left to that other. Dynamic hands out everything that way. A plan
+ * with no ranges runs dynamically on every device.
  *
  * Measured times come from the devices' clocks: virtual seconds when every
  * device is simulated (the run is then deterministic), else wall seconds
