@@ -21,6 +21,15 @@ if [ -n "$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null)" ]
   commit=$commit-dirty
 fi
 base=$src/bench/results/bench-$machine-$date-$commit
+# The devices section shows the selection the benchmark runs (cores=N and
+# threads=N change which profile entries match).
+devices=
+prev=
+for a in "$@"; do
+  case $prev in -d | --devices) devices=$a ;; esac
+  case $a in --devices=*) devices=${a#--devices=} ;; esac
+  prev=$a
+done
 {
   echo "# poas-bench gemm on $machine"
   echo
@@ -32,7 +41,11 @@ base=$src/bench/results/bench-$machine-$date-$commit
   echo "## Devices"
   echo
   echo '```'
-  "$build/tools/poas-info" 2>&1 || true
+  if [ -n "$devices" ]; then
+    "$build/tools/poas-info" --devices "$devices" 2>&1 || true
+  else
+    "$build/tools/poas-info" 2>&1 || true
+  fi
   echo '```'
   echo
   echo "## Results"
