@@ -16,8 +16,13 @@
  * times it), against the GEMM model: the "kernel" columns, which tell the
  * model's error from the pipeline's.
  *
- *   bench/accuracy [--devices cpu] [--reps N] [--quick]
- * The profile comes from POAS_PROFILE or the default path. */
+ *   bench/accuracy [--devices LIST] [--reps N] [--quick]
+ *     -d, --devices LIST  the device to measure, as POAS_DEVICES (default cpu)
+ *     -r, --reps N        timed repetitions after a warm-up, 1 to 64 (default 5)
+ *     -q, --quick         half the square shapes
+ *     -h, --help          the usage text
+ * The profile comes from POAS_PROFILE or the default path. Exit status: 0,
+ * 1 when a run failed, 2 on a usage error. */
 #include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
@@ -28,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define MAX_REPS 64
 
 typedef struct shape {
   poas_dtype dtype;
@@ -100,8 +107,8 @@ static int run_call(const timed_call *t) {
 
 /* The median seconds of `reps` calls after a warm-up; exits on a failure. */
 static double median_time(const timed_call *t, int reps) {
-  double t_rep[64];
-  reps = reps < 64 ? reps : 64;
+  double t_rep[MAX_REPS];
+  reps = reps < MAX_REPS ? reps : MAX_REPS;
   for (int r = 0; r <= reps; r++) {
     double t0 = bench_now();
     int rc = run_call(t);
@@ -117,25 +124,57 @@ static double median_time(const timed_call *t, int reps) {
   return bench_median(t_rep, reps);
 }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: accuracy [OPTIONS]\n"
+          "Compare the profile's predicted GEMM times with measured ones on shapes\n"
+          "calibration never measured, on one device; print a markdown table.\n\n"
+          "  -d, --devices LIST  the device, as POAS_DEVICES (default cpu)\n"
+          "  -r, --reps N        timed repetitions after one warm-up; the median is kept\n"
+          "                      (1 to %d, default 5)\n"
+          "  -q, --quick         half the square shapes\n"
+          "  -h, --help          show this help\n\n"
+          "The profile comes from POAS_PROFILE or the default path.\n"
+          "Exit status: 0, 1 when a run failed, 2 on a usage error.\n",
+          MAX_REPS);
+}
+
+static int bad(const char *what, const char *value) {
+  fprintf(stderr, "accuracy: bad %s '%s' (see accuracy --help)\n", what, value);
+  return 2;
+}
+
 int main(int argc, char **argv) {
   static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
                                            {"reps", required_argument, NULL, 'r'},
                                            {"quick", no_argument, NULL, 'q'},
+                                           {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   poas_options opts;
   poas_options_init(&opts);
   opts.devices = "cpu";
   int reps = 5, quick = 0, c;
-  while ((c = getopt_long(argc, argv, "d:r:q", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "d:r:qh", longopts, NULL)) != -1) {
     if (c == 'd')
       opts.devices = optarg;
-    else if (c == 'r')
-      reps = atoi(optarg) > 0 ? atoi(optarg) : 5;
-    else if (c == 'q')
+    else if (c == 'r') {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (end == optarg || *end || v < 1 || v > MAX_REPS)
+        return bad("--reps (1 to 64)", optarg);
+      reps = (int)v;
+    } else if (c == 'q')
       quick = 1;
-    else
+    else if (c == 'h') {
+      usage(stdout);
+      return 0;
+    } else { /* getopt_long has named the option */
+      fprintf(stderr, "Try 'accuracy --help' for more information.\n");
       return 2;
+    }
   }
+  if (optind < argc)
+    return bad("argument", argv[optind]);
   poas_context *ctx;
   int rc = poas_init(&ctx, &opts);
   if (rc) {

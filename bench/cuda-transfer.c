@@ -9,16 +9,21 @@
  *   - a single host thread's memcpy bandwidth (staging through a
  *     page-locked bounce buffer costs one such copy).
  * Each figure is the median of 5 runs after a warm-up.
- *   bench/cuda-transfer [MiB ...]   (default 16 64 256) */
+ *   bench/cuda-transfer [MiB ...]   (default 16 64 256; at most 8 sizes,
+ *                                     each 1 to 65536)
+ *   bench/cuda-transfer --help      (or -h: the usage text) */
 #include "bench/timing.h"
 
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define REPS 5
+#define MAX_SIZES 8
+#define MAX_MIB 65536
 
 #define CK(call)                                                                \
   do {                                                                          \
@@ -56,13 +61,45 @@ static double async_issue_s(void *dst, const void *src, size_t bytes, enum cudaM
   return bench_median(t, REPS);
 }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: cuda-transfer [MiB ...]\n"
+          "Measure host-device copy rates from pageable and page-locked memory, the cost\n"
+          "of cudaHostRegister, and how long async copies hold the host, on the first GPU.\n\n"
+          "  MiB         sizes to measure, up to %d of them, each 1 to %d\n"
+          "              (default 16 64 256)\n"
+          "  -h, --help  show this help\n",
+          MAX_SIZES, MAX_MIB);
+}
+
+static int bad(const char *what, const char *value) {
+  fprintf(stderr, "cuda-transfer: bad %s '%s' (see cuda-transfer --help)\n", what, value);
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  size_t mib[8] = {16, 64, 256};
+  size_t mib[MAX_SIZES] = {16, 64, 256};
   int nsizes = 3;
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
   if (argc > 1) {
     nsizes = 0;
-    for (int i = 1; i < argc && nsizes < 8; i++)
-      mib[nsizes++] = strtoul(argv[i], NULL, 10);
+    for (int i = 1; i < argc; i++) {
+      const char *a = argv[i];
+      char *end;
+      errno = 0;
+      long v = strtol(a, &end, 10);
+      if (a[0] == '-' && a[1] && (a[1] < '0' || a[1] > '9'))
+        return bad("option", a);
+      if (end == a || *end || errno || v < 1 || v > MAX_MIB)
+        return bad("size in MiB (1 to 65536)", a);
+      if (nsizes == MAX_SIZES)
+        return bad("argument (at most 8 sizes)", a);
+      mib[nsizes++] = (size_t)v;
+    }
   }
   struct cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));

@@ -2,7 +2,8 @@
  * on host memory, six behind copies, varied speeds), with and without two
  * of them competing for the host's cores. Prints the median and best time
  * of one solve over many repetitions. Not installed; it measures an
- * internal function, so it links the internal library. */
+ * internal function, so it links the internal library. Takes no arguments
+ * but --help (or -h), which prints the usage text. */
 #include "bench/timing.h"
 #include "optimize/optimize.h"
 
@@ -37,7 +38,26 @@ static double bench(const poas__opt_device *d, const poas__opt_problem *p, doubl
   return t[REPS / 2];
 }
 
-int main(void) {
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: optimize-bench\n"
+          "Time the split solver on eight devices, alone and as the library plans\n"
+          "(min_gain 3%%), with and without two devices competing for the host's cores;\n"
+          "print the median and best of %d solves.\n\n"
+          "  -h, --help  show this help\n",
+          REPS);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    fprintf(stderr, "optimize-bench: bad %s '%s' (see optimize-bench --help)\n",
+            argv[1][0] == '-' ? "option" : "argument", argv[1]);
+    return 2;
+  }
   static const double rates[8] = {1.5e12, 3e11, 2e13, 1.8e13, 7e12, 4e12, 9e11, 2e11};
   static const char *const ids[8] = {"cpu0", "opencl0", "cuda0", "cuda1",
                                      "opencl1", "opencl2", "opencl3", "sim0"};

@@ -6,24 +6,72 @@
  * one, so it also measures the hand-off between threads).
  *
  *   bench/tasks-overhead [N] [rounds]     (default 100000 tasks, 5 rounds)
+ *   bench/tasks-overhead --help           (or -h: the usage text)
  *
  * Prints the best and median round per mode. */
 #include "bench/timing.h"
 #include "poas.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#define MAX_ROUNDS 100
 
 static void empty(void **buffers, void *arg) { (void)buffers, (void)arg; }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: tasks-overhead [NTASKS] [ROUNDS]\n"
+          "Time the task runtime per task: NTASKS empty tasks on one buffer, as readers\n"
+          "(mode R) and as a chain of writers (mode RW); print the best and median round.\n\n"
+          "  NTASKS      tasks per round (default 100000)\n"
+          "  ROUNDS      rounds per mode, 1 to %d (default 5)\n"
+          "  -h, --help  show this help\n",
+          MAX_ROUNDS);
+}
+
+static int bad(const char *what, const char *value) {
+  fprintf(stderr, "tasks-overhead: bad %s '%s' (see tasks-overhead --help)\n", what, value);
+  return 2;
+}
+
+/* A whole decimal number from lo to hi into *out; -1 for anything else. */
+static int parse_long(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v < lo || v > hi)
+    return -1;
+  *out = v;
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  long n = argc > 1 ? atol(argv[1]) : 100000;
-  int rounds = argc > 2 ? atoi(argv[2]) : 5;
-  if (n < 1 || rounds < 1 || rounds > 100) {
-    fprintf(stderr, "usage: %s [ntasks] [rounds]\n", argv[0]);
-    return 2;
+  const char *pos[2] = {NULL, NULL};
+  int npos = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    if (a[0] == '-' && a[1] && !isdigit((unsigned char)a[1]))
+      return bad("option", a);
+    if (npos == 2)
+      return bad("argument", a);
+    pos[npos++] = a;
   }
+  long n = 100000, nr = 5;
+  if (pos[0] && parse_long(pos[0], 1, LONG_MAX, &n))
+    return bad("ntasks (1 or more)", pos[0]);
+  if (pos[1] && parse_long(pos[1], 1, MAX_ROUNDS, &nr))
+    return bad("rounds (1 to 100)", pos[1]);
+  int rounds = (int)nr;
   poas_options o;
   poas_options_init(&o);
   o.devices = "cpu";
@@ -45,7 +93,7 @@ int main(int argc, char **argv) {
   for (int m = 0; m < 2; m++) {
     poas_task_desc d = {.cpu = empty, .naccess = 1};
     d.access[0] = (poas_task_access){buf, modes[m], 0, 0};
-    double us[100];
+    double us[MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
       double t0 = bench_now();
       for (long i = 0; i < n && rc == 0; i++)
