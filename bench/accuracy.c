@@ -23,6 +23,7 @@
  *     -h, --help          the usage text
  * The profile comes from POAS_PROFILE or the default path. Exit status: 0,
  * 1 when a run failed, 2 on a usage error. */
+#include "bench/cli.h"
 #include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
@@ -139,11 +140,6 @@ static void usage(FILE *f) {
           MAX_REPS);
 }
 
-static int bad(const char *what, const char *value) {
-  fprintf(stderr, "accuracy: bad %s '%s' (see accuracy --help)\n", what, value);
-  return 2;
-}
-
 int main(int argc, char **argv) {
   static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
                                            {"reps", required_argument, NULL, 'r'},
@@ -158,10 +154,9 @@ int main(int argc, char **argv) {
     if (c == 'd')
       opts.devices = optarg;
     else if (c == 'r') {
-      char *end;
-      long v = strtol(optarg, &end, 10);
-      if (end == optarg || *end || v < 1 || v > MAX_REPS)
-        return bad("--reps (1 to 64)", optarg);
+      long v;
+      if (bench_parse_long(optarg, 1, MAX_REPS, &v))
+        return bench_bad_arg("accuracy", "--reps (1 to 64)", optarg);
       reps = (int)v;
     } else if (c == 'q')
       quick = 1;
@@ -174,7 +169,7 @@ int main(int argc, char **argv) {
     }
   }
   if (optind < argc)
-    return bad("argument", argv[optind]);
+    return bench_bad_arg("accuracy", "argument", argv[optind]);
   poas_context *ctx;
   int rc = poas_init(&ctx, &opts);
   if (rc) {

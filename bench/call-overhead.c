@@ -17,6 +17,7 @@
  *   bench/call-overhead [--devices ID] [-n N] [--calls C]
  * Defaults: cuda0 when there is one, else the first device; n = 64; 200
  * calls. Prints one line per measurement in microseconds. */
+#include "bench/cli.h"
 #include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
@@ -35,6 +36,20 @@ static void print_median(const char *what, double *t, int n) {
   qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
   printf("%-12s median %9.1f us   min %9.1f us   (%d calls)\n", what, 1e6 * t[n / 2], 1e6 * t[0],
          n);
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: call-overhead [OPTIONS]\n"
+          "Break the fixed cost of one small n x n x n sgemm on a device into the public\n"
+          "call, planning, the engine, thread starts, events and the same work issued\n"
+          "directly; print each as the median of many calls, in microseconds.\n\n"
+          "  -d, --devices ID  the device (default cuda0 when there is one, else the\n"
+          "                    first device)\n"
+          "  -n, --n N         matrix size, 1 to 4096 (default 64)\n"
+          "  -c, --calls C     calls per measurement, 1 to %d (default 200)\n"
+          "  -h, --help        show this help\n",
+          MAX_CALLS);
 }
 
 static void die(const char *what) {
@@ -58,24 +73,28 @@ int main(int argc, char **argv) {
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   const char *id = NULL;
-  int n = 64, calls = 200, c;
+  long n_arg = 64, calls_arg = 200;
+  int c;
   while ((c = getopt_long(argc, argv, "d:n:c:h", longopts, NULL)) != -1) {
     if (c == 'd')
       id = optarg;
-    else if (c == 'n')
-      n = atoi(optarg);
-    else if (c == 'c')
-      calls = atoi(optarg);
-    else {
-      fprintf(c == 'h' ? stdout : stderr,
-              "usage: call-overhead [--devices ID] [-n N] [--calls C]\n");
-      return c == 'h' ? 0 : 2;
+    else if (c == 'n') {
+      if (bench_parse_long(optarg, 1, 4096, &n_arg))
+        return bench_bad_arg("call-overhead", "-n (1 to 4096)", optarg);
+    } else if (c == 'c') {
+      if (bench_parse_long(optarg, 1, MAX_CALLS, &calls_arg))
+        return bench_bad_arg("call-overhead", "--calls (1 to 10000)", optarg);
+    } else if (c == 'h') {
+      usage(stdout);
+      return 0;
+    } else { /* getopt_long has named the option */
+      fprintf(stderr, "Try 'call-overhead --help' for more information.\n");
+      return 2;
     }
   }
-  if (n < 1 || n > 4096 || calls < 1 || calls > MAX_CALLS) {
-    fprintf(stderr, "call-overhead: n must be 1..4096 and calls 1..%d\n", MAX_CALLS);
-    return 2;
-  }
+  if (optind < argc)
+    return bench_bad_arg("call-overhead", "argument", argv[optind]);
+  int n = (int)n_arg, calls = (int)calls_arg;
   poas_options o;
   poas_options_init(&o);
   o.devices = id;

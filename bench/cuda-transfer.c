@@ -12,10 +12,10 @@
  *   bench/cuda-transfer [MiB ...]   (default 16 64 256; at most 8 sizes,
  *                                     each 1 to 65536)
  *   bench/cuda-transfer --help      (or -h: the usage text) */
+#include "bench/cli.h"
 #include "bench/timing.h"
 
 #include <cuda_runtime.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +73,7 @@ static void usage(FILE *f) {
 }
 
 static int bad(const char *what, const char *value) {
-  fprintf(stderr, "cuda-transfer: bad %s '%s' (see cuda-transfer --help)\n", what, value);
-  return 2;
+  return bench_bad_arg("cuda-transfer", what, value);
 }
 
 int main(int argc, char **argv) {
@@ -89,12 +88,10 @@ int main(int argc, char **argv) {
     nsizes = 0;
     for (int i = 1; i < argc; i++) {
       const char *a = argv[i];
-      char *end;
-      errno = 0;
-      long v = strtol(a, &end, 10);
-      if (a[0] == '-' && a[1] && (a[1] < '0' || a[1] > '9'))
+      long v;
+      if (bench_is_option(a))
         return bad("option", a);
-      if (end == a || *end || errno || v < 1 || v > MAX_MIB)
+      if (bench_parse_long(a, 1, MAX_MIB, &v))
         return bad("size in MiB (1 to 65536)", a);
       if (nsizes == MAX_SIZES)
         return bad("argument (at most 8 sizes)", a);

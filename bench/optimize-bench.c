@@ -4,6 +4,7 @@
  * of one solve over many repetitions. Not installed; it measures an
  * internal function, so it links the internal library. Takes no arguments
  * but --help (or -h), which prints the usage text. */
+#include "bench/cli.h"
 #include "bench/timing.h"
 #include "optimize/optimize.h"
 
@@ -54,9 +55,7 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
-    fprintf(stderr, "optimize-bench: bad %s '%s' (see optimize-bench --help)\n",
-            argv[1][0] == '-' ? "option" : "argument", argv[1]);
-    return 2;
+    return bench_bad_arg("optimize-bench", argv[1][0] == '-' ? "option" : "argument", argv[1]);
   }
   static const double rates[8] = {1.5e12, 3e11, 2e13, 1.8e13, 7e12, 4e12, 9e11, 2e11};
   static const char *const ids[8] = {"cpu0", "opencl0", "cuda0", "cuda1",

@@ -9,11 +9,10 @@
  *   bench/tasks-overhead --help           (or -h: the usage text)
  *
  * Prints the best and median round per mode. */
+#include "bench/cli.h"
 #include "bench/timing.h"
 #include "poas.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,19 +35,7 @@ static void usage(FILE *f) {
 }
 
 static int bad(const char *what, const char *value) {
-  fprintf(stderr, "tasks-overhead: bad %s '%s' (see tasks-overhead --help)\n", what, value);
-  return 2;
-}
-
-/* A whole decimal number from lo to hi into *out; -1 for anything else. */
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || errno || v < lo || v > hi)
-    return -1;
-  *out = v;
-  return 0;
+  return bench_bad_arg("tasks-overhead", what, value);
 }
 
 int main(int argc, char **argv) {
@@ -60,16 +47,16 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
-    if (a[0] == '-' && a[1] && !isdigit((unsigned char)a[1]))
+    if (bench_is_option(a))
       return bad("option", a);
     if (npos == 2)
       return bad("argument", a);
     pos[npos++] = a;
   }
   long n = 100000, nr = 5;
-  if (pos[0] && parse_long(pos[0], 1, LONG_MAX, &n))
+  if (pos[0] && bench_parse_long(pos[0], 1, LONG_MAX, &n))
     return bad("ntasks (1 or more)", pos[0]);
-  if (pos[1] && parse_long(pos[1], 1, MAX_ROUNDS, &nr))
+  if (pos[1] && bench_parse_long(pos[1], 1, MAX_ROUNDS, &nr))
     return bad("rounds (1 to 100)", pos[1]);
   int rounds = (int)nr;
   poas_options o;

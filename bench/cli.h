@@ -1,0 +1,36 @@
+/* cli.h: what the bench programs share on their command lines: one
+ * wording for a bad argument and one strict integer parser. Header-only,
+ * like timing.h, since cuda-transfer links nothing of POAS. */
+#ifndef POAS_BENCH_CLI_H
+#define POAS_BENCH_CLI_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Prints "PROG: bad WHAT 'VALUE' (see PROG --help)" and returns 2, the
+ * bench programs' exit status for a usage error. */
+static inline int bench_bad_arg(const char *prog, const char *what, const char *value) {
+  fprintf(stderr, "%s: bad %s '%s' (see %s --help)\n", prog, what, value, prog);
+  return 2;
+}
+
+/* All of `text` as a whole decimal number from lo to hi, into *out; -1 for
+ * anything else (atoi would read "abc" as 0 and "5x" as 5). */
+static inline int bench_parse_long(const char *text, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (end == text || *end || errno || v < lo || v > hi)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+/* Whether `arg` looks like an option rather than a (possibly negative)
+ * number. */
+static inline int bench_is_option(const char *arg) {
+  return arg[0] == '-' && arg[1] && (arg[1] < '0' || arg[1] > '9');
+}
+
+#endif /* POAS_BENCH_CLI_H */
