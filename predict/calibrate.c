@@ -240,8 +240,13 @@ static uint64_t probe_memory(poas__device *dev) {
   size_t slice = (size_t)(dev->info.memory_bytes / SLICES);
   poas__mem held[SLICES];
   int n = 0;
+  /* The last allocation is meant to fail: not a warning (an H100 run
+   * printed "cudaMalloc of 2656796672 bytes: out of memory" for it). */
+  poas__failures_expected(1);
   while (slice && n < SLICES && dev->be->mem_alloc(dev, slice, &held[n]) == 0)
     n++;
+  poas__failures_expected(0);
+  poas__clear_detail();
   for (int i = n - 1; i >= 0; i--)
     dev->be->mem_free(dev, held[i]);
   return (uint64_t)n * slice;
@@ -521,10 +526,18 @@ static double probe_rate(poas__device *dev) {
   }
   if (load_operands(&bb))
     goto done;
+  /* The fastest of three: the probe sets every later size, and one
+   * disturbed call must not shrink them all (on an H100 VM a single timing
+   * once read the 16-core CPU at 4.4 GFLOP/s, scaled its sweep by 0.35 and
+   * left a profile 12% off). */
   gemm_sample w = {.dtype = POAS_FLOAT32, .m = N, .n = N, .k = N};
-  double t;
-  if (time_gemm(&bb, &w, &t) == 0 && t > 0)
-    rate = 2.0 * N * N * N / t;
+  for (int rep = 0; rep < 3; rep++) {
+    double t;
+    if (time_gemm(&bb, &w, &t) != 0)
+      break;
+    if (t > 0)
+      rate = POAS__MAX(rate, 2.0 * N * N * N / t);
+  }
 done:
   bench_free(&bb);
   return rate;
