@@ -5,19 +5,21 @@
  * 10-13% slower while PoCL computed on the other, and PoCL 14-17% slower.
  * A plan that ignores this predicts co-execution gains that do not exist.
  *
- * The probe times a square sgemm on each device alone, then on all of them
- * at once, each from its own thread (as the scheduler drives them), and
- * gives each device the ratio of its times. The squares are as large as
- * the device computes in about PROBE_CALL_S (up to 2048, whose operands
- * are 16 MiB each), as in the blocks of a real split: with 768^3, which
- * stays in the caches, the same two devices showed 0.3% and 1.3%, while a
- * 4096^3 split between them ran 10-17% slower than its parts alone. A
- * device with its own memory also copies an operand in and the result out
- * on every call, as its pipeline does: on a CPU OpenCL device those copies
- * are memory traffic on the host's cores too. */
+ * The probe times an sgemm on each device alone, then on all of them at
+ * once, each from its own thread (as the scheduler drives them), and gives
+ * each device the ratio of its times. Each computes what a device computes
+ * in a real split by columns: all PROBE_N rows of C, over the whole
+ * PROBE_N x PROBE_N A (16 MiB), for a band of as many columns as it
+ * computes in about PROBE_CALL_S (all PROBE_N for a fast device). A slow
+ * device's thin band still streams the whole A, as it does in a split:
+ * with small squares instead (1088^3 for a one-core PoCL device, which
+ * stays in the caches), a CPU beside PoCL measured 0.6% and 1.9% while a
+ * split between them ran 5-15% slower than its parts alone; with 768^3,
+ * 0.3% and 1.3%. A device with its own memory also copies its band of B
+ * in and its band of C out on every call, as its pipeline does: on a CPU
+ * OpenCL device those copies are memory traffic on the host's cores too. */
 #include "predict/predict.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +28,7 @@
 #define ALONE_S 1.0
 #define TOGETHER_S 2.0
 #define PROBE_CALL_S 0.25
-#define PROBE_N_MAX 2048
+#define PROBE_N 2048
 
 /* Where the probes wait to start together; `abort` sends them home when
  * not all of them could be started. */
@@ -40,7 +42,7 @@ typedef struct probe {
   poas__device *dev;
   poas__mem a, b, c;
   double deadline;   /* poas__now() at which to stop */
-  int64_t n;          /* side of the probe's square */
+  int64_t w;          /* columns of the probe's band of B and C */
   float *host;        /* staging for the copies of a device with its own memory */
   gate *start;
   int calls;
@@ -50,11 +52,13 @@ typedef struct probe {
 
 static int probe_gemm(probe *p) {
   poas__gemm_call g = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
-                       .m = p->n, .n = p->n, .k = p->n, .alpha = 1, .beta = 0,
-                       .a = {p->a, 0, p->n}, .b = {p->b, 0, p->n}, .c = {p->c, 0, p->n}};
-  size_t bytes = (size_t)(p->n * p->n) * sizeof(float);
+                       .m = PROBE_N, .n = p->w, .k = PROBE_N, .alpha = 1, .beta = 0,
+                       .a = {p->a, 0, PROBE_N}, .b = {p->b, 0, PROBE_N},
+                       .c = {p->c, 0, PROBE_N}};
+  /* Column-major bands of B (k x w) and C (m x w) are contiguous. */
+  size_t bytes = (size_t)(PROBE_N * p->w) * sizeof(float);
   poas__copy2d c = {bytes, 1, bytes, bytes, 0};
-  int rc = p->host ? p->dev->be->copy_h2d(p->dev, 0, p->a, p->host, &c) : 0;
+  int rc = p->host ? p->dev->be->copy_h2d(p->dev, 0, p->b, p->host, &c) : 0;
   if (!rc)
     rc = p->dev->be->gemm(p->dev, 0, &g);
   if (!rc && p->host)
@@ -88,7 +92,7 @@ static void *probe_loop(void *arg) {
 static int probe_open(probe *p, poas__device *dev) {
   memset(p, 0, sizeof *p);
   p->dev = dev;
-  size_t bytes = (size_t)PROBE_N_MAX * PROBE_N_MAX * sizeof(float);
+  size_t bytes = (size_t)PROBE_N * PROBE_N * sizeof(float);
   enum { CHUNK = 4 << 20 };
   float *host = malloc(CHUNK);
   int rc = host ? 0 : POAS_ENOMEM;
@@ -111,19 +115,19 @@ static int probe_open(probe *p, poas__device *dev) {
     rc = POAS_ENOMEM;
   if (p->host)
     memset(p->host, 0, bytes);
-  /* Warm-up (threads started, kernels compiled), then the square that
-   * takes about PROBE_CALL_S at the rate of a 512^3 one. */
-  p->n = 512;
+  /* Warm-up (threads started, kernels compiled), then the band that
+   * takes about PROBE_CALL_S at the rate of a 64-column one. */
+  p->w = 64;
   if (!rc)
     rc = probe_gemm(p);
   double t0 = poas__now();
   if (!rc)
     rc = probe_gemm(p);
   double t = poas__now() - t0;
-  int64_t side = t > 0 ? (int64_t)(512 * cbrt(PROBE_CALL_S / t)) / 128 * 128 : PROBE_N_MAX;
-  p->n = POAS__MIN(POAS__MAX(side, 256), PROBE_N_MAX);
+  int64_t w = t > 0 ? (int64_t)(64 * PROBE_CALL_S / t) / 32 * 32 : PROBE_N;
+  p->w = POAS__MIN(POAS__MAX(w, 32), PROBE_N);
   if (!rc)
-    rc = probe_gemm(p); /* pages of the larger square touched */
+    rc = probe_gemm(p); /* pages of the wider band touched */
   free(host);
   return rc;
 }
@@ -190,9 +194,10 @@ int poas__calibrate_contention(poas__device *const *devs, int n, double *factor)
     double together = per_call(&p[i]);
     double f = alone[i] > 0 && together > 0 ? together / alone[i] : 1;
     factor[i] = POAS__MIN(POAS__MAX(f, 1.0), 10.0);
-    poas__info("%s: %.3g ms per %lld^3 sgemm alone, %.3g ms beside the others: "
+    poas__info("%s: %.3g ms per %dx%lldx%d sgemm alone, %.3g ms beside the others: "
                "contention %.3f",
-               devs[i]->info.id, alone[i] * 1e3, (long long)p[i].n, together * 1e3, factor[i]);
+               devs[i]->info.id, alone[i] * 1e3, PROBE_N, (long long)p[i].w, PROBE_N,
+               together * 1e3, factor[i]);
   }
   for (int i = 0; i < opened; i++)
     probe_close(&p[i]);
