@@ -42,8 +42,8 @@ typedef struct poas__sched_config {
  * gflops.
  *
  * Policies: static emits each planned range as one chunk; guided emits
- * 70% of each range up front (50% for a device holding less than an equal
- * share) and hands out the rest in shrinking chunks to whichever device
+ * most of each range up front (70% for a device holding an equal share,
+ * more for a larger one, 50% for a smaller one) and hands out the rest in shrinking chunks to whichever device
  * runs out first: half the device's share of what is left, shared by the
  * models' times corrected by what each device has measured so far in the
  * run, whole granules; a chunk a device would finish after another could
