@@ -15,8 +15,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "Usage: poas-plan --m M --n N --k K [--dtype s|d] [--devices LIST] [--profile FILE]\n"
           "                 [--json]\n"
-          "Print the plan POAS would run for C = A B (m x k times k x n, row-major), without\n"
-          "running it.\n\n"
+          "Print the plan POAS would run for C = A B + C (m x k times k x n, row-major),\n"
+          "without running it. C is read as well as written (as for beta != 0), so devices\n"
+          "with their own memory copy it in too; a call with beta = 0 copies less.\n\n"
           "  -m, --m M            rows of C\n"
           "  -n, --n N            columns of C\n"
           "  -k, --k K            inner dimension\n"
