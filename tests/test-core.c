@@ -1,9 +1,11 @@
-/* test-core.c: error codes, number parsing and the device-selection
- * parser. */
+/* test-core.c: error codes, number parsing, the device-selection parser
+ * and what failures log. */
 #include "core/core.h"
 #include "harness.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The value of `key` in an entry, or NULL. */
 static const char *setting(const poas__spec_entry *e, const char *key) {
@@ -76,5 +78,38 @@ TEST(spec_rejects_and_names_bad_tokens) {
   return 0;
 }
 
+/* A failure a probe expects (the allocation that ends a memory probe)
+ * sets the detail but is no warning; any other failure still warns. */
+TEST(expected_failures_are_not_warnings) {
+  FILE *log = tmpfile();
+  CHECK(log != NULL);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  CHECK(saved >= 0 && dup2(fileno(log), STDERR_FILENO) >= 0);
+  int level = poas__log_level();
+  poas__log_set_level(POAS__LOG_WARN);
+  poas__failures_expected(1);
+  int rc1 = poas__fail(POAS_ENOMEM, "expected: out of memory");
+  char detail1[64];
+  snprintf(detail1, sizeof detail1, "%s", poas_error_detail());
+  poas__failures_expected(0);
+  int rc2 = poas__fail(POAS_EIO, "unexpected: cannot read");
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  poas__log_set_level(level);
+  char text[512] = "";
+  rewind(log);
+  size_t got = fread(text, 1, sizeof text - 1, log);
+  text[got] = '\0';
+  fclose(log);
+  CHECK(rc1 == POAS_ENOMEM && rc2 == POAS_EIO);
+  CHECK(strcmp(detail1, "expected: out of memory") == 0);
+  CHECK_MSG(strstr(text, "expected: out of memory") == NULL, "logged: %s", text);
+  CHECK_MSG(strstr(text, "warning: unexpected: cannot read") != NULL, "logged: %s", text);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
-          TEST_ENTRY(spec_parses_entries_and_settings), TEST_ENTRY(spec_rejects_and_names_bad_tokens))
+          TEST_ENTRY(spec_parses_entries_and_settings), TEST_ENTRY(spec_rejects_and_names_bad_tokens),
+          TEST_ENTRY(expected_failures_are_not_warnings))
