@@ -144,6 +144,36 @@ TEST(small_problems_run_on_one_device_in_one_tile) {
   return 0;
 }
 
+/* A copy device that ends up with nearly all of the work beside a slow one
+ * runs the tiles of its own share, not those of the even share the solve
+ * started from: eight tiles of half the problem, which the pipeline model
+ * predicts faster than the four it has alone, once made an H100 keep a
+ * CPU whose 1.2% then cost 20-40% when run. */
+TEST(a_dominant_copy_device_keeps_its_own_tiles) {
+  poas__device_model gpu, cpu;
+  rate_model(&gpu, 2e13, 1e-5, 1e-5, 1e10);
+  rate_model(&cpu, 2e11, 1e-5, 0, 0);
+  poas__opt_device both[2] = {device("cpu", &cpu, 1), device("gpu", &gpu, 0)};
+  poas__opt_problem p = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 8192, .n = 8192, .k = 8192,
+                         .reads_ab = 1, .engine_s = 5e-4};
+  poas__opt_result r, alone;
+  CHECK_OK(poas__optimize(both, 2, &p, &r));
+  CHECK_OK(poas__optimize(&both[1], 1, &p, &alone));
+  int64_t share = r.dev[1].u1 - r.dev[1].u0;
+  int64_t tiles = (share + r.dev[1].tile - 1) / r.dev[1].tile;
+  int64_t alone_tiles = (alone.total_units + alone.dev[0].tile - 1) / alone.dev[0].tile;
+  fprintf(stderr, "  gpu: %.1f%% in %lld tiles beside the cpu, %lld tiles alone\n",
+          100.0 * (double)share / (double)r.total_units, (long long)tiles,
+          (long long)alone_tiles);
+  CHECK(share > 0.9 * (double)r.total_units);
+  CHECK(tiles <= 4 && tiles == alone_tiles);
+  /* So the pair is predicted faster than the GPU alone only by the CPU's
+   * part, not by the tiles. */
+  CHECK(r.makespan_s >= alone.makespan_s * (double)share / (double)r.total_units * 0.99);
+  return 0;
+}
+
 /* --------------------------------------------------------------- shares */
 
 TEST(shares_follow_rates) {
@@ -390,6 +420,7 @@ TEST(empty_problems_plan_nothing) {
 }
 
 TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(shares_follow_rates),
+          TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
           TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),
