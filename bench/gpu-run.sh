@@ -19,7 +19,8 @@
 #                   (default 30, poas-bench --alone-limit); DEVICES sets the
 #                   selection (default cpu0,cuda0)
 #   overhead[:DEV]  bench/call-overhead: where a small call's fixed cost goes
-#   trace:N[:DEVS]  one n x n x n sgemm (poas-demo) on DEVS (cpu0,cuda0) with POAS_TRACE
+#   trace:N[:DEVS]  an n x n x n sgemm (poas-demo) on DEVS (cpu0,cuda0) with POAS_TRACE;
+#                   the trace holds its second, warm call
 #   openblas        which kernel OpenBLAS picked, and cblas at n=4096 under others
 # Everything it writes lands under $OUT (or ./gpu-out when OUT is unset).
 set -u
