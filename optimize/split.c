@@ -269,9 +269,8 @@ typedef struct screen {
 
 /* The tile of a copy device that can hold `fit` units in a tile, for a
  * share of `share` units (alone: the only device with work). PIPE_DEPTH
- * tiles of its
- * share overlap copies with GEMMs, but each tile pays a copy's latency and
- * a call's overhead more, which a small problem feels (a 64^3 sgemm in
+ * tiles of its share overlap copies with GEMMs, but each tile pays a
+ * copy's latency and a call's overhead more, which a small problem feels (a 64^3 sgemm in
  * four tiles on PoCL spent 180 us on the device where one tile takes 70).
  * So of PIPE_DEPTH tiles, half as many, and so on down to two, the
  * pipeline model's best for the device's share; and one tile when that is
@@ -393,12 +392,12 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
 static void apply_contention(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
                              const poas__device_model *base, poas__opt_result *r);
 
-/* Solves with the candidates in `use`; returns the makespan and leaves the
- * assignment in s. The models of the devices sharing the host's cores are
- * those of this subset: slowed by contention when two or more of them are
- * in it. */
+/* Solves with the candidates in `use`, each with its tile from sc;
+ * returns the makespan and leaves the assignment in s. The models of the
+ * devices sharing the host's cores are those of this subset: slowed by
+ * contention when two or more of them are in it. */
 static double solve_subset(solver *s, const poas__opt_device *d, int nd, const int *use,
-                           screen *sc, poas__opt_result *r) {
+                           const screen *sc, poas__opt_result *r) {
   unsigned mask = 0;
   for (int j = 0; j < s->ns; j++)
     mask |= (unsigned)(use[s->sharing[j]] != 0) << j;
@@ -413,28 +412,35 @@ static double solve_subset(solver *s, const poas__opt_device *d, int nd, const i
   }
   if (s->ncand == 0)
     return INFINITY;
-  double t = balance(s);
-  /* The tiles were chosen for even shares. A device whose share came out
-   * so much larger that it would run more than PIPE_DEPTH tiles gets the
-   * tiles of its own share, and the balance is struck again: else an H100
-   * given 98.8% of a dgemm beside the CPU kept the eight tiles of half
-   * the problem, which the pipeline model predicts 12% faster than the
-   * four it has alone (more tiles than that are what the model gets
-   * wrong, see device_tile); the CPU's 1.2% then looked worth keeping,
-   * and run together the two ran 20-40% slower than the GPU alone. */
+  return balance(s);
+}
+
+/* solve_subset, then the tiles of each copy device's own share where they
+ * differ from sc's, which were chosen for even shares: a device whose
+ * share came out so much larger that it would run more than PIPE_DEPTH
+ * tiles gets the tiles of its share (kept in its candidate's pipe), and
+ * the balance is struck again. Else an H100 given 98.8% of a dgemm beside
+ * the CPU kept the eight tiles of half the problem, which the pipeline
+ * model predicts 12% faster than the four it has alone (more tiles than
+ * that are what the model gets wrong, see device_tile); the CPU's 1.2%
+ * then looked worth keeping, and run together the two ran 20-40% slower
+ * than the GPU alone. The choice among devices sharing the cores uses
+ * solve_subset alone: there the copy devices' tiles weigh alike on every
+ * subset, and a second balance for each would cost planning time. */
+static double solve_tiled(solver *s, const poas__opt_device *d, int nd, const int *use,
+                          const screen *sc, poas__opt_result *r) {
+  double t = solve_subset(s, d, nd, use, sc, r);
   int working = 0, changed = 0;
   for (int ci = 0; ci < s->ncand; ci++)
     working += s->n[ci] > 0;
   for (int ci = 0; ci < s->ncand && isfinite(t); ci++) {
     int i = s->c[ci].dev;
-    int64_t share = POAS__MIN(s->n[ci] * s->granule, s->total);
-    if (d[i].host_memory || share <= 0 || sc->tile[i] <= 0 ||
-        (share + sc->tile[i] - 1) / sc->tile[i] <= PIPE_DEPTH)
+    int64_t share = POAS__MIN(s->n[ci] * s->granule, s->total), now = s->c[ci].pipe.tile;
+    if (d[i].host_memory || share <= 0 || (share + now - 1) / now <= PIPE_DEPTH)
       continue;
     int64_t tile = device_tile(&d[i], s->p, r, &r->model[i], tile_fit(&d[i], s->p, r->split),
                                share, working == 1);
-    if (tile != sc->tile[i]) {
-      sc->tile[i] = tile;
+    if (tile != now) {
       poas__pipe_init(&s->c[ci].pipe, s->p, r->split, &r->model[i], &d[i], tile, 1);
       changed = 1;
     }
@@ -535,6 +541,8 @@ static void fill_result(const solver *s, const screen *sc, poas__opt_result *r) 
   r->makespan_s = 0;
   for (int i = 0; i < r->ndev; i++)
     r->dev[i].tile = sc->tile[i];
+  for (int ci = 0; ci < s->ncand; ci++)
+    r->dev[s->c[ci].dev].tile = s->c[ci].pipe.tile;
   for (int ci = 0; ci < s->ncand; ci++) {
     int i = s->c[ci].dev;
     poas__opt_share *sh = &r->dev[i];
@@ -601,13 +609,13 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
   for (int j = 0; j < ndrop; j++)
     sc->ok[order[j]] = 0;
   retile(d, nd, s->p, r, sc);
-  double now = solve_subset(s, d, nd, sc->ok, sc, r);
+  double now = solve_tiled(s, d, nd, sc->ok, sc, r);
   /* The shares were an estimate: keep devices back, largest first, until
    * the makespan is within the gain (rarely needed). */
   while (ndrop > 0 && now > t * (1 + g)) {
     sc->ok[order[--ndrop]] = 1;
     retile(d, nd, s->p, r, sc);
-    now = solve_subset(s, d, nd, sc->ok, sc, r);
+    now = solve_tiled(s, d, nd, sc->ok, sc, r);
   }
   for (int j = 0; j < ndrop; j++) {
     poas__opt_share *sh = &r->dev[order[j]];
@@ -660,12 +668,11 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
   poas__pipe_eval(&pp, r->total_units, &pt);
   if (!(pt.total_s <= t + cost))
     return;
-  double alone = solve_subset(s, d, nd, use, &alone_sc, r);
+  double alone = solve_tiled(s, d, nd, use, &alone_sc, r);
   if (!(alone <= t + cost)) {
-    solve_subset(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
+    solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
     return;
   }
-  sc->tile[keep] = alone_sc.tile[keep];
   for (int i = 0; i < nd; i++)
     if (sc->ok[i] && i != keep) {
       sc->ok[i] = 0;
@@ -734,7 +741,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
     for (int j = 0; j < ns; j++)
       sc.ok[idx[j]] = (best_mask >> j) & 1;
   }
-  double t = solve_subset(&s, d, nd, sc.ok, &sc, out);
+  double t = solve_tiled(&s, d, nd, sc.ok, &sc, out);
   if (!isfinite(t))
     return fail_everywhere(d, nd, p, too_big, out);
   t = drop_marginal(&s, d, nd, &sc, out, t);
