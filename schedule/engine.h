@@ -93,6 +93,7 @@ typedef struct poas__chunk {
   int cancelled;          /* some node was cancelled: the chunk must re-run */
   int host_written;       /* some node started writing host memory */
   poas__chunk_state state;
+  double model_s;         /* the runner's predicted seconds for it (run.c) */
 } poas__chunk;
 
 typedef struct poas__engine poas__engine;

@@ -86,13 +86,11 @@ typedef struct runner {
    * correction): the device's seconds with a chunk open, up to its last
    * completion; when its current stretch of open chunks was last
    * accounted for; the model's seconds for its completed and its open
-   * chunks; and each chunk's, by chunk id. */
+   * chunks (each chunk's is in its poas__chunk). */
   double busy_s[POAS_MAX_DEVICES];
   double busy_from[POAS_MAX_DEVICES];
   double done_model_s[POAS_MAX_DEVICES];
   double open_model_s[POAS_MAX_DEVICES];
-  double *chunk_model_s;
-  int cap_chunk_model;
   int force;                    /* chunk_size never declines */
   int handled;                  /* chunks accounted for */
   int rc;                       /* first fatal error */
@@ -175,17 +173,10 @@ static double ready_at(const runner *r, int d) {
 static int give(runner *r, int d, int64_t a, int64_t b) {
   /* Before emit: the first chunk on a device carries the shared operand. */
   double model = model_s(r, d, b - a);
-  if (r->e->nchunks >= r->cap_chunk_model) {
-    int ncap = POAS__MAX(2 * r->cap_chunk_model, r->e->nchunks + 16);
-    double *p = realloc(r->chunk_model_s, (size_t)ncap * sizeof *p);
-    if (!p)
-      return POAS_ENOMEM;
-    r->chunk_model_s = p, r->cap_chunk_model = ncap;
-  }
   int chunk = poas__engine_chunk_open(r->e, d, a, b);
   if (chunk < 0)
     return chunk;
-  r->chunk_model_s[chunk] = model;
+  r->e->chunks[chunk].model_s = model;
   if (r->open[d] == 0)
     r->busy_from[d] = dev_time(r, d);
   r->open[d]++;
@@ -327,9 +318,9 @@ static void collect(runner *r) {
     ch->state = POAS__CHUNK_HANDLED;
     int d = ch->device;
     r->open[d]--;
-    r->open_model_s[d] -= r->chunk_model_s[c];
+    r->open_model_s[d] -= ch->model_s;
     if (!ch->cancelled)
-      r->done_model_s[d] += r->chunk_model_s[c];
+      r->done_model_s[d] += ch->model_s;
     /* The device has had a chunk open since busy_from, up to its last
      * completion (a later chunk's copies may already be done: the stretch
      * goes on either way). */
@@ -788,6 +779,5 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
   poas__engine_destroy(r.e);
   poas__graph_free(&r.g);
   free(r.pool);
-  free(r.chunk_model_s);
   return rc;
 }
