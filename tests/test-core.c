@@ -111,5 +111,6 @@ TEST(expected_failures_are_not_warnings) {
 }
 
 TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
-          TEST_ENTRY(spec_parses_entries_and_settings), TEST_ENTRY(spec_rejects_and_names_bad_tokens),
+          TEST_ENTRY(spec_parses_entries_and_settings),
+          TEST_ENTRY(spec_rejects_and_names_bad_tokens),
           TEST_ENTRY(expected_failures_are_not_warnings))

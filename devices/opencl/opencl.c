@@ -191,41 +191,33 @@ static int partitions_by_counts(cl_device_id d) {
  * partitioned (PoCL's can), so that OpenCL leaves the other cores to the
  * cpu device. */
 static int parse_settings(ocl_state *s, const poas__spec_entry *e, char *err, size_t errcap) {
-  for (int i = 0; e && i < e->nsettings; i++) {
-    if (strcmp(e->key[i], "cores") != 0) {
-      snprintf(err, errcap, "opencl: unknown setting '%s' (known: cores)", e->key[i]);
-      return POAS_ESPEC;
-    }
-    if (s->subdevice) {
-      snprintf(err, errcap, "opencl: cores given twice");
-      return POAS_ESPEC;
-    }
-    cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);
-    cl_device_type type = 0;
-    clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    int64_t v;
-    if (poas__spec_int("opencl", "cores", e->value[i], 0, 1, (int64_t)cu, &v, err, errcap))
-      return POAS_ESPEC;
-    if (!(type & CL_DEVICE_TYPE_CPU) || !partitions_by_counts(s->device)) {
-      snprintf(err, errcap,
-               "opencl: cores=%s not supported: the device cannot be partitioned by counts",
-               e->value[i]);
-      return POAS_ESPEC;
-    }
-    if (v == (int64_t)cu)
-      continue;
-    cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_COUNTS,
-                                            (cl_device_partition_property)v,
-                                            CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
-    cl_uint got = 0;
-    cl_int r = clCreateSubDevices(s->device, props, 1, &s->subdevice, &got);
-    if (r != CL_SUCCESS || got != 1) {
-      snprintf(err, errcap, "opencl: cores=%s: clCreateSubDevices failed: %s (%d)", e->value[i],
-               status_name(r), (int)r);
-      return POAS_ESPEC;
-    }
-    s->device = s->subdevice;
+  cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);
+  int cores = 0; /* not given */
+  const poas__int_setting known[] = {{"cores", 1, (int64_t)cu, &cores}};
+  if (poas__spec_ints("opencl", e, known, 1, err, errcap))
+    return POAS_ESPEC;
+  if (cores == 0)
+    return 0;
+  cl_device_type type = 0;
+  clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  if (!(type & CL_DEVICE_TYPE_CPU) || !partitions_by_counts(s->device)) {
+    snprintf(err, errcap,
+             "opencl: cores=%d not supported: the device cannot be partitioned by counts", cores);
+    return POAS_ESPEC;
   }
+  if (cores == (int)cu)
+    return 0;
+  cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_COUNTS,
+                                          (cl_device_partition_property)cores,
+                                          CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
+  cl_uint got = 0;
+  cl_int r = clCreateSubDevices(s->device, props, 1, &s->subdevice, &got);
+  if (r != CL_SUCCESS || got != 1) {
+    snprintf(err, errcap, "opencl: cores=%d: clCreateSubDevices failed: %s (%d)", cores,
+             status_name(r), (int)r);
+    return POAS_ESPEC;
+  }
+  s->device = s->subdevice;
   return 0;
 }
 
