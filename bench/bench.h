@@ -63,8 +63,20 @@ typedef struct bench_row {
   double pred_error;     /* (predicted - seconds) / seconds */
   double num_error;      /* largest normalised error over the runs */
   double num_bound;
+  /* Co-executed: where the efficiency went, as three factors whose product
+   * it is (NaN elsewhere). used: the alone rates of the devices that
+   * computed over the ideal (below 1 when the plan left one out). corun:
+   * their rates beside each other (share of the work over time busy, in
+   * the median run) over their alone rates: what contention for memory,
+   * caches and clocks took. fill: the measured rate over those co-run rates:
+   * what idle time, the engine and the tail took, the schedule's part. */
+  double used, corun, fill;
+  int ndev;                                 /* the median run's devices */
+  char dev_id[POAS_MAX_DEVICES][POAS_ID_LEN];
+  double dev_share[POAS_MAX_DEVICES];       /* fraction of C each computed */
+  double dev_busy_s[POAS_MAX_DEVICES];      /* seconds each had work */
   const char *status;    /* "ok", "inaccurate", "failed", "unsupported" */
-  char note[160];
+  char note[256];
 } bench_row;
 
 /* ------------------------------------------------------------ verify.c */

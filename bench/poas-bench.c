@@ -102,6 +102,13 @@ static void usage(FILE *f) {
           "                        slow device alone would take minutes)\n"
           "  -h, --help            show this help\n"
           "  -V, --version         show the version\n\n"
+          "The co-executed row's efficiency is its rate over the sum of the devices'\n"
+          "rates alone. Its note splits it: each device's rate while it had work in\n"
+          "the run against its rate alone (below 1: the devices slowed each other),\n"
+          "then fill, the run's rate over the sum of those busy rates (below 1: idle\n"
+          "time and the run's own costs). The CSV and JSON carry the factors whose\n"
+          "product is the efficiency: eff_used (the alone rates of the devices given\n"
+          "work over all), eff_corun and eff_fill.\n\n"
           "poas-bench plot draws the same plot from CSV files that earlier runs wrote\n"
           "(several runs' rows join, series by series), for results recorded on a\n"
           "machine without gnuplot.\n\n"
@@ -400,17 +407,33 @@ static int by_time(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The median of n (time, predicted, reported) triples, by time. */
-static void median(double (*t)[3], int n, double out[3]) {
+/* The median of n (time, predicted, reported, run) rows, by time; returns
+ * the run whose time is the median (the lower of the middle two). */
+static int median(double (*t)[4], int n, double out[3]) {
   qsort(t, (size_t)n, sizeof *t, by_time);
   for (int j = 0; j < 3; j++)
     out[j] = n % 2 ? t[n / 2][j] : (t[n / 2 - 1][j] + t[n / 2][j]) / 2;
+  return (int)t[(n - 1) / 2][3];
+}
+
+/* Keeps what each device of a co-executed run did, for compare(). */
+static void keep_devices(const poas_report *rep, bench_row *row) {
+  row->ndev = rep->ndevices;
+  for (int i = 0; i < rep->ndevices; i++) {
+    snprintf(row->dev_id[i], sizeof row->dev_id[i], "%s", rep->dev[i].id);
+    row->dev_share[i] = rep->dev[i].share;
+    row->dev_busy_s[i] = rep->dev[i].busy_s;
+  }
 }
 
 /* One warm-up and --repeat timed runs of `r`, each result checked. */
 static void measure(bench *b, const runner *r, const bench_problem *p, const bench_reference *ref,
                     bench_row *row) {
-  static double t[MAX_REPEAT][3];
+  static double t[MAX_REPEAT][4];
+  /* A co-executed set's reports, for what each device did in the median
+   * run; without them the row only lacks its efficiency's factors. */
+  poas_report *reports =
+      r->role == BENCH_COEXEC ? calloc((size_t)b->o.repeat, sizeof *reports) : NULL;
   size_t elems = (size_t)(p->m * p->n);
   double worst = 0;
   for (int run = -1; run < b->o.repeat; run++) {
@@ -421,9 +444,10 @@ static void measure(bench *b, const runner *r, const bench_problem *p, const ben
     double dt = bench_now() - t0, predicted = NAN, reported = NAN;
     if (rc) {
       row->status = rc == BENCH_UNSUPPORTED ? "unsupported" : "failed";
+      free(reports);
       return;
     }
-    poas_report rep;
+    poas_report rep = {0};
     if (r->ctx && poas_last_report(r->ctx, &rep) == 0) {
       dt = rep.virtual_time ? rep.measured_s : dt;
       predicted = rep.predicted_s > 0 ? rep.predicted_s : NAN;
@@ -431,11 +455,17 @@ static void measure(bench *b, const runner *r, const bench_problem *p, const ben
     }
     double e = r->check ? bench_error(ref, p) : 0;
     worst = isnan(e) || isnan(worst) ? NAN : fmax(e, worst);
-    if (run >= 0)
-      t[run][0] = dt, t[run][1] = predicted, t[run][2] = reported;
+    if (run >= 0) {
+      t[run][0] = dt, t[run][1] = predicted, t[run][2] = reported, t[run][3] = run;
+      if (reports)
+        reports[run] = rep;
+    }
   }
   double med[3];
-  median(t, b->o.repeat, med);
+  int middle = median(t, b->o.repeat, med);
+  if (reports)
+    keep_devices(&reports[middle], row);
+  free(reports);
   row->seconds = med[0], row->predicted_s = med[1], row->report_s = med[2];
   row->gflops = 2.0 * (double)p->m * (double)p->n * (double)p->k / row->seconds / 1e9;
   row->pred_error = (row->predicted_s - row->seconds) / row->seconds;
@@ -453,9 +483,57 @@ static bench_row new_row(const bench_problem *p, const runner *r, int repeat) {
                    .repeat = repeat, .status = "ok"};
   snprintf(row.label, sizeof row.label, "%s", r->label);
   row.seconds = row.gflops = row.speedup = row.efficiency = row.ideal_gflops = row.vs_cblas =
-      row.predicted_s = row.report_s = row.pred_error = row.num_error = NAN;
+      row.predicted_s = row.report_s = row.pred_error = row.num_error = row.used = row.corun =
+          row.fill = NAN;
   row.num_bound = bench_error_bound(p->dtype, p->n, p->k);
   return row;
+}
+
+/* The alone rate of device `id` among one size's rows; NaN if none. */
+static double alone_gflops(const bench_row *rows, int n, const char *id) {
+  for (int i = 0; i < n; i++)
+    if (rows[i].role == BENCH_DEVICE && strcmp(rows[i].label, id) == 0)
+      return rows[i].gflops;
+  return NAN;
+}
+
+/* Splits a co-executed row's efficiency into used x corun x fill (see
+ * bench_row) and says in its note how fast each device ran beside the
+ * others, against alone. Left NaN when a device's alone rate or busy time
+ * is missing. */
+static void efficiency_factors(bench_row *co, const bench_row *rows, int n) {
+  double flops = 2.0 * (double)co->m * (double)co->n * (double)co->k / 1e9;
+  double alone_sum = 0, corun_sum = 0;
+  char text[sizeof co->note] = "busy vs alone: ", idle[sizeof co->note] = "";
+  int used = 0;
+  for (int i = 0; i < co->ndev; i++) {
+    if (!(co->dev_share[i] > 0)) {
+      size_t len = strlen(idle);
+      snprintf(idle + len, sizeof idle - len, "%s%s", len ? ", " : "", co->dev_id[i]);
+      continue;
+    }
+    double alone = alone_gflops(rows, n, co->dev_id[i]);
+    if (!(alone > 0) || !(co->dev_busy_s[i] > 0))
+      return;
+    double corun = co->dev_share[i] * flops / co->dev_busy_s[i];
+    alone_sum += alone, corun_sum += corun;
+    size_t len = strlen(text);
+    snprintf(text + len, sizeof text - len, "%s%s %.2f", used++ ? ", " : "", co->dev_id[i],
+             corun / alone);
+  }
+  if (!(alone_sum > 0) || !(co->ideal_gflops > 0) || isnan(co->gflops))
+    return;
+  co->used = alone_sum / co->ideal_gflops;
+  co->corun = corun_sum / alone_sum;
+  co->fill = co->gflops / corun_sum;
+  size_t len = strlen(text);
+  snprintf(text + len, sizeof text - len, "; fill %.2f", co->fill);
+  if (idle[0]) {
+    len = strlen(text);
+    snprintf(text + len, sizeof text - len, "; no work for %s", idle);
+  }
+  len = strlen(co->note);
+  snprintf(co->note + len, sizeof co->note - len, "%s%s", len ? "; " : "", text);
 }
 
 /* The ratios inside one size's rows: they come from the same run. */
@@ -475,6 +553,7 @@ static void compare(bench_row *rows, int n) {
     if (rows[i].role == BENCH_COEXEC) {
       rows[i].ideal_gflops = ideal;
       rows[i].efficiency = rows[i].gflops / ideal;
+      efficiency_factors(&rows[i], rows, n);
     }
   }
 }

@@ -57,14 +57,16 @@ static const char *const columns[] = {
     "m",           "n",           "k",           "dtype",      "devices",
     "role",        "repeat",      "measured_s",  "gflops",     "speedup",
     "efficiency",  "ideal_gflops", "vs_cblas",   "predicted_s", "report_measured_s",
-    "prediction_error", "numerical_error", "error_bound", "status", "note"};
-enum { NCOLUMNS = sizeof columns / sizeof *columns };
+    "prediction_error", "numerical_error", "error_bound", "eff_used", "eff_corun",
+    "eff_fill",    "status",      "note"};
+enum { NCOLUMNS = sizeof columns / sizeof *columns, NNUMBERS = NCOLUMNS - 9 };
 
 /* The numeric fields of a row, in column order from "measured_s". */
-static void row_numbers(const bench_row *r, double out[11]) {
-  double v[11] = {r->seconds,   r->gflops,   r->speedup,    r->efficiency,
-                  r->ideal_gflops, r->vs_cblas, r->predicted_s, r->report_s,
-                  r->pred_error, r->num_error, r->num_bound};
+static void row_numbers(const bench_row *r, double out[NNUMBERS]) {
+  double v[NNUMBERS] = {r->seconds,   r->gflops,     r->speedup,    r->efficiency,
+                        r->ideal_gflops, r->vs_cblas, r->predicted_s, r->report_s,
+                        r->pred_error, r->num_error,  r->num_bound,  r->used,
+                        r->corun,     r->fill};
   memcpy(out, v, sizeof v);
 }
 
@@ -89,9 +91,9 @@ void bench_csv_rows(FILE *f, const bench_row *rows, int nrows) {
     const bench_row *r = &rows[i];
     fprintf(f, "%lld,%lld,%lld,%s,%s,%s,%d", (long long)r->m, (long long)r->n, (long long)r->k,
             bench_dtype_name(r->dtype), r->label, bench_role_name(r->role), r->repeat);
-    double v[11];
+    double v[NNUMBERS];
     row_numbers(r, v);
-    for (int j = 0; j < 11; j++)
+    for (int j = 0; j < NNUMBERS; j++)
       isnan(v[j]) ? fputc(',', f) : fprintf(f, ",%.6g", v[j]);
     fprintf(f, ",%s,", r->status);
     csv_text(f, r->note);
@@ -107,9 +109,9 @@ static void json_row(FILE *f, const bench_row *r) {
           (long long)r->m, (long long)r->n, (long long)r->k, bench_dtype_name(r->dtype));
   tool_json_string(f, r->label);
   fprintf(f, ", \"role\": \"%s\", \"repeat\": %d", bench_role_name(r->role), r->repeat);
-  double v[11];
+  double v[NNUMBERS];
   row_numbers(r, v);
-  for (int j = 0; j < 11; j++) {
+  for (int j = 0; j < NNUMBERS; j++) {
     fprintf(f, ", \"%s\": ", columns[7 + j]);
     isnan(v[j]) ? fputs("null", f) : fprintf(f, "%.6g", v[j]);
   }
@@ -313,6 +315,8 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
     char *fld[24];
     lineno++;
     int nf = csv_split(line, fld, 24);
+    /* Files written before the eff_* columns have 20 fields; those read
+     * here sit at the same positions in both. */
     if (lineno == 1) {
       if (strcmp(fld[0], "m") != 0 || nf < 20) {
         snprintf(why, whycap, "%s: not a poas-bench CSV (its header differs)", path);

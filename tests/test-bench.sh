@@ -29,7 +29,7 @@ tmp = sys.argv[1]
 columns = ["m", "n", "k", "dtype", "devices", "role", "repeat", "measured_s", "gflops",
            "speedup", "efficiency", "ideal_gflops", "vs_cblas", "predicted_s",
            "report_measured_s", "prediction_error", "numerical_error", "error_bound",
-           "status", "note"]
+           "eff_used", "eff_corun", "eff_fill", "status", "note"]
 failures = []
 def check(ok, what):
     if not ok:
@@ -58,6 +58,19 @@ for r in rows:
     check(isinstance(r["gflops"], (int, float)) and r["gflops"] > 0, "row %s: gflops %r" % (r["devices"], r["gflops"]))
     coexec = r["role"] == "coexec"
     check((r["efficiency"] is not None) == coexec, "row %s: efficiency %r" % (r["devices"], r["efficiency"]))
+    # The efficiency's factors: present on the co-executed row alone, each
+    # positive, and their product the efficiency.
+    factors = [r["eff_used"], r["eff_corun"], r["eff_fill"]]
+    check(all((f is not None) == coexec for f in factors),
+          "row %s: factors %r" % (r["devices"], factors))
+    if coexec and None not in factors:
+        check(all(f > 0 for f in factors) and 0 < r["eff_used"] <= 1 + 1e-9,
+              "row %s: factors %r" % (r["devices"], factors))
+        check(math.isclose(factors[0] * factors[1] * factors[2], r["efficiency"], rel_tol=1e-4),
+              "row %s: factors %r do not multiply to the efficiency %r"
+              % (r["devices"], factors, r["efficiency"]))
+        check("busy vs alone: cpu0 " in r["note"] and "fill" in r["note"],
+              "row %s: note %r" % (r["devices"], r["note"]))
 
 with open(tmp + "/x.csv", newline="") as f:
     table = list(csv.reader(f))
@@ -97,6 +110,10 @@ want = [("cpu0", "device"), ("sim0", "device"), ("cpu0+sim0", "coexec")]
 assert got == want, "rows %r, expected %r" % (got, want)
 co = rows[2]
 assert co["ideal_gflops"] is not None and co["efficiency"] is not None, co
+factors = [co["eff_used"], co["eff_corun"], co["eff_fill"]]
+assert None not in factors and all(f > 0 for f in factors), co
+assert abs(factors[0] * factors[1] * factors[2] / co["efficiency"] - 1) < 1e-4, co
+assert "busy vs alone:" in co["note"] and "fill" in co["note"], co
 assert rows[0]["numerical_error"] is not None and rows[0]["numerical_error"] <= rows[0]["error_bound"], rows[0]
 for r in rows[1:]:
     assert r["numerical_error"] is None and "not checked" in r["note"], r
