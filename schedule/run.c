@@ -1,10 +1,11 @@
 /* run.c: poas__schedule_run, one co-executed run of a work source on an
  * engine. The plan's ranges are emitted up front (all of them under
  * static; all but a tail under guided; none under dynamic); the rest sits
- * in a pool of unit intervals that is handed out in shrinking chunks to
- * whichever device runs out of work first, sized by the device's share of
- * the pool at the rates the models predict, corrected by what each device
- * has measured in this run (chunk_size). A device that fails is retired and its
+ * in a pool of unit intervals that is handed out in chunks to whichever
+ * device runs out of work first, sized by the device's share of the pool
+ * at the rates the models predict, corrected by what each device has
+ * measured in this run (chunk_size), and cut next to the range the device
+ * already holds (give_next). A device that fails is retired and its
  * unfinished chunks go back to the pool.
  *
  * "Runs out first" is decided on the devices' clocks: with real devices,
@@ -91,6 +92,12 @@ typedef struct runner {
   double busy_from[POAS_MAX_DEVICES];
   double done_model_s[POAS_MAX_DEVICES];
   double open_model_s[POAS_MAX_DEVICES];
+  /* The units [held0, held1) device d holds as one range: its static
+   * part, grown by the tail chunks it took next to it. Its next chunk is
+   * taken from the pool where it touches this range, so that two devices
+   * eat the pool between them from either end and neither is left with a
+   * sliver to run as one more call. */
+  int64_t held0[POAS_MAX_DEVICES], held1[POAS_MAX_DEVICES];
   int force;                    /* chunk_size never declines */
   int handled;                  /* chunks accounted for */
   int rc;                       /* first fatal error */
@@ -203,10 +210,14 @@ static int give(runner *r, int d, int64_t a, int64_t b) {
  * water-filling on the devices' corrected rates: `level` is the time at
  * which the devices, each starting when it is ready, would finish the
  * pool together, and d's share is what it processes by then. It takes
- * half of that share (the guided halving, so that later chunks can still
- * correct), at least min_chunk and one granule, never more than the share;
- * all of the pool when the others' part is under one of d's smallest
- * chunks. A chunk that would end past the level goes to d only if no
+ * that share once a chunk of its own has completed and measured how far
+ * it runs off its model, half of it before (the guided halving, so that a
+ * later chunk can still correct), at least min_chunk and one granule,
+ * never more than the share. (Halving once the correction is known cost
+ * a call more per device, each packing the shared operand again: in a
+ * 2048 sgemm beside the CPU, one-core PoCL ran at 0.86-0.89 of its alone
+ * rate with its part in four calls, at 1.0-1.09 in two.) It takes all of
+ * the pool when the others' part is under one of d's smallest chunks. A chunk that would end past the level goes to d only if no
  * other device would finish it sooner: a slow device must not take the
  * last pieces that a fast one would finish first (before this, a one-core
  * PoCL device took 16-column tail chunks of 50 ms each that the CPU beside
@@ -261,7 +272,8 @@ static int64_t chunk_size(const runner *r, int d) {
       break;
   }
   double share = rate[d] * POAS__MAX(level - ready[d], 0);
-  double want = POAS__MIN(POAS__MAX(share / 2, (double)r->min_chunk[d]), share);
+  double part = r->done_model_s[d] > 0 ? share : share / 2;
+  double want = POAS__MIN(POAS__MAX(part, (double)r->min_chunk[d]), share);
   int64_t n = POAS__MAX((int64_t)floor(want / (double)g) * g, g);
   if ((double)pool - share < (double)r->min_chunk[d])
     n = pool;
@@ -280,14 +292,48 @@ static int64_t chunk_size(const runner *r, int d) {
   return declined ? 0 : n;
 }
 
-/* Gives device d the next chunk from the pool: from its own tail first
- * (contiguous with what it already holds), else from the largest
- * interval. Sets *gave when it gave one (d may decline: chunk_size).
- * Locked. */
+/* Takes up to `want` units from pool interval i at its low end (up) or
+ * its high end (down); returns how many it took. Leaves empty intervals in
+ * place (pool_compact removes them). */
+static int64_t pool_cut(runner *r, int i, int64_t want, int up, int64_t *a, int64_t *b) {
+  interval *iv = &r->pool[i];
+  int64_t n = POAS__MIN(want, iv->b - iv->a);
+  if (up)
+    *a = iv->a, *b = iv->a + n, iv->a += n;
+  else
+    *a = iv->b - n, *b = iv->b, iv->b -= n;
+  return n;
+}
+
+static void pool_compact(runner *r) {
+  int k = 0;
+  for (int i = 0; i < r->npool; i++)
+    if (r->pool[i].b > r->pool[i].a)
+      r->pool[k++] = r->pool[i];
+  r->npool = k;
+}
+
+/* The pool interval that touches [at, at) from above (up: it starts at
+ * `at`) or from below (it ends there); -1 if none. */
+static int pool_touching(const runner *r, int64_t at, int up) {
+  for (int i = 0; i < r->npool; i++)
+    if (r->pool[i].b > r->pool[i].a && (up ? r->pool[i].a == at : r->pool[i].b == at))
+      return i;
+  return -1;
+}
+
+/* Gives device d the next chunk from the pool: next to the range it holds
+ * when the pool touches it, taken from the touching end, else from the
+ * start of its own tail, else of the largest interval. A chunk larger than
+ * its interval runs on into the one that touches the interval's far end
+ * (the neighbour's tail, planned next to this one). Sets *gave when it
+ * gave one (d may decline: chunk_size). Locked. */
 static int give_next(runner *r, int d, int *gave) {
   *gave = 0;
-  int pick = -1;
-  for (int i = 0; i < r->npool; i++)
+  int up = 1, pick = pool_touching(r, r->held1[d], 1);
+  if (pick < 0 && (pick = pool_touching(r, r->held0[d], 0)) >= 0)
+    up = 0;
+  for (int i = 0; pick < 0 && i < r->npool; i++)
     if (r->pool[i].owner == d)
       pick = i;
   for (int i = 0; pick < 0 && i < r->npool; i++)
@@ -298,11 +344,20 @@ static int give_next(runner *r, int d, int *gave) {
   int64_t size = chunk_size(r, d);
   if (size <= 0)
     return 0;
-  interval *iv = &r->pool[pick];
-  int64_t a = iv->a, b = iv->b - a <= size ? iv->b : a + size;
-  iv->a = b;
-  if (iv->a == iv->b)
-    r->pool[pick] = r->pool[--r->npool];
+  int64_t a, b, a2, b2;
+  int64_t got = pool_cut(r, pick, size, up, &a, &b);
+  int next = got < size ? pool_touching(r, up ? b : a, up) : -1;
+  if (next >= 0) {
+    pool_cut(r, next, size - got, up, &a2, &b2);
+    a = POAS__MIN(a, a2), b = POAS__MAX(b, b2);
+  }
+  pool_compact(r);
+  if (a == r->held1[d])
+    r->held1[d] = b;
+  else if (b == r->held0[d])
+    r->held0[d] = a;
+  else if (r->held0[d] == r->held1[d])
+    r->held0[d] = a, r->held1[d] = b;
   *gave = 1;
   return give(r, d, a, b);
 }
@@ -452,18 +507,31 @@ static int start(runner *r) {
     int64_t u0 = cfg->u0[d], u1 = cfg->u1[d];
     if (u1 <= u0)
       continue;
-    int64_t split = u1;
-    if (participants == 1)
-      split = u1;
-    else if (cfg->policy == POAS__SCHED_DYNAMIC)
-      split = u0;
-    else if (cfg->policy == POAS__SCHED_GUIDED) {
+    int64_t kept = u1 - u0; /* units of its static part */
+    if (participants > 1 && cfg->policy == POAS__SCHED_DYNAMIC)
+      kept = 0;
+    else if (participants > 1 && cfg->policy == POAS__SCHED_GUIDED) {
       double tail = tail_fraction((double)(u1 - u0) / (double)r->src->total_units, participants);
-      split = u0 + (int64_t)((double)(u1 - u0) * (1 - tail)) / g * g;
+      kept = (int64_t)((double)(u1 - u0) * (1 - tail)) / g * g;
     }
-    int rc = pool_add(r, split, u1, d);
-    if (!rc && split > u0)
-      rc = give(r, d, u0, split);
+    /* Ranges follow each other in device order; every second one (by
+     * position) keeps its static part at its end, so that its tail
+     * touches the tail of the range before it and the two make one
+     * stretch of pool (see held0). Split points stay whole granules. */
+    int rank = 0;
+    for (int i = 0; i < ndev; i++)
+      rank += cfg->u1[i] > cfg->u0[i] && cfg->u0[i] < u0;
+    int64_t s0 = u0, s1 = u0 + kept;
+    if (rank % 2 == 1 && kept < u1 - u0) {
+      s0 = POAS__MIN(u0 + (u1 - u0 - kept + g - 1) / g * g, u1);
+      s1 = u1;
+    }
+    r->held0[d] = s0, r->held1[d] = s1;
+    int rc = pool_add(r, u0, s0, d);
+    if (!rc)
+      rc = pool_add(r, s1, u1, d);
+    if (!rc && s1 > s0)
+      rc = give(r, d, s0, s1);
     if (rc)
       return rc;
   }

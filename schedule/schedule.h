@@ -43,12 +43,16 @@ typedef struct poas__sched_config {
  *
  * Policies: static emits each planned range as one chunk; guided emits
  * most of each range up front (70% for a device holding an equal share,
- * more for a larger one, 50% for a smaller one) and hands out the rest in shrinking chunks to whichever device
- * runs out first: half the device's share of what is left, shared by the
- * models' times corrected by what each device has measured so far in the
- * run, whole granules; a chunk a device would finish after another could
- * is left to that other. Dynamic hands out everything that way. A plan
- * with no ranges runs dynamically on every device.
+ * more for a larger one, 50% for a smaller one) and hands out the rest in
+ * chunks to whichever device runs out first: the device's share of what
+ * is left, shared by the models' times corrected by what each device has
+ * measured so far in the run (half that share until one of its chunks has
+ * completed and measured it), whole granules; a chunk a device would
+ * finish after another could is left to that other. Every second range
+ * keeps its tail at its start, so that neighbours' tails touch and the
+ * two devices take the pool between them from either end, each next to
+ * what it holds. Dynamic hands out everything that way. A plan with no
+ * ranges runs dynamically on every device.
  *
  * Measured times come from the devices' clocks: virtual seconds when every
  * device is simulated (the run is then deterministic), else wall seconds

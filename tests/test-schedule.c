@@ -399,6 +399,23 @@ TEST(guided_tail_goes_where_it_finishes_first) {
   return 0;
 }
 
+/* The tail costs few calls: with both models right, the fast device runs
+ * its static part and at most one tail chunk, and the slow one its static
+ * part and at most two; each call packs the shared operand again. Before
+ * neighbouring tails touched and a device took its whole share once
+ * measured, the slow one ran five (the makespan was the same 1.001 of the
+ * ideal here, where calls cost nothing). */
+TEST(guided_tail_takes_few_calls) {
+  poas_report rep;
+  double ratio;
+  CHECK_OK(uneven_pair(1, 1, 0, 1, &ratio, &rep));
+  fprintf(stderr, "  exact models: makespan %.4f of ideal, %d and %d chunks\n", ratio,
+          rep.dev[0].chunks, rep.dev[1].chunks);
+  CHECK(ratio <= 1.01);
+  CHECK(rep.dev[0].chunks <= 2 && rep.dev[1].chunks <= 3);
+  return 0;
+}
+
 /* A slow device that pays a fixed cost per call (as CLBlast on PoCL pays
  * for padding a thin block): with the source's predict the tail keeps it
  * off calls too small to be worth their cost. */
@@ -420,9 +437,13 @@ TEST(guided_tail_counts_a_cost_per_call) {
        * it): a few percent above it is the slow device's unavoidable
        * first call. And the fast device, holding 91%, leaves only 5% of
        * its range to the tail, which caps what a slow device running
-       * faster than its model can take over (1.097 at x0.6, 1.6 ms). */
-      CHECK(r_known <= r_linear + 1e-12);
-      CHECK(r_known <= 1.10);
+       * faster than its model can take over (1.078 at x0.6, 1.6 ms; 1.097
+       * before a device took its whole share once its model was
+       * corrected). Knowing the cost may lose a little where the rates
+       * alone happen to cut the pool luckier (1.078 against 1.073 there),
+       * never much: where it matters it wins by up to 1.19x. */
+      CHECK(r_known <= r_linear + 0.01);
+      CHECK(r_known <= 1.08);
       best_gain = POAS__MAX(best_gain, r_linear / r_known);
     }
   CHECK(best_gain > 1.05);
@@ -749,6 +770,7 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(guided_with_exact_model_matches_plan),
           TEST_ENTRY(guided_tail_goes_where_it_finishes_first),
           TEST_ENTRY(guided_tail_counts_a_cost_per_call),
+          TEST_ENTRY(guided_tail_takes_few_calls),
           TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(fault_result_still_correct),
           TEST_ENTRY(fault_after_partial_write_back_is_an_error),
           TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
