@@ -171,10 +171,8 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
 }
 
 /* Devices calibrated together that share the host's cores get their
- * contention factor in each calibrated dtype; a device measured alone
- * keeps none. */
-static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_model *fresh,
-                                int dtype_mask) {
+ * contention factor; a device measured alone keeps none. */
+static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_model *fresh) {
   poas__device *devs[POAS_MAX_DEVICES];
   int idx[POAS_MAX_DEVICES], n = 0;
   for (int i = 0; i < ctx->devices.ndev; i++)
@@ -183,14 +181,9 @@ static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_
   if (n < 2)
     return 0;
   double factor[POAS_MAX_DEVICES];
-  int rc = 0;
-  for (int dt = 0; !rc && dt < 2; dt++) {
-    if (!(dtype_mask & (1 << dt)))
-      continue;
-    rc = poas__calibrate_contention(devs, n, (poas_dtype)dt, factor);
-    for (int j = 0; !rc && j < n; j++)
-      fresh[idx[j]].contention[dt] = factor[j];
-  }
+  int rc = poas__calibrate_contention(devs, n, factor);
+  for (int j = 0; !rc && j < n; j++)
+    fresh[idx[j]].contention = factor[j];
   return rc;
 }
 
@@ -229,7 +222,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     done++;
   }
   if (!rc)
-    rc = calibrate_contention(ctx, sel, fresh, mask);
+    rc = calibrate_contention(ctx, sel, fresh);
   if (!rc)
     rc = calibrate_dispatch(ctx, sel, fresh, mask);
   char created[32] = "";
@@ -244,7 +237,6 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
         if (!fresh[i].gemm[dt][0].valid) {
           memcpy(fresh[i].gemm[dt], ctx->models[i].gemm[dt], sizeof fresh[i].gemm[dt]);
           fresh[i].gemm_fit[dt] = ctx->models[i].gemm_fit[dt];
-          fresh[i].contention[dt] = ctx->models[i].contention[dt];
         }
       ctx->models[i] = fresh[i];
       ctx->devices.dev[i]->info.has_model = 1;

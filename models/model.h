@@ -65,11 +65,10 @@ typedef struct poas__device_model {
   uint64_t memory_bytes;        /* what calibration could really allocate */
   /* How much slower its GEMMs and copies run while another device that
    * shares the host's cores computes at the same time (caches, memory
-   * bandwidth, the host threads of a CPU OpenCL driver): a time factor by
-   * poas_dtype, measured by calibrating such devices together; 0 or 1 when
-   * none was measured. It differs by dtype: beside one-core PoCL the
-   * one-thread CPU device lost 1% in sgemm and 4-5% in dgemm. */
-  double contention[2];
+   * bandwidth, the host threads of a CPU OpenCL driver): a time factor,
+   * measured by calibrating such devices together; 0 or 1 when none was
+   * measured. */
+  double contention;
   /* The runtime's fixed cost of a run on the device, beyond the GEMM and
    * copy models: planning, threads handing work over, events. Measured by
    * poas_calibrate end to end on a tiny GEMM; 0 when not measured. */

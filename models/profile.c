@@ -439,7 +439,7 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
   static const char *const known[] = {"id",       "name",       "memory_bytes", "gemm",
-                                      "transfer", "contention", "contention_f64", "dispatch_s",   "engine_s", NULL};
+                                      "transfer", "contention", "dispatch_s",   "engine_s", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -461,16 +461,10 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   snprintf(p, sizeof p, "%s.transfer", path);
   if (r->problem[0] || (xfer && read_transfer(r, xfer, p, dm)))
     return -1;
-  /* Optional: only profiles of devices calibrated together have it.
-   * "contention" is float32's factor, "contention_f64" float64's; profiles
-   * written before the two were measured apart have one for both. */
-  dm->contention[0] = 1;
+  /* Optional: only profiles of devices calibrated together have it. */
+  dm->contention = 1;
   if (json_object_get(obj, "contention") &&
-      get_number(r, obj, path, "contention", 1, 10, &dm->contention[0]))
-    return -1;
-  dm->contention[1] = dm->contention[0];
-  if (json_object_get(obj, "contention_f64") &&
-      get_number(r, obj, path, "contention_f64", 1, 10, &dm->contention[1]))
+      get_number(r, obj, path, "contention", 1, 10, &dm->contention))
     return -1;
   /* Optional: profiles written before it was measured lack it. */
   dm->dispatch_s = 0;
@@ -673,10 +667,8 @@ static json_t *device_json(const poas__profile_device *pd) {
     }
     json_object_set_new(d, "transfer", t);
   }
-  if (pd->model.contention[0] > 1 || pd->model.contention[1] > 1) {
-    json_object_set_new(d, "contention", json_real(POAS__MAX(pd->model.contention[0], 1)));
-    json_object_set_new(d, "contention_f64", json_real(POAS__MAX(pd->model.contention[1], 1)));
-  }
+  if (pd->model.contention > 1)
+    json_object_set_new(d, "contention", json_real(pd->model.contention));
   if (pd->model.dispatch_s > 0)
     json_object_set_new(d, "dispatch_s", json_real(pd->model.dispatch_s));
   if (pd->model.engine_s > 0)

@@ -390,8 +390,7 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
 }
 
 static void apply_contention(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
-                             poas_dtype dtype, const poas__device_model *base,
-                             poas__opt_result *r);
+                             const poas__device_model *base, poas__opt_result *r);
 
 /* Solves with the candidates in `use`, each with its tile from sc;
  * returns the makespan and leaves the assignment in s. The models of the
@@ -402,7 +401,7 @@ static double solve_subset(solver *s, const poas__opt_device *d, int nd, const i
   unsigned mask = 0;
   for (int j = 0; j < s->ns; j++)
     mask |= (unsigned)(use[s->sharing[j]] != 0) << j;
-  apply_contention(d, s->sharing, s->ns, mask, s->p->dtype, s->base, r);
+  apply_contention(d, s->sharing, s->ns, mask, s->base, r);
   s->ncand = 0;
   for (int i = 0; i < nd; i++) {
     if (!use[i])
@@ -491,35 +490,31 @@ static void slow_model(poas__device_model *m, double f) {
   }
 }
 
-/* Device d's contention factor in the problem's dtype. The plan's model
- * of d is slowed by it as a whole: only that dtype's part is used. */
-static double contention_of(const poas__opt_device *d, poas_dtype dtype) {
-  double f = d->model ? d->model->contention[dtype == POAS_FLOAT64] : 1;
-  return f > 1 ? f : 1;
+static double contention_of(const poas__opt_device *d) {
+  return d->model && d->model->contention > 1 ? d->model->contention : 1;
 }
 
 /* Sets the sharing devices' models for the subset `mask`: slowed by their
  * contention when more than one of them computes. */
 static void apply_contention(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
-                             poas_dtype dtype, const poas__device_model *base,
-                             poas__opt_result *r) {
+                             const poas__device_model *base, poas__opt_result *r) {
   int together = __builtin_popcount(mask) > 1;
   for (int j = 0; j < ns; j++) {
     r->model[idx[j]] = base[j];
     if (together && (mask & (1u << j)))
-      slow_model(&r->model[idx[j]], contention_of(&d[idx[j]], dtype));
+      slow_model(&r->model[idx[j]], contention_of(&d[idx[j]]));
   }
 }
 
 static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, unsigned mask,
-                            int host_cores, poas_dtype dtype, poas__opt_result *r) {
+                            int host_cores, poas__opt_result *r) {
   char with[96] = "";
   double worst = 1;
   for (int j = 0; j < ns; j++)
     if (mask & (1u << j)) {
       size_t len = strlen(with);
       snprintf(with + len, sizeof with - len, "%s%s", len ? ", " : "", d[idx[j]].id);
-      worst = fmax(worst, contention_of(&d[idx[j]], dtype));
+      worst = fmax(worst, contention_of(&d[idx[j]]));
     }
   const char *verb = strchr(with, ',') ? "are" : "is";
   for (int j = 0; j < ns; j++) {
@@ -534,7 +529,7 @@ static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, u
       snprintf(sh->reason, sizeof sh->reason,
                "would cost %s more than it adds: computing beside each other, the devices "
                "that share the host's cores run up to %.0f%% slower",
-               with, 100 * (fmax(worst, contention_of(&d[idx[j]], dtype)) - 1));
+               with, 100 * (fmax(worst, contention_of(&d[idx[j]])) - 1));
     sh->excluded = 1;
   }
 }
@@ -742,7 +737,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
       if (t < best)
         best = t, best_mask = mask;
     }
-    explain_sharing(d, idx, ns, best_mask, p->host_cores, p->dtype, out);
+    explain_sharing(d, idx, ns, best_mask, p->host_cores, out);
     for (int j = 0; j < ns; j++)
       sc.ok[idx[j]] = (best_mask >> j) & 1;
   }

@@ -5,13 +5,11 @@
  * 10-13% slower while PoCL computed on the other, and PoCL 14-17% slower.
  * A plan that ignores this predicts co-execution gains that do not exist.
  *
- * The probe times a GEMM on each device alone, then on all of them at
+ * The probe times an sgemm on each device alone, then on all of them at
  * once, each from its own thread (as the scheduler drives them), and gives
- * each device the ratio of its times; once per dtype, since the two differ
- * (the one-thread CPU device beside one-core PoCL: 1% in sgemm, 4-5% in
- * dgemm, where both stream twice the bytes). Each computes what a device
- * computes in a real split by columns: all PROBE_N rows of C, over the
- * whole PROBE_N x PROBE_N A (16 MiB in float32), for a band of as many columns as it
+ * each device the ratio of its times. Each computes what a device computes
+ * in a real split by columns: all PROBE_N rows of C, over the whole
+ * PROBE_N x PROBE_N A (16 MiB), for a band of as many columns as it
  * computes in about PROBE_CALL_S (all PROBE_N for a fast device). A slow
  * device's thin band still streams the whole A, as it does in a split:
  * with small squares instead (1088^3 for a one-core PoCL device, which
@@ -42,12 +40,10 @@ typedef struct gate {
 
 typedef struct probe {
   poas__device *dev;
-  poas_dtype dtype;
-  size_t es;          /* bytes per element */
   poas__mem a, b, c;
   double deadline;   /* poas__now() at which to stop */
   int64_t w;          /* columns of the probe's band of B and C */
-  void *host;         /* staging for the copies of a device with its own memory */
+  float *host;        /* staging for the copies of a device with its own memory */
   gate *start;
   int calls;
   double busy;       /* seconds spent in completed calls */
@@ -55,12 +51,12 @@ typedef struct probe {
 } probe;
 
 static int probe_gemm(probe *p) {
-  poas__gemm_call g = {.dtype = p->dtype, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
+  poas__gemm_call g = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
                        .m = PROBE_N, .n = p->w, .k = PROBE_N, .alpha = 1, .beta = 0,
                        .a = {p->a, 0, PROBE_N}, .b = {p->b, 0, PROBE_N},
                        .c = {p->c, 0, PROBE_N}};
   /* Column-major bands of B (k x w) and C (m x w) are contiguous. */
-  size_t bytes = (size_t)(PROBE_N * p->w) * p->es;
+  size_t bytes = (size_t)(PROBE_N * p->w) * sizeof(float);
   poas__copy2d c = {bytes, 1, bytes, bytes, 0};
   int rc = p->host ? p->dev->be->copy_h2d(p->dev, 0, p->b, p->host, &c) : 0;
   if (!rc)
@@ -93,22 +89,15 @@ static void *probe_loop(void *arg) {
   return NULL;
 }
 
-static int probe_open(probe *p, poas__device *dev, poas_dtype dtype) {
+static int probe_open(probe *p, poas__device *dev) {
   memset(p, 0, sizeof *p);
   p->dev = dev;
-  p->dtype = dtype;
-  p->es = poas__dtype_size(dtype);
-  size_t bytes = (size_t)PROBE_N * PROBE_N * p->es;
+  size_t bytes = (size_t)PROBE_N * PROBE_N * sizeof(float);
   enum { CHUNK = 4 << 20 };
-  void *host = malloc(CHUNK);
+  float *host = malloc(CHUNK);
   int rc = host ? 0 : POAS_ENOMEM;
-  for (size_t i = 0; host && i < CHUNK / p->es; i++) {
-    double v = (double)((i * 2654435761u) % 1000) / 1000.0 - 0.5;
-    if (dtype == POAS_FLOAT64)
-      ((double *)host)[i] = v;
-    else
-      ((float *)host)[i] = (float)v;
-  }
+  for (size_t i = 0; host && i < CHUNK / sizeof(float); i++)
+    host[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
   poas__mem *m[3] = {&p->a, &p->b, &p->c};
   for (int i = 0; !rc && i < 3; i++)
     rc = dev->be->mem_alloc(dev, bytes, m[i]);
@@ -154,15 +143,14 @@ static void probe_close(probe *p) {
 /* Seconds per call, or 0 when none completed. */
 static double per_call(const probe *p) { return p->calls ? p->busy / p->calls : 0; }
 
-int poas__calibrate_contention(poas__device *const *devs, int n, poas_dtype dtype,
-                               double *factor) {
+int poas__calibrate_contention(poas__device *const *devs, int n, double *factor) {
   probe *p = calloc((size_t)n, sizeof *p);
   pthread_t *th = calloc((size_t)n, sizeof *th);
   double *alone = calloc((size_t)n, sizeof *alone);
   int rc = p && th && alone ? 0 : POAS_ENOMEM;
   int opened = 0;
   for (; !rc && opened < n; opened++)
-    rc = probe_open(&p[opened], devs[opened], dtype);
+    rc = probe_open(&p[opened], devs[opened]);
   for (int i = 0; !rc && i < n; i++) {
     p[i].deadline = poas__now() + ALONE_S;
     probe_loop(&p[i]);
@@ -206,10 +194,10 @@ int poas__calibrate_contention(poas__device *const *devs, int n, poas_dtype dtyp
     double together = per_call(&p[i]);
     double f = alone[i] > 0 && together > 0 ? together / alone[i] : 1;
     factor[i] = POAS__MIN(POAS__MAX(f, 1.0), 10.0);
-    poas__info("%s: %.3g ms per %dx%lldx%d %sgemm alone, %.3g ms beside the others: "
+    poas__info("%s: %.3g ms per %dx%lldx%d sgemm alone, %.3g ms beside the others: "
                "contention %.3f",
                devs[i]->info.id, alone[i] * 1e3, PROBE_N, (long long)p[i].w, PROBE_N,
-               poas__dtype_letter(dtype), together * 1e3, factor[i]);
+               together * 1e3, factor[i]);
   }
   for (int i = 0; i < opened; i++)
     probe_close(&p[i]);

@@ -293,10 +293,6 @@ TEST(devices_sharing_cores_never_add_what_they_cannot) {
  * bandwidth). A slow device whose help is worth less than the slowdown it
  * causes is left out, with that reason; one worth more takes part, and
  * both are planned with their slowed models. */
-static void set_contention(poas__device_model *m, double f32, double f64) {
-  m->contention[0] = f32, m->contention[1] = f64;
-}
-
 TEST(contention_between_sharing_devices_is_priced_in) {
   poas__device_model cpu, pocl;
   poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 0)};
@@ -308,8 +304,7 @@ TEST(contention_between_sharing_devices_is_priced_in) {
   /* 12:1 rates, 10% contention each: the helper adds < 8%, costs 10%. */
   rate_model(&cpu, 1.2e11, 1e-5, 0, 1e30);
   rate_model(&pocl, 1e10, 1e-5, 1e-6, 2e10);
-  set_contention(&cpu, 1.1, 1.1);
-  set_contention(&pocl, 1.1, 1.1);
+  cpu.contention = pocl.contention = 1.1;
   CHECK_OK(poas__optimize(d, 2, &p, &r));
   CHECK(!r.dev[0].excluded && r.dev[0].u1 - r.dev[0].u0 == r.total_units);
   CHECK_MSG(r.dev[1].excluded && strstr(r.dev[1].reason, "would cost cpu0 more than it adds"),
@@ -317,36 +312,16 @@ TEST(contention_between_sharing_devices_is_priced_in) {
   double alone = r.makespan_s;
   /* 2:1 rates: worth it despite the contention; slower than contention-free. */
   rate_model(&pocl, 6e10, 1e-5, 1e-6, 2e10);
-  set_contention(&pocl, 1.1, 1.1);
+  pocl.contention = 1.1;
   CHECK_OK(poas__optimize(d, 2, &p, &r));
   CHECK(!r.dev[0].excluded && !r.dev[1].excluded && r.makespan_s < alone);
   double with_contention = r.makespan_s;
-  set_contention(&cpu, 1, 1);
-  set_contention(&pocl, 1, 1);
+  cpu.contention = pocl.contention = 1;
   CHECK_OK(poas__optimize(d, 2, &p, &r));
   CHECK(r.makespan_s < with_contention);
-  /* Each dtype has its own factor: contention in float64 only leaves a
-   * float32 plan as if there were none. */
-  double free_s = r.makespan_s;
-  set_contention(&cpu, 1, 1.1);
-  set_contention(&pocl, 1, 1.1);
-  CHECK_OK(poas__optimize(d, 2, &p, &r));
-  CHECK(r.makespan_s == free_s);
-  p.dtype = POAS_FLOAT64;
-  double free_d;
-  set_contention(&cpu, 1.1, 1);
-  set_contention(&pocl, 1.1, 1);
-  CHECK_OK(poas__optimize(d, 2, &p, &r));
-  free_d = r.makespan_s;
-  set_contention(&cpu, 1, 1.1);
-  set_contention(&pocl, 1, 1.1);
-  CHECK_OK(poas__optimize(d, 2, &p, &r));
-  CHECK(r.makespan_s > free_d);
-  p.dtype = POAS_FLOAT32;
   /* Left out afterwards (here: the run's cost through the engine exceeds
    * what the helper saves), the helper no longer slows the cpu's model. */
-  set_contention(&cpu, 1.1, 1.1);
-  set_contention(&pocl, 1.1, 1.1);
+  cpu.contention = pocl.contention = 1.1;
   p.m = p.n = p.k = 256;
   p.engine_s = 1;
   CHECK_OK(poas__optimize(d, 2, &p, &r));

@@ -101,8 +101,7 @@ static void sample_profile(poas__profile *p) {
             .valid = 1, .latency = 7e-6, .bandwidth = 2.4e10 / 7, .fit = {12, 0.9, 0.002, 0.02}};
       }
     /* Written only when measured (> 1); read back as 1 otherwise. */
-    m->contention[0] = d ? 1.0 + 1.0 / 7 : 1;
-    m->contention[1] = d ? 1.0 + 3.0 / 7 : 1;
+    m->contention = d ? 1.0 + 1.0 / 7 : 1;
     /* Written only when measured (> 0); read back as 0 otherwise. */
     m->dispatch_s = d ? 4.7e-5 / 3 : 0;
     m->engine_s = d ? 4.5e-4 / 7 : 0;
@@ -136,8 +135,7 @@ TEST(round_trip_is_exact) {
       CHECK(xfer_equal(&x->model.xfer[dir], &y->model.xfer[dir]));
       CHECK(xfer_equal(&x->model.xfer_pinned[dir], &y->model.xfer_pinned[dir]));
     }
-    CHECK(x->model.contention[0] == y->model.contention[0]);
-    CHECK(x->model.contention[1] == y->model.contention[1]);
+    CHECK(x->model.contention == y->model.contention);
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
     CHECK(x->model.engine_s == y->model.engine_s);
   }
@@ -147,21 +145,6 @@ TEST(round_trip_is_exact) {
   CHECK_OK(poas__profile_write(again, b));
   char *t2 = read_text(again);
   CHECK(t1 && t2 && strcmp(t1, t2) == 0);
-  /* A profile written before the dtypes' contention was measured apart
-   * has "contention" alone: both dtypes get it. */
-  char *line = strstr(t1, "\"contention_f64\"");
-  CHECK(line);
-  while (line > t1 && line[-1] != '\n')
-    line--;
-  char *end = strchr(line, '\n');
-  CHECK(end);
-  memmove(line, end + 1, strlen(end + 1) + 1);
-  const char *old = test_tmp_path("one-contention.json");
-  CHECK_OK(write_text(old, t1));
-  CHECK_OK(poas__profile_load(old, b));
-  for (int d = 0; d < b->ndev; d++)
-    CHECK(b->dev[d].model.contention[1] == b->dev[d].model.contention[0] &&
-          b->dev[d].model.contention[0] == a->dev[d].model.contention[0]);
   free(t1);
   free(t2);
   free(a);
