@@ -37,6 +37,13 @@ done
   echo "- commit: $commit"
   echo "- host: $(uname -n), $(uname -srm), $(getconf _NPROCESSORS_ONLN) online CPUs"
   echo "- command: \`poas-bench gemm $* --csv $(basename "$base").csv --plot $(basename "$base").svg\`"
+  # Settings of the libraries underneath change the rates: the sessions
+  # that recorded the CI-class results ran with OPENBLAS_CORETYPE=Haswell
+  # set, which halves OpenBLAS on that AMD EPYC against the AVX-512 kernels
+  # it picks by itself (118 against 225 GFLOP/s, sgemm n = 2048, one core).
+  env_settings=$(env | grep -E '^(OPENBLAS|GOTO|OMP|POCL|CUDA|POAS)_' | grep -v '^POAS_PROFILE=' |
+    LC_ALL=C sort | tr '\n' ' ')
+  echo "- environment: ${env_settings:-none of OPENBLAS_*, GOTO_*, OMP_*, POCL_*, CUDA_*, POAS_* set}"
   echo
   echo "## Devices"
   echo
