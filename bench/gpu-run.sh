@@ -128,6 +128,8 @@ stage_bench() {
     echo "- host: $(uname -n), $(uname -srm), $(nproc) online CPUs, $(lscpu | sed -n 's/^Model name: *//p')"
     echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
     echo "- command: \`poas-bench gemm --sizes $sizes --dtype $dt --repeat $rep --devices $devs --baselines $baselines --alone-limit ${ALONE_LIMIT:-30}\`"
+    # As record.sh: the library settings the rates depend on.
+    echo "- environment: $(env | grep -E '^(OPENBLAS|GOTO|OMP|POCL|CUDA|POAS)_' | LC_ALL=C sort | tr '\n' ' ')"
     echo
     echo '```'
     "$build/tools/poas-info" 2>&1
