@@ -75,6 +75,7 @@ typedef struct bench_row {
   char dev_id[POAS_MAX_DEVICES][POAS_ID_LEN];
   double dev_share[POAS_MAX_DEVICES];       /* fraction of C each computed */
   double dev_busy_s[POAS_MAX_DEVICES];      /* seconds each had work */
+  int dev_failed[POAS_MAX_DEVICES];         /* it failed; its work moved */
   const char *status;    /* "ok", "inaccurate", "failed", "unsupported" */
   char note[256];
 } bench_row;

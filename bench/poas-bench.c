@@ -424,6 +424,7 @@ static void keep_devices(const poas_report *rep, bench_row *row) {
     snprintf(row->dev_id[i], sizeof row->dev_id[i], "%s", rep->dev[i].id);
     row->dev_share[i] = rep->dev[i].share;
     row->dev_busy_s[i] = rep->dev[i].busy_s;
+    row->dev_failed[i] = rep->dev[i].failed;
   }
 }
 
@@ -506,11 +507,17 @@ static void efficiency_factors(bench_row *co, const bench_row *rows, int n) {
   double flops = 2.0 * (double)co->m * (double)co->n * (double)co->k / 1e9;
   double alone_sum = 0, corun_sum = 0;
   char text[sizeof co->note] = "busy vs alone: ", idle[sizeof co->note] = "";
+  char failed[sizeof co->note] = "";
   int used = 0;
   for (int i = 0; i < co->ndev; i++) {
+    if (co->dev_failed[i]) {
+      size_t len = strlen(failed);
+      snprintf(failed + len, sizeof failed - len, "%s%s", len ? ", " : "", co->dev_id[i]);
+    }
     if (!(co->dev_share[i] > 0)) {
       size_t len = strlen(idle);
-      snprintf(idle + len, sizeof idle - len, "%s%s", len ? ", " : "", co->dev_id[i]);
+      if (!co->dev_failed[i])
+        snprintf(idle + len, sizeof idle - len, "%s%s", len ? ", " : "", co->dev_id[i]);
       continue;
     }
     double alone = alone_gflops(rows, n, co->dev_id[i]);
@@ -532,6 +539,11 @@ static void efficiency_factors(bench_row *co, const bench_row *rows, int n) {
   if (idle[0]) {
     len = strlen(text);
     snprintf(text + len, sizeof text - len, "; no work for %s", idle);
+  }
+  if (failed[0]) {
+    len = strlen(text);
+    snprintf(text + len, sizeof text - len, "; %s failed in the median run, its work moved",
+             failed);
   }
   len = strlen(co->note);
   snprintf(co->note + len, sizeof co->note - len, "%s%s", len ? "; " : "", text);
