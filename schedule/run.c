@@ -460,6 +460,22 @@ static int any_alive(const runner *r) {
   return 0;
 }
 
+/* When every device of the plan has failed, the devices it left out take
+ * over what is left (a GPU that fails mid-run leaves its work to the CPU
+ * that the plan did not need), as far as they can run it: the work source
+ * can emit on every device of the set, and C ends in host memory whoever
+ * computes it. Returns how many were enlisted. Locked. */
+static int enlist_bystanders(runner *r) {
+  int n = 0;
+  for (int d = 0; d < r->set->ndev; d++)
+    if (!r->part[d] && !r->e->w[d].failed) {
+      r->part[d] = 1;
+      n++;
+      poas__warn("%s takes over the work of the failed devices", r->set->dev[d]->info.id);
+    }
+  return n;
+}
+
 /* The part of a planned range left to the guided tail, for a device
  * holding `share` of the units among `participants` devices (see
  * GUIDED_TAIL). */
@@ -546,7 +562,7 @@ static void drive(runner *r) {
       return;
     if (r->npool == 0 && !any_open(r))
       return;
-    if (!any_alive(r)) {
+    if (!any_alive(r) && !enlist_bystanders(r)) {
       r->rc = poas__fail(POAS_EDEVICE, "every device failed");
       return;
     }

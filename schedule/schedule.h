@@ -67,7 +67,8 @@ typedef struct poas__sched_config {
  * device ID's operation number N (from 0, counting every instruction but
  * releases) fail before it starts. A device whose operation fails is
  * retired; its chunks that did not complete are emitted again on the
- * others, unless one had already started writing host memory (then
+ * others (on the devices the plan left out, once every device it used has
+ * failed), unless one had already started writing host memory (then
  * POAS_EDEVICE: applying it twice would be wrong). Every device failed:
  * POAS_EDEVICE.
  *

@@ -3,8 +3,11 @@
 #define _GNU_SOURCE /* pthread_getaffinity_np, CPU_EQUAL */
 #include "gemm-cases.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -38,5 +41,43 @@ TEST(caller_keeps_its_cpu_binding) {
   return 0;
 }
 
+/* A plan that gives everything to one device, which then fails: the CPU,
+ * left out of the plan, takes the work over and C is right. The failing
+ * device is a fast simulated one (it computes nothing, so every element of
+ * C that is right was computed by the CPU). */
+TEST(cpu_takes_over_when_the_plans_only_device_fails) {
+  const char *devices = "cpu,sim:rate=1e13:drate=1e13:bandwidth=1e13:latency=0";
+  enum { N = 384 };
+  poas_context *ctx = test_open(devices);
+  CHECK(ctx);
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT64, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N,
+                          N, &plan));
+  if (plan.ndevices != 1 || strcmp(plan.dev[0].id, "sim0") != 0) {
+    poas_finalize(ctx);
+    SKIP("the plan does not give sim0 all the work here");
+  }
+  static double a[N * N], b[N * N], c[N * N], ref[N * N];
+  for (int i = 0; i < N * N; i++) {
+    a[i] = (double)(i % 7) - 3, b[i] = (double)(i % 5) - 2;
+    c[i] = NAN;
+  }
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a, N, b, N, 0, ref, N);
+  setenv("POAS_FAULT", "sim0:after=0", 1);
+  int rc = poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1, a, N, b, N,
+                      0, c, N);
+  unsetenv("POAS_FAULT");
+  CHECK_MSG(rc == 0, "%s: %s", poas_strerror(rc), poas_error_detail());
+  poas_report rep;
+  CHECK_OK(poas_last_report(ctx, &rep));
+  CHECK(rep.faults == 1 && rep.dev[1].failed && rep.dev[0].share == 1);
+  /* Integer-valued operands: the products and sums are exact in double. */
+  for (int i = 0; i < N * N; i++)
+    CHECK_MSG(c[i] == ref[i], "c[%d] = %g, expected %g", i, c[i], ref[i]);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cpu_unpinned),
-          TEST_ENTRY(caller_keeps_its_cpu_binding))
+          TEST_ENTRY(caller_keeps_its_cpu_binding),
+          TEST_ENTRY(cpu_takes_over_when_the_plans_only_device_fails))

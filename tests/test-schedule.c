@@ -479,6 +479,29 @@ TEST(fault_moves_work_virtual_time) {
   CHECK_RC(run_sim("sim,sim", POAS__SCHED_GUIDED, "sim0:after=0,sim1:after=0", &rep, &s),
            POAS_EDEVICE);
   CHECK(rep.faults == 2);
+  /* The plan's only device fails: the device it left out takes over and
+   * completes every unit (shares count completed units only; the failed
+   * chunk was emitted on both). */
+  for (int p = 0; p < 3; p++) {
+    poas__devset set;
+    char err[256];
+    CHECK_OK(poas__devset_open("sim:rate=1e10:latency=0,sim:rate=1e9:latency=0", &set, err,
+                               sizeof err));
+    poas__work_source src;
+    gemm_source_init(&s, &src, 1000);
+    poas__sched_config cfg;
+    plan_halves(&cfg, 1000, 2.0 * 500 * 500 / 1e10, (poas__policy)p);
+    cfg.u1[0] = 1000, cfg.u0[1] = cfg.u1[1] = 1000, cfg.rate[1] = 0, cfg.predicted_s[1] = 0;
+    cfg.fault_spec = "sim0:after=0";
+    int rc = poas__schedule_run(&set, &src, &cfg, &rep);
+    poas__devset_close(&set);
+    CHECK_OK(rc);
+    CHECK(rep.faults == 1 && rep.dev[0].failed && !rep.dev[1].failed);
+    CHECK(rep.dev[0].share == 0 && rep.dev[1].share == 1);
+    for (int u = 0; u < 1000; u++)
+      CHECK_MSG(s.emitted[u] >= 1 && s.emitted[u] <= 2, "unit %d emitted %d times", u,
+                s.emitted[u]);
+  }
   CHECK_RC(run_sim("sim,sim", POAS__SCHED_GUIDED, "sim0:before=1", &rep, &s), POAS_EINVAL);
   return 0;
 }
