@@ -270,8 +270,9 @@ typedef struct screen {
 /* The tile of a copy device that can hold `fit` units in a tile, for a
  * share of `share` units (alone: the only device with work). PIPE_DEPTH
  * tiles of its share overlap copies with GEMMs, but each tile pays a
- * copy's latency and a call's overhead more, which a small problem feels (a 64^3 sgemm in
- * four tiles on PoCL spent 180 us on the device where one tile takes 70).
+ * copy's latency and a call's overhead more, which a small problem feels
+ * (a 64^3 sgemm in four tiles on PoCL spent 180 us on the device where one
+ * tile takes 70).
  * So of PIPE_DEPTH tiles, half as many, and so on down to two, the
  * pipeline model's best for the device's share; and one tile when that is
  * predicted within 2% of it, or, for a device planned alone, within
@@ -313,8 +314,8 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
     else if (pt.total_s < best)
       best = pt.total_s, pick = t;
   }
-  if (!isfinite(best))
-    return isfinite(one) ? share : POAS__MAX(pick, 1);
+  if (!isfinite(best)) /* only one tile was tried, or none could be timed */
+    return isfinite(one) ? share : 1;
   double slack = fmax(0.02 * best, alone ? p->engine_s : 0);
   return isfinite(one) && !(one > best + slack) ? share : pick;
 }

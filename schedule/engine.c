@@ -589,8 +589,8 @@ int poas__engine_add_buffer(poas__engine *e, const poas__gbuf *b) {
 int poas__engine_chunk_open(poas__engine *e, int device, int64_t u0, int64_t u1) {
   if (grow((void **)&e->chunks, &e->cap_chunks, e->nchunks + 1, sizeof *e->chunks))
     return POAS_ENOMEM;
-  e->chunks[e->nchunks] =
-      (poas__chunk){.device = device, .u0 = u0, .u1 = u1, .remaining = 1, .state = POAS__CHUNK_OPEN};
+  e->chunks[e->nchunks] = (poas__chunk){
+      .device = device, .u0 = u0, .u1 = u1, .remaining = 1, .state = POAS__CHUNK_OPEN};
   return e->nchunks++;
 }
 

@@ -64,7 +64,6 @@ const char *poas__policy_name(poas__policy p) {
 
 typedef struct interval {
   int64_t a, b;
-  int owner; /* the device whose plan it came from, -1 for none */
 } interval;
 
 typedef struct runner {
@@ -103,7 +102,7 @@ typedef struct runner {
   int rc;                       /* first fatal error */
 } runner;
 
-static int pool_add(runner *r, int64_t a, int64_t b, int owner) {
+static int pool_add(runner *r, int64_t a, int64_t b) {
   if (b <= a)
     return 0;
   if (r->npool == r->cap_pool) {
@@ -113,7 +112,7 @@ static int pool_add(runner *r, int64_t a, int64_t b, int owner) {
       return POAS_ENOMEM;
     r->pool = p, r->cap_pool = ncap;
   }
-  r->pool[r->npool++] = (interval){a, b, owner};
+  r->pool[r->npool++] = (interval){a, b};
   return 0;
 }
 
@@ -217,11 +216,12 @@ static int give(runner *r, int d, int64_t a, int64_t b) {
  * a call more per device, each packing the shared operand again: in a
  * 2048 sgemm beside the CPU, one-core PoCL ran at 0.86-0.89 of its alone
  * rate with its part in four calls, at 1.0-1.09 in two.) It takes all of
- * the pool when the others' part is under one of d's smallest chunks. A chunk that would end past the level goes to d only if no
- * other device would finish it sooner: a slow device must not take the
- * last pieces that a fast one would finish first (before this, a one-core
- * PoCL device took 16-column tail chunks of 50 ms each that the CPU beside
- * it would have done in 5, and ended 80 ms after it).
+ * the pool when the others' part is under one of d's smallest chunks. A
+ * chunk that would end past the level goes to d only if no other device
+ * would finish it sooner: a slow device must not take the last pieces
+ * that a fast one would finish first (before this, a one-core PoCL device
+ * took 16-column tail chunks of 50 ms each that the CPU beside it would
+ * have done in 5, and ended 80 ms after it).
  *
  * Without models (no plan and no predict) it is half of d's weighted
  * share of the pool, at least min_chunk, as the guided policy has always
@@ -323,8 +323,10 @@ static int pool_touching(const runner *r, int64_t at, int up) {
 }
 
 /* Gives device d the next chunk from the pool: next to the range it holds
- * when the pool touches it, taken from the touching end, else from the
- * start of its own tail, else of the largest interval. A chunk larger than
+ * when the pool touches it, taken from the touching end (its own tail
+ * always does until it is gone: start() plans it next to the static part,
+ * and held0/held1 grow only into what touches them), else from the start
+ * of the largest interval. A chunk larger than
  * its interval runs on into the one that touches the interval's far end
  * (the neighbour's tail, planned next to this one). Sets *gave when it
  * gave one (d may decline: chunk_size). Locked. */
@@ -333,9 +335,6 @@ static int give_next(runner *r, int d, int *gave) {
   int up = 1, pick = pool_touching(r, r->held1[d], 1);
   if (pick < 0 && (pick = pool_touching(r, r->held0[d], 0)) >= 0)
     up = 0;
-  for (int i = 0; pick < 0 && i < r->npool; i++)
-    if (r->pool[i].owner == d)
-      pick = i;
   for (int i = 0; pick < 0 && i < r->npool; i++)
     if (pick < 0 || r->pool[i].b - r->pool[i].a > r->pool[pick].b - r->pool[pick].a)
       pick = i;
@@ -400,7 +399,7 @@ static void collect(runner *r) {
                            "result cannot be recovered",
                            r->set->dev[ch->device]->info.id, (long long)ch->u0,
                            (long long)ch->u1);
-    } else if (pool_add(r, ch->u0, ch->u1, -1) != 0 && !r->rc) {
+    } else if (pool_add(r, ch->u0, ch->u1) != 0 && !r->rc) {
       r->rc = POAS_ENOMEM;
     }
   }
@@ -512,7 +511,7 @@ static int start(runner *r) {
     r->min_chunk[d] =
         (int64_t)(cfg->rate[d] * cfg->predicted_makespan_s * MIN_CHUNK_TIME_FRACTION);
   if (!planned)
-    return pool_add(r, 0, r->src->total_units, -1);
+    return pool_add(r, 0, r->src->total_units);
   int64_t g = POAS__MAX(r->src->granule, 1);
   /* With one device in the plan there is nothing to balance: cutting its
    * range into chunks would only slow it down. */
@@ -543,9 +542,9 @@ static int start(runner *r) {
       s1 = u1;
     }
     r->held0[d] = s0, r->held1[d] = s1;
-    int rc = pool_add(r, u0, s0, d);
+    int rc = pool_add(r, u0, s0);
     if (!rc)
-      rc = pool_add(r, s1, u1, d);
+      rc = pool_add(r, s1, u1);
     if (!rc && s1 > s0)
       rc = give(r, d, s0, s1);
     if (rc)
