@@ -71,11 +71,8 @@ typedef struct bench_row {
    * caches and clocks took. fill: the measured rate over those co-run rates:
    * what idle time, the engine and the tail took, the schedule's part. */
   double used, corun, fill;
-  int ndev;                                 /* the median run's devices */
-  char dev_id[POAS_MAX_DEVICES][POAS_ID_LEN];
-  double dev_share[POAS_MAX_DEVICES];       /* fraction of C each computed */
-  double dev_busy_s[POAS_MAX_DEVICES];      /* seconds each had work */
-  int dev_failed[POAS_MAX_DEVICES];         /* it failed; its work moved */
+  int ndev;                                 /* the median run's devices, */
+  poas_device_report dev[POAS_MAX_DEVICES]; /* as its report gave them */
   const char *status;    /* "ok", "inaccurate", "failed", "unsupported" */
   char note[256];
 } bench_row;

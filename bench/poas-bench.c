@@ -17,6 +17,7 @@
 #include <ctype.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -417,17 +418,6 @@ static int median(double (*t)[4], int n, double out[3]) {
   return (int)t[(n - 1) / 2][3];
 }
 
-/* Keeps what each device of a co-executed run did, for compare(). */
-static void keep_devices(const poas_report *rep, bench_row *row) {
-  row->ndev = rep->ndevices;
-  for (int i = 0; i < rep->ndevices; i++) {
-    snprintf(row->dev_id[i], sizeof row->dev_id[i], "%s", rep->dev[i].id);
-    row->dev_share[i] = rep->dev[i].share;
-    row->dev_busy_s[i] = rep->dev[i].busy_s;
-    row->dev_failed[i] = rep->dev[i].failed;
-  }
-}
-
 /* One warm-up and --repeat timed runs of `r`, each result checked. */
 static void measure(bench *b, const runner *r, const bench_problem *p, const bench_reference *ref,
                     bench_row *row) {
@@ -465,8 +455,10 @@ static void measure(bench *b, const runner *r, const bench_problem *p, const ben
   }
   double med[3];
   int middle = median(t, b->o.repeat, med);
-  if (reports)
-    keep_devices(&reports[middle], row);
+  if (reports) {
+    row->ndev = reports[middle].ndevices;
+    memcpy(row->dev, reports[middle].dev, sizeof row->dev);
+  }
   free(reports);
   row->seconds = med[0], row->predicted_s = med[1], row->report_s = med[2];
   row->gflops = 2.0 * (double)p->m * (double)p->n * (double)p->k / row->seconds / 1e9;
@@ -499,6 +491,17 @@ static double alone_gflops(const bench_row *rows, int n, const char *id) {
   return NAN;
 }
 
+/* Appends to the text in buf (of `cap` bytes), truncating. */
+static void append(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...) {
+  size_t len = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, cap - len, fmt, ap);
+  va_end(ap);
+}
+
 /* Splits a co-executed row's efficiency into used x corun x fill (see
  * bench_row) and says in its note how fast each device ran beside the
  * others, against alone. Left NaN when a device's alone rate or busy time
@@ -506,47 +509,34 @@ static double alone_gflops(const bench_row *rows, int n, const char *id) {
 static void efficiency_factors(bench_row *co, const bench_row *rows, int n) {
   double flops = 2.0 * (double)co->m * (double)co->n * (double)co->k / 1e9;
   double alone_sum = 0, corun_sum = 0;
-  char text[sizeof co->note] = "busy vs alone: ", idle[sizeof co->note] = "";
-  char failed[sizeof co->note] = "";
-  int used = 0;
+  char rates[sizeof co->note] = "", idle[sizeof co->note] = "", failed[sizeof co->note] = "";
   for (int i = 0; i < co->ndev; i++) {
-    if (co->dev_failed[i]) {
-      size_t len = strlen(failed);
-      snprintf(failed + len, sizeof failed - len, "%s%s", len ? ", " : "", co->dev_id[i]);
-    }
-    if (!(co->dev_share[i] > 0)) {
-      size_t len = strlen(idle);
-      if (!co->dev_failed[i])
-        snprintf(idle + len, sizeof idle - len, "%s%s", len ? ", " : "", co->dev_id[i]);
+    const poas_device_report *dr = &co->dev[i];
+    if (dr->failed)
+      append(failed, sizeof failed, "%s%s", failed[0] ? ", " : "", dr->id);
+    if (!(dr->share > 0)) {
+      if (!dr->failed)
+        append(idle, sizeof idle, "%s%s", idle[0] ? ", " : "", dr->id);
       continue;
     }
-    double alone = alone_gflops(rows, n, co->dev_id[i]);
-    if (!(alone > 0) || !(co->dev_busy_s[i] > 0))
+    double alone = alone_gflops(rows, n, dr->id);
+    if (!(alone > 0) || !(dr->busy_s > 0))
       return;
-    double corun = co->dev_share[i] * flops / co->dev_busy_s[i];
+    double corun = dr->share * flops / dr->busy_s;
     alone_sum += alone, corun_sum += corun;
-    size_t len = strlen(text);
-    snprintf(text + len, sizeof text - len, "%s%s %.2f", used++ ? ", " : "", co->dev_id[i],
-             corun / alone);
+    append(rates, sizeof rates, "%s%s %.2f", rates[0] ? ", " : "", dr->id, corun / alone);
   }
   if (!(alone_sum > 0) || !(co->ideal_gflops > 0) || isnan(co->gflops))
     return;
   co->used = alone_sum / co->ideal_gflops;
   co->corun = corun_sum / alone_sum;
   co->fill = co->gflops / corun_sum;
-  size_t len = strlen(text);
-  snprintf(text + len, sizeof text - len, "; fill %.2f", co->fill);
-  if (idle[0]) {
-    len = strlen(text);
-    snprintf(text + len, sizeof text - len, "; no work for %s", idle);
-  }
-  if (failed[0]) {
-    len = strlen(text);
-    snprintf(text + len, sizeof text - len, "; %s failed in the median run, its work moved",
-             failed);
-  }
-  len = strlen(co->note);
-  snprintf(co->note + len, sizeof co->note - len, "%s%s", len ? "; " : "", text);
+  append(co->note, sizeof co->note, "%sbusy vs alone: %s; fill %.2f", co->note[0] ? "; " : "",
+         rates, co->fill);
+  if (idle[0])
+    append(co->note, sizeof co->note, "; no work for %s", idle);
+  if (failed[0])
+    append(co->note, sizeof co->note, "; %s failed in the median run, its work moved", failed);
 }
 
 /* The ratios inside one size's rows: they come from the same run. */
