@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
     else if (c == 'r') {
       long v;
       if (bench_parse_long(optarg, 1, MAX_REPS, &v))
-        return bench_bad_arg("accuracy", "--reps (1 to 64)", optarg);
+        return bench_bad_arg("accuracy", "--reps (1 to " BENCH_XSTR(MAX_REPS) ")", optarg);
       reps = (int)v;
     } else if (c == 'q')
       quick = 1;

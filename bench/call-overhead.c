@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
         return bench_bad_arg("call-overhead", "-n (1 to 4096)", optarg);
     } else if (c == 'c') {
       if (bench_parse_long(optarg, 1, MAX_CALLS, &calls_arg))
-        return bench_bad_arg("call-overhead", "--calls (1 to 10000)", optarg);
+        return bench_bad_arg("call-overhead", "--calls (1 to " BENCH_XSTR(MAX_CALLS) ")", optarg);
     } else if (c == 'h') {
       usage(stdout);
       return 0;

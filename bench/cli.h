@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Prints "PROG: bad WHAT 'VALUE' (see PROG --help)" and returns 2, the
  * bench programs' exit status for a usage error. */
@@ -26,6 +27,15 @@ static inline int bench_parse_long(const char *text, long lo, long hi, long *out
   *out = v;
   return 0;
 }
+
+/* Whether `arg` asks for the usage text. */
+static inline int bench_is_help(const char *arg) {
+  return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+/* The text of a numeric macro, for messages that name a limit. */
+#define BENCH_STR(x) #x
+#define BENCH_XSTR(x) BENCH_STR(x)
 
 /* Whether `arg` looks like an option rather than a (possibly negative)
  * number. */

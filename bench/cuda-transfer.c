@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
   size_t mib[MAX_SIZES] = {16, 64, 256};
   int nsizes = 3;
   for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    if (bench_is_help(argv[i])) {
       usage(stdout);
       return 0;
     }
@@ -92,9 +92,9 @@ int main(int argc, char **argv) {
       if (bench_is_option(a))
         return bad("option", a);
       if (bench_parse_long(a, 1, MAX_MIB, &v))
-        return bad("size in MiB (1 to 65536)", a);
+        return bad("size in MiB (1 to " BENCH_XSTR(MAX_MIB) ")", a);
       if (nsizes == MAX_SIZES)
-        return bad("argument (at most 8 sizes)", a);
+        return bad("argument (at most " BENCH_XSTR(MAX_SIZES) " sizes)", a);
       mib[nsizes++] = (size_t)v;
     }
   }

@@ -51,7 +51,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   if (argc > 1) {
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    if (bench_is_help(argv[1])) {
       usage(stdout);
       return 0;
     }

@@ -16,7 +16,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #define MAX_ROUNDS 100
@@ -43,7 +42,7 @@ int main(int argc, char **argv) {
   int npos = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    if (bench_is_help(a)) {
       usage(stdout);
       return 0;
     }
@@ -57,7 +56,7 @@ int main(int argc, char **argv) {
   if (pos[0] && bench_parse_long(pos[0], 1, LONG_MAX, &n))
     return bad("ntasks (1 or more)", pos[0]);
   if (pos[1] && bench_parse_long(pos[1], 1, MAX_ROUNDS, &nr))
-    return bad("rounds (1 to 100)", pos[1]);
+    return bad("rounds (1 to " BENCH_XSTR(MAX_ROUNDS) ")", pos[1]);
   int rounds = (int)nr;
   poas_options o;
   poas_options_init(&o);
