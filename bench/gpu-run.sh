@@ -25,6 +25,7 @@
 # Everything it writes lands under $OUT (or ./gpu-out when OUT is unset).
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
+. "$src/bench/settings.sh"
 out=${OUT:-$src/gpu-out}
 mkdir -p "$out"
 pack=$src/.gpu
@@ -128,8 +129,7 @@ stage_bench() {
     echo "- host: $(uname -n), $(uname -srm), $(nproc) online CPUs, $(lscpu | sed -n 's/^Model name: *//p')"
     echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
     echo "- command: \`poas-bench gemm --sizes $sizes --dtype $dt --repeat $rep --devices $devs --baselines $baselines --alone-limit ${ALONE_LIMIT:-30}\`"
-    # As record.sh: the library settings the rates depend on.
-    echo "- environment: $(env | grep -E '^(OPENBLAS|GOTO|OMP|POCL|CUDA|POAS)_' | LC_ALL=C sort | tr '\n' ' ')"
+    record_environment
     echo
     echo '```'
     "$build/tools/poas-info" 2>&1

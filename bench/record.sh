@@ -21,6 +21,7 @@ if [ -n "$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null)" ]
   commit=$commit-dirty
 fi
 base=$src/bench/results/bench-$machine-$date-$commit
+. "$src/bench/settings.sh"
 # The devices section shows the selection the benchmark runs (cores=N and
 # threads=N change which profile entries match).
 devices=
@@ -37,13 +38,7 @@ done
   echo "- commit: $commit"
   echo "- host: $(uname -n), $(uname -srm), $(getconf _NPROCESSORS_ONLN) online CPUs"
   echo "- command: \`poas-bench gemm $* --csv $(basename "$base").csv --plot $(basename "$base").svg\`"
-  # Settings of the libraries underneath change the rates: the sessions
-  # that recorded the CI-class results ran with OPENBLAS_CORETYPE=Haswell
-  # set, which halves OpenBLAS on that AMD EPYC against the AVX-512 kernels
-  # it picks by itself (118 against 225 GFLOP/s, sgemm n = 2048, one core).
-  env_settings=$(env | grep -E '^(OPENBLAS|GOTO|OMP|POCL|CUDA|POAS)_' | grep -v '^POAS_PROFILE=' |
-    LC_ALL=C sort | tr '\n' ' ')
-  echo "- environment: ${env_settings:-none of OPENBLAS_*, GOTO_*, OMP_*, POCL_*, CUDA_*, POAS_* set}"
+  record_environment
   echo
   echo "## Devices"
   echo
