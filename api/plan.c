@@ -55,6 +55,7 @@ static void describe(const poas_context *ctx, const poas__gemm_problem *p,
     d->transfer_s = sh->time.transfer_s;
     d->predicted_s = sh->time.total_s;
     d->estimated = sh->estimated;
+    d->corun = sh->corun;
   }
 }
 

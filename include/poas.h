@@ -330,6 +330,11 @@ typedef struct poas_plan_device {
   double transfer_s;       /* predicted copy time, summed (overlaps compute) */
   double predicted_s;      /* predicted time of its whole pipeline */
   int estimated;           /* no usable model: a conservative estimate */
+  /* Its models' times are multiplied by this for computing beside other
+   * devices that share the host's cores (caches, memory bandwidth, the
+   * host's scheduler): the profile's contention; 1 when no such device
+   * computes beside it. */
+  double corun;
 } poas_plan_device;
 
 /* A device left out, and why, in words. */

@@ -113,6 +113,9 @@ typedef struct poas__opt_share {
   poas__pipe_time time;       /* predicted for [u0, u1) */
   int excluded;               /* takes no part; reason says why */
   int estimated;              /* its model was unusable: a conservative guess */
+  double corun;               /* the factor its model's times were multiplied by for
+                                 computing beside other devices that share the
+                                 host's cores (its model's contention); 1 when not */
   char reason[200];
 } poas__opt_share;
 

@@ -350,6 +350,7 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
   for (int i = 0; i < nd; i++) {
     poas__opt_share *sh = &r->dev[i];
     sh->estimated = usable_model(&d[i], p, &r->model[i]);
+    sh->corun = 1;
     sc->ok[i] = 0;
     if (!d[i].supports_dtype)
       snprintf(sh->reason, sizeof sh->reason, "no %s support", poas__dtype_name(p->dtype));
@@ -502,8 +503,8 @@ static void apply_contention(const poas__opt_device *d, const int *idx, int ns, 
   int together = __builtin_popcount(mask) > 1;
   for (int j = 0; j < ns; j++) {
     r->model[idx[j]] = base[j];
-    if (together && (mask & (1u << j)))
-      slow_model(&r->model[idx[j]], contention_of(&d[idx[j]]));
+    r->dev[idx[j]].corun = together && (mask & (1u << j)) ? contention_of(&d[idx[j]]) : 1;
+    slow_model(&r->model[idx[j]], r->dev[idx[j]].corun);
   }
 }
 

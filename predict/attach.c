@@ -20,7 +20,10 @@
 #include <time.h>
 
 /* Copies the parts a profile device has over a model: each dtype with a
- * model, the transfers when measured, and the memory. */
+ * model, the transfers when measured, the memory, the contention and the
+ * runtime's costs. (Until the last two were copied here, plans from a
+ * loaded profile ran without them: only a context that had just
+ * calibrated used what calibration measured.) */
 static void overlay(poas__device_model *dst, const poas__device_model *src) {
   for (int dt = 0; dt < 2; dt++) {
     if (!src->gemm[dt][0].valid)
@@ -35,6 +38,9 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
   }
   if (src->memory_bytes)
     dst->memory_bytes = src->memory_bytes;
+  dst->contention = src->contention;
+  dst->dispatch_s = src->dispatch_s;
+  dst->engine_s = src->engine_s;
   dst->source = POAS__MODEL_CALIBRATED;
 }
 

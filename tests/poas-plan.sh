@@ -12,7 +12,7 @@ fail() { echo "poas-plan.sh: $*" >&2; exit 1; }
 devs='sim:rate=1e9:latency=0:bandwidth=1e18,sim:rate=3e9:latency=0:bandwidth=1e18,sim:rate=1e3'
 out=$("$plan" --m 4096 --n 1024 --k 1024 --devices "$devs" --json) || fail "--json failed"
 for key in '"makespan_s": ' '"devices": \[' '"id": "sim0"' '"share": 0.25' '"share": 0.75' \
-           '"predicted_s": ' '"excluded": \[' '"id": "sim2", "reason": "adds no speed'; do
+           '"predicted_s": ' '"corun": 1}' '"excluded": \[' '"id": "sim2", "reason": "adds no speed'; do
   printf '%s' "$out" | grep -q "$key" || fail "JSON lacks $key: $out"
 done
 again=$("$plan" --m 4096 --n 1024 --k 1024 --devices "$devs" --json)

@@ -179,6 +179,59 @@ TEST(calibration_measures_the_runtime_cost_of_a_run) {
   return 0;
 }
 
+/* What calibration measured beyond the models reaches the plans of a
+ * context that loads the profile, not only of the one that calibrated (a
+ * machine's profile and a replayed one load alike, predict/attach.c): the
+ * contention of devices that share the host's cores and the runtime's cost
+ * of a run. (Loading once dropped all three.) */
+TEST(a_loaded_profile_keeps_contention_and_run_costs) {
+  const char *devs = "sim:rate=1e11:latency=0:shared=1,sim:rate=1e11:latency=0:shared=1";
+  poas_context *ctx = test_open(devs);
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  char path[256];
+  snprintf(path, sizeof path, "%s", test_tmp_path("contention.json"));
+  o.output = path;
+  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  poas_finalize(ctx);
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(path, p));
+  CHECK(p->ndev == 2);
+  for (int d = 0; d < 2; d++) {
+    p->dev[d].model.contention = 1.25 + 0.5 * d;
+    p->dev[d].model.dispatch_s = 3e-3;
+    p->dev[d].model.engine_s = 1e-3;
+  }
+  CHECK_OK(poas__profile_write(path, p));
+  free(p);
+
+  /* Sim devices take a profile's models by replaying it. */
+  char replay[700];
+  snprintf(replay, sizeof replay, "sim:profile=%s#sim0:shared=1,sim:profile=%s#sim1:shared=1",
+           path, path);
+  CHECK(ctx = test_open(replay));
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
+                          2048, 2048, &plan));
+  CHECK(plan.ndevices == 2);
+  for (int i = 0; i < 2; i++) {
+    const poas_plan_device *d = &plan.dev[i];
+    double want = strcmp(d->id, "sim0") == 0 ? 1.25 : 1.75;
+    CHECK_MSG(near(d->corun, want, 1e-12), "%s: co-run %g", d->id, d->corun);
+    /* Its time is its slowed GEMM, plus the dispatch and the engine's cost. */
+    CHECK_MSG(d->predicted_s >= d->compute_s + 4e-3 * 0.999, "%s: predicted %g, compute %g",
+              d->id, d->predicted_s, d->compute_s);
+  }
+  /* The faster device (less contention) takes the larger share. */
+  CHECK(plan.dev[0].share > plan.dev[1].share);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST(single_dtype_calibration_keeps_the_other) {
   poas_context *ctx = test_open("sim:rate=1e11:latency=0");
   CHECK(ctx);
@@ -328,5 +381,6 @@ TEST(transfer_fit_finds_the_knee_of_pageable_copies) {
 TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
           TEST_ENTRY(sim_calibration_recovers_its_parameters),
           TEST_ENTRY(calibration_measures_the_runtime_cost_of_a_run),
+          TEST_ENTRY(a_loaded_profile_keeps_contention_and_run_costs),
           TEST_ENTRY(single_dtype_calibration_keeps_the_other), TEST_ENTRY(sim_replays_a_profile),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies))

@@ -17,7 +17,9 @@ static void usage(FILE *f) {
           "                 [--json]\n"
           "Print the plan POAS would run for C = A B + C (m x k times k x n, row-major),\n"
           "without running it. C is read as well as written (as for beta != 0), so devices\n"
-          "with their own memory copy it in too; a call with beta = 0 copies less.\n\n"
+          "with their own memory copy it in too; a call with beta = 0 copies less.\n"
+          "co-run is the factor a device's times carry for computing beside other devices\n"
+          "that share the host's cores (the contention calibration measured).\n\n"
           "  -m, --m M            rows of C\n"
           "  -n, --n N            columns of C\n"
           "  -k, --k K            inner dimension\n"
@@ -44,11 +46,12 @@ static void print_json(const poas_plan *p) {
     json_string(d->id);
     printf(", \"share\": %.9g, \"first\": %lld, \"count\": %lld, \"tile\": %lld, "
            "\"tiles\": %lld, \"bytes_h2d\": %llu, \"bytes_d2h\": %llu, \"compute_s\": %.9g, "
-           "\"transfer_s\": %.9g, \"predicted_s\": %.9g, \"estimated\": %s}",
+           "\"transfer_s\": %.9g, \"predicted_s\": %.9g, \"estimated\": %s, "
+           "\"corun\": %.9g}",
            d->share, (long long)d->first, (long long)d->count, (long long)d->tile,
            (long long)d->tiles, (unsigned long long)d->bytes_h2d,
            (unsigned long long)d->bytes_d2h, d->compute_s, d->transfer_s, d->predicted_s,
-           d->estimated ? "true" : "false");
+           d->estimated ? "true" : "false", d->corun);
   }
   printf("],\n \"excluded\": [");
   for (int i = 0; i < p->nexcluded; i++) {
@@ -66,17 +69,18 @@ static void print_table(const poas_plan *p) {
   printf("%sgemm m=%lld n=%lld k=%lld: split by %s (granule %lld), predicted makespan %.4g s\n\n",
          p->dtype == POAS_FLOAT64 ? "d" : "s", (long long)p->m, (long long)p->n, (long long)p->k,
          unit, (long long)p->granule, p->makespan_s);
-  printf("%-10s %-21s %7s %6s %7s %10s %10s %10s %10s %11s\n", "device", unit, "share", "tiles",
-         "tile", "H2D MiB", "D2H MiB", "compute s", "transfer s", "predicted s");
+  printf("%-10s %-21s %7s %6s %7s %10s %10s %10s %10s %11s %7s\n", "device", unit, "share",
+         "tiles", "tile", "H2D MiB", "D2H MiB", "compute s", "transfer s", "predicted s",
+         "co-run");
   for (int i = 0; i < p->ndevices; i++) {
     const poas_plan_device *d = &p->dev[i];
     char range[48];
     snprintf(range, sizeof range, "%lld-%lld", (long long)d->first,
              (long long)(d->first + d->count - 1));
-    printf("%-10s %-21s %6.1f%% %6lld %7lld %10.1f %10.1f %10.4g %10.4g %11.4g%s\n", d->id, range,
-           100 * d->share, (long long)d->tiles, (long long)d->tile,
+    printf("%-10s %-21s %6.1f%% %6lld %7lld %10.1f %10.1f %10.4g %10.4g %11.4g %6.3fx%s\n",
+           d->id, range, 100 * d->share, (long long)d->tiles, (long long)d->tile,
            (double)d->bytes_h2d / 1048576.0, (double)d->bytes_d2h / 1048576.0, d->compute_s,
-           d->transfer_s, d->predicted_s, d->estimated ? "  (no model: estimate)" : "");
+           d->transfer_s, d->predicted_s, d->corun, d->estimated ? "  (no model: estimate)" : "");
   }
   if (p->nexcluded) {
     printf("\nleft out:\n");
