@@ -53,8 +53,8 @@ static double plan_min_gain(const poas_context *ctx, poas_dtype dtype) {
 }
 
 /* What a run through the engine (several devices, or several tiles on
- * one) costs beyond what the models predict, for profiles that did not
- * measure it (engine_s): its threads and hand-offs. Measured with
+ * one) costs beyond what the models predict, at the least (see
+ * plan_engine_s): its threads and hand-offs. Measured with
  * bench/call-overhead as the public call against the same work issued
  * directly: 0.1 ms on the CI machine's PoCL device, 0.45 ms on an H100 VM,
  * where waking a thread on another vCPU is slow. The larger one, since the
@@ -64,13 +64,19 @@ static double plan_min_gain(const poas_context *ctx, poas_dtype dtype) {
 #define POAS__ENGINE_RUN_S 5e-4
 
 /* What a run through the engine costs on the context's devices: the most
- * any measured (calibration's engine_s), else POAS__ENGINE_RUN_S. */
+ * any measured (calibration's engine_s), but not less than
+ * POAS__ENGINE_RUN_S. Calibration times one device on a tiny GEMM, which
+ * misses what several devices' hand-offs cost: on the CI machine it
+ * measured 28 us for the cpu device and nothing for PoCL (whose model
+ * over-predicts tiny GEMMs), and planned with 28 us a 512^3 dgemm split
+ * between them lost 13% of its 4.9 ms to gaps between their instructions
+ * and ran at 0.93x the cpu alone. */
 static double plan_engine_s(const poas_context *ctx) {
-  double e = 0;
+  double e = POAS__ENGINE_RUN_S;
   for (int i = 0; i < ctx->devices.ndev; i++)
     if (ctx->models[i].source == POAS__MODEL_CALIBRATED)
       e = POAS__MAX(e, ctx->models[i].engine_s);
-  return e > 0 ? e : POAS__ENGINE_RUN_S;
+  return e;
 }
 
 /* The host's cores, which devices that share them compete for. */

@@ -333,6 +333,36 @@ TEST(contention_between_sharing_devices_is_priced_in) {
   return 0;
 }
 
+/* The minimum gain counts what the shares do not show: a helper with 5%
+ * of the work that slows the other device by 2.5% saves 2.5%, under a 3%
+ * bar, so the other runs alone; with a 1% bar both take part. (Judged
+ * from its share alone, the helper once stayed at 0.6% predicted gain and
+ * the pair ran at 0.88x the CPU alone.) */
+TEST(min_gain_counts_the_contention_a_helper_causes) {
+  poas__device_model cpu, pocl;
+  poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 1)};
+  d[0].shares_host_cores = d[1].shares_host_cores = 1;
+  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 4096, .n = 4096, .k = 4096,
+                         .reads_ab = 1, .host_cores = 2, .min_gain = 0.03};
+  rate_model(&cpu, 1e11, 0, 0, 1e30);
+  rate_model(&pocl, 5e9, 0, 0, 1e30);
+  cpu.contention = 1.025;
+  pocl.contention = 1;
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_MSG(r.dev[1].excluded && strstr(r.dev[1].reason, "less than the 3%"), "%s",
+            r.dev[1].reason);
+  CHECK(!r.dev[0].excluded && r.dev[0].u1 - r.dev[0].u0 == r.total_units && r.dev[0].corun == 1);
+  p.min_gain = 0.01;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[0].excluded && !r.dev[1].excluded);
+  double share = (double)(r.dev[1].u1 - r.dev[1].u0) / (double)r.total_units;
+  CHECK_MSG(share > 0.04 && r.dev[0].corun == 1.025, "helper share %g, cpu co-run %g", share,
+            r.dev[0].corun);
+  return 0;
+}
+
 /* ------------------------------------------------------------ bad input */
 
 TEST(unusable_models_give_conservative_finite_plans) {
@@ -427,6 +457,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(shares_follow
           TEST_ENTRY(useless_and_unfit_devices_are_excluded_with_reasons),
           TEST_ENTRY(devices_sharing_cores_never_add_what_they_cannot),
           TEST_ENTRY(contention_between_sharing_devices_is_priced_in),
+          TEST_ENTRY(min_gain_counts_the_contention_a_helper_causes),
           TEST_ENTRY(unusable_models_give_conservative_finite_plans),
           TEST_ENTRY(problem_that_fits_nowhere_is_a_clear_error),
           TEST_ENTRY(empty_problems_plan_nothing))
