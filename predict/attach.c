@@ -21,9 +21,9 @@
 
 /* Copies the parts a profile device has over a model: each dtype with a
  * model, the transfers when measured, the memory, the contention and the
- * runtime's costs. (Until the last two were copied here, plans from a
- * loaded profile ran without them: only a context that had just
- * calibrated used what calibration measured.) */
+ * runtime's costs of a run (dispatch_s, engine_s). All of them: what is
+ * left out here, plans from a loaded profile never see (the last three
+ * once were, and only a context that had just calibrated used them). */
 static void overlay(poas__device_model *dst, const poas__device_model *src) {
   for (int dt = 0; dt < 2; dt++) {
     if (!src->gemm[dt][0].valid)

@@ -30,6 +30,12 @@ static poas__opt_device device(const char *id, const poas__device_model *dm, int
                             .host_memory = host_memory, .cores = 1, .supports_dtype = 1};
 }
 
+/* A square GEMM C = A B of side n that reads A and B; tests set the rest. */
+static poas__opt_problem square_gemm(poas_dtype dtype, int64_t n) {
+  return (poas__opt_problem){.dtype = dtype, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
+                             .m = n, .n = n, .k = n, .reads_ab = 1};
+}
+
 /* ------------------------------------------------- exhaustive comparison */
 
 typedef struct exhaustive {
@@ -122,9 +128,8 @@ TEST(small_problems_run_on_one_device_in_one_tile) {
   rate_model(&gpu, 2e12, 1e-5, 1e-5, 1e10);
   rate_model(&cpu, 4e11, 1e-5, 0, 0);
   poas__opt_device d[2] = {device("cpu", &cpu, 1), device("gpu", &gpu, 0)};
-  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
-                         .transb = POAS_NO_TRANS, .m = 512, .n = 512, .k = 512,
-                         .reads_ab = 1, .engine_s = 5e-4};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 512);
+  p.engine_s = 5e-4;
   poas__opt_result r;
   CHECK_OK(poas__optimize(d, 2, &p, &r));
   CHECK_MSG(r.dev[0].excluded && strstr(r.dev[0].reason, "costs the runtime"), "cpu: %s",
@@ -154,9 +159,8 @@ TEST(a_dominant_copy_device_keeps_its_own_tiles) {
   rate_model(&gpu, 2e13, 1e-5, 1e-5, 1e10);
   rate_model(&cpu, 2e11, 1e-5, 0, 0);
   poas__opt_device both[2] = {device("cpu", &cpu, 1), device("gpu", &gpu, 0)};
-  poas__opt_problem p = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
-                         .transb = POAS_NO_TRANS, .m = 8192, .n = 8192, .k = 8192,
-                         .reads_ab = 1, .engine_s = 5e-4};
+  poas__opt_problem p = square_gemm(POAS_FLOAT64, 8192);
+  p.engine_s = 5e-4;
   poas__opt_result r, alone;
   CHECK_OK(poas__optimize(both, 2, &p, &r));
   CHECK_OK(poas__optimize(&both[1], 1, &p, &alone));
@@ -202,9 +206,9 @@ TEST(devices_that_add_too_little_are_left_out) {
   rate_model(&gpu, 5e13, 0, 0, 1e30);
   rate_model(&cpu, 1e12, 0, 0, 1e30);
   poas__opt_device d[2] = {device("cpu", &cpu, 1), device("gpu", &gpu, 1)};
-  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
-                         .transb = POAS_NO_TRANS, .m = 8192, .n = 8192, .k = 8192,
-                         .reads_c = 1, .reads_ab = 1, .min_gain = 0.03};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 8192);
+  p.reads_c = 1;
+  p.min_gain = 0.03;
   poas__opt_result r;
   CHECK_OK(poas__optimize(d, 2, &p, &r));
   CHECK(r.dev[0].excluded && strstr(r.dev[0].reason, "adds too little"));
@@ -252,9 +256,8 @@ TEST(useless_and_unfit_devices_are_excluded_with_reasons) {
                            device("nof64", &normal, 0), device("tiny", &normal, 0)};
   d[2].supports_dtype = 0;
   d[3].memory_bytes = 1 << 16;
-  poas__opt_problem p = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
-                         .transb = POAS_NO_TRANS, .m = 2048, .n = 2048, .k = 2048,
-                         .reads_c = 1, .reads_ab = 1};
+  poas__opt_problem p = square_gemm(POAS_FLOAT64, 2048);
+  p.reads_c = 1;
   poas__opt_result r;
   CHECK_OK(poas__optimize(d, 4, &p, &r));
   CHECK(!r.dev[0].excluded && r.dev[0].u0 == 0 && r.dev[0].u1 == r.total_units);
@@ -273,9 +276,9 @@ TEST(devices_sharing_cores_never_add_what_they_cannot) {
   poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 0)};
   d[0].shares_host_cores = d[1].shares_host_cores = 1;
   d[0].cores = d[1].cores = 2;
-  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
-                         .transb = POAS_NO_TRANS, .m = 4096, .n = 4096, .k = 4096,
-                         .reads_c = 1, .reads_ab = 1, .host_cores = 2};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 4096);
+  p.reads_c = 1;
+  p.host_cores = 2;
   poas__opt_result r;
   CHECK_OK(poas__optimize(d, 2, &p, &r));
   CHECK(!r.dev[0].excluded && r.dev[0].u1 - r.dev[0].u0 == r.total_units);
@@ -297,9 +300,9 @@ TEST(contention_between_sharing_devices_is_priced_in) {
   poas__device_model cpu, pocl;
   poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 0)};
   d[0].shares_host_cores = d[1].shares_host_cores = 1;
-  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
-                         .transb = POAS_NO_TRANS, .m = 4096, .n = 4096, .k = 4096,
-                         .reads_c = 1, .reads_ab = 1, .host_cores = 2};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 4096);
+  p.reads_c = 1;
+  p.host_cores = 2;
   poas__opt_result r;
   /* 12:1 rates, 10% contention each: the helper adds < 8%, costs 10%. */
   rate_model(&cpu, 1.2e11, 1e-5, 0, 1e30);
@@ -342,9 +345,9 @@ TEST(min_gain_counts_the_contention_a_helper_causes) {
   poas__device_model cpu, pocl;
   poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 1)};
   d[0].shares_host_cores = d[1].shares_host_cores = 1;
-  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
-                         .transb = POAS_NO_TRANS, .m = 4096, .n = 4096, .k = 4096,
-                         .reads_ab = 1, .host_cores = 2, .min_gain = 0.03};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 4096);
+  p.host_cores = 2;
+  p.min_gain = 0.03;
   rate_model(&cpu, 1e11, 0, 0, 1e30);
   rate_model(&pocl, 5e9, 0, 0, 1e30);
   cpu.contention = 1.025;
@@ -404,9 +407,8 @@ TEST(problem_that_fits_nowhere_is_a_clear_error) {
   poas__opt_device d[2] = {device("sim0", &dm, 0), device("sim1", &dm, 0)};
   d[0].memory_bytes = (uint64_t)1 << 30;
   d[1].memory_bytes = (uint64_t)1 << 28;
-  poas__opt_problem p = {.dtype = POAS_FLOAT64, .transa = POAS_NO_TRANS,
-                         .transb = POAS_NO_TRANS, .m = 100000, .n = 100000, .k = 100000,
-                         .reads_c = 1, .reads_ab = 1};
+  poas__opt_problem p = square_gemm(POAS_FLOAT64, 100000);
+  p.reads_c = 1;
   poas__opt_result r;
   CHECK_RC(poas__optimize(d, 2, &p, &r), POAS_ETOOBIG);
   CHECK(strstr(poas_error_detail(), "fits nowhere"));
