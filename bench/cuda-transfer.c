@@ -7,7 +7,11 @@
  *   - how long the host is held by cudaMemcpyAsync from and to pageable
  *     memory (a copy that blocks the issuing thread stalls a pipeline);
  *   - a single host thread's memcpy bandwidth (staging through a
- *     page-locked bounce buffer costs one such copy).
+ *     page-locked bounce buffer costs one such copy);
+ *   - H2D and D2H bandwidth of a pitched block from pageable memory (the
+ *     same bytes as 4096 columns of half a matrix twice as wide, which is
+ *     what a row block of a column-major operand is), through
+ *     cudaMemcpy2D.
  * Each figure is the median of 5 runs after a warm-up.
  *   bench/cuda-transfer [MiB ...]   (default 16 64 256; at most 8 sizes,
  *                                     each 1 to 65536)
@@ -42,6 +46,19 @@ static double copy_s(void *dst, const void *src, size_t bytes, enum cudaMemcpyKi
   for (int r = 0; r < REPS; r++) {
     double t0 = bench_now();
     CK(cudaMemcpy(dst, src, bytes, kind));
+    t[r] = bench_now() - t0;
+  }
+  return bench_median(t, REPS);
+}
+
+/* Seconds for one synchronous pitched copy, median of REPS. */
+static double copy2d_s(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                       size_t rows, enum cudaMemcpyKind kind) {
+  double t[REPS];
+  CK(cudaMemcpy2D(dst, dpitch, src, spitch, width, rows, kind));
+  for (int r = 0; r < REPS; r++) {
+    double t0 = bench_now();
+    CK(cudaMemcpy2D(dst, dpitch, src, spitch, width, rows, kind));
     t[r] = bench_now() - t0;
   }
   return bench_median(t, REPS);
@@ -101,21 +118,23 @@ int main(int argc, char **argv) {
   struct cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("GPU: %s\n", prop.name);
-  printf("%8s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "MiB", "h2d-page", "d2h-page",
-         "h2d-pin", "d2h-pin", "register", "unreg", "h2dA-hold", "d2hA-hold", "memcpy");
-  printf("%8s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "", "GB/s", "GB/s", "GB/s", "GB/s",
-         "GB/s", "GB/s", "ms", "ms", "GB/s");
+  printf("%8s %9s %9s %9s %9s %9s %9s %10s %10s %9s %9s %9s\n", "MiB", "h2d-page", "d2h-page",
+         "h2d-pin", "d2h-pin", "register", "unreg", "h2dA-hold", "d2hA-hold", "memcpy",
+         "h2d-2d", "d2h-2d");
+  printf("%8s %9s %9s %9s %9s %9s %9s %10s %10s %9s %9s %9s\n", "", "GB/s", "GB/s", "GB/s",
+         "GB/s", "GB/s", "GB/s", "ms", "ms", "GB/s", "GB/s", "GB/s");
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   for (int s = 0; s < nsizes; s++) {
     size_t bytes = mib[s] << 20;
-    char *page = malloc(bytes), *page2 = malloc(bytes), *pin, *dev;
-    if (!page || !page2) {
+    char *page = malloc(bytes), *page2 = malloc(bytes), *wide = malloc(2 * bytes), *pin, *dev;
+    if (!page || !page2 || !wide) {
       fprintf(stderr, "out of host memory\n");
       return 1;
     }
     memset(page, 1, bytes);
     memset(page2, 2, bytes);
+    memset(wide, 4, 2 * bytes);
     CK(cudaMallocHost((void **)&pin, bytes));
     memset(pin, 3, bytes);
     CK(cudaMalloc((void **)&dev, bytes));
@@ -136,15 +155,20 @@ int main(int argc, char **argv) {
       memcpy(page2, page, bytes);
       tmem[r] = bench_now() - t0;
     }
+    const size_t cols = 4096, width = bytes / cols;
+    double h2d_2d = copy2d_s(dev, width, wide, 2 * width, width, cols, cudaMemcpyHostToDevice);
+    double d2h_2d = copy2d_s(wide, 2 * width, dev, width, width, cols, cudaMemcpyDeviceToHost);
     double hold_h2d = async_issue_s(dev, page, bytes, cudaMemcpyHostToDevice, st);
     double hold_d2h = async_issue_s(page, dev, bytes, cudaMemcpyDeviceToHost, st);
-    printf("%8zu %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.3f %10.3f %9.2f\n", mib[s],
+    printf("%8zu %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.3f %10.3f %9.2f %9.2f %9.2f\n", mib[s],
            gb / h2d_page, gb / d2h_page, gb / h2d_pin, gb / d2h_pin, gb / bench_median(treg, REPS),
-           gb / bench_median(tunreg, REPS), 1e3 * hold_h2d, 1e3 * hold_d2h, gb / bench_median(tmem, REPS));
+           gb / bench_median(tunreg, REPS), 1e3 * hold_h2d, 1e3 * hold_d2h,
+           gb / bench_median(tmem, REPS), gb / h2d_2d, gb / d2h_2d);
     CK(cudaFree(dev));
     CK(cudaFreeHost(pin));
     free(page);
     free(page2);
+    free(wide);
   }
   CK(cudaStreamDestroy(st));
   return 0;
