@@ -16,7 +16,12 @@
  * non-negative coefficients every feature but the last does; the padding
  * feature does too as long as its coefficient is at most the arithmetic's
  * (then it only moves time from 2mnk towards the padded work), so the
- * evaluation caps it there. */
+ * evaluation caps it there.
+ *
+ * The thin-block table (model.h) is the exception, on purpose: a BLAS
+ * really is faster at 16 columns than at 12. The solver's searches stay
+ * sound with it (every share they pick is one whose time they evaluated);
+ * at shares under POAS__THIN_MAX units they may miss a better one. */
 #include "models/model.h"
 
 #include <math.h>
@@ -35,8 +40,24 @@ void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NF
   f[7] = 2.0 * pad16(dm) * pad16(dn) * dk - f[1];
 }
 
+double poas__thin_factor(const poas__thin_table *tt, int64_t m, int64_t n) {
+  if (!tt->valid)
+    return 1;
+  if (n <= m && n >= 1 && n <= POAS__THIN_MAX)
+    return tt->factor[1][n - 1];
+  if (m < n && m >= 1 && m <= POAS__THIN_MAX)
+    return tt->factor[0][m - 1];
+  return 1;
+}
+
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k) {
+  return poas__model_gemm_smooth(dm, dtype, ta, tb, m, n, k) *
+         poas__thin_factor(&dm->thin[dtype == POAS_FLOAT64], m, n);
+}
+
+double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
+                               poas_op tb, int64_t m, int64_t n, int64_t k) {
   if (m <= 0 || n <= 0)
     return 0;
   const poas__gemm_model *gm = &dm->gemm[dtype == POAS_FLOAT64][poas__gemm_pair(ta, tb)];

@@ -14,6 +14,13 @@
 #include "core/core.h"
 
 #define POAS__GEMM_NFEAT 8
+/* Short sides a thin-block table covers: 1 to POAS__THIN_MAX. */
+#define POAS__THIN_MAX 64
+/* Bounds of a thin-block factor: OpenBLAS's worst short sides measured
+ * 2.2x its smooth model and its best 0.4x; beyond these a factor says
+ * more about a disturbed calibration than about the BLAS. */
+#define POAS__THIN_FACTOR_MIN 0.05
+#define POAS__THIN_FACTOR_MAX 20.0
 
 /* How a model came to be, from best to worst. */
 typedef enum poas__model_source {
@@ -40,6 +47,19 @@ typedef struct poas__gemm_model {
   double r2, heldout_median, heldout_max;
 } poas__gemm_model;
 
+/* A block with a short side of at most POAS__THIN_MAX rows or columns
+ * does not cost what a smooth model says: a BLAS deals its columns to
+ * threads and its rows to register tiles, and its time goes up and down
+ * with the short side, period 16 (OpenBLAS, two threads, sgemm of 1400 x
+ * n x 900: n = 12 takes 2.5x n = 16). Calibration times one such block
+ * per short side and keeps measured / model: factor[0][s - 1] for s rows
+ * (m = s), factor[1][s - 1] for s columns (n = s). Per dtype, measured on
+ * the NN pair and applied to every pair. valid 0: no table, factor 1. */
+typedef struct poas__thin_table {
+  int valid;
+  double factor[2][POAS__THIN_MAX];
+} poas__thin_table;
+
 typedef struct poas__transfer_model {
   int valid;
   double latency;   /* seconds per copy */
@@ -57,6 +77,8 @@ typedef struct poas__device_model {
   poas__gemm_model gemm[2][4];
   /* Fit quality over all transpose pairs of a dtype (pooled samples). */
   poas__fit_stats gemm_fit[2];
+  /* thin[dtype]: the thin-block table applied on top of gemm[dtype][]. */
+  poas__thin_table thin[2];
   /* By poas_direction: copies from ordinary (pageable) host memory, which
    * is what predictions use, and from page-locked memory where the device
    * can register it (valid only when measured and different). */
@@ -86,7 +108,15 @@ static inline int poas__gemm_pair(poas_op ta, poas_op tb) {
 
 /* The features of a GEMM shape; t = dot(coef, features). */
 void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NFEAT]);
-/* Predicted seconds for a GEMM with operands already on the device. */
+/* The thin-block factor of an m x n block: the table's entry for its
+ * shorter side (columns on a tie) when that is at most POAS__THIN_MAX,
+ * else 1. */
+double poas__thin_factor(const poas__thin_table *tt, int64_t m, int64_t n);
+/* Predicted seconds of the smooth model alone, without the thin table. */
+double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
+                               poas_op tb, int64_t m, int64_t n, int64_t k);
+/* Predicted seconds for a GEMM with operands already on the device: the
+ * smooth model times the thin factor. */
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k);
 /* Predicted seconds for one host<->device copy of `bytes`; 0 when the

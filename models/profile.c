@@ -308,9 +308,39 @@ static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_
   return check_gemm_sane(r, gm, path);
 }
 
-/* gemm: {"s": {"fit": {...}, "NN": {...}, ...}, "d": {...}}: each dtype
- * optional, but one must be there, and a dtype needs its NN model (the
- * other pairs fall back to it). */
+/* thin: {"rows": [POAS__THIN_MAX factors], "cols": [...]}; optional (older
+ * profiles and devices calibrated before the table have none). */
+static const char *const thin_sides[2] = {"rows", "cols"};
+
+static int read_thin(reader *r, json_t *obj, const char *path, poas__thin_table *tt) {
+  if (only_keys(r, obj, path, thin_sides))
+    return -1;
+  for (int side = 0; side < 2; side++) {
+    json_t *a = member(r, obj, path, thin_sides[side], JSON_ARRAY, "an array", 0);
+    if (!a)
+      return -1;
+    if (json_array_size(a) != POAS__THIN_MAX)
+      return complain(r, "'%s.%s' has %zu numbers, expected %d", path, thin_sides[side],
+                      json_array_size(a), POAS__THIN_MAX);
+    for (int i = 0; i < POAS__THIN_MAX; i++) {
+      json_t *v = json_array_get(a, (size_t)i);
+      if (!json_is_number(v))
+        return complain(r, "'%s.%s[%d]' should be a number, not %s", path, thin_sides[side], i,
+                        type_name(v));
+      double x = json_number_value(v);
+      if (!isfinite(x) || x < POAS__THIN_FACTOR_MIN || x > POAS__THIN_FACTOR_MAX)
+        return complain(r, "'%s.%s[%d]' is %g, outside [%g, %g]", path, thin_sides[side], i, x,
+                        POAS__THIN_FACTOR_MIN, POAS__THIN_FACTOR_MAX);
+      tt->factor[side][i] = x;
+    }
+  }
+  tt->valid = 1;
+  return 0;
+}
+
+/* gemm: {"s": {"fit": {...}, "NN": {...}, ..., "thin": {...}}, "d": {...}}:
+ * each dtype optional, but one must be there, and a dtype needs its NN
+ * model (the other pairs fall back to it); the thin table is optional. */
 static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_model *dm) {
   static const char *const dtypes[] = {"s", "d", NULL};
   if (only_keys(r, obj, path, dtypes))
@@ -325,7 +355,7 @@ static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_mode
         return -1;
       continue;
     }
-    static const char *const known[] = {"fit", "NN", "TN", "NT", "TT", NULL};
+    static const char *const known[] = {"fit", "NN", "TN", "NT", "TT", "thin", NULL};
     if (only_keys(r, d, p, known))
       return -1;
     json_t *fit = member(r, d, p, "fit", JSON_OBJECT, "an object", 0);
@@ -349,6 +379,11 @@ static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_mode
       if (read_gemm_model(r, m, mp, &dm->gemm[dt][pair]))
         return -1;
     }
+    json_t *thin = member(r, d, p, "thin", JSON_OBJECT, "an object", 1);
+    char tp[300];
+    snprintf(tp, sizeof tp, "%s.thin", p);
+    if (r->problem[0] || (thin && read_thin(r, thin, tp, &dm->thin[dt])))
+      return -1;
     any = 1;
   }
   if (!any)
@@ -633,6 +668,16 @@ static json_t *gemm_json(const poas__device_model *dm) {
       json_object_set_new(m, "coef", coef);
       poas__fit_stats fit = {gm->samples, gm->r2, gm->heldout_median, gm->heldout_max};
       json_object_set_new(d, pair_names[pair], fit_json(m, &fit));
+    }
+    if (dm->thin[dt].valid) {
+      json_t *t = json_object();
+      for (int side = 0; side < 2; side++) {
+        json_t *a = json_array();
+        for (int i = 0; i < POAS__THIN_MAX; i++)
+          json_array_append_new(a, json_real(dm->thin[dt].factor[side][i]));
+        json_object_set_new(t, thin_sides[side], a);
+      }
+      json_object_set_new(d, "thin", t);
     }
     json_object_set_new(g, dt ? "d" : "s", d);
   }

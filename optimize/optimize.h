@@ -77,6 +77,9 @@ typedef struct poas__pipe {
   int periodic;                       /* states repeat with period 2 from the last */
   double period_shift;                /* what two more tiles add to every state */
   double states[POAS__PIPE_STEPS][5];
+  /* The GEMM times are the smooth model's, without the thin-block table
+   * (poas__pipe_init_search). */
+  int smooth;
   /* For partial tiles: the model and the problem. */
   const poas__device_model *model;
   poas__opt_problem prob;
@@ -89,6 +92,13 @@ typedef struct poas__pipe {
 void poas__pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
                      const poas__device_model *dm, const poas__opt_device *dev, int64_t tile,
                      int with_shared);
+/* The same with the smooth GEMM model (no thin-block table), whose time
+ * never falls as units are added: what the solver's searches need (a
+ * bisection on a time that dips at 16 columns after 12 stopped short of
+ * the whole problem). Plans report times from poas__pipe_init's. */
+void poas__pipe_init_search(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
+                            const poas__device_model *dm, const poas__opt_device *dev,
+                            int64_t tile, int with_shared);
 /* The predicted time and traffic of `units` units on the pipeline. */
 void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out);
 

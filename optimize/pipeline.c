@@ -47,16 +47,27 @@ static void unit_bytes(const poas__opt_problem *p, poas__split_dim split, double
   *c = (double)(split == POAS__SPLIT_ROWS ? p->n : p->m) * es;
 }
 
+static void tile_costs(const poas__opt_problem *p, poas__split_dim split,
+                       const poas__device_model *dm, int host_memory, int smooth, int64_t units,
+                       poas__tile_cost *out);
+
 void poas__tile_costs(const poas__opt_problem *p, poas__split_dim split,
                       const poas__device_model *dm, int host_memory, int64_t units,
                       poas__tile_cost *out) {
+  tile_costs(p, split, dm, host_memory, 0, units, out);
+}
+
+static void tile_costs(const poas__opt_problem *p, poas__split_dim split,
+                       const poas__device_model *dm, int host_memory, int smooth, int64_t units,
+                       poas__tile_cost *out) {
   memset(out, 0, sizeof *out);
   if (units <= 0)
     return;
   int64_t k = p->reads_ab ? p->k : 0;
   int64_t m = split == POAS__SPLIT_ROWS ? units : p->m;
   int64_t n = split == POAS__SPLIT_ROWS ? p->n : units;
-  out->gemm_s = poas__model_gemm_time(dm, p->dtype, p->transa, p->transb, m, n, k);
+  out->gemm_s = (smooth ? poas__model_gemm_smooth : poas__model_gemm_time)(
+      dm, p->dtype, p->transa, p->transb, m, n, k);
   if (host_memory)
     return;
   double in, c;
@@ -106,10 +117,27 @@ static int shifted_copy(const double a[S_N], const double b[S_N], int h2d_moves,
   return hi - lo <= 1e-12 * POAS__MAX(fabs(b[S_O1]), 1e-300);
 }
 
+static void pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
+                      const poas__device_model *dm, const poas__opt_device *dev, int64_t tile,
+                      int with_shared, int smooth);
+
 void poas__pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
                      const poas__device_model *dm, const poas__opt_device *dev, int64_t tile,
                      int with_shared) {
+  pipe_init(pp, p, split, dm, dev, tile, with_shared, 0);
+}
+
+void poas__pipe_init_search(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
+                            const poas__device_model *dm, const poas__opt_device *dev,
+                            int64_t tile, int with_shared) {
+  pipe_init(pp, p, split, dm, dev, tile, with_shared, 1);
+}
+
+static void pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
+                      const poas__device_model *dm, const poas__opt_device *dev, int64_t tile,
+                      int with_shared, int smooth) {
   memset(pp, 0, sizeof *pp);
+  pp->smooth = smooth;
   int host_memory = dev->host_memory;
   pp->host_memory = host_memory;
   pp->serial = dev->shares_host_cores && !host_memory;
@@ -127,7 +155,7 @@ void poas__pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim
     pp->shared_s = poas__model_transfer_time(dm, POAS_H2D, (double)pp->shared_bytes);
   }
   poas__tile_cost t;
-  poas__tile_costs(p, split, dm, 0, pp->tile, &t);
+  tile_costs(p, split, dm, 0, smooth, pp->tile, &t);
   pp->t_in = t.in_s, pp->t_c = t.c_s, pp->t_gemm = t.gemm_s, pp->t_out = t.out_s;
   double s[S_N] = {pp->shared_s, 0, 0, 0, 0};
   memcpy(pp->states[0], s, sizeof s);
@@ -169,7 +197,7 @@ void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out) 
     return;
   if (pp->host_memory) {
     poas__tile_cost t;
-    poas__tile_costs(&pp->prob, pp->split, pp->model, 1, units, &t);
+    tile_costs(&pp->prob, pp->split, pp->model, 1, pp->smooth, units, &t);
     out->total_s = out->compute_s = t.gemm_s;
     out->total_s += pp->model->dispatch_s;
     out->tiles = 1;
@@ -182,7 +210,7 @@ void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out) 
   double transfer = pp->shared_s + (double)whole * (pp->t_in + pp->t_c + pp->t_out);
   if (rest > 0) {
     poas__tile_cost t;
-    poas__tile_costs(&pp->prob, pp->split, pp->model, 0, rest, &t);
+    tile_costs(&pp->prob, pp->split, pp->model, 0, pp->smooth, rest, &t);
     step(s, &t, pp->reads_ab, pp->reads_c, pp->serial);
     compute += t.gemm_s;
     transfer += t.in_s + t.c_s + t.out_s;

@@ -25,11 +25,19 @@
 /* Devices sharing the host's cores whose subsets are enumerated. */
 #define MAX_SHARING 12
 
-/* The solver's view of one candidate device. */
+/* The solver's view of one candidate device: the pipeline its searches
+ * use (smooth model, time never falling as units are added) and the one
+ * its plan's times are reported from (the model as predictions use it). */
 typedef struct cand {
   int dev;        /* index in the input */
-  poas__pipe pipe;
+  poas__pipe search, pipe;
 } cand;
+
+static void cand_init(cand *c, const poas__opt_problem *p, poas__split_dim split,
+                      const poas__device_model *dm, const poas__opt_device *d, int64_t tile) {
+  poas__pipe_init_search(&c->search, p, split, dm, d, tile, 1);
+  poas__pipe_init(&c->pipe, p, split, dm, d, tile, 1);
+}
 
 typedef struct solver {
   const poas__opt_problem *p;
@@ -49,12 +57,13 @@ static const char *unit_name(const poas__opt_problem *p, poas__split_dim split) 
   return (split == POAS__SPLIT_ROWS) != (p->names_swapped != 0) ? "rows" : "columns";
 }
 
-/* Predicted seconds for `g` granules on candidate i. */
+/* Predicted seconds for `g` granules on candidate i, by its search
+ * pipeline (never falling as g grows). */
 static double cand_time(const solver *s, int i, int64_t g) {
   if (g <= 0)
     return 0;
   poas__pipe_time t;
-  poas__pipe_eval(&s->c[i].pipe, POAS__MIN(g * s->granule, s->total), &t);
+  poas__pipe_eval(&s->c[i].search, POAS__MIN(g * s->granule, s->total), &t);
   return t.total_s;
 }
 
@@ -410,7 +419,7 @@ static double solve_subset(solver *s, const poas__opt_device *d, int nd, const i
       continue;
     cand *c = &s->c[s->ncand++];
     c->dev = i;
-    poas__pipe_init(&c->pipe, s->p, r->split, &r->model[i], &d[i], sc->tile[i], 1);
+    cand_init(c, s->p, r->split, &r->model[i], &d[i], sc->tile[i]);
   }
   if (s->ncand == 0)
     return INFINITY;
@@ -443,7 +452,7 @@ static double solve_tiled(solver *s, const poas__opt_device *d, int nd, const in
     int64_t tile = device_tile(&d[i], s->p, r, &r->model[i], tile_fit(&d[i], s->p, r->split),
                                share, working == 1);
     if (tile != now) {
-      poas__pipe_init(&s->c[ci].pipe, s->p, r->split, &r->model[i], &d[i], tile, 1);
+      cand_init(&s->c[ci], s->p, r->split, &r->model[i], &d[i], tile);
       changed = 1;
     }
   }
@@ -672,7 +681,7 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
       own = &s->base[j];
   poas__pipe pp;
   poas__pipe_time pt;
-  poas__pipe_init(&pp, s->p, r->split, own, &d[keep], alone_sc.tile[keep], 1);
+  poas__pipe_init_search(&pp, s->p, r->split, own, &d[keep], alone_sc.tile[keep], 1);
   poas__pipe_eval(&pp, r->total_units, &pt);
   if (!(pt.total_s <= bar))
     return;

@@ -274,7 +274,7 @@ static int copy_sizes(size_t top) {
 int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
                        poas__transfer_model *tm) {
   double coef[3];
-  if (n < 4 || poas__fit_linear(X, y, held, n, 2, coef, NULL, &tm->fit) || !(coef[1] > 0))
+  if (n < 4 || poas__fit_linear(X, y, held, n, 2, coef, NULL, NULL, &tm->fit) || !(coef[1] > 0))
     return POAS_EFIT;
   tm->latency = coef[0];
   tm->bandwidth = 1 / coef[1];
@@ -295,7 +295,7 @@ int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
       X3[3 * i + 2] = POAS__MAX(X[2 * i + 1] - kb, 0);
     }
     poas__fit_stats st;
-    if (poas__fit_linear(X3, y, held, n, 3, c3, NULL, &st) || !(c3[1] > 0) || !(c3[2] > 0) ||
+    if (poas__fit_linear(X3, y, held, n, 3, c3, NULL, NULL, &st) || !(c3[1] > 0) || !(c3[2] > 0) ||
         fabs(c3[2] / c3[1] - 1) < 0.1 || !(1 - st.r2 < best_loss))
       continue;
     best_loss = 1 - st.r2;
@@ -349,9 +349,10 @@ static int calibrate_transfers(bench *bb, const sweep *sw, progress *pg, poas__d
 
 /* -------------------------------------------------------------- GEMM */
 
-/* Fits every pair of one dtype from its samples. */
+/* Fits every pair of one dtype from its samples; each pair's coefficients
+ * fitted without its held-out samples go to train[pair]. */
 static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
-                     poas__device_model *out) {
+                     poas__device_model *out, double train[4][POAS__GEMM_NFEAT]) {
   double *X = malloc((size_t)ns * POAS__GEMM_NFEAT * sizeof *X);
   double *y = malloc((size_t)ns * sizeof *y);
   int *held = malloc((size_t)ns * sizeof *held);
@@ -369,7 +370,7 @@ static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
     }
     poas__gemm_model *gm = &out->gemm[dt][pair];
     poas__fit_stats st;
-    rc = poas__fit_linear(X, y, held, n, POAS__GEMM_NFEAT, gm->coef, acc, &st);
+    rc = poas__fit_linear(X, y, held, n, POAS__GEMM_NFEAT, gm->coef, train[pair], acc, &st);
     if (rc || !(gm->coef[1] > 0)) {
       rc = poas__fail(POAS_EFIT, "%s: could not fit the %sgemm model (%s)", dev->info.id,
                       poas__dtype_letter((poas_dtype)dt),
@@ -473,6 +474,105 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   return rc;
 }
 
+/* ------------------------------------------------------- thin blocks */
+
+/* Timed repetitions of each thin-block probe. */
+#define THIN_REPS 3
+
+/* The long side and depth of the thin-block probes: the sweep's second
+ * full size (1024 on the CI machine, scaled like the rest). The factors'
+ * pattern over the short side is the same at other sizes (OpenBLAS, two
+ * threads: 1400 x n x 900 and 4000 x n x 2500 gave the same peaks at n =
+ * 12, 28, 44, 60 and troughs at multiples of 16). */
+static int64_t thin_long(const sweep *sw) {
+  return POAS__MAX(sw->full[POAS__MIN(1, sw->nfull - 1)], 4 * POAS__THIN_MAX);
+}
+
+/* The probes of one dtype: s x L x L (thin rows) and L x s x L (thin
+ * columns) for every s up to POAS__THIN_MAX, NN; a probe's id is its
+ * table entry, side * POAS__THIN_MAX + s - 1. */
+static int thin_shapes(const sweep *sw, int dt, gemm_sample *s) {
+  int64_t l = thin_long(sw);
+  int n = 0;
+  for (int side = 0; side < 2; side++)
+    for (int64_t t = 1; t <= POAS__THIN_MAX; t++) {
+      s[n] = (gemm_sample){.id = n, .dtype = dt, .m = side ? l : t, .n = side ? t : l, .k = l};
+      n++;
+    }
+  return n;
+}
+
+/* Times the thin-block probes of dtype dt and fills out->thin[dt] with
+ * measured over smooth model, within the bounds a profile accepts. */
+static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
+                        poas__device_model *out) {
+  gemm_sample s[2 * POAS__THIN_MAX];
+  int ns = thin_shapes(sw, dt, s);
+  sweep few = *sw;
+  few.reps = THIN_REPS;
+  int rc = measure_gemm(bb, &few, s, ns, pg);
+  if (rc)
+    return rc;
+  poas__thin_table *tt = &out->thin[dt];
+  for (int i = 0; i < ns; i++) {
+    int side = s[i].id / POAS__THIN_MAX, t = s[i].id % POAS__THIN_MAX + 1;
+    double model = poas__model_gemm_smooth(out, (poas_dtype)dt, POAS_NO_TRANS, POAS_NO_TRANS,
+                                           s[i].m, s[i].n, s[i].k);
+    double f = model > 0 ? s[i].t / model : 1;
+    tt->factor[side][t - 1] = POAS__MIN(POAS__MAX(f, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
+    poas__debug("calibrate %s %sgemm thin %s %d: %.4g over the model", bb->dev->info.id,
+                poas__dtype_letter((poas_dtype)dt), side ? "cols" : "rows", t,
+                tt->factor[side][t - 1]);
+  }
+  tt->valid = 1;
+  return 0;
+}
+
+/* The held-out errors of dtype dt again, now that its thin table exists:
+ * each held-out sample predicted by its pair's training fit (train[pair])
+ * times the table, so that the figures a profile reports are the errors
+ * of what predictions use. R^2 (of the training fit) is left as it is. */
+static void restat_dtype(int dt, const gemm_sample *s, int ns,
+                         double train[4][POAS__GEMM_NFEAT], poas__device_model *out) {
+  double *all = malloc((size_t)ns * sizeof *all);
+  double *pair_err = malloc((size_t)ns * sizeof *pair_err);
+  if (!all || !pair_err)
+    goto out;
+  int nall = 0;
+  double all_max = 0;
+  for (int pair = 0; pair < 4; pair++) {
+    poas__device_model dm = {0};
+    dm.gemm[dt][pair] = out->gemm[dt][pair];
+    memcpy(dm.gemm[dt][pair].coef, train[pair], sizeof train[pair]);
+    dm.thin[dt] = out->thin[dt];
+    int n = 0;
+    double mx = 0;
+    for (int i = 0; i < ns; i++) {
+      if (s[i].dtype != dt || s[i].pair != pair || !s[i].heldout)
+        continue;
+      poas_op ta = (pair & 1) ? POAS_TRANS : POAS_NO_TRANS;
+      poas_op tb = (pair & 2) ? POAS_TRANS : POAS_NO_TRANS;
+      double p = poas__model_gemm_time(&dm, (poas_dtype)dt, ta, tb, s[i].m, s[i].n, s[i].k);
+      double e = fabs(p - s[i].t) / s[i].t;
+      pair_err[n++] = e;
+      all[nall++] = e;
+      mx = fmax(mx, e);
+    }
+    if (!n)
+      continue;
+    out->gemm[dt][pair].heldout_max = mx;
+    out->gemm[dt][pair].heldout_median = poas__median(pair_err, n);
+    all_max = fmax(all_max, mx);
+  }
+  if (nall) {
+    out->gemm_fit[dt].heldout_max = all_max;
+    out->gemm_fit[dt].heldout_median = poas__median(all, nall);
+  }
+out:
+  free(pair_err);
+  free(all);
+}
+
 static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sample *s, int ns,
                           progress *pg, poas__device_model *out) {
   /* One large warm-up per dtype: threads spun up, pages touched. */
@@ -487,9 +587,16 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
       return rc;
   }
   int rc = measure_gemm(bb, sw, s, ns, pg);
-  for (int dt = 0; !rc && dt < 2; dt++)
-    if (dtype_mask & (1 << dt))
-      rc = fit_dtype(bb->dev, dt, s, ns, out);
+  for (int dt = 0; !rc && dt < 2; dt++) {
+    if (!(dtype_mask & (1 << dt)))
+      continue;
+    double train[4][POAS__GEMM_NFEAT];
+    rc = fit_dtype(bb->dev, dt, s, ns, out, train);
+    if (!rc)
+      rc = measure_thin(bb, sw, dt, pg, out);
+    if (!rc)
+      restat_dtype(dt, s, ns, train, out);
+  }
   if (!rc)
     report(pg, "fit", 0);
   return rc;
@@ -586,6 +693,12 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   for (int i = 0; i < ns; i++) {
     s[i].id = i;
     pg.total += gemm_work(&s[i]) * POAS__MIN(sw.reps, MAX_REPS);
+  }
+  for (int dt = 0; dt < 2; dt++) {
+    gemm_sample t[2 * POAS__THIN_MAX];
+    int nt = o->dtype_mask & (1 << dt) ? thin_shapes(&sw, dt, t) : 0;
+    for (int i = 0; i < nt; i++)
+      pg.total += gemm_work(&t[i]) * THIN_REPS;
   }
   if (!dev->info.host_memory)
     pg.total += (dev->be->host_register ? 4 : 2) * copy_sizes(POAS__MIN(elems * sizeof(double), staging));

@@ -131,7 +131,8 @@ static double rel_error(double predicted, double measured) {
 }
 
 int poas__fit_linear(const double *X, const double *y, const int *heldout, int nrows, int ncols,
-                     double *coef, poas__fit_accum *acc, poas__fit_stats *stats) {
+                     double *coef, double *train_coef, poas__fit_accum *acc,
+                     poas__fit_stats *stats) {
   if (ncols > POAS__GEMM_NFEAT || ncols < 1)
     return POAS_EINVAL;
   int *use = calloc((size_t)nrows + 1, sizeof *use);
@@ -177,6 +178,8 @@ int poas__fit_linear(const double *X, const double *y, const int *heldout, int n
     acc->ss_tot += ss_tot;
   }
   stats->heldout_median = poas__median(herr, nheld);
+  if (train_coef)
+    memcpy(train_coef, train, (size_t)ncols * sizeof *train);
   for (int i = 0; i < nrows; i++)
     use[i] = 1;
   rc = wls_nonneg(X, y, use, nrows, ncols, coef);

@@ -82,10 +82,12 @@ typedef struct poas__fit_accum {
 /* Fits y ~ X coef (X: nrows x ncols, row-major; ncols <= POAS__GEMM_NFEAT)
  * by least squares on relative error with non-negative coefficients.
  * Rows with heldout[i] are left out of the fit whose R^2 and held-out
- * errors go to *stats (and to *acc when not NULL); coef is then refitted on
- * every row. POAS_EFIT when there are too few rows. */
+ * errors go to *stats (and to *acc when not NULL), and whose coefficients
+ * go to train_coef when not NULL; coef is then refitted on every row.
+ * POAS_EFIT when there are too few rows. */
 int poas__fit_linear(const double *X, const double *y, const int *heldout, int nrows, int ncols,
-                     double *coef, poas__fit_accum *acc, poas__fit_stats *stats);
+                     double *coef, double *train_coef, poas__fit_accum *acc,
+                     poas__fit_stats *stats);
 void poas__fit_accum_stats(poas__fit_accum *acc, poas__fit_stats *stats);
 /* The median of v[n] (sorts v); 0 when n is 0. */
 double poas__median(double *v, int n);
