@@ -52,8 +52,10 @@ double poas__thin_factor(const poas__thin_table *tt, int64_t m, int64_t n) {
 
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k) {
-  return poas__model_gemm_smooth(dm, dtype, ta, tb, m, n, k) *
-         poas__thin_factor(&dm->thin[dtype == POAS_FLOAT64], m, n);
+  const poas__gemm_model *gm = &dm->gemm[dtype == POAS_FLOAT64][poas__gemm_pair(ta, tb)];
+  if (!gm->valid)
+    gm = &dm->gemm[dtype == POAS_FLOAT64][0];
+  return poas__model_gemm_smooth(dm, dtype, ta, tb, m, n, k) * poas__thin_factor(&gm->thin, m, n);
 }
 
 double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,

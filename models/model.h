@@ -39,26 +39,29 @@ typedef struct poas__fit_stats {
   double r2, heldout_median, heldout_max;
 } poas__fit_stats;
 
-typedef struct poas__gemm_model {
-  int valid;
-  double coef[POAS__GEMM_NFEAT];
-  /* Fit quality, from calibration; 0 when not calibrated. */
-  int samples;
-  double r2, heldout_median, heldout_max;
-} poas__gemm_model;
-
 /* A block with a short side of at most POAS__THIN_MAX rows or columns
  * does not cost what a smooth model says: a BLAS deals its columns to
  * threads and its rows to register tiles, and its time goes up and down
  * with the short side, period 16 (OpenBLAS, two threads, sgemm of 1400 x
  * n x 900: n = 12 takes 2.5x n = 16). Calibration times one such block
  * per short side and keeps measured / model: factor[0][s - 1] for s rows
- * (m = s), factor[1][s - 1] for s columns (n = s). Per dtype, measured on
- * the NN pair and applied to every pair. valid 0: no table, factor 1. */
+ * (m = s), factor[1][s - 1] for s columns (n = s). One per dtype and
+ * transpose pair: the pattern differs between pairs (OpenBLAS's 12-column
+ * dgemm took 1.03x its NN factor's prediction in NN and 1.46x in TT).
+ * valid 0: no table, factor 1. */
 typedef struct poas__thin_table {
   int valid;
   double factor[2][POAS__THIN_MAX];
 } poas__thin_table;
+
+typedef struct poas__gemm_model {
+  int valid;
+  double coef[POAS__GEMM_NFEAT];
+  poas__thin_table thin; /* applied on top of the coefficients' smooth time */
+  /* Fit quality, from calibration; 0 when not calibrated. */
+  int samples;
+  double r2, heldout_median, heldout_max;
+} poas__gemm_model;
 
 typedef struct poas__transfer_model {
   int valid;
@@ -77,8 +80,6 @@ typedef struct poas__device_model {
   poas__gemm_model gemm[2][4];
   /* Fit quality over all transpose pairs of a dtype (pooled samples). */
   poas__fit_stats gemm_fit[2];
-  /* thin[dtype]: the thin-block table applied on top of gemm[dtype][]. */
-  poas__thin_table thin[2];
   /* By poas_direction: copies from ordinary (pageable) host memory, which
    * is what predictions use, and from page-locked memory where the device
    * can register it (valid only when measured and different). */

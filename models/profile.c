@@ -275,42 +275,9 @@ static int check_gemm_sane(reader *r, const poas__gemm_model *gm, const char *pa
   return 0;
 }
 
-static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_model *gm) {
-  static const char *const known[] = {"coef", "samples", "r2", "heldout_median", "heldout_max",
-                                      NULL};
-  if (only_keys(r, obj, path, known))
-    return -1;
-  json_t *coef = member(r, obj, path, "coef", JSON_ARRAY, "an array", 0);
-  if (!coef)
-    return -1;
-  if (json_array_size(coef) != POAS__GEMM_NFEAT)
-    return complain(r, "'%s.coef' has %zu numbers, expected %d", path, json_array_size(coef),
-                    POAS__GEMM_NFEAT);
-  for (int i = 0; i < POAS__GEMM_NFEAT; i++) {
-    json_t *c = json_array_get(coef, (size_t)i);
-    if (!json_is_number(c))
-      return complain(r, "'%s.coef[%d]' should be a number, not %s", path, i, type_name(c));
-    double x = json_number_value(c);
-    /* Every feature is at least 1 for a non-empty GEMM, so a coefficient
-     * of more than a second per unit is nonsense. */
-    if (!isfinite(x) || fabs(x) > 1)
-      return complain(r, "'%s.coef[%d]' is %g, outside [-1, 1]", path, i, x);
-    gm->coef[i] = x;
-  }
-  poas__fit_stats fit;
-  if (read_fit(r, obj, path, &fit))
-    return -1;
-  gm->valid = 1;
-  gm->samples = fit.samples;
-  gm->r2 = fit.r2;
-  gm->heldout_median = fit.heldout_median;
-  gm->heldout_max = fit.heldout_max;
-  return check_gemm_sane(r, gm, path);
-}
-
 /* thin: {"rows": [POAS__THIN_MAX factors], "cols": [...]}; optional (older
  * profiles and devices calibrated before the table have none). */
-static const char *const thin_sides[2] = {"rows", "cols"};
+static const char *const thin_sides[] = {"rows", "cols", NULL};
 
 static int read_thin(reader *r, json_t *obj, const char *path, poas__thin_table *tt) {
   if (only_keys(r, obj, path, thin_sides))
@@ -338,9 +305,47 @@ static int read_thin(reader *r, json_t *obj, const char *path, poas__thin_table 
   return 0;
 }
 
-/* gemm: {"s": {"fit": {...}, "NN": {...}, ..., "thin": {...}}, "d": {...}}:
- * each dtype optional, but one must be there, and a dtype needs its NN
- * model (the other pairs fall back to it); the thin table is optional. */
+static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_model *gm) {
+  static const char *const known[] = {"coef",           "samples",     "r2",
+                                      "heldout_median", "heldout_max", "thin", NULL};
+  if (only_keys(r, obj, path, known))
+    return -1;
+  json_t *coef = member(r, obj, path, "coef", JSON_ARRAY, "an array", 0);
+  if (!coef)
+    return -1;
+  if (json_array_size(coef) != POAS__GEMM_NFEAT)
+    return complain(r, "'%s.coef' has %zu numbers, expected %d", path, json_array_size(coef),
+                    POAS__GEMM_NFEAT);
+  for (int i = 0; i < POAS__GEMM_NFEAT; i++) {
+    json_t *c = json_array_get(coef, (size_t)i);
+    if (!json_is_number(c))
+      return complain(r, "'%s.coef[%d]' should be a number, not %s", path, i, type_name(c));
+    double x = json_number_value(c);
+    /* Every feature is at least 1 for a non-empty GEMM, so a coefficient
+     * of more than a second per unit is nonsense. */
+    if (!isfinite(x) || fabs(x) > 1)
+      return complain(r, "'%s.coef[%d]' is %g, outside [-1, 1]", path, i, x);
+    gm->coef[i] = x;
+  }
+  poas__fit_stats fit;
+  if (read_fit(r, obj, path, &fit))
+    return -1;
+  gm->valid = 1;
+  gm->samples = fit.samples;
+  gm->r2 = fit.r2;
+  gm->heldout_median = fit.heldout_median;
+  gm->heldout_max = fit.heldout_max;
+  json_t *thin = member(r, obj, path, "thin", JSON_OBJECT, "an object", 1);
+  char tp[300];
+  snprintf(tp, sizeof tp, "%.280s.thin", path);
+  if (r->problem[0] || (thin && read_thin(r, thin, tp, &gm->thin)))
+    return -1;
+  return check_gemm_sane(r, gm, path);
+}
+
+/* gemm: {"s": {"fit": {...}, "NN": {...}, ...}, "d": {...}}: each dtype
+ * optional, but one must be there, and a dtype needs its NN model (the
+ * other pairs fall back to it). */
 static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_model *dm) {
   static const char *const dtypes[] = {"s", "d", NULL};
   if (only_keys(r, obj, path, dtypes))
@@ -355,7 +360,7 @@ static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_mode
         return -1;
       continue;
     }
-    static const char *const known[] = {"fit", "NN", "TN", "NT", "TT", "thin", NULL};
+    static const char *const known[] = {"fit", "NN", "TN", "NT", "TT", NULL};
     if (only_keys(r, d, p, known))
       return -1;
     json_t *fit = member(r, d, p, "fit", JSON_OBJECT, "an object", 0);
@@ -379,11 +384,6 @@ static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_mode
       if (read_gemm_model(r, m, mp, &dm->gemm[dt][pair]))
         return -1;
     }
-    json_t *thin = member(r, d, p, "thin", JSON_OBJECT, "an object", 1);
-    char tp[300];
-    snprintf(tp, sizeof tp, "%s.thin", p);
-    if (r->problem[0] || (thin && read_thin(r, thin, tp, &dm->thin[dt])))
-      return -1;
     any = 1;
   }
   if (!any)
@@ -666,18 +666,18 @@ static json_t *gemm_json(const poas__device_model *dm) {
       for (int i = 0; i < POAS__GEMM_NFEAT; i++)
         json_array_append_new(coef, json_real(gm->coef[i]));
       json_object_set_new(m, "coef", coef);
+      if (gm->thin.valid) {
+        json_t *t = json_object();
+        for (int side = 0; side < 2; side++) {
+          json_t *a = json_array();
+          for (int i = 0; i < POAS__THIN_MAX; i++)
+            json_array_append_new(a, json_real(gm->thin.factor[side][i]));
+          json_object_set_new(t, thin_sides[side], a);
+        }
+        json_object_set_new(m, "thin", t);
+      }
       poas__fit_stats fit = {gm->samples, gm->r2, gm->heldout_median, gm->heldout_max};
       json_object_set_new(d, pair_names[pair], fit_json(m, &fit));
-    }
-    if (dm->thin[dt].valid) {
-      json_t *t = json_object();
-      for (int side = 0; side < 2; side++) {
-        json_t *a = json_array();
-        for (int i = 0; i < POAS__THIN_MAX; i++)
-          json_array_append_new(a, json_real(dm->thin[dt].factor[side][i]));
-        json_object_set_new(t, thin_sides[side], a);
-      }
-      json_object_set_new(d, "thin", t);
     }
     json_object_set_new(g, dt ? "d" : "s", d);
   }

@@ -20,17 +20,17 @@
 #include <time.h>
 
 /* Copies the parts a profile device has over a model: each dtype with a
- * model (and its thin-block table), the transfers when measured, the memory, the contention and the
- * runtime's costs of a run (dispatch_s, engine_s). All of them: what is
- * left out here, plans from a loaded profile never see (the last three
- * once were, and only a context that had just calibrated used them). */
+ * model (thin-block tables included), the transfers when measured, the
+ * memory, the contention and the runtime's costs of a run (dispatch_s,
+ * engine_s). All of them: what is left out here, plans from a loaded
+ * profile never see (the last three once were, and only a context that
+ * had just calibrated used them). */
 static void overlay(poas__device_model *dst, const poas__device_model *src) {
   for (int dt = 0; dt < 2; dt++) {
     if (!src->gemm[dt][0].valid)
       continue;
     memcpy(dst->gemm[dt], src->gemm[dt], sizeof dst->gemm[dt]);
     dst->gemm_fit[dt] = src->gemm_fit[dt];
-    dst->thin[dt] = src->thin[dt];
   }
   for (int dir = 0; dir < 2; dir++) {
     if (src->xfer[dir].valid)

@@ -479,53 +479,68 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
 /* Timed repetitions of each thin-block probe. */
 #define THIN_REPS 3
 
-/* The long side and depth of the thin-block probes: the sweep's second
- * full size (1024 on the CI machine, scaled like the rest). The factors'
+/* The long side and depth of the thin-block probes: the sweep's smallest
+ * full size (512 on the CI machine, scaled like the rest), since 1024
+ * took the probes 15 s of a 26 s quick calibration there. The factors'
  * pattern over the short side is the same at other sizes (OpenBLAS, two
  * threads: 1400 x n x 900 and 4000 x n x 2500 gave the same peaks at n =
  * 12, 28, 44, 60 and troughs at multiples of 16). */
 static int64_t thin_long(const sweep *sw) {
-  return POAS__MAX(sw->full[POAS__MIN(1, sw->nfull - 1)], 4 * POAS__THIN_MAX);
+  return POAS__MAX(sw->full[0], 4 * POAS__THIN_MAX);
 }
 
-/* The probes of one dtype: s x L x L (thin rows) and L x s x L (thin
- * columns) for every s up to POAS__THIN_MAX, NN; a probe's id is its
- * table entry, side * POAS__THIN_MAX + s - 1. */
+/* Thin-block probes of one dtype: s x L x L (thin rows) and L x s x L
+ * (thin columns) for every s up to POAS__THIN_MAX and every transpose
+ * pair; a probe's id is its table entry, (pair * 2 + side) *
+ * POAS__THIN_MAX + s - 1. */
+#define THIN_PROBES (4 * 2 * POAS__THIN_MAX)
+
+static const char *pair_name(int pair) {
+  static const char *const names[4] = {"NN", "TN", "NT", "TT"};
+  return names[pair & 3];
+}
+
 static int thin_shapes(const sweep *sw, int dt, gemm_sample *s) {
   int64_t l = thin_long(sw);
   int n = 0;
-  for (int side = 0; side < 2; side++)
-    for (int64_t t = 1; t <= POAS__THIN_MAX; t++) {
-      s[n] = (gemm_sample){.id = n, .dtype = dt, .m = side ? l : t, .n = side ? t : l, .k = l};
-      n++;
-    }
+  for (int pair = 0; pair < 4; pair++)
+    for (int side = 0; side < 2; side++)
+      for (int64_t t = 1; t <= POAS__THIN_MAX; t++) {
+        s[n] = (gemm_sample){
+            .id = n, .dtype = dt, .pair = pair, .m = side ? l : t, .n = side ? t : l, .k = l};
+        n++;
+      }
   return n;
 }
 
-/* Times the thin-block probes of dtype dt and fills out->thin[dt] with
- * measured over smooth model, within the bounds a profile accepts. */
+/* Times the thin-block probes of dtype dt and fills each pair's table
+ * with measured over smooth model, within the bounds a profile accepts. */
 static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
                         poas__device_model *out) {
-  gemm_sample s[2 * POAS__THIN_MAX];
+  gemm_sample *s = malloc(THIN_PROBES * sizeof *s);
+  if (!s)
+    return POAS_ENOMEM;
   int ns = thin_shapes(sw, dt, s);
   sweep few = *sw;
   few.reps = THIN_REPS;
   int rc = measure_gemm(bb, &few, s, ns, pg);
-  if (rc)
-    return rc;
-  poas__thin_table *tt = &out->thin[dt];
-  for (int i = 0; i < ns; i++) {
-    int side = s[i].id / POAS__THIN_MAX, t = s[i].id % POAS__THIN_MAX + 1;
-    double model = poas__model_gemm_smooth(out, (poas_dtype)dt, POAS_NO_TRANS, POAS_NO_TRANS,
-                                           s[i].m, s[i].n, s[i].k);
+  for (int i = 0; !rc && i < ns; i++) {
+    int pair = s[i].id / (2 * POAS__THIN_MAX), side = s[i].id / POAS__THIN_MAX % 2;
+    int t = s[i].id % POAS__THIN_MAX + 1;
+    poas_op ta = (pair & 1) ? POAS_TRANS : POAS_NO_TRANS;
+    poas_op tb = (pair & 2) ? POAS_TRANS : POAS_NO_TRANS;
+    double model =
+        poas__model_gemm_smooth(out, (poas_dtype)dt, ta, tb, s[i].m, s[i].n, s[i].k);
     double f = model > 0 ? s[i].t / model : 1;
+    poas__thin_table *tt = &out->gemm[dt][pair].thin;
     tt->factor[side][t - 1] = POAS__MIN(POAS__MAX(f, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
-    poas__debug("calibrate %s %sgemm thin %s %d: %.4g over the model", bb->dev->info.id,
-                poas__dtype_letter((poas_dtype)dt), side ? "cols" : "rows", t,
+    tt->valid = 1;
+    poas__debug("calibrate %s %sgemm %s thin %s %d: %.4g over the model", bb->dev->info.id,
+                poas__dtype_letter((poas_dtype)dt), pair_name(pair), side ? "cols" : "rows", t,
                 tt->factor[side][t - 1]);
   }
-  tt->valid = 1;
-  return 0;
+  free(s);
+  return rc;
 }
 
 /* The held-out errors of dtype dt again, now that its thin table exists:
@@ -544,7 +559,6 @@ static void restat_dtype(int dt, const gemm_sample *s, int ns,
     poas__device_model dm = {0};
     dm.gemm[dt][pair] = out->gemm[dt][pair];
     memcpy(dm.gemm[dt][pair].coef, train[pair], sizeof train[pair]);
-    dm.thin[dt] = out->thin[dt];
     int n = 0;
     double mx = 0;
     for (int i = 0; i < ns; i++) {
@@ -694,12 +708,17 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
     s[i].id = i;
     pg.total += gemm_work(&s[i]) * POAS__MIN(sw.reps, MAX_REPS);
   }
-  for (int dt = 0; dt < 2; dt++) {
-    gemm_sample t[2 * POAS__THIN_MAX];
-    int nt = o->dtype_mask & (1 << dt) ? thin_shapes(&sw, dt, t) : 0;
-    for (int i = 0; i < nt; i++)
-      pg.total += gemm_work(&t[i]) * THIN_REPS;
+  gemm_sample *probe = malloc(THIN_PROBES * sizeof *probe);
+  if (!probe) {
+    free(s);
+    return POAS_ENOMEM;
   }
+  for (int dt = 0; dt < 2; dt++) {
+    int np = o->dtype_mask & (1 << dt) ? thin_shapes(&sw, dt, probe) : 0;
+    for (int i = 0; i < np; i++)
+      pg.total += gemm_work(&probe[i]) * THIN_REPS;
+  }
+  free(probe);
   if (!dev->info.host_memory)
     pg.total += (dev->be->host_register ? 4 : 2) * copy_sizes(POAS__MIN(elems * sizeof(double), staging));
 
