@@ -5,6 +5,7 @@
 #include "api/context.h"
 #include "schedule/tasks.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,18 @@ int poas_default_profile_path(char *buf, size_t cap) {
 }
 
 static void fit_info(poas_fit_info *out, int samples, double r2, double med, double max) {
-  *out = (poas_fit_info){samples, r2, med, max};
+  *out = (poas_fit_info){samples, r2, med, max, 0, 0};
+}
+
+static void thin_range(const poas__thin_table *tt, poas_fit_info *out) {
+  if (!tt->valid)
+    return;
+  out->thin_min = out->thin_max = tt->factor[0][0];
+  for (int side = 0; side < 2; side++)
+    for (int i = 0; i < POAS__THIN_MAX; i++) {
+      out->thin_min = fmin(out->thin_min, tt->factor[side][i]);
+      out->thin_max = fmax(out->thin_max, tt->factor[side][i]);
+    }
 }
 
 static void device_fit(const poas__device *dev, const poas__device_model *m, poas_device_fit *f) {
@@ -40,6 +52,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
     for (int p = 0; p < 4; p++) {
       const poas__gemm_model *g = &m->gemm[dt][p];
       fit_info(&f->gemm_pair[dt][p], g->samples, g->r2, g->heldout_median, g->heldout_max);
+      thin_range(&g->thin, &f->gemm_pair[dt][p]);
     }
   }
   for (int dir = 0; dir < 2; dir++) {

@@ -368,6 +368,61 @@ TEST(min_gain_counts_the_contention_a_helper_causes) {
 
 /* ------------------------------------------------------------ bad input */
 
+#define CHECK_REL(a, b, tol)                                                              \
+  CHECK_MSG(fabs((a) - (b)) <= (tol) * fabs(b), "%s = %.17g, %s = %.17g", #a, (double)(a), #b, \
+            (double)(b))
+
+/* A thin-block table makes time fall where a BLAS is faster (16 columns
+ * after 12): the model applies it by the short side, the solver still
+ * places every unit (its bisection stopped short of a 32-column problem
+ * when it searched on the table's times), and the plan reports the time
+ * with the table. */
+TEST(thin_block_tables_are_applied_and_the_solver_still_places_everything) {
+  poas__device_model a, b;
+  rate_model(&a, 1e11, 1e-6, 0, 0);
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++) {
+      poas__thin_table *tt = &a.gemm[dt][pair].thin;
+      tt->valid = 1;
+      for (int side = 0; side < 2; side++)
+        for (int i = 0; i < POAS__THIN_MAX; i++)
+          tt->factor[side][i] = i % 16 == 15 ? 0.25 : i % 16 == 11 ? 3.0 : 1.0 + side;
+    }
+  b = a;
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++)
+      b.gemm[dt][pair].thin.valid = 0;
+  double smooth = poas__model_gemm_time(&b, POAS_FLOAT64, POAS_TRANS, POAS_NO_TRANS, 500, 12, 300);
+  CHECK_REL(poas__model_gemm_time(&a, POAS_FLOAT64, POAS_TRANS, POAS_NO_TRANS, 500, 12, 300),
+             3 * smooth, 1e-12);
+  CHECK_REL(poas__model_gemm_smooth(&a, POAS_FLOAT64, POAS_TRANS, POAS_NO_TRANS, 500, 12, 300),
+             smooth, 1e-15);
+  /* Rows use the rows' entries; past POAS__THIN_MAX on both sides, none. */
+  smooth = poas__model_gemm_time(&b, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 7, 900, 300);
+  CHECK_REL(poas__model_gemm_time(&a, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 7, 900, 300),
+             smooth, 1e-15);
+  smooth = poas__model_gemm_time(&b, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 65, 900, 300);
+  CHECK_REL(poas__model_gemm_time(&a, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 65, 900, 300),
+             smooth, 1e-15);
+
+  for (int64_t n = 1; n <= 80; n++) {
+    poas__opt_device d[2] = {device("a", &a, 1), device("b", &a, 1)};
+    poas__opt_problem p = square_gemm(POAS_FLOAT32, n);
+    poas__opt_result r;
+    CHECK_OK(poas__optimize(d, 1 + (n % 2), &p, &r));
+    int64_t placed = 0;
+    for (int i = 0; i < r.ndev; i++)
+      placed += r.dev[i].u1 - r.dev[i].u0;
+    CHECK_MSG(placed == r.total_units, "n = %lld: %lld of %lld units placed", (long long)n,
+              (long long)placed, (long long)r.total_units);
+    if (r.ndev == 1)
+      CHECK_REL(r.makespan_s,
+                 poas__model_gemm_time(&a, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n),
+                 1e-12);
+  }
+  return 0;
+}
+
 TEST(unusable_models_give_conservative_finite_plans) {
   poas__device_model nan_model, zero_model, no_bw, good;
   rate_model(&nan_model, 1e11, 0, 0, 1e10);
@@ -460,6 +515,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(shares_follow
           TEST_ENTRY(devices_sharing_cores_never_add_what_they_cannot),
           TEST_ENTRY(contention_between_sharing_devices_is_priced_in),
           TEST_ENTRY(min_gain_counts_the_contention_a_helper_causes),
+          TEST_ENTRY(thin_block_tables_are_applied_and_the_solver_still_places_everything),
           TEST_ENTRY(unusable_models_give_conservative_finite_plans),
           TEST_ENTRY(problem_that_fits_nowhere_is_a_clear_error),
           TEST_ENTRY(empty_problems_plan_nothing))

@@ -50,6 +50,12 @@ static int gemm_equal(const poas__gemm_model *a, const poas__gemm_model *b) {
   for (int i = 0; i < POAS__GEMM_NFEAT; i++)
     if (a->coef[i] != b->coef[i])
       return 0;
+  if (a->thin.valid != b->thin.valid)
+    return 0;
+  for (int side = 0; side < 2 && a->thin.valid; side++)
+    for (int i = 0; i < POAS__THIN_MAX; i++)
+      if (a->thin.factor[side][i] != b->thin.factor[side][i])
+        return 0;
   return 1;
 }
 
@@ -87,6 +93,11 @@ static void sample_profile(poas__profile *p) {
         g->r2 = 0.9 + pair / 100.0;
         g->heldout_median = 0.01 / 3;
         g->heldout_max = 0.1 / 7;
+        /* A thin-block table on some pairs: written only when measured. */
+        g->thin.valid = pair % 2 == dt;
+        for (int side = 0; side < 2 && g->thin.valid; side++)
+          for (int i = 0; i < POAS__THIN_MAX; i++)
+            g->thin.factor[side][i] = 0.5 + (double)((i * 7 + side) % 16) / 9;
       }
     }
     if (d)
@@ -186,6 +197,9 @@ static const struct {
     /* Found by the fuzzer: a transfer section read past the end of its
      * list of known keys. */
     {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},
+    {"bad-thin-length.json", "thin.cols' has 3 numbers, expected 64"},
+    {"bad-thin-range.json", "thin.rows[5]' is 0.001, outside"},
+    {"bad-thin-side.json", "unknown field 'devices[0].gemm.s.NN.thin.diagonal'"},
 };
 
 TEST(bad_profiles_fail_with_file_and_problem) {

@@ -27,8 +27,11 @@ static void json_string(const char *s) { tool_json_string(stdout, s); }
 static const char *const pair_names[4] = {"NN", "TN", "NT", "TT"};
 
 static void json_fit(const poas_fit_info *f) {
-  printf("{\"samples\": %d, \"r2\": %.6g, \"heldout_median\": %.6g, \"heldout_max\": %.6g}",
+  printf("{\"samples\": %d, \"r2\": %.6g, \"heldout_median\": %.6g, \"heldout_max\": %.6g",
          f->samples, f->r2, f->heldout_median, f->heldout_max);
+  if (f->thin_max > 0)
+    printf(", \"thin_min\": %.6g, \"thin_max\": %.6g", f->thin_min, f->thin_max);
+  printf("}");
 }
 
 static void json_device_fit(const poas_device_fit *f) {
@@ -122,8 +125,8 @@ static void print_profile_table(poas_context *ctx) {
   }
   if (pi.problem[0])
     printf("  %s: %s\n", pi.loaded ? "partly unused" : "not used", pi.problem);
-  printf("%-10s %-5s %-4s %7s %8s %14s %11s\n", "device", "dtype", "pair", "samples", "R^2",
-         "heldout median", "heldout max");
+  printf("%-10s %-5s %-4s %7s %8s %14s %11s  %s\n", "device", "dtype", "pair", "samples", "R^2",
+         "heldout median", "heldout max", "thin blocks");
   for (int i = 0; i < pi.ndevices; i++) {
     const poas_device_fit *f = &pi.dev[i];
     if (!f->calibrated) {
@@ -133,10 +136,14 @@ static void print_profile_table(poas_context *ctx) {
     for (int dt = 0; dt < 2; dt++)
       for (int p = -1; p < 4; p++) {
         const poas_fit_info *g = p < 0 ? &f->gemm[dt] : &f->gemm_pair[dt][p];
-        if (g->samples)
-          printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%\n", f->id, dt ? "d" : "s",
-                 p < 0 ? "all" : pair_names[p], g->samples, g->r2, 100 * g->heldout_median,
-                 100 * g->heldout_max);
+        if (!g->samples)
+          continue;
+        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%", f->id, dt ? "d" : "s",
+               p < 0 ? "all" : pair_names[p], g->samples, g->r2, 100 * g->heldout_median,
+               100 * g->heldout_max);
+        if (g->thin_max > 0)
+          printf("  %.2f-%.2fx", g->thin_min, g->thin_max);
+        printf("\n");
       }
     for (int dir = 0; dir < 2; dir++) {
       const poas_fit_info *t = &f->transfer[dir];
