@@ -32,7 +32,7 @@ static void fit_info(poas_fit_info *out, int samples, double r2, double med, dou
 }
 
 static void thin_range(const poas__thin_table *tt, poas_fit_info *out) {
-  if (!tt->valid)
+  if (!tt)
     return;
   out->thin_min = out->thin_max = tt->factor[0][0];
   for (int side = 0; side < 2; side++)
@@ -52,7 +52,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
     for (int p = 0; p < 4; p++) {
       const poas__gemm_model *g = &m->gemm[dt][p];
       fit_info(&f->gemm_pair[dt][p], g->samples, g->r2, g->heldout_median, g->heldout_max);
-      thin_range(&g->thin, &f->gemm_pair[dt][p]);
+      thin_range(g->thin, &f->gemm_pair[dt][p]);
     }
   }
   for (int dir = 0; dir < 2; dir++) {

@@ -25,6 +25,9 @@
 #include "models/model.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 static double pad16(double x) { return ceil(x / 16.0) * 16.0; }
 
@@ -40,8 +43,32 @@ void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NF
   f[7] = 2.0 * pad16(dm) * pad16(dn) * dk - f[1];
 }
 
+/* Interned tables: a list that only grows, reachable from here until the
+ * process ends. */
+typedef struct thin_node {
+  struct thin_node *next;
+  poas__thin_table table;
+} thin_node;
+
+static thin_node *thin_list;
+static pthread_mutex_t thin_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const poas__thin_table *poas__thin_intern(const poas__thin_table *t) {
+  pthread_mutex_lock(&thin_lock);
+  thin_node *n = thin_list;
+  while (n && memcmp(&n->table, t, sizeof *t) != 0)
+    n = n->next;
+  if (!n && (n = malloc(sizeof *n)) != NULL) {
+    n->table = *t;
+    n->next = thin_list;
+    thin_list = n;
+  }
+  pthread_mutex_unlock(&thin_lock);
+  return n ? &n->table : NULL;
+}
+
 double poas__thin_factor(const poas__thin_table *tt, int64_t m, int64_t n) {
-  if (!tt->valid)
+  if (!tt)
     return 1;
   if (n <= m && n >= 1 && n <= POAS__THIN_MAX)
     return tt->factor[1][n - 1];
@@ -50,21 +77,23 @@ double poas__thin_factor(const poas__thin_table *tt, int64_t m, int64_t n) {
   return 1;
 }
 
+const poas__gemm_model *poas__gemm_model_for(const poas__device_model *dm, poas_dtype dtype,
+                                             poas_op ta, poas_op tb) {
+  const poas__gemm_model *gm = &dm->gemm[dtype == POAS_FLOAT64][poas__gemm_pair(ta, tb)];
+  return gm->valid ? gm : &dm->gemm[dtype == POAS_FLOAT64][0];
+}
+
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k) {
-  const poas__gemm_model *gm = &dm->gemm[dtype == POAS_FLOAT64][poas__gemm_pair(ta, tb)];
-  if (!gm->valid)
-    gm = &dm->gemm[dtype == POAS_FLOAT64][0];
-  return poas__model_gemm_smooth(dm, dtype, ta, tb, m, n, k) * poas__thin_factor(&gm->thin, m, n);
+  const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
+  return poas__model_gemm_smooth(dm, dtype, ta, tb, m, n, k) * poas__thin_factor(gm->thin, m, n);
 }
 
 double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                                poas_op tb, int64_t m, int64_t n, int64_t k) {
   if (m <= 0 || n <= 0)
     return 0;
-  const poas__gemm_model *gm = &dm->gemm[dtype == POAS_FLOAT64][poas__gemm_pair(ta, tb)];
-  if (!gm->valid)
-    gm = &dm->gemm[dtype == POAS_FLOAT64][0];
+  const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
   double f[POAS__GEMM_NFEAT], t = 0;
   poas__gemm_features(m, n, k, f);
   for (int i = 0; i < POAS__GEMM_NFEAT - 1; i++)

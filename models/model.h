@@ -48,16 +48,21 @@ typedef struct poas__fit_stats {
  * (m = s), factor[1][s - 1] for s columns (n = s). One per dtype and
  * transpose pair: the pattern differs between pairs (OpenBLAS's 12-column
  * dgemm took 1.03x its NN factor's prediction in NN and 1.46x in TT).
- * valid 0: no table, factor 1. */
+ *
+ * Tables are immutable and interned (poas__thin_intern): models, which
+ * are copied by value into every plan and every run, hold a pointer, not
+ * the 1 KiB (held inline, the tables made a 64^3 sgemm's fixed cost 18 us
+ * instead of 12 on the CI machine, in the copies of plans and models). */
 typedef struct poas__thin_table {
-  int valid;
   double factor[2][POAS__THIN_MAX];
 } poas__thin_table;
 
 typedef struct poas__gemm_model {
   int valid;
   double coef[POAS__GEMM_NFEAT];
-  poas__thin_table thin; /* applied on top of the coefficients' smooth time */
+  /* Applied on top of the coefficients' smooth time; NULL: none. Interned,
+   * so it outlives every model that points at it. */
+  const poas__thin_table *thin;
   /* Fit quality, from calibration; 0 when not calibrated. */
   int samples;
   double r2, heldout_median, heldout_max;
@@ -107,12 +112,20 @@ static inline int poas__gemm_pair(poas_op ta, poas_op tb) {
   return (ta == POAS_TRANS) + 2 * (tb == POAS_TRANS);
 }
 
+/* The GEMM model a shape of dtype and transposes uses: its pair's, else
+ * (not measured) the NN pair's. */
+const poas__gemm_model *poas__gemm_model_for(const poas__device_model *dm, poas_dtype dtype,
+                                             poas_op ta, poas_op tb);
 /* The features of a GEMM shape; t = dot(coef, features). */
 void poas__gemm_features(int64_t m, int64_t n, int64_t k, double f[POAS__GEMM_NFEAT]);
 /* The thin-block factor of an m x n block: the table's entry for its
  * shorter side (columns on a tie) when that is at most POAS__THIN_MAX,
- * else 1. */
+ * else 1 (and 1 for no table). */
 double poas__thin_factor(const poas__thin_table *tt, int64_t m, int64_t n);
+/* The process's copy of table *t: identical tables share one copy, and
+ * copies live until the process ends (a few KiB per calibration or
+ * profile load). NULL when out of memory. Thread-safe. */
+const poas__thin_table *poas__thin_intern(const poas__thin_table *t);
 /* Predicted seconds of the smooth model alone, without the thin table. */
 double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                                poas_op tb, int64_t m, int64_t n, int64_t k);

@@ -279,7 +279,8 @@ static int check_gemm_sane(reader *r, const poas__gemm_model *gm, const char *pa
  * profiles and devices calibrated before the table have none). */
 static const char *const thin_sides[] = {"rows", "cols", NULL};
 
-static int read_thin(reader *r, json_t *obj, const char *path, poas__thin_table *tt) {
+static int read_thin(reader *r, json_t *obj, const char *path, const poas__thin_table **out) {
+  poas__thin_table table, *tt = &table;
   if (only_keys(r, obj, path, thin_sides))
     return -1;
   for (int side = 0; side < 2; side++) {
@@ -301,7 +302,8 @@ static int read_thin(reader *r, json_t *obj, const char *path, poas__thin_table 
       tt->factor[side][i] = x;
     }
   }
-  tt->valid = 1;
+  if (!(*out = poas__thin_intern(tt)))
+    return complain(r, "out of memory for '%s'", path);
   return 0;
 }
 
@@ -666,12 +668,12 @@ static json_t *gemm_json(const poas__device_model *dm) {
       for (int i = 0; i < POAS__GEMM_NFEAT; i++)
         json_array_append_new(coef, json_real(gm->coef[i]));
       json_object_set_new(m, "coef", coef);
-      if (gm->thin.valid) {
+      if (gm->thin) {
         json_t *t = json_object();
         for (int side = 0; side < 2; side++) {
           json_t *a = json_array();
           for (int i = 0; i < POAS__THIN_MAX; i++)
-            json_array_append_new(a, json_real(gm->thin.factor[side][i]));
+            json_array_append_new(a, json_real(gm->thin->factor[side][i]));
           json_object_set_new(t, thin_sides[side], a);
         }
         json_object_set_new(m, "thin", t);

@@ -36,7 +36,10 @@ typedef struct cand {
 static void cand_init(cand *c, const poas__opt_problem *p, poas__split_dim split,
                       const poas__device_model *dm, const poas__opt_device *d, int64_t tile) {
   poas__pipe_init_search(&c->search, p, split, dm, d, tile, 1);
-  poas__pipe_init(&c->pipe, p, split, dm, d, tile, 1);
+  if (poas__gemm_model_for(dm, p->dtype, p->transa, p->transb)->thin)
+    poas__pipe_init(&c->pipe, p, split, dm, d, tile, 1);
+  else
+    c->pipe = c->search, c->pipe.smooth = 0; /* the same times: no table */
 }
 
 typedef struct solver {

@@ -524,6 +524,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   sweep few = *sw;
   few.reps = THIN_REPS;
   int rc = measure_gemm(bb, &few, s, ns, pg);
+  poas__thin_table table[4];
   for (int i = 0; !rc && i < ns; i++) {
     int pair = s[i].id / (2 * POAS__THIN_MAX), side = s[i].id / POAS__THIN_MAX % 2;
     int t = s[i].id % POAS__THIN_MAX + 1;
@@ -532,13 +533,15 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
     double model =
         poas__model_gemm_smooth(out, (poas_dtype)dt, ta, tb, s[i].m, s[i].n, s[i].k);
     double f = model > 0 ? s[i].t / model : 1;
-    poas__thin_table *tt = &out->gemm[dt][pair].thin;
+    poas__thin_table *tt = &table[pair];
     tt->factor[side][t - 1] = POAS__MIN(POAS__MAX(f, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
-    tt->valid = 1;
     poas__debug("calibrate %s %sgemm %s thin %s %d: %.4g over the model", bb->dev->info.id,
                 poas__dtype_letter((poas_dtype)dt), pair_name(pair), side ? "cols" : "rows", t,
                 tt->factor[side][t - 1]);
   }
+  for (int pair = 0; !rc && pair < 4; pair++)
+    if (!(out->gemm[dt][pair].thin = poas__thin_intern(&table[pair])))
+      rc = POAS_ENOMEM;
   free(s);
   return rc;
 }

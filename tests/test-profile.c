@@ -50,13 +50,9 @@ static int gemm_equal(const poas__gemm_model *a, const poas__gemm_model *b) {
   for (int i = 0; i < POAS__GEMM_NFEAT; i++)
     if (a->coef[i] != b->coef[i])
       return 0;
-  if (a->thin.valid != b->thin.valid)
+  if (!a->thin != !b->thin)
     return 0;
-  for (int side = 0; side < 2 && a->thin.valid; side++)
-    for (int i = 0; i < POAS__THIN_MAX; i++)
-      if (a->thin.factor[side][i] != b->thin.factor[side][i])
-        return 0;
-  return 1;
+  return !a->thin || memcmp(a->thin, b->thin, sizeof *a->thin) == 0;
 }
 
 static int xfer_equal(const poas__transfer_model *a, const poas__transfer_model *b) {
@@ -94,10 +90,11 @@ static void sample_profile(poas__profile *p) {
         g->heldout_median = 0.01 / 3;
         g->heldout_max = 0.1 / 7;
         /* A thin-block table on some pairs: written only when measured. */
-        g->thin.valid = pair % 2 == dt;
-        for (int side = 0; side < 2 && g->thin.valid; side++)
+        static poas__thin_table thin[2];
+        for (int side = 0; side < 2; side++)
           for (int i = 0; i < POAS__THIN_MAX; i++)
-            g->thin.factor[side][i] = 0.5 + (double)((i * 7 + side) % 16) / 9;
+            thin[dt].factor[side][i] = 0.5 + (double)((i * 7 + side + dt) % 16) / 9;
+        g->thin = pair % 2 == dt ? &thin[dt] : NULL;
       }
     }
     if (d)
