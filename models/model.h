@@ -14,8 +14,13 @@
 #include "core/core.h"
 
 #define POAS__GEMM_NFEAT 8
-/* Short sides a thin-block table covers: 1 to POAS__THIN_MAX. */
-#define POAS__THIN_MAX 64
+/* Short sides a thin-block table covers: 1 to POAS__THIN_MAX. Calibration
+ * times every side up to POAS__THIN_DENSE and every POAS__THIN_STEP-th
+ * beyond (the pattern's period is 16, its peak at 12 mod 16, its trough
+ * at 0), and fills the sides between by linear interpolation. */
+#define POAS__THIN_MAX 256
+#define POAS__THIN_DENSE 64
+#define POAS__THIN_STEP 4
 /* Bounds of a thin-block factor: OpenBLAS's worst short sides measured
  * 2.2x its smooth model and its best 0.4x; beyond these a factor says
  * more about a disturbed calibration than about the BLAS. */
@@ -43,7 +48,8 @@ typedef struct poas__fit_stats {
  * does not cost what a smooth model says: a BLAS deals its columns to
  * threads and its rows to register tiles, and its time goes up and down
  * with the short side, period 16 (OpenBLAS, two threads, sgemm of 1400 x
- * n x 900: n = 12 takes 2.5x n = 16). Calibration times one such block
+ * n x 900: n = 12 takes 2.5x n = 16; n = 76 1.3x its smooth model and n =
+ * 80 0.9x; m = 68 to 200, 0.74x to 0.9x). Calibration times one such block
  * per short side and keeps measured / model: factor[0][s - 1] for s rows
  * (m = s), factor[1][s - 1] for s columns (n = s). One per dtype and
  * transpose pair: the pattern differs between pairs (OpenBLAS's 12-column

@@ -275,36 +275,59 @@ static int check_gemm_sane(reader *r, const poas__gemm_model *gm, const char *pa
   return 0;
 }
 
-/* thin: {"rows": [POAS__THIN_MAX factors], "cols": [...]}; optional (older
- * profiles and devices calibrated before the table have none). */
+/* thin: {"rows": "F1 F2 ... F256", "cols": "..."}: the factors of 1 to
+ * POAS__THIN_MAX rows and columns as one string each, with four
+ * significant digits (a table is 4096 numbers a device: as JSON arrays
+ * they were most of a profile's lines). Optional: profiles written before
+ * the table have none. */
 static const char *const thin_sides[] = {"rows", "cols", NULL};
 
 static int read_thin(reader *r, json_t *obj, const char *path, const poas__thin_table **out) {
-  poas__thin_table table, *tt = &table;
+  poas__thin_table table;
   if (only_keys(r, obj, path, thin_sides))
     return -1;
   for (int side = 0; side < 2; side++) {
-    json_t *a = member(r, obj, path, thin_sides[side], JSON_ARRAY, "an array", 0);
-    if (!a)
+    json_t *v = member(r, obj, path, thin_sides[side], JSON_STRING, "a string", 0);
+    if (!v)
       return -1;
-    if (json_array_size(a) != POAS__THIN_MAX)
-      return complain(r, "'%s.%s' has %zu numbers, expected %d", path, thin_sides[side],
-                      json_array_size(a), POAS__THIN_MAX);
-    for (int i = 0; i < POAS__THIN_MAX; i++) {
-      json_t *v = json_array_get(a, (size_t)i);
-      if (!json_is_number(v))
-        return complain(r, "'%s.%s[%d]' should be a number, not %s", path, thin_sides[side], i,
-                        type_name(v));
-      double x = json_number_value(v);
+    const char *p = json_string_value(v);
+    int n = 0;
+    for (;;) {
+      while (*p == ' ')
+        p++;
+      if (!*p)
+        break;
+      char *end;
+      double x = strtod(p, &end);
+      if (end == p || (*end && *end != ' '))
+        return complain(r, "'%s.%s' holds '%.*s', not a number", path, thin_sides[side],
+                        (int)POAS__MIN(strcspn(p, " "), 16), p);
+      if (n == POAS__THIN_MAX)
+        return complain(r, "'%s.%s' has more than %d numbers", path, thin_sides[side],
+                        POAS__THIN_MAX);
       if (!isfinite(x) || x < POAS__THIN_FACTOR_MIN || x > POAS__THIN_FACTOR_MAX)
-        return complain(r, "'%s.%s[%d]' is %g, outside [%g, %g]", path, thin_sides[side], i, x,
-                        POAS__THIN_FACTOR_MIN, POAS__THIN_FACTOR_MAX);
-      tt->factor[side][i] = x;
+        return complain(r, "'%s.%s' number %d is %g, outside [%g, %g]", path, thin_sides[side],
+                        n + 1, x, POAS__THIN_FACTOR_MIN, POAS__THIN_FACTOR_MAX);
+      table.factor[side][n++] = x;
+      p = end;
     }
+    if (n != POAS__THIN_MAX)
+      return complain(r, "'%s.%s' has %d numbers, expected %d", path, thin_sides[side], n,
+                      POAS__THIN_MAX);
   }
-  if (!(*out = poas__thin_intern(tt)))
+  if (!(*out = poas__thin_intern(&table)))
     return complain(r, "out of memory for '%s'", path);
   return 0;
+}
+
+/* The string read_thin reads: each factor with four significant digits. */
+static json_t *thin_side_json(const double *f) {
+  char buf[POAS__THIN_MAX * 12 + 1];
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < POAS__THIN_MAX; i++)
+    len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%.4g", i ? " " : "", f[i]);
+  return json_string(buf);
 }
 
 static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_model *gm) {
@@ -670,12 +693,8 @@ static json_t *gemm_json(const poas__device_model *dm) {
       json_object_set_new(m, "coef", coef);
       if (gm->thin) {
         json_t *t = json_object();
-        for (int side = 0; side < 2; side++) {
-          json_t *a = json_array();
-          for (int i = 0; i < POAS__THIN_MAX; i++)
-            json_array_append_new(a, json_real(gm->thin->factor[side][i]));
-          json_object_set_new(t, thin_sides[side], a);
-        }
+        for (int side = 0; side < 2; side++)
+          json_object_set_new(t, thin_sides[side], thin_side_json(gm->thin->factor[side]));
         json_object_set_new(m, "thin", t);
       }
       poas__fit_stats fit = {gm->samples, gm->r2, gm->heldout_median, gm->heldout_max};

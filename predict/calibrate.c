@@ -481,19 +481,27 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
 
 /* The long side and depth of the thin-block probes: the sweep's smallest
  * full size (512 on the CI machine, scaled like the rest), since 1024
- * took the probes 15 s of a 26 s quick calibration there. The factors'
- * pattern over the short side is the same at other sizes (OpenBLAS, two
- * threads: 1400 x n x 900 and 4000 x n x 2500 gave the same peaks at n =
- * 12, 28, 44, 60 and troughs at multiples of 16). */
+ * took the probes 15 s of a 26 s quick calibration there, and at least
+ * twice the longest short side. The factors' pattern over the short side
+ * is the same at other sizes (OpenBLAS, two threads: 1400 x n x 900 and
+ * 4000 x n x 2500 gave the same peaks at n = 12, 28, 44, 60 and troughs at
+ * multiples of 16). */
 static int64_t thin_long(const sweep *sw) {
-  return POAS__MAX(sw->full[0], 4 * POAS__THIN_MAX);
+  return POAS__MAX(sw->full[0], 2 * POAS__THIN_MAX);
 }
 
-/* Thin-block probes of one dtype: s x L x L (thin rows) and L x s x L
- * (thin columns) for every s up to POAS__THIN_MAX and every transpose
- * pair; a probe's id is its table entry, (pair * 2 + side) *
- * POAS__THIN_MAX + s - 1. */
-#define THIN_PROBES (4 * 2 * POAS__THIN_MAX)
+/* The short sides probed (knots): every one up to POAS__THIN_DENSE, then
+ * every POAS__THIN_STEP-th up to POAS__THIN_MAX. */
+#define THIN_KNOTS (POAS__THIN_DENSE + (POAS__THIN_MAX - POAS__THIN_DENSE) / POAS__THIN_STEP)
+
+static int thin_knot(int i) {
+  return i < POAS__THIN_DENSE ? i + 1 : POAS__THIN_DENSE + (i - POAS__THIN_DENSE + 1) * POAS__THIN_STEP;
+}
+
+/* Thin-block probes of one dtype: knot x L x L (thin rows) and L x knot x
+ * L (thin columns) for every knot and every transpose pair; a probe's id
+ * is (pair * 2 + side) * THIN_KNOTS + knot index. */
+#define THIN_PROBES (4 * 2 * THIN_KNOTS)
 
 static const char *pair_name(int pair) {
   static const char *const names[4] = {"NN", "TN", "NT", "TT"};
@@ -505,7 +513,8 @@ static int thin_shapes(const sweep *sw, int dt, gemm_sample *s) {
   int n = 0;
   for (int pair = 0; pair < 4; pair++)
     for (int side = 0; side < 2; side++)
-      for (int64_t t = 1; t <= POAS__THIN_MAX; t++) {
+      for (int i = 0; i < THIN_KNOTS; i++) {
+        int64_t t = thin_knot(i);
         s[n] = (gemm_sample){
             .id = n, .dtype = dt, .pair = pair, .m = side ? l : t, .n = side ? t : l, .k = l};
         n++;
@@ -513,8 +522,9 @@ static int thin_shapes(const sweep *sw, int dt, gemm_sample *s) {
   return n;
 }
 
-/* Times the thin-block probes of dtype dt and fills each pair's table
- * with measured over smooth model, within the bounds a profile accepts. */
+/* Times the thin-block probes of dtype dt and gives each pair a table of
+ * measured over smooth model at the knots, interpolated between them, and
+ * within the bounds a profile accepts. */
 static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
                         poas__device_model *out) {
   gemm_sample *s = malloc(THIN_PROBES * sizeof *s);
@@ -524,24 +534,33 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   sweep few = *sw;
   few.reps = THIN_REPS;
   int rc = measure_gemm(bb, &few, s, ns, pg);
-  poas__thin_table table[4];
+  double knot[4][2][THIN_KNOTS];
   for (int i = 0; !rc && i < ns; i++) {
-    int pair = s[i].id / (2 * POAS__THIN_MAX), side = s[i].id / POAS__THIN_MAX % 2;
-    int t = s[i].id % POAS__THIN_MAX + 1;
+    int pair = s[i].id / (2 * THIN_KNOTS), side = s[i].id / THIN_KNOTS % 2, k = s[i].id % THIN_KNOTS;
     poas_op ta = (pair & 1) ? POAS_TRANS : POAS_NO_TRANS;
     poas_op tb = (pair & 2) ? POAS_TRANS : POAS_NO_TRANS;
     double model =
         poas__model_gemm_smooth(out, (poas_dtype)dt, ta, tb, s[i].m, s[i].n, s[i].k);
     double f = model > 0 ? s[i].t / model : 1;
-    poas__thin_table *tt = &table[pair];
-    tt->factor[side][t - 1] = POAS__MIN(POAS__MAX(f, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
+    knot[pair][side][k] = POAS__MIN(POAS__MAX(f, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
     poas__debug("calibrate %s %sgemm %s thin %s %d: %.4g over the model", bb->dev->info.id,
-                poas__dtype_letter((poas_dtype)dt), pair_name(pair), side ? "cols" : "rows", t,
-                tt->factor[side][t - 1]);
+                poas__dtype_letter((poas_dtype)dt), pair_name(pair), side ? "cols" : "rows",
+                thin_knot(k), knot[pair][side][k]);
   }
-  for (int pair = 0; !rc && pair < 4; pair++)
-    if (!(out->gemm[dt][pair].thin = poas__thin_intern(&table[pair])))
+  for (int pair = 0; !rc && pair < 4; pair++) {
+    poas__thin_table table;
+    for (int side = 0; side < 2; side++)
+      for (int k = 0; k < THIN_KNOTS; k++) {
+        int lo = k ? thin_knot(k - 1) : 0, hi = thin_knot(k);
+        for (int t = lo + 1; t <= hi; t++) {
+          double w = k ? (double)(t - lo) / (hi - lo) : 1;
+          table.factor[side][t - 1] =
+              w * knot[pair][side][k] + (1 - w) * (k ? knot[pair][side][k - 1] : 0);
+        }
+      }
+    if (!(out->gemm[dt][pair].thin = poas__thin_intern(&table)))
       rc = POAS_ENOMEM;
+  }
   free(s);
   return rc;
 }

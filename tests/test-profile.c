@@ -89,11 +89,12 @@ static void sample_profile(poas__profile *p) {
         g->r2 = 0.9 + pair / 100.0;
         g->heldout_median = 0.01 / 3;
         g->heldout_max = 0.1 / 7;
-        /* A thin-block table on some pairs: written only when measured. */
+        /* A thin-block table on some pairs, written only when measured, of
+         * factors that four significant digits hold exactly. */
         static poas__thin_table thin[2];
         for (int side = 0; side < 2; side++)
           for (int i = 0; i < POAS__THIN_MAX; i++)
-            thin[dt].factor[side][i] = 0.5 + (double)((i * 7 + side + dt) % 16) / 9;
+            thin[dt].factor[side][i] = 0.5 + (double)((i * 7 + side + dt) % 16) / 8;
         g->thin = pair % 2 == dt ? &thin[dt] : NULL;
       }
     }
@@ -194,8 +195,9 @@ static const struct {
     /* Found by the fuzzer: a transfer section read past the end of its
      * list of known keys. */
     {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},
-    {"bad-thin-length.json", "thin.cols' has 3 numbers, expected 64"},
-    {"bad-thin-range.json", "thin.rows[5]' is 0.001, outside"},
+    {"bad-thin-length.json", "thin.cols' has 3 numbers, expected 256"},
+    {"bad-thin-range.json", "thin.rows' number 6 is 0.001, outside"},
+    {"bad-thin-text.json", "thin.cols' holds '1.5x', not a number"},
     {"bad-thin-side.json", "unknown field 'devices[0].gemm.s.NN.thin.diagonal'"},
 };
 
