@@ -60,6 +60,7 @@ typedef struct sweep {
   const int64_t *squares, *thin, *full;
   int nsquares, nthin, nfull, nrandom;
   int reps;
+  int thin_reps; /* timed repetitions of each thin-block probe */
 } sweep;
 
 static const int64_t quick_squares[] = {128, 256, 448, 640, 896, 1152};
@@ -72,9 +73,9 @@ static const int64_t full_full[] = {512, 1024, 1792, 2560, 3072};
 static sweep sweep_for(int quick) {
   if (quick)
     return (sweep){1536, quick_squares, quick_thin, quick_full, POAS__ARRAY_LEN(quick_squares),
-                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5};
+                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5, 2};
   return (sweep){3072, full_squares, full_thin, full_full, POAS__ARRAY_LEN(full_squares),
-                 POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5};
+                 POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5, 3};
 }
 
 /* The sweeps above are sized for a device of about REFERENCE_RATE flop/s
@@ -154,8 +155,9 @@ typedef struct bench {
   size_t host_cap;
 } bench;
 
-/* Times one call of a sample's GEMM after a warm-up call of it. */
-static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
+/* Times one call of a sample's GEMM, after a warm-up call of it when
+ * `warm`. */
+static int time_gemm(bench *bb, const gemm_sample *s, int warm, double *out) {
   poas__device *dev = bb->dev;
   poas__gemm_call g = {
       .dtype = (poas_dtype)s->dtype,
@@ -166,7 +168,7 @@ static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
       .b = {bb->b, 0, (s->pair & 2) ? s->n : s->k},
       .c = {bb->c, 0, s->m},
   };
-  int rc = dev->be->gemm(dev, 0, &g);
+  int rc = warm ? dev->be->gemm(dev, 0, &g) : 0;
   if (!rc)
     rc = poas__dev_sync_all(dev);
   double t0 = dev_clock(dev);
@@ -446,7 +448,8 @@ static void shuffle(gemm_sample *s, int ns, uint64_t *rng) {
  * keeps each sample's median over the passes: a burst of load from a
  * neighbour spoils one repetition of many samples rather than every
  * repetition of a few, and the median then ignores it. */
-static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg) {
+static int measure_gemm(bench *bb, const sweep *sw, int warm, gemm_sample *s, int ns,
+                        progress *pg) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
   double *t = malloc((size_t)ns * MAX_REPS * sizeof *t);
   if (!t)
@@ -457,7 +460,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     shuffle(s, ns, &rng);
     for (int i = 0; !rc && i < ns; i++) {
       double ti;
-      rc = time_gemm(bb, &s[i], &ti);
+      rc = time_gemm(bb, &s[i], warm, &ti);
       t[s[i].id * MAX_REPS + r] = ti;
       report(pg, s[i].dtype ? "dgemm" : "sgemm", gemm_work(&s[i]));
     }
@@ -476,19 +479,21 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
 
 /* ------------------------------------------------------- thin blocks */
 
-/* Timed repetitions of each thin-block probe. */
-#define THIN_REPS 3
-
-/* The long side and depth of the thin-block probes: the sweep's smallest
- * full size (512 on the CI machine, scaled like the rest), since 1024
- * took the probes 15 s of a 26 s quick calibration there, and at least
- * twice the longest short side. The factors' pattern over the short side
- * is the same at other sizes (OpenBLAS, two threads: 1400 x n x 900 and
- * 4000 x n x 2500 gave the same peaks at n = 12, 28, 44, 60 and troughs at
- * multiples of 16). */
+/* The long side and the depth of the thin-block probes: the sweep's
+ * smallest full size (512 on the CI machine, scaled like the rest; 1024
+ * took the probes 15 s of a 26 s quick calibration there), the long side
+ * at least twice the longest short side. The factors' pattern over the
+ * short side is the same at other sizes (OpenBLAS, two threads: 1400 x n x
+ * 900 and 4000 x n x 2500 gave the same peaks at n = 12, 28, 44, 60 and
+ * troughs at multiples of 16). A quick calibration times each probe
+ * twice, a full one three times (three, each after a warm-up call, made a
+ * quick calibration of the CI machine's cpu0 and PoCL take 74 s, against
+ * the 60 s it may). */
 static int64_t thin_long(const sweep *sw) {
   return POAS__MAX(sw->full[0], 2 * POAS__THIN_MAX);
 }
+
+static int64_t thin_depth(const sweep *sw) { return POAS__MAX(sw->full[0], 64); }
 
 /* The short sides probed (knots): every one up to POAS__THIN_DENSE, then
  * every POAS__THIN_STEP-th up to POAS__THIN_MAX. */
@@ -498,8 +503,8 @@ static int thin_knot(int i) {
   return i < POAS__THIN_DENSE ? i + 1 : POAS__THIN_DENSE + (i - POAS__THIN_DENSE + 1) * POAS__THIN_STEP;
 }
 
-/* Thin-block probes of one dtype: knot x L x L (thin rows) and L x knot x
- * L (thin columns) for every knot and every transpose pair; a probe's id
+/* Thin-block probes of one dtype: knot x L x K (thin rows) and L x knot x
+ * K (thin columns) for every knot and every transpose pair; a probe's id
  * is (pair * 2 + side) * THIN_KNOTS + knot index. */
 #define THIN_PROBES (4 * 2 * THIN_KNOTS)
 
@@ -509,14 +514,14 @@ static const char *pair_name(int pair) {
 }
 
 static int thin_shapes(const sweep *sw, int dt, gemm_sample *s) {
-  int64_t l = thin_long(sw);
+  int64_t l = thin_long(sw), k = thin_depth(sw);
   int n = 0;
   for (int pair = 0; pair < 4; pair++)
     for (int side = 0; side < 2; side++)
       for (int i = 0; i < THIN_KNOTS; i++) {
         int64_t t = thin_knot(i);
         s[n] = (gemm_sample){
-            .id = n, .dtype = dt, .pair = pair, .m = side ? l : t, .n = side ? t : l, .k = l};
+            .id = n, .dtype = dt, .pair = pair, .m = side ? l : t, .n = side ? t : l, .k = k};
         n++;
       }
   return n;
@@ -532,8 +537,10 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
     return POAS_ENOMEM;
   int ns = thin_shapes(sw, dt, s);
   sweep few = *sw;
-  few.reps = THIN_REPS;
-  int rc = measure_gemm(bb, &few, s, ns, pg);
+  few.reps = sw->thin_reps;
+  /* No warm-up calls: the sweep before them ran every kernel these use
+   * (which a warm-up is for), and they would double the probes' time. */
+  int rc = measure_gemm(bb, &few, 0, s, ns, pg);
   double knot[4][2][THIN_KNOTS];
   for (int i = 0; !rc && i < ns; i++) {
     int pair = s[i].id / (2 * THIN_KNOTS), side = s[i].id / THIN_KNOTS % 2, k = s[i].id % THIN_KNOTS;
@@ -618,11 +625,11 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
     int64_t big = sw->squares[sw->nsquares - 1];
     gemm_sample w = {.dtype = dt, .m = big, .n = big, .k = big};
     double t;
-    int rc = time_gemm(bb, &w, &t);
+    int rc = time_gemm(bb, &w, 1, &t);
     if (rc)
       return rc;
   }
-  int rc = measure_gemm(bb, sw, s, ns, pg);
+  int rc = measure_gemm(bb, sw, 1, s, ns, pg);
   for (int dt = 0; !rc && dt < 2; dt++) {
     if (!(dtype_mask & (1 << dt)))
       continue;
@@ -676,7 +683,7 @@ static double probe_rate(poas__device *dev) {
   gemm_sample w = {.dtype = POAS_FLOAT32, .m = N, .n = N, .k = N};
   for (int rep = 0; rep < 3; rep++) {
     double t;
-    if (time_gemm(&bb, &w, &t) != 0)
+    if (time_gemm(&bb, &w, 1, &t) != 0)
       break;
     if (t > 0)
       rate = POAS__MAX(rate, 2.0 * N * N * N / t);
@@ -738,7 +745,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   for (int dt = 0; dt < 2; dt++) {
     int np = o->dtype_mask & (1 << dt) ? thin_shapes(&sw, dt, probe) : 0;
     for (int i = 0; i < np; i++)
-      pg.total += gemm_work(&probe[i]) * THIN_REPS;
+      pg.total += gemm_work(&probe[i]) * sw.thin_reps;
   }
   free(probe);
   if (!dev->info.host_memory)
