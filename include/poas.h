@@ -210,7 +210,7 @@ typedef struct poas_fit_info {
   double heldout_median;   /* median |predicted - measured| / measured, held out */
   double heldout_max;      /* largest such error on the held-out samples */
   /* GEMM models of one transpose pair: the smallest and largest factor of
-   * its thin-block table, the time of a block with 1 to 64 rows or columns
+   * its thin-block table, the time of a block with 1 to 256 rows or columns
    * over what the smooth model says (a BLAS's speed goes up and down with
    * such a short side); both 0 when it has no table. */
   double thin_min, thin_max;
