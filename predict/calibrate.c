@@ -73,7 +73,7 @@ static const int64_t full_full[] = {512, 1024, 1792, 2560, 3072};
 static sweep sweep_for(int quick) {
   if (quick)
     return (sweep){1536, quick_squares, quick_thin, quick_full, POAS__ARRAY_LEN(quick_squares),
-                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5, 2};
+                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5, 1};
   return (sweep){3072, full_squares, full_thin, full_full, POAS__ARRAY_LEN(full_squares),
                  POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5, 3};
 }
@@ -155,9 +155,8 @@ typedef struct bench {
   size_t host_cap;
 } bench;
 
-/* Times one call of a sample's GEMM, after a warm-up call of it when
- * `warm`. */
-static int time_gemm(bench *bb, const gemm_sample *s, int warm, double *out) {
+/* Times one call of a sample's GEMM after a warm-up call of it. */
+static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
   poas__device *dev = bb->dev;
   poas__gemm_call g = {
       .dtype = (poas_dtype)s->dtype,
@@ -168,7 +167,7 @@ static int time_gemm(bench *bb, const gemm_sample *s, int warm, double *out) {
       .b = {bb->b, 0, (s->pair & 2) ? s->n : s->k},
       .c = {bb->c, 0, s->m},
   };
-  int rc = warm ? dev->be->gemm(dev, 0, &g) : 0;
+  int rc = dev->be->gemm(dev, 0, &g);
   if (!rc)
     rc = poas__dev_sync_all(dev);
   double t0 = dev_clock(dev);
@@ -448,8 +447,7 @@ static void shuffle(gemm_sample *s, int ns, uint64_t *rng) {
  * keeps each sample's median over the passes: a burst of load from a
  * neighbour spoils one repetition of many samples rather than every
  * repetition of a few, and the median then ignores it. */
-static int measure_gemm(bench *bb, const sweep *sw, int warm, gemm_sample *s, int ns,
-                        progress *pg) {
+static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
   double *t = malloc((size_t)ns * MAX_REPS * sizeof *t);
   if (!t)
@@ -460,7 +458,7 @@ static int measure_gemm(bench *bb, const sweep *sw, int warm, gemm_sample *s, in
     shuffle(s, ns, &rng);
     for (int i = 0; !rc && i < ns; i++) {
       double ti;
-      rc = time_gemm(bb, &s[i], warm, &ti);
+      rc = time_gemm(bb, &s[i], &ti);
       t[s[i].id * MAX_REPS + r] = ti;
       report(pg, s[i].dtype ? "dgemm" : "sgemm", gemm_work(&s[i]));
     }
@@ -486,9 +484,8 @@ static int measure_gemm(bench *bb, const sweep *sw, int warm, gemm_sample *s, in
  * short side is the same at other sizes (OpenBLAS, two threads: 1400 x n x
  * 900 and 4000 x n x 2500 gave the same peaks at n = 12, 28, 44, 60 and
  * troughs at multiples of 16). A quick calibration times each probe
- * twice, a full one three times (three, each after a warm-up call, made a
- * quick calibration of the CI machine's cpu0 and PoCL take 74 s, against
- * the 60 s it may). */
+ * once, a full one three times (three made a quick calibration of the CI
+ * machine's cpu0 and PoCL take 74 s, against the 60 s it may; one, 35 s). */
 static int64_t thin_long(const sweep *sw) {
   return POAS__MAX(sw->full[0], 2 * POAS__THIN_MAX);
 }
@@ -538,9 +535,10 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   int ns = thin_shapes(sw, dt, s);
   sweep few = *sw;
   few.reps = sw->thin_reps;
-  /* No warm-up calls: the sweep before them ran every kernel these use
-   * (which a warm-up is for), and they would double the probes' time. */
-  int rc = measure_gemm(bb, &few, 0, s, ns, pg);
+  /* Each timing after a warm-up call of its own shape, as in the sweep:
+   * without one, an H100 VM's tables held factors of 20 (cuBLAS loading a
+   * kernel the sweep had not used) and its 16-core CPU's of 5 to 9. */
+  int rc = measure_gemm(bb, &few, s, ns, pg);
   double knot[4][2][THIN_KNOTS];
   for (int i = 0; !rc && i < ns; i++) {
     int pair = s[i].id / (2 * THIN_KNOTS), side = s[i].id / THIN_KNOTS % 2, k = s[i].id % THIN_KNOTS;
@@ -625,11 +623,11 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
     int64_t big = sw->squares[sw->nsquares - 1];
     gemm_sample w = {.dtype = dt, .m = big, .n = big, .k = big};
     double t;
-    int rc = time_gemm(bb, &w, 1, &t);
+    int rc = time_gemm(bb, &w, &t);
     if (rc)
       return rc;
   }
-  int rc = measure_gemm(bb, sw, 1, s, ns, pg);
+  int rc = measure_gemm(bb, sw, s, ns, pg);
   for (int dt = 0; !rc && dt < 2; dt++) {
     if (!(dtype_mask & (1 << dt)))
       continue;
@@ -683,7 +681,7 @@ static double probe_rate(poas__device *dev) {
   gemm_sample w = {.dtype = POAS_FLOAT32, .m = N, .n = N, .k = N};
   for (int rep = 0; rep < 3; rep++) {
     double t;
-    if (time_gemm(&bb, &w, 1, &t) != 0)
+    if (time_gemm(&bb, &w, &t) != 0)
       break;
     if (t > 0)
       rate = POAS__MAX(rate, 2.0 * N * N * N / t);
