@@ -123,6 +123,14 @@ TEST(sim_calibration_recovers_its_parameters) {
   poas_profile_info pi;
   CHECK_OK(poas_profile_get(ctx, &pi));
   CHECK(pi.loaded && strcmp(pi.path, o.output) == 0 && pi.dev[0].gemm_pair[1][2].samples > 0);
+  /* Its thin-block tables: the sim's times are its model, so every factor
+   * is 1 (within the four digits a profile keeps). */
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++) {
+      const poas_fit_info *g = &pi.dev[0].gemm_pair[dt][pair];
+      CHECK_MSG(near(g->thin_min, 1, 0.001) && near(g->thin_max, 1, 0.001), "%s %d: %g-%g",
+                dt ? "d" : "s", pair, g->thin_min, g->thin_max);
+    }
   poas_finalize(ctx);
 
   /* The file it wrote is a valid profile with that model. */
@@ -131,6 +139,9 @@ TEST(sim_calibration_recovers_its_parameters) {
   CHECK_OK(poas__profile_load(o.output, p));
   CHECK(p->ndev == 1 && strcmp(p->dev[0].id, "sim0") == 0);
   CHECK(near(1 / p->dev[0].model.gemm[0][0].coef[1], 2e11, 0.01));
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++)
+      CHECK(p->dev[0].model.gemm[dt][pair].thin != NULL);
   CHECK(p->dev[0].model.dispatch_s == 0); /* virtual time: no runtime cost */
   for (int dir = 0; dir < 2; dir++) /* an exact line has no knee */
     CHECK(p->dev[0].model.xfer[dir].valid && p->dev[0].model.xfer[dir].knee_bytes == 0);
