@@ -234,7 +234,8 @@ typedef struct poas_device_fit {
 } poas_device_fit;
 
 /* Progress of a calibration: the device being measured, the step ("memory",
- * "h2d", "d2h", "sgemm", "dgemm", "fit", "done") and the fraction of the
+ * "h2d", "d2h", "sgemm", "dgemm", "sthin" and "dthin" for the thin-block
+ * tables, "fit", "done") and the fraction of the
  * whole calibration done, from 0 to 1. Called from the calibrating
  * thread, often (throttle any drawing yourself). */
 typedef void (*poas_progress_fn)(void *user, const char *device_id, const char *step,

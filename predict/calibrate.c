@@ -447,7 +447,8 @@ static void shuffle(gemm_sample *s, int ns, uint64_t *rng) {
  * keeps each sample's median over the passes: a burst of load from a
  * neighbour spoils one repetition of many samples rather than every
  * repetition of a few, and the median then ignores it. */
-static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg) {
+static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
+                        const char *const step[2]) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
   int nid = 0; /* timings are kept by sample id, which may exceed ns */
   for (int i = 0; i < ns; i++)
@@ -463,7 +464,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
       double ti;
       rc = time_gemm(bb, &s[i], &ti);
       t[s[i].id * MAX_REPS + r] = ti;
-      report(pg, s[i].dtype ? "dgemm" : "sgemm", gemm_work(&s[i]));
+      report(pg, step[s[i].dtype != 0], gemm_work(&s[i]));
     }
   }
   for (int i = 0; !rc && i < ns; i++) {
@@ -569,7 +570,8 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   /* Each timing after a warm-up call of its own shape, as in the sweep:
    * without one, an H100 VM's tables held factors of 20 (cuBLAS loading a
    * kernel the sweep had not used) and its 16-core CPU's of 5 to 9. */
-  int rc = measure_gemm(bb, &few, s, ns, pg);
+  static const char *const step[2] = {"sthin", "dthin"};
+  int rc = measure_gemm(bb, &few, s, ns, pg, step);
   double knot[4][2][THIN_KNOTS];
   if (!rc)
     thin_factors(out, dt, s, ns, knot);
@@ -582,7 +584,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   }
   if (!rc && nspike) {
     few.reps = 3;
-    rc = measure_gemm(bb, &few, s, nspike, pg);
+    rc = measure_gemm(bb, &few, s, nspike, pg, step);
     if (!rc)
       thin_factors(out, dt, s, nspike, knot);
     poas__info("%s: %d of %d thin-block probes timed again", bb->dev->info.id, nspike, ns);
@@ -665,7 +667,8 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
     if (rc)
       return rc;
   }
-  int rc = measure_gemm(bb, sw, s, ns, pg);
+  static const char *const step[2] = {"sgemm", "dgemm"};
+  int rc = measure_gemm(bb, sw, s, ns, pg, step);
   for (int dt = 0; !rc && dt < 2; dt++) {
     if (!(dtype_mask & (1 << dt)))
       continue;
