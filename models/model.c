@@ -19,9 +19,9 @@
  * evaluation caps it there.
  *
  * The thin-block table (model.h) is the exception, on purpose: a BLAS
- * really is faster at 16 columns than at 12. The solver's searches stay
- * sound with it (every share they pick is one whose time they evaluated);
- * at shares under POAS__THIN_MAX units they may miss a better one. */
+ * really is faster at 16 columns than at 12. So the solver searches on the
+ * smooth model (poas__model_gemm_smooth, through poas__pipe_init_search)
+ * and reports its plan's times with the table. */
 #include "models/model.h"
 
 #include <math.h>
