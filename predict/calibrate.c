@@ -34,6 +34,10 @@ typedef struct gemm_sample {
   double t;
 } gemm_sample;
 
+/* The transposes of pair index `pair` (see poas__gemm_pair). */
+static poas_op pair_op_a(int pair) { return (pair & 1) ? POAS_TRANS : POAS_NO_TRANS; }
+static poas_op pair_op_b(int pair) { return (pair & 2) ? POAS_TRANS : POAS_NO_TRANS; }
+
 /* xorshift64*: deterministic shuffles and shapes from a fixed seed. */
 static uint64_t rng_next(uint64_t *s) {
   *s ^= *s >> 12;
@@ -160,8 +164,8 @@ static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
   poas__device *dev = bb->dev;
   poas__gemm_call g = {
       .dtype = (poas_dtype)s->dtype,
-      .transa = (s->pair & 1) ? POAS_TRANS : POAS_NO_TRANS,
-      .transb = (s->pair & 2) ? POAS_TRANS : POAS_NO_TRANS,
+      .transa = pair_op_a(s->pair),
+      .transb = pair_op_b(s->pair),
       .m = s->m, .n = s->n, .k = s->k, .alpha = 1, .beta = 0,
       .a = {bb->a, 0, (s->pair & 1) ? s->k : s->m},
       .b = {bb->b, 0, (s->pair & 2) ? s->n : s->k},
@@ -501,7 +505,9 @@ static int64_t thin_depth(const sweep *sw) { return POAS__MAX(sw->full[0], 64); 
 #define THIN_KNOTS (POAS__THIN_DENSE + (POAS__THIN_MAX - POAS__THIN_DENSE) / POAS__THIN_STEP)
 
 static int thin_knot(int i) {
-  return i < POAS__THIN_DENSE ? i + 1 : POAS__THIN_DENSE + (i - POAS__THIN_DENSE + 1) * POAS__THIN_STEP;
+  if (i < POAS__THIN_DENSE)
+    return i + 1;
+  return POAS__THIN_DENSE + (i - POAS__THIN_DENSE + 1) * POAS__THIN_STEP;
 }
 
 /* Thin-block probes of one dtype: knot x L x K (thin rows) and L x knot x
@@ -528,19 +534,14 @@ static int thin_shapes(const sweep *sw, int dt, gemm_sample *s) {
   return n;
 }
 
-/* Times the thin-block probes of dtype dt and gives each pair a table of
- * measured over smooth model at the knots, interpolated between them, and
- * within the bounds a profile accepts. */
 /* Measured over smooth model for each probe, into knot[pair][side][k]
  * (the probes may be in any order: their ids say where they go). */
 static void thin_factors(const poas__device_model *out, int dt, const gemm_sample *s, int ns,
                          double knot[4][2][THIN_KNOTS]) {
   for (int i = 0; i < ns; i++) {
     int pair = s[i].id / (2 * THIN_KNOTS), side = s[i].id / THIN_KNOTS % 2;
-    poas_op ta = (pair & 1) ? POAS_TRANS : POAS_NO_TRANS;
-    poas_op tb = (pair & 2) ? POAS_TRANS : POAS_NO_TRANS;
-    double model =
-        poas__model_gemm_smooth(out, (poas_dtype)dt, ta, tb, s[i].m, s[i].n, s[i].k);
+    double model = poas__model_gemm_smooth(out, (poas_dtype)dt, pair_op_a(pair), pair_op_b(pair),
+                                           s[i].m, s[i].n, s[i].k);
     double f = model > 0 ? s[i].t / model : 1;
     knot[pair][side][s[i].id % THIN_KNOTS] =
         POAS__MIN(POAS__MAX(f, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
@@ -559,6 +560,9 @@ static int thin_spike(const double *f, int k) {
   return f[k] > hi * THIN_SPIKE || f[k] < lo / THIN_SPIKE;
 }
 
+/* Times the thin-block probes of dtype dt and gives each pair a table of
+ * measured over smooth model at the knots, interpolated between them, and
+ * within the bounds a profile accepts. */
 static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
                         poas__device_model *out) {
   gemm_sample *s = malloc(THIN_PROBES * sizeof *s);
@@ -631,9 +635,8 @@ static void restat_dtype(int dt, const gemm_sample *s, int ns,
     for (int i = 0; i < ns; i++) {
       if (s[i].dtype != dt || s[i].pair != pair || !s[i].heldout)
         continue;
-      poas_op ta = (pair & 1) ? POAS_TRANS : POAS_NO_TRANS;
-      poas_op tb = (pair & 2) ? POAS_TRANS : POAS_NO_TRANS;
-      double p = poas__model_gemm_time(&dm, (poas_dtype)dt, ta, tb, s[i].m, s[i].n, s[i].k);
+      double p = poas__model_gemm_time(&dm, (poas_dtype)dt, pair_op_a(pair), pair_op_b(pair),
+                                       s[i].m, s[i].n, s[i].k);
       double e = fabs(p - s[i].t) / s[i].t;
       pair_err[n++] = e;
       all[nall++] = e;
@@ -765,28 +768,33 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
         elems = POAS__MAX(elems, operand_elems(&s[ns + i]));
       ns += n;
     }
+  /* The thin-block probes: their work, and operands that fit the buffers
+   * (a slow device's sweep is scaled down, its probes' long side is not). */
+  gemm_sample *probe = malloc(THIN_PROBES * sizeof *probe);
+  if (!probe) {
+    free(s);
+    return POAS_ENOMEM;
+  }
+  double probe_work = 0;
+  for (int dt = 0; dt < 2; dt++) {
+    int np = o->dtype_mask & (1 << dt) ? thin_shapes(&sw, dt, probe) : 0;
+    for (int i = 0; i < np; i++) {
+      probe_work += gemm_work(&probe[i]) * sw.thin_reps;
+      elems = POAS__MAX(elems, operand_elems(&probe[i]));
+    }
+  }
+  free(probe);
   /* Host staging buffer: copies are timed up to this size (and the
    * largest operand). The pipeline moves tiles of a quarter of a device's
    * share, hundreds of MiB on a large GPU, and pageable copies that large
    * ran a third slower than 16 MiB ones on an H100 machine, so the full
    * sweep reaches them. */
   size_t staging = (size_t)(o->quick ? 16 : 256) << 20;
-  progress pg = {o, dev->info.id, 0, 2};
+  progress pg = {o, dev->info.id, 0, 2 + probe_work};
   for (int i = 0; i < ns; i++) {
     s[i].id = i;
     pg.total += gemm_work(&s[i]) * POAS__MIN(sw.reps, MAX_REPS);
   }
-  gemm_sample *probe = malloc(THIN_PROBES * sizeof *probe);
-  if (!probe) {
-    free(s);
-    return POAS_ENOMEM;
-  }
-  for (int dt = 0; dt < 2; dt++) {
-    int np = o->dtype_mask & (1 << dt) ? thin_shapes(&sw, dt, probe) : 0;
-    for (int i = 0; i < np; i++)
-      pg.total += gemm_work(&probe[i]) * sw.thin_reps;
-  }
-  free(probe);
   if (!dev->info.host_memory)
     pg.total += (dev->be->host_register ? 4 : 2) * copy_sizes(POAS__MIN(elems * sizeof(double), staging));
 
