@@ -51,7 +51,8 @@ void poas__failures_expected(int on);
 
 /* Monotonic wall-clock seconds. */
 double poas__now(void);
-/* Sleeps for `seconds` (no-op when <= 0). */
+/* Waits `seconds` (no-op when <= 0), to within a few microseconds: it
+ * sleeps, then spins the last 100 us on the clock. */
 void poas__sleep(double seconds);
 
 /* ------------------------------------------------------------- arithmetic */
