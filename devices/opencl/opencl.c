@@ -276,6 +276,30 @@ static void release_state(ocl_state *s) {
   free(s);
 }
 
+/* CLBlast runs a GEMM with its direct kernel below XGEMM_MIN_INDIRECT_SIZE
+ * cubed (m n k) and with its indirect one (packing, then a faster kernel)
+ * above. Its default for PoCL on a CPU keeps dgemm on the direct kernel
+ * far past where the indirect one wins: on one core of the CI machine's
+ * AMD EPYC, 768^3 ran at 9.8 GFLOP/s direct and 14.9 indirect, 1024^3 at
+ * 9.2 and 13.8, 2048 x 192 x 2048 (a co-executed share) at 9.0-9.8 and
+ * 12.0, while 2048 x 96 x 2048 ran alike (9.7-10.0 and 9.7-9.8) and 2048 x
+ * 48 x 2048 faster direct (9.9 against 5.5). sgemm showed no such gap
+ * (2048 x 192 x 2048: 16.5 direct, 15.3 indirect), so only dgemm moves. */
+#define CPU_DGEMM_MIN_INDIRECT 768
+
+static void tune_clblast(ocl_state *s) {
+  cl_device_type type = 0;
+  clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  if (!(type & CL_DEVICE_TYPE_CPU))
+    return;
+  const char *names[1] = {"XGEMM_MIN_INDIRECT_SIZE"};
+  const size_t values[1] = {CPU_DGEMM_MIN_INDIRECT};
+  CLBlastStatusCode st =
+      CLBlastOverrideParameters(s->device, "GemmRoutine", CLBlastPrecisionDouble, 1, names, values);
+  if (st != CLBlastSuccess)
+    poas__debug("opencl: CLBlast kept its own dgemm kernel choice (%d)", (int)st);
+}
+
 static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, char *err,
                     size_t errcap) {
   ocl_state *s = calloc(1, sizeof *s);
@@ -306,6 +330,7 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
     }
   }
   fill_info(s);
+  tune_clblast(s);
   pthread_mutex_init(&s->lock, NULL);
   s->dev.nlanes = OCL_LANES;
   s->dev.priv = s;
