@@ -83,17 +83,10 @@ const poas__gemm_model *poas__gemm_model_for(const poas__device_model *dm, poas_
   return gm->valid ? gm : &dm->gemm[dtype == POAS_FLOAT64][0];
 }
 
-double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
-                             poas_op tb, int64_t m, int64_t n, int64_t k) {
-  const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
-  return poas__model_gemm_smooth(dm, dtype, ta, tb, m, n, k) * poas__thin_factor(gm->thin, m, n);
-}
-
-double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
-                               poas_op tb, int64_t m, int64_t n, int64_t k) {
+/* The smooth model's seconds on model gm. */
+static double smooth_time(const poas__gemm_model *gm, int64_t m, int64_t n, int64_t k) {
   if (m <= 0 || n <= 0)
     return 0;
-  const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
   double f[POAS__GEMM_NFEAT], t = 0;
   poas__gemm_features(m, n, k, f);
   for (int i = 0; i < POAS__GEMM_NFEAT - 1; i++)
@@ -103,6 +96,17 @@ double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, p
    * less than the arithmetic at the fitted rate, nor negative. */
   double floor_t = gm->coef[1] > 0 ? gm->coef[1] * f[1] : 0;
   return t > floor_t ? t : floor_t;
+}
+
+double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
+                             poas_op tb, int64_t m, int64_t n, int64_t k) {
+  const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
+  return smooth_time(gm, m, n, k) * poas__thin_factor(gm->thin, m, n);
+}
+
+double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
+                               poas_op tb, int64_t m, int64_t n, int64_t k) {
+  return smooth_time(poas__gemm_model_for(dm, dtype, ta, tb), m, n, k);
 }
 
 double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes) {

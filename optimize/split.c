@@ -25,22 +25,13 @@
 /* Devices sharing the host's cores whose subsets are enumerated. */
 #define MAX_SHARING 12
 
-/* The solver's view of one candidate device: the pipeline its searches
- * use (smooth model, time never falling as units are added) and the one
- * its plan's times are reported from (the model as predictions use it). */
+/* The solver's view of one candidate device. Its pipeline is the smooth
+ * model's (poas__pipe_init_search), whose time never falls as units are
+ * added; fill_result reports the plan's times with the thin-block tables. */
 typedef struct cand {
   int dev;        /* index in the input */
-  poas__pipe search, pipe;
+  poas__pipe pipe;
 } cand;
-
-static void cand_init(cand *c, const poas__opt_problem *p, poas__split_dim split,
-                      const poas__device_model *dm, const poas__opt_device *d, int64_t tile) {
-  poas__pipe_init_search(&c->search, p, split, dm, d, tile, 1);
-  if (poas__gemm_model_for(dm, p->dtype, p->transa, p->transb)->thin)
-    poas__pipe_init(&c->pipe, p, split, dm, d, tile, 1);
-  else
-    c->pipe = c->search, c->pipe.smooth = 0; /* the same times: no table */
-}
 
 typedef struct solver {
   const poas__opt_problem *p;
@@ -60,13 +51,13 @@ static const char *unit_name(const poas__opt_problem *p, poas__split_dim split) 
   return (split == POAS__SPLIT_ROWS) != (p->names_swapped != 0) ? "rows" : "columns";
 }
 
-/* Predicted seconds for `g` granules on candidate i, by its search
- * pipeline (never falling as g grows). */
+/* Predicted seconds for `g` granules on candidate i, by the smooth model
+ * (never falling as g grows). */
 static double cand_time(const solver *s, int i, int64_t g) {
   if (g <= 0)
     return 0;
   poas__pipe_time t;
-  poas__pipe_eval(&s->c[i].search, POAS__MIN(g * s->granule, s->total), &t);
+  poas__pipe_eval(&s->c[i].pipe, POAS__MIN(g * s->granule, s->total), &t);
   return t.total_s;
 }
 
@@ -422,7 +413,7 @@ static double solve_subset(solver *s, const poas__opt_device *d, int nd, const i
       continue;
     cand *c = &s->c[s->ncand++];
     c->dev = i;
-    cand_init(c, s->p, r->split, &r->model[i], &d[i], sc->tile[i]);
+    poas__pipe_init_search(&c->pipe, s->p, r->split, &r->model[i], &d[i], sc->tile[i], 1);
   }
   if (s->ncand == 0)
     return INFINITY;
@@ -455,7 +446,7 @@ static double solve_tiled(solver *s, const poas__opt_device *d, int nd, const in
     int64_t tile = device_tile(&d[i], s->p, r, &r->model[i], tile_fit(&d[i], s->p, r->split),
                                share, working == 1);
     if (tile != now) {
-      cand_init(&s->c[ci], s->p, r->split, &r->model[i], &d[i], tile);
+      poas__pipe_init_search(&s->c[ci].pipe, s->p, r->split, &r->model[i], &d[i], tile, 1);
       changed = 1;
     }
   }
@@ -549,7 +540,8 @@ static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, u
 }
 
 /* Writes each device's range and predicted time from the assignment. */
-static void fill_result(const solver *s, const screen *sc, poas__opt_result *r) {
+static void fill_result(const solver *s, const poas__opt_device *d, const screen *sc,
+                        poas__opt_result *r) {
   const char *units = unit_name(s->p, r->split);
   int64_t u = 0;
   r->makespan_s = 0;
@@ -571,7 +563,11 @@ static void fill_result(const solver *s, const screen *sc, poas__opt_result *r) 
     }
     sh->u0 = u;
     sh->u1 = u = POAS__MIN(u + s->n[ci] * s->granule, s->total);
-    poas__pipe_eval(&s->c[ci].pipe, sh->u1 - sh->u0, &sh->time);
+    /* With the thin-block tables, as predictions are made: the solver
+     * searched on the smooth model. */
+    poas__pipe report;
+    poas__pipe_init(&report, s->p, r->split, &r->model[i], &d[i], s->c[ci].pipe.tile, 1);
+    poas__pipe_eval(&report, sh->u1 - sh->u0, &sh->time);
   }
   /* A plan that is not one device with one tile runs through the engine
    * (schedule/run.c): its cost of a run counts in every working device's
@@ -743,9 +739,9 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   int too_big = screen_devices(d, nd, p, out, &sc);
   if (out->total_units == 0 || p->m == 0 || p->n == 0)
     return 0;
-  /* Only the scalars are set: the arrays are filled before they are read,
-   * and zeroing them (two pipelines per candidate, 120 KiB) cost a call
-   * 0.4 us. */
+  /* Only the scalars are set: the arrays (a pipeline per candidate, 60
+   * KiB) are filled before they are read, and zeroing them took 0.5 us of
+   * the 2.2 a 64^3 sgemm's plan took on the CI machine. */
   solver s;
   s.p = p, s.total = out->total_units, s.granule = out->granule;
   s.ncand = s.ns = 0;
@@ -778,6 +774,6 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
     return fail_everywhere(d, nd, p, too_big, out);
   t = drop_marginal(&s, d, nd, &sc, out, t);
   alone_when_cheaper(&s, d, nd, &sc, out, t);
-  fill_result(&s, &sc, out);
+  fill_result(&s, d, &sc, out);
   return 0;
 }

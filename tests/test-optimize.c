@@ -292,17 +292,28 @@ TEST(devices_sharing_cores_never_add_what_they_cannot) {
   return 0;
 }
 
+/* A cpu device and a PoCL-like one (with its own memory or not) that
+ * share the host's two cores, on a square sgemm of side 4096; tests set
+ * their models. */
+static poas__opt_problem sharing_pair(poas__opt_device d[2], const poas__device_model *cpu,
+                                      const poas__device_model *pocl, int pocl_host_memory) {
+  d[0] = device("cpu0", cpu, 1);
+  d[1] = device("opencl0", pocl, pocl_host_memory);
+  d[0].shares_host_cores = d[1].shares_host_cores = 1;
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 4096);
+  p.host_cores = 2;
+  return p;
+}
+
 /* Devices on disjoint cores still slow each other (caches, memory
  * bandwidth). A slow device whose help is worth less than the slowdown it
  * causes is left out, with that reason; one worth more takes part, and
  * both are planned with their slowed models. */
 TEST(contention_between_sharing_devices_is_priced_in) {
   poas__device_model cpu, pocl;
-  poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 0)};
-  d[0].shares_host_cores = d[1].shares_host_cores = 1;
-  poas__opt_problem p = square_gemm(POAS_FLOAT32, 4096);
+  poas__opt_device d[2];
+  poas__opt_problem p = sharing_pair(d, &cpu, &pocl, 0);
   p.reads_c = 1;
-  p.host_cores = 2;
   poas__opt_result r;
   /* 12:1 rates, 10% contention each: the helper adds < 8%, costs 10%. */
   rate_model(&cpu, 1.2e11, 1e-5, 0, 1e30);
@@ -343,10 +354,8 @@ TEST(contention_between_sharing_devices_is_priced_in) {
  * the pair ran at 0.88x the CPU alone.) */
 TEST(min_gain_counts_the_contention_a_helper_causes) {
   poas__device_model cpu, pocl;
-  poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 1)};
-  d[0].shares_host_cores = d[1].shares_host_cores = 1;
-  poas__opt_problem p = square_gemm(POAS_FLOAT32, 4096);
-  p.host_cores = 2;
+  poas__opt_device d[2];
+  poas__opt_problem p = sharing_pair(d, &cpu, &pocl, 1);
   p.min_gain = 0.03;
   rate_model(&cpu, 1e11, 0, 0, 1e30);
   rate_model(&pocl, 5e9, 0, 0, 1e30);
@@ -365,8 +374,6 @@ TEST(min_gain_counts_the_contention_a_helper_causes) {
             r.dev[0].corun);
   return 0;
 }
-
-/* ------------------------------------------------------------ bad input */
 
 #define CHECK_REL(a, b, tol)                                                              \
   CHECK_MSG(fabs((a) - (b)) <= (tol) * fabs(b), "%s = %.17g, %s = %.17g", #a, (double)(a), #b, \
@@ -418,6 +425,8 @@ TEST(thin_block_tables_are_applied_and_the_solver_still_places_everything) {
   }
   return 0;
 }
+
+/* ------------------------------------------------------------ bad input */
 
 TEST(unusable_models_give_conservative_finite_plans) {
   poas__device_model nan_model, zero_model, no_bw, good;

@@ -288,9 +288,7 @@ static void release_state(ocl_state *s) {
 #define CPU_DGEMM_MIN_INDIRECT 768
 
 static void tune_clblast(ocl_state *s) {
-  cl_device_type type = 0;
-  clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-  if (!(type & CL_DEVICE_TYPE_CPU))
+  if (!s->dev.info.shares_host_cores) /* fill_info: a CPU device */
     return;
   const char *names[1] = {"XGEMM_MIN_INDIRECT_SIZE"};
   const size_t values[1] = {CPU_DGEMM_MIN_INDIRECT};
