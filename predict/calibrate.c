@@ -617,15 +617,18 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
 /* The held-out errors of dtype dt again, now that its thin table exists:
  * each held-out sample predicted by its pair's training fit (train[pair])
  * times the table, so that the figures a profile reports are the errors
- * of what predictions use. R^2 (of the training fit) is left as it is. */
-static void restat_dtype(int dt, const gemm_sample *s, int ns,
-                         double train[4][POAS__GEMM_NFEAT], poas__device_model *out) {
+ * of what predictions use. R^2 (of the training fit) is left as it is.
+ * Returns the mean relative error of the held-out samples (NaN when there
+ * is no memory to compute it). */
+static double restat_dtype(int dt, const gemm_sample *s, int ns,
+                           double train[4][POAS__GEMM_NFEAT], poas__device_model *out) {
   double *all = malloc((size_t)ns * sizeof *all);
   double *pair_err = malloc((size_t)ns * sizeof *pair_err);
+  double mean = NAN;
   if (!all || !pair_err)
     goto out;
   int nall = 0;
-  double all_max = 0;
+  double all_max = 0, sum = 0;
   for (int pair = 0; pair < 4; pair++) {
     poas__device_model dm = {0};
     dm.gemm[dt][pair] = out->gemm[dt][pair];
@@ -640,6 +643,7 @@ static void restat_dtype(int dt, const gemm_sample *s, int ns,
       double e = fabs(p - s[i].t) / s[i].t;
       pair_err[n++] = e;
       all[nall++] = e;
+      sum += e;
       mx = fmax(mx, e);
     }
     if (!n)
@@ -651,10 +655,59 @@ static void restat_dtype(int dt, const gemm_sample *s, int ns,
   if (nall) {
     out->gemm_fit[dt].heldout_max = all_max;
     out->gemm_fit[dt].heldout_median = poas__median(all, nall);
+    mean = sum / nall;
   }
 out:
   free(pair_err);
   free(all);
+  return mean;
+}
+
+/* Keeps dtype dt's thin-block tables only if they predict its held-out
+ * samples (thin blocks and squares of the sweep's own sizes, up to 3072 in
+ * a full sweep, where the probes are 512 x s x 430 on the CI machine) no
+ * worse than the smooth model alone, by the mean relative error over all
+ * pairs; the held-out figures stored are those of the choice. The probes
+ * are small so that they take seconds, and what they find does not always
+ * hold at the sizes a split runs. On one thread their operands stay in
+ * the caches, so their factors (0.5-1.0 at short sides under 32) made thin
+ * blocks that stream their operands look faster than they are: a full
+ * calibration of the CI machine's cpu:threads=1 had a held-out mean error
+ * of 10.3% (s) and 9.8% (d) with its tables, 5.1% and 4.4% without, and
+ * on shapes calibration never measured the tables took the median error
+ * from 4.2-6.1% to 4.7-10.5% and the 90th percentile from 10-14% to
+ * 20-26%. On two threads they have helped (the 90th percentile on those
+ * shapes 11-18% with them, 33-43% without), but two full calibrations of
+ * them on a noisier day had held-out mean errors of 17-21% with their
+ * tables and 7-8.5% without (one kept them by force: on those shapes its
+ * largest error was 100-110% with them, 47-62% without). Tables
+ * within THIN_KEEP_SLACK (and THIN_KEEP_ABS) of the smooth model's error
+ * are kept: they cost nothing there (a sim's are all 1, its errors under
+ * 0.1%), and the held-out set samples only a few of the short sides whose
+ * swings they record. */
+#define THIN_KEEP_SLACK 1.05
+#define THIN_KEEP_ABS 1e-3
+static void keep_thin_if_better(const poas__device *dev, int dt, const gemm_sample *s, int ns,
+                                double train[4][POAS__GEMM_NFEAT], poas__device_model *out) {
+  const poas__thin_table *tables[4];
+  for (int pair = 0; pair < 4; pair++)
+    tables[pair] = out->gemm[dt][pair].thin, out->gemm[dt][pair].thin = NULL;
+  double without = restat_dtype(dt, s, ns, train, out);
+  for (int pair = 0; pair < 4; pair++)
+    out->gemm[dt][pair].thin = tables[pair];
+  double with = restat_dtype(dt, s, ns, train, out);
+  if (!(with > without * THIN_KEEP_SLACK + THIN_KEEP_ABS)) {
+    poas__info("%s: %sgemm thin-block tables kept: held-out mean error %.2f%% with them, %.2f%% "
+               "without",
+               dev->info.id, poas__dtype_letter((poas_dtype)dt), 100 * with, 100 * without);
+    return;
+  }
+  for (int pair = 0; pair < 4; pair++)
+    out->gemm[dt][pair].thin = NULL;
+  restat_dtype(dt, s, ns, train, out);
+  poas__info("%s: %sgemm thin-block tables left out: held-out mean error %.2f%% with them, "
+             "%.2f%% without",
+             dev->info.id, poas__dtype_letter((poas_dtype)dt), 100 * with, 100 * without);
 }
 
 static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sample *s, int ns,
@@ -680,7 +733,7 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
     if (!rc)
       rc = measure_thin(bb, sw, dt, pg, out);
     if (!rc)
-      restat_dtype(dt, s, ns, train, out);
+      keep_thin_if_better(bb->dev, dt, s, ns, train, out);
   }
   if (!rc)
     report(pg, "fit", 0);
