@@ -457,7 +457,8 @@ TEST(guided_tail_counts_a_cost_per_call) {
  * while the slow one waited: 1.116 of the ideal at x0.8 and 1.6 ms a
  * call (on the CI machine PoCL waited 95 ms of a 2048 dgemm's 264 that
  * way). Taken whole, it ran past the others: 1.056 at x0.7, 0.8 ms, where
- * cutting it gives 1.040. */
+ * cutting it gives 1.040. With the cut the worst case here is 1.074 (x0.7,
+ * 1.6 ms: the slow device's first call alone is a third of the ideal). */
 TEST(guided_tail_cuts_a_late_chunk_to_end_in_time) {
   const double slow[] = {0.7, 0.8, 0.85, 0.9, 0.95}, call[] = {0.0002, 0.0004, 0.0008, 0.0016};
   for (size_t i = 0; i < POAS__ARRAY_LEN(slow); i++)
@@ -465,7 +466,7 @@ TEST(guided_tail_cuts_a_late_chunk_to_end_in_time) {
       poas_report rep;
       double ratio;
       CHECK_OK(uneven_pair(1, slow[i], call[j], 1, &ratio, &rep));
-      CHECK_MSG(ratio <= 1.075, "slow x%.2f, %.1f ms a call: makespan %.4f of ideal", slow[i],
+      CHECK_MSG(ratio <= 1.08, "slow x%.2f, %.1f ms a call: makespan %.4f of ideal", slow[i],
                 call[j] * 1e3, ratio);
     }
   return 0;
