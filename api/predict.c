@@ -42,6 +42,14 @@ static void thin_range(const poas__thin_table *tt, poas_fit_info *out) {
     }
 }
 
+/* A dtype's pooled entry spans the ranges of its pairs' tables. */
+static void widen_thin(poas_fit_info *all, const poas_fit_info *pair) {
+  if (!(pair->thin_max > 0))
+    return;
+  all->thin_min = all->thin_max > 0 ? fmin(all->thin_min, pair->thin_min) : pair->thin_min;
+  all->thin_max = fmax(all->thin_max, pair->thin_max);
+}
+
 static void device_fit(const poas__device *dev, const poas__device_model *m, poas_device_fit *f) {
   memset(f, 0, sizeof *f);
   poas__strlcpy(f->id, dev->info.id, sizeof f->id);
@@ -53,6 +61,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
       const poas__gemm_model *g = &m->gemm[dt][p];
       fit_info(&f->gemm_pair[dt][p], g->samples, g->r2, g->heldout_median, g->heldout_max);
       thin_range(g->thin, &f->gemm_pair[dt][p]);
+      widen_thin(&f->gemm[dt], &f->gemm_pair[dt][p]);
     }
   }
   for (int dir = 0; dir < 2; dir++) {

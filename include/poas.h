@@ -209,10 +209,12 @@ typedef struct poas_fit_info {
   double r2;               /* R^2 of the relative-error fit on the training ones */
   double heldout_median;   /* median |predicted - measured| / measured, held out */
   double heldout_max;      /* largest such error on the held-out samples */
-  /* GEMM models of one transpose pair: the smallest and largest factor of
-   * its thin-block table, the time of a block with 1 to 256 rows or columns
-   * over what the smooth model says (a BLAS's speed goes up and down with
-   * such a short side); both 0 when it has no table. */
+  /* GEMM models: the smallest and largest factor of the transpose pair's
+   * thin-block table (of all its pairs' tables, for a dtype's pooled
+   * entry), the time of a block with 1 to 256 rows or columns over what
+   * the smooth model says (a BLAS's speed goes up and down with such a
+   * short side); both 0 when there is no table (calibration leaves a
+   * dtype's tables out when they predict its held-out samples worse). */
   double thin_min, thin_max;
 } poas_fit_info;
 

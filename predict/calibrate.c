@@ -614,10 +614,10 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   return rc;
 }
 
-/* The held-out errors of dtype dt again, now that its thin table exists:
- * each held-out sample predicted by its pair's training fit (train[pair])
- * times the table, so that the figures a profile reports are the errors
- * of what predictions use. R^2 (of the training fit) is left as it is.
+/* The held-out errors of dtype dt again, with the thin tables its pairs
+ * hold now: each held-out sample predicted by its pair's training fit
+ * (train[pair]) times its table, so that the figures a profile reports
+ * are the errors of what predictions use. R^2 (of the training fit) is left as it is.
  * Returns the mean relative error of the held-out samples (NaN when there
  * is no memory to compute it). */
 static double restat_dtype(int dt, const gemm_sample *s, int ns,

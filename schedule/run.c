@@ -327,7 +327,8 @@ static int64_t chunk_size(const runner *r, int d) {
   poas__debug("tail: %s at %.4f s: pool %lld, level %.4f s, share %.1f (ready %.4f s, x%.3f "
               "the model), %lld units to end at %.4f s%s",
               r->set->dev[d]->info.id, dev_time(r, d), (long long)pool, level, share, ready[d],
-              corr[d], (long long)n, end, declined ? ": declined, the others end the pool sooner without it" : "");
+              corr[d], (long long)n, end,
+              declined ? ": declined, the others end the pool sooner without it" : "");
   return declined ? 0 : n;
 }
 
