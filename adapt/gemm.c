@@ -26,6 +26,7 @@ typedef struct dev_state {
   int shared, slot_in[2], slot_c[2]; /* buffer indices; -1: none yet */
   int c_whole, in_whole;      /* external buffers (keep_c, resident in); -1: none yet */
   int next_slot;
+  int shared_ours;            /* the shared buffer is freed by finish() */
   poas__pipe first, later;    /* with and without the shared operand's copy */
   /* Caller-owned device memory (poas__gemm_source_keep_c, _resident);
    * ptr NULL when unused. */
@@ -44,6 +45,9 @@ struct poas__gemm_source {
   int64_t shared_rows, shared_cols, shared_ld;
   int ndev;
   int host_memory[POAS_MAX_DEVICES];
+  /* The device holds the shared operand transposed (poas__shared_transposed)
+   * and its GEMMs read it with the opposite op. */
+  int transposed[POAS_MAX_DEVICES];
   int64_t tile[POAS_MAX_DEVICES];
   poas__device_model model[POAS_MAX_DEVICES];
   dev_state dev[POAS_MAX_DEVICES];
@@ -162,7 +166,35 @@ static void part_dims(const part *pt, int64_t units, int64_t *rows, int64_t *col
   *cols = pt->rowseg ? pt->extent : units;
 }
 
-/* Allocates and copies the shared operand, as stored, on first use. */
+static int free_buffer(poas__graph *g, int device, int buf);
+
+/* Replaces the device's shared buffer by its transpose, computed on the
+ * device's compute lane, and frees the original unless the caller owns it.
+ * Once per run: CLBlast would otherwise copy it into that layout for every
+ * chunk's call (2048 x 2048 doubles, 8 ms on one PoCL core, against
+ * 25-50 ms for a 32- to 64-row chunk's GEMM). */
+static int transpose_shared(poas__gemm_source *s, poas__graph *g, int device, int chunk) {
+  dev_state *d = &s->dev[device];
+  int t = alloc_buffer(g, device, (size_t)s->shared_cols * s->es, (size_t)s->shared_rows, chunk);
+  if (t < 0)
+    return t;
+  poas__ins in = {.kind = POAS__INS_TRANSPOSE, .device = device, .lane = POAS__LANE_COMPUTE,
+                  .chunk = chunk, .predicted_s = d->first.transpose_s, .naccess = 2};
+  in.u.transpose.call = (poas__transpose_call){
+      .dtype = s->p.dtype, .rows = s->shared_rows, .cols = s->shared_cols,
+      .src = {{NULL}, 0, s->shared_rows}, .dst = {{NULL}, 0, s->shared_cols}};
+  in.u.transpose.src_buf = d->shared, in.u.transpose.dst_buf = t;
+  in.access[0] = (poas__access){whole(g, d->shared), POAS__READ};
+  in.access[1] = (poas__access){whole(g, t), POAS__WRITE};
+  int rc = add(g, &in);
+  if (!rc && d->shared_ours)
+    rc = free_buffer(g, device, d->shared);
+  d->shared = t, d->shared_ours = 1;
+  return rc;
+}
+
+/* Allocates and copies the shared operand, as stored, on first use, and
+ * transposes it where the device wants it so. */
 static int shared_operand(poas__gemm_source *s, poas__graph *g, int device, int chunk) {
   dev_state *d = &s->dev[device];
   if (d->shared >= 0 || !s->p.reads_ab)
@@ -170,18 +202,22 @@ static int shared_operand(poas__gemm_source *s, poas__graph *g, int device, int 
   size_t pitch = (size_t)s->shared_rows * s->es;
   if (d->res_shared.ptr) {
     int ext = external_buffer(g, device, d->res_shared, pitch, (size_t)s->shared_cols);
-    if (ext >= 0)
-      d->shared = ext;
-    return ext < 0 ? ext : 0;
+    if (ext < 0)
+      return ext;
+    d->shared = ext, d->shared_ours = 0;
+  } else {
+    int buf = alloc_buffer(g, device, pitch, (size_t)s->shared_cols, chunk);
+    if (buf < 0)
+      return buf;
+    d->shared = buf, d->shared_ours = 1;
+    poas__copy2d shape = {pitch, (size_t)s->shared_cols, (size_t)s->shared_ld * s->es, pitch, 0};
+    poas__region host = {s->host_shared, 0, (size_t)s->shared_cols, 0, pitch};
+    int rc = copy_in(g, device, chunk, buf, s->shared_base, shape, host, whole(g, buf),
+                     d->first.shared_s);
+    if (rc)
+      return rc;
   }
-  int buf = alloc_buffer(g, device, pitch, (size_t)s->shared_cols, chunk);
-  if (buf < 0)
-    return buf;
-  d->shared = buf;
-  poas__copy2d shape = {pitch, (size_t)s->shared_cols, (size_t)s->shared_ld * s->es, pitch, 0};
-  poas__region host = {s->host_shared, 0, (size_t)s->shared_cols, 0, pitch};
-  return copy_in(g, device, chunk, buf, s->shared_base, shape, host, whole(g, buf),
-                 d->first.shared_s);
+  return s->transposed[device] ? transpose_shared(s, g, device, chunk) : 0;
 }
 
 /* The tile buffers of a slot, allocated on first use. */
@@ -225,6 +261,12 @@ static poas__ins gemm_ins(const poas__gemm_source *s, int device, int chunk, int
     call.m = units;
   else
     call.n = units;
+  if (s->transposed[device] && s->p.reads_ab) {
+    if (s->split == POAS__SPLIT_ROWS)
+      call.transb = POAS_TRANS; /* B was not transposed: its transpose is */
+    else
+      call.transa = POAS_NO_TRANS; /* A was transposed */
+  }
   if (!s->p.reads_ab) {
     /* Only beta * C: the operands are not read, so they alias C with
      * shapes any BLAS accepts for k = 0. */
@@ -295,7 +337,7 @@ static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t
   dev_state *d = &s->dev[device];
   int64_t units = t1 - t0;
   poas__tile_cost cost;
-  poas__tile_costs(&s->p, s->split, &s->model[device], 0, units, &cost);
+  poas__tile_costs(&d->later.prob, s->split, &s->model[device], 0, units, &cost);
   tile_place c = place_tile(s, g, &s->c, d->keep_c.ptr ? d->c_whole : -1, d->slot_c[slot], t0,
                             t1);
   poas__region c_host = host_region(&s->c, s->host_c, t0, t1, s->es);
@@ -320,7 +362,7 @@ static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t
   poas__ins gi;
   if (s->p.reads_ab) {
     poas__operand in_op = {{NULL}, in.off, in.ld};
-    poas__operand sh_op = {{NULL}, 0, s->shared_rows};
+    poas__operand sh_op = {{NULL}, 0, s->transposed[device] ? s->shared_cols : s->shared_rows};
     gi = s->split == POAS__SPLIT_ROWS
              ? gemm_ins(s, device, chunk, units, in.buf, in_op, d->shared, sh_op, c.buf, c_op)
              : gemm_ins(s, device, chunk, units, d->shared, sh_op, in.buf, in_op, c.buf, c_op);
@@ -349,6 +391,7 @@ static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t
 static void reset_device(dev_state *d, const poas__graph *g) {
   d->graph = g;
   d->shared = -1;
+  d->shared_ours = 0;
   d->slot_in[0] = d->slot_in[1] = d->slot_c[0] = d->slot_c[1] = -1;
   d->c_whole = d->in_whole = -1;
   d->next_slot = 0;
@@ -402,7 +445,7 @@ static int finish(void *user, poas__graph *g, int device) {
   int rc = 0;
   if (d->graph == g) {
     /* Caller-owned memory (a resident shared operand) is not freed. */
-    int bufs[5] = {d->res_shared.ptr ? -1 : d->shared, d->slot_in[0], d->slot_in[1],
+    int bufs[5] = {d->shared_ours ? d->shared : -1, d->slot_in[0], d->slot_in[1],
                    d->slot_c[0], d->slot_c[1]};
     for (int i = 0; i < 5 && !rc; i++)
       rc = free_buffer(g, device, bufs[i]);
@@ -456,6 +499,8 @@ int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_proble
   describe(s);
   for (int i = 0; i < s->ndev; i++) {
     s->host_memory[i] = devs[i].host_memory;
+    s->transposed[i] =
+        !devs[i].host_memory && poas__shared_transposed(p, s->split, devs[i].wants_bt);
     s->tile[i] = plan->dev[i].tile;
     s->model[i] = plan->model[i];
     poas__pipe_init(&s->dev[i].first, p, s->split, &s->model[i], &devs[i],

@@ -111,6 +111,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .host_memory = info->host_memory,
         .shares_host_cores = info->shares_host_cores,
         .cores = info->cores,
+        .wants_bt = ctx->devices.dev[i]->gemm_wants_bt && ctx->devices.dev[i]->be->transpose,
         .supports_dtype =
             (info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED) &&
             (p->only == 0 || p->only == i + 1),

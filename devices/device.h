@@ -73,6 +73,14 @@ typedef struct poas__gemm_call {
   poas__operand a, b, c;
 } poas__gemm_call;
 
+/* dst = src^T on device memory: src is `rows` x `cols` (column-major, ld
+ * src.ld), dst `cols` x `rows` with ld dst.ld. */
+typedef struct poas__transpose_call {
+  poas_dtype dtype;
+  int64_t rows, cols;
+  poas__operand src, dst;
+} poas__transpose_call;
+
 /* A 2-D block copy: `rows` runs of `width` bytes, `pitch` bytes apart on
  * each side. */
 typedef struct poas__copy2d {
@@ -113,6 +121,8 @@ struct poas__backend {
   int (*copy_d2h)(poas__device *dev, int lane, void *dst, poas__mem src,
                   const poas__copy2d *shape);
   int (*gemm)(poas__device *dev, int lane, const poas__gemm_call *call);
+  /* Optional (with gemm_wants_bt): an out-of-place transpose on a lane. */
+  int (*transpose)(poas__device *dev, int lane, const poas__transpose_call *call);
 
   /* Events: record marks the current end of a lane; wait makes a lane wait
    * for an event (of the same device) without blocking the host; sync
@@ -143,6 +153,13 @@ struct poas__device {
    * CUDA's copies from pageable memory do for the whole copy: one thread
    * per lane, and one to wait on events, keeps the other lanes fed. */
   int issue_threads;
+  /* The device's GEMM reads B in place only when it is transposed (op
+   * POAS_TRANS) and A only when it is not: it copies either operand into
+   * that layout first otherwise, on every call (CLBlast's indirect kernel).
+   * With the transpose op, adapt/ then stores a shared operand that
+   * arrives the other way transposed, once per run, instead of having
+   * every chunk's call copy it (see adapt/gemm.c). */
+  int gemm_wants_bt;
   void *priv;            /* backend state */
   poas__memcache *cache; /* freed buffers kept for reuse; set by the registry */
 };

@@ -109,14 +109,23 @@ double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, p
   return smooth_time(poas__gemm_model_for(dm, dtype, ta, tb), m, n, k);
 }
 
-double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes) {
-  const poas__transfer_model *tm = &dm->xfer[dir == POAS_D2H];
+static double transfer_model_time(const poas__transfer_model *tm, double bytes) {
   if (!tm->valid || bytes <= 0)
     return 0;
   if (tm->knee_bytes > 0 && bytes > tm->knee_bytes)
     return tm->latency + tm->knee_bytes / tm->bandwidth +
            (bytes - tm->knee_bytes) / tm->bandwidth_beyond;
   return tm->latency + bytes / tm->bandwidth;
+}
+
+double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes) {
+  return transfer_model_time(&dm->xfer[dir == POAS_D2H], bytes);
+}
+
+double poas__model_transpose_time(const poas__device_model *dm, double bytes) {
+  if (dm->transpose.valid)
+    return transfer_model_time(&dm->transpose, bytes);
+  return poas__model_transfer_time(dm, POAS_H2D, bytes);
 }
 
 void poas__gemm_model_from_rate(poas__gemm_model *gm, double flops_per_s, double overhead_s) {

@@ -96,6 +96,10 @@ typedef struct poas__device_model {
    * can register it (valid only when measured and different). */
   poas__transfer_model xfer[2];
   poas__transfer_model xfer_pinned[2];
+  /* An on-device transpose of a matrix of that many bytes (the shared
+   * operand's, for devices whose GEMM wants it transposed: adapt/gemm.c);
+   * valid only where measured. */
+  poas__transfer_model transpose;
   uint64_t memory_bytes;        /* what calibration could really allocate */
   /* How much slower its GEMMs and copies run while another device that
    * shares the host's cores computes at the same time (caches, memory
@@ -142,6 +146,11 @@ double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poa
 /* Predicted seconds for one host<->device copy of `bytes`; 0 when the
  * device computes on host memory. */
 double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes);
+/* Seconds to transpose a matrix of `bytes` on the device: the transpose
+ * model where calibration measured one, else the time of copying the
+ * bytes in (a stand-in: PoCL on one core transposed 8 MiB to 32 MiB at
+ * 7.5-10 GB/s read and written). */
+double poas__model_transpose_time(const poas__device_model *dm, double bytes);
 /* A throughput model of `flops_per_s` with a fixed `overhead_s` per call,
  * for built-in estimates and sim devices. */
 void poas__gemm_model_from_rate(poas__gemm_model *gm, double flops_per_s, double overhead_s);

@@ -48,7 +48,17 @@ typedef struct poas__opt_device {
   int shares_host_cores;
   int cores;
   int supports_dtype;              /* can compute the problem's dtype */
+  /* Its GEMM wants B transposed and A not, and it can transpose the shared
+   * operand (poas__device.gemm_wants_bt with a transpose op). */
+  int wants_bt;
 } poas__opt_device;
+
+/* Whether a device that wants_bt gets the shared operand of `split`
+ * transposed once per run (it arrives in the orientation its GEMM would
+ * copy on every call): B shared (rows split) and not transposed, or A
+ * shared (columns split) and transposed. Its GEMMs then read the
+ * transposed copy with the opposite op. */
+int poas__shared_transposed(const poas__opt_problem *p, poas__split_dim split, int wants_bt);
 
 /* What a device does for a number of units, as the pipeline predicts. */
 typedef struct poas__pipe_time {
@@ -70,6 +80,7 @@ typedef struct poas__pipe {
   int serial;            /* copies and GEMMs share one timeline (see pipeline.c) */
   int64_t tile;
   double shared_s;       /* copy of the shared operand; 0 when none */
+  double transpose_s;    /* its transpose on the device after the copy; 0 when none */
   uint64_t shared_bytes;
   double unit_in_bytes, unit_c_bytes; /* bytes of one unit's A/B part and C part */
   double t_in, t_c, t_gemm, t_out;    /* one whole tile's stage times */
@@ -80,7 +91,8 @@ typedef struct poas__pipe {
   /* The GEMM times are the smooth model's, without the thin-block table
    * (poas__pipe_init_search). */
   int smooth;
-  /* For partial tiles: the model and the problem. */
+  /* For partial tiles: the model and the problem, with the ops its GEMMs
+   * run with (poas__shared_transposed flips one). */
   const poas__device_model *model;
   poas__opt_problem prob;
   poas__split_dim split;

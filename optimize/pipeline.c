@@ -40,6 +40,12 @@ uint64_t poas__shared_bytes(const poas__opt_problem *p, poas__split_dim split) {
   return (uint64_t)p->k * (uint64_t)other * es;
 }
 
+int poas__shared_transposed(const poas__opt_problem *p, poas__split_dim split, int wants_bt) {
+  if (!wants_bt || !p->reads_ab)
+    return 0;
+  return split == POAS__SPLIT_ROWS ? p->transb == POAS_NO_TRANS : p->transa == POAS_TRANS;
+}
+
 /* Bytes of one unit's part of the non-shared operand and of C. */
 static void unit_bytes(const poas__opt_problem *p, poas__split_dim split, double *in, double *c) {
   double es = (double)poas__dtype_size(p->dtype);
@@ -149,15 +155,23 @@ static void pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_di
   pp->split = split;
   if (host_memory)
     return;
+  int transposed = poas__shared_transposed(p, split, dev->wants_bt);
+  if (transposed && split == POAS__SPLIT_ROWS)
+    pp->prob.transb = POAS_TRANS;
+  else if (transposed)
+    pp->prob.transa = POAS_NO_TRANS;
   unit_bytes(p, split, &pp->unit_in_bytes, &pp->unit_c_bytes);
   if (with_shared && p->reads_ab) {
     pp->shared_bytes = poas__shared_bytes(p, split);
     pp->shared_s = poas__model_transfer_time(dm, POAS_H2D, (double)pp->shared_bytes);
+    if (transposed)
+      pp->transpose_s = poas__model_transpose_time(dm, (double)pp->shared_bytes);
   }
   poas__tile_cost t;
-  tile_costs(p, split, dm, 0, smooth, pp->tile, &t);
+  tile_costs(&pp->prob, split, dm, 0, smooth, pp->tile, &t);
   pp->t_in = t.in_s, pp->t_c = t.c_s, pp->t_gemm = t.gemm_s, pp->t_out = t.out_s;
-  double s[S_N] = {pp->shared_s, 0, 0, 0, 0};
+  /* The transpose holds the compute lane once the shared operand is in. */
+  double s[S_N] = {pp->shared_s, pp->shared_s + pp->transpose_s, 0, 0, 0};
   memcpy(pp->states[0], s, sizeof s);
   int h2d_moves = p->reads_ab || p->reads_c;
   for (int j = 1; j < POAS__PIPE_STEPS; j++) {
@@ -206,7 +220,7 @@ void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out) 
   int64_t whole = units / pp->tile, rest = units % pp->tile;
   double s[S_N];
   state_after(pp, whole, s);
-  double compute = (double)whole * pp->t_gemm;
+  double compute = pp->transpose_s + (double)whole * pp->t_gemm;
   double transfer = pp->shared_s + (double)whole * (pp->t_in + pp->t_c + pp->t_out);
   if (rest > 0) {
     poas__tile_cost t;

@@ -109,7 +109,11 @@ static double problem_bytes(const poas__opt_problem *p) {
  * operand beside the shared operand; 0 when not even one unit fits. */
 static int64_t tile_fit(const poas__opt_device *d, const poas__opt_problem *p,
                         poas__split_dim split) {
-  double budget = (double)d->memory_bytes * MEMORY_MARGIN - (double)poas__shared_bytes(p, split);
+  /* A shared operand transposed on the device is held twice until the
+   * transpose is done. */
+  double shared = (double)poas__shared_bytes(p, split) *
+                  (poas__shared_transposed(p, split, d->wants_bt) ? 2 : 1);
+  double budget = (double)d->memory_bytes * MEMORY_MARGIN - shared;
   double es = (double)poas__dtype_size(p->dtype);
   double per_unit = 2.0 * es * ((p->reads_ab ? (double)p->k : 0) +
                                 (double)(split == POAS__SPLIT_ROWS ? p->n : p->m));

@@ -36,7 +36,8 @@ static poas__worker *worker_of(poas__engine *e, int device) {
 }
 
 static int is_lane_op(poas__ins_kind k) {
-  return k == POAS__INS_H2D || k == POAS__INS_D2H || k == POAS__INS_GEMM;
+  return k == POAS__INS_H2D || k == POAS__INS_D2H || k == POAS__INS_GEMM ||
+         k == POAS__INS_TRANSPOSE;
 }
 
 static int lane_of(const poas__worker *w, const poas__ins *in) {
@@ -280,6 +281,10 @@ static void prepare(poas__engine *e, poas__worker *w, int id, issue *is) {
     in->u.gemm.call.b.mem = buffer_mem(e, in->u.gemm.b_buf);
     in->u.gemm.call.c.mem = buffer_mem(e, in->u.gemm.c_buf);
     break;
+  case POAS__INS_TRANSPOSE:
+    in->u.transpose.call.src.mem = buffer_mem(e, in->u.transpose.src_buf);
+    in->u.transpose.call.dst.mem = buffer_mem(e, in->u.transpose.dst_buf);
+    break;
   case POAS__INS_HOST:
     break;
   }
@@ -309,6 +314,10 @@ static int execute(poas__worker *w, issue *is, poas__event *ev) {
     break;
   case POAS__INS_GEMM:
     rc = d->be->gemm(d, is->lane, &in->u.gemm.call);
+    break;
+  case POAS__INS_TRANSPOSE:
+    rc = d->be->transpose ? d->be->transpose(d, is->lane, &in->u.transpose.call)
+                          : poas__fail(POAS_ENOTSUP, "%s: no transpose", d->info.id);
     break;
   case POAS__INS_HOST:
     return in->u.host.fn(in->u.host.arg);

@@ -1,6 +1,6 @@
 /* graph.h: the data handed from adapt/ to schedule/. An instruction graph
- * is a list of instructions (alloc, copy-in, gemm, copy-out, free, host
- * call) on devices, each declaring which regions of which buffers it reads
+ * is a list of instructions (alloc, copy-in, gemm, transpose, copy-out,
+ * free, host call) on devices, each declaring which regions of which buffers it reads
  * and writes; the scheduler infers the dependencies from those accesses
  * and runs the instructions on the devices' lanes.
  *
@@ -51,7 +51,8 @@ typedef enum poas__ins_kind {
   POAS__INS_H2D,    /* copy host -> buf */
   POAS__INS_D2H,    /* copy buf -> host */
   POAS__INS_GEMM,   /* gemm on buffers (host buffers for host_memory devices) */
-  POAS__INS_HOST    /* a host function, for the task API */
+  POAS__INS_HOST,   /* a host function, for the task API */
+  POAS__INS_TRANSPOSE /* dst buf = src buf transposed, on the device */
 } poas__ins_kind;
 
 /* A task's accesses (POAS_TASK_MAX_ACCESS) and the devices' region. */
@@ -87,6 +88,11 @@ typedef struct poas__ins {
       poas__gemm_call call;
       int a_buf, b_buf, c_buf;
     } gemm;
+    struct {
+      /* call.src/dst.mem are filled at run time from the buffers. */
+      poas__transpose_call call;
+      int src_buf, dst_buf;
+    } transpose;
     struct {
       int (*fn)(void *arg);
       void *arg;

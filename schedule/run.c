@@ -686,7 +686,7 @@ static void fill_report(const runner *r, poas_report *rep) {
 }
 
 static const char *kind_name(poas__ins_kind k) {
-  static const char *const names[] = {"alloc", "free", "h2d", "d2h", "gemm", "host"};
+  static const char *const names[] = {"alloc", "free", "h2d", "d2h", "gemm", "host", "transpose"};
   return (unsigned)k < POAS__ARRAY_LEN(names) ? names[k] : "?";
 }
 
@@ -763,6 +763,13 @@ static int run_serial(poas__device *d, int dev, poas__graph *g, int *wrote, uint
       }
       *wrote |= g->buf[bufs[2]].device != dev;
       rc = d->be->gemm(d, 0, &call);
+      break;
+    }
+    case POAS__INS_TRANSPOSE: {
+      poas__transpose_call call = in->u.transpose.call;
+      call.src.mem = g->buf[in->u.transpose.src_buf].mem;
+      call.dst.mem = g->buf[in->u.transpose.dst_buf].mem;
+      rc = d->be->transpose ? d->be->transpose(d, 0, &call) : POAS_ENOTSUP;
       break;
     }
     case POAS__INS_HOST:

@@ -71,6 +71,13 @@ static int execute(poas__device *d, poas__graph *g) {
       rc = d->be->gemm(d, 0, &call);
       break;
     }
+    case POAS__INS_TRANSPOSE: {
+      poas__transpose_call call = in->u.transpose.call;
+      call.src.mem = g->buf[in->u.transpose.src_buf].mem;
+      call.dst.mem = g->buf[in->u.transpose.dst_buf].mem;
+      rc = d->be->transpose(d, 0, &call);
+      break;
+    }
     case POAS__INS_HOST:
       rc = POAS_EINVAL;
       break;
@@ -105,8 +112,10 @@ static int covers_c_once(const poas__graph *g, const poas__gemm_call *c) {
   return ok;
 }
 
-/* One case: the problem on cpu0, through copies (host_memory = 0) or in
- * place, split along `split`, emitted as two ranges into one graph. */
+/* One case: the problem on cpu0, in place (copies 0), through copies
+ * (host_memory = 0: copies 1) or through copies with the shared operand
+ * transposed where a CLBlast device would want it (wants_bt: copies 2),
+ * split along `split`, emitted as two ranges into one graph. */
 static int run_case(poas__device *cpu, poas_dtype dt, poas_layout lay, poas_op ta, poas_op tb,
                     poas__split_dim split, int copies, double alpha, double beta) {
   test_gemm t;
@@ -125,7 +134,8 @@ static int run_case(poas__device *cpu, poas_dtype dt, poas_layout lay, poas_op t
   poas__device_model dm;
   rate_model(&dm, 1e10, 1e-5, 1e-5, 1e10);
   poas__opt_device dev = {.id = "cpu0", .model = &dm, .memory_bytes = (uint64_t)1 << 30,
-                          .host_memory = !copies, .cores = 1, .supports_dtype = 1};
+                          .host_memory = !copies, .cores = 1, .supports_dtype = 1,
+                          .wants_bt = copies == 2};
   poas__opt_result plan;
   memset(&plan, 0, sizeof plan);
   plan.split = split;
@@ -140,7 +150,7 @@ static int run_case(poas__device *cpu, poas_dtype dt, poas_layout lay, poas_op t
   snprintf(what, sizeof what, "%s %s %c%c %s %s alpha=%g beta=%g", poas__dtype_letter(dt),
            lay == POAS_COL_MAJOR ? "col" : "row", ta == POAS_TRANS ? 'T' : 'N',
            tb == POAS_TRANS ? 'T' : 'N', split == POAS__SPLIT_ROWS ? "rows" : "cols",
-           copies ? "copies" : "in place", alpha, beta);
+           copies == 2 ? "copies, wants B^T" : copies ? "copies" : "in place", alpha, beta);
   if (poas__gemm_source_create(&call, &p, &dev, &plan, &src, &ws) != 0)
     goto out;
   poas__graph g;
@@ -151,11 +161,16 @@ static int run_case(poas__device *cpu, poas_dtype dt, poas_layout lay, poas_op t
     rc = ws->emit(ws->user, &g, 0, cut, plan.total_units, 1);
   if (!rc)
     rc = ws->finish(ws->user, &g, 0);
-  int allocs = 0, frees = 0;
+  int allocs = 0, frees = 0, transposes = 0;
   for (int i = 0; i < g.nins; i++)
-    allocs += g.ins[i].kind == POAS__INS_ALLOC, frees += g.ins[i].kind == POAS__INS_FREE;
+    allocs += g.ins[i].kind == POAS__INS_ALLOC, frees += g.ins[i].kind == POAS__INS_FREE,
+        transposes += g.ins[i].kind == POAS__INS_TRANSPOSE;
+  int want_transposes = copies == 2 && poas__shared_transposed(&p, split, 1);
   if (rc)
     fprintf(stderr, "  %s: emit failed: %s\n", what, poas_err_name(rc));
+  else if (transposes != want_transposes)
+    fprintf(stderr, "  %s: %d transposes of the shared operand, not %d\n", what, transposes,
+            want_transposes);
   else if (!covers_c_once(&g, &call))
     fprintf(stderr, "  %s: C not covered exactly once\n", what);
   else if (allocs != frees || (copies && allocs == 0) || (!copies && allocs != 0))
@@ -180,7 +195,7 @@ TEST(chunk_graphs_compute_every_element_once) {
     for (int lay = 0; lay < 2; lay++)
       for (int tr = 0; tr < 4; tr++)
         for (int split = 0; split < 2; split++)
-          for (int copies = 0; copies < 2; copies++)
+          for (int copies = 0; copies < 3; copies++)
             for (int ab = 0; ab < 3; ab++) {
               double alpha = ab == 2 ? 0 : 1.5, beta = ab == 0 ? 0 : 0.5;
               failures += run_case(set.dev[0], (poas_dtype)dt,
@@ -228,12 +243,14 @@ TEST(planned_time_is_the_time_of_the_emitted_pipeline) {
     poas__device_model dm[3];
     rate_model(&dm[0], 5e12, 2e-5, 1e-5, 1.2e10);
     rate_model(&dm[1], 1e12, 1e-5, 5e-6, 3e9 * (1 + trial % 5));
+    if (trial % 2) /* else its transposes take its copy-in model's time */
+      dm[1].transpose = (poas__transfer_model){.valid = 1, .latency = 2e-5, .bandwidth = 4e9};
     rate_model(&dm[2], 2e11, 1e-5, 0, 1e30);
     poas__opt_device d[3] = {
         {.id = "gpu", .model = &dm[0], .memory_bytes = (uint64_t)(64 + 32 * trial) << 20,
          .cores = 1, .supports_dtype = 1},
         {.id = "acc", .model = &dm[1], .memory_bytes = (uint64_t)1 << 30, .cores = 1,
-         .supports_dtype = 1},
+         .supports_dtype = 1, .wants_bt = trial % 3 != 1},
         {.id = "cpu", .model = &dm[2], .memory_bytes = (uint64_t)1 << 40, .host_memory = 1,
          .cores = 1, .supports_dtype = 1}};
     poas__gemm_call call = {.dtype = (poas_dtype)(trial % 2),

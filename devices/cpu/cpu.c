@@ -185,6 +185,24 @@ static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   return 0;
 }
 
+/* For tests of adapt/'s transposed shared operand (the CPU's own GEMM
+ * does not want one: OpenBLAS packs both operands on every call anyway). */
+static int cpu_transpose(poas__device *dev, int lane, const poas__transpose_call *t) {
+  (void)dev, (void)lane;
+  if (t->rows == 0 || t->cols == 0)
+    return 0;
+  if (t->dtype == POAS_FLOAT32)
+    cblas_somatcopy(CblasColMajor, CblasTrans, (blasint)t->rows, (blasint)t->cols, 1.0f,
+                    (const float *)((const char *)t->src.mem.ptr + t->src.off), (blasint)t->src.ld,
+                    (float *)((char *)t->dst.mem.ptr + t->dst.off), (blasint)t->dst.ld);
+  else
+    cblas_domatcopy(CblasColMajor, CblasTrans, (blasint)t->rows, (blasint)t->cols, 1.0,
+                    (const double *)((const char *)t->src.mem.ptr + t->src.off),
+                    (blasint)t->src.ld, (double *)((char *)t->dst.mem.ptr + t->dst.off),
+                    (blasint)t->dst.ld);
+  return 0;
+}
+
 static int cpu_event_create(poas__device *dev, poas__event *ev) {
   memset(ev, 0, sizeof *ev);
   ev->dev = dev;
@@ -227,6 +245,7 @@ const poas__backend poas__backend_cpu = {
     .copy_h2d = cpu_copy_h2d,
     .copy_d2h = cpu_copy_d2h,
     .gemm = cpu_gemm,
+    .transpose = cpu_transpose,
     .event_create = cpu_event_create,
     .event_record = cpu_event_record,
     .lane_wait = cpu_nop_event,

@@ -277,25 +277,31 @@ static void release_state(ocl_state *s) {
 }
 
 /* CLBlast runs a GEMM with its direct kernel below XGEMM_MIN_INDIRECT_SIZE
- * cubed (m n k) and with its indirect one (packing, then a faster kernel)
- * above. Its default for PoCL on a CPU keeps dgemm on the direct kernel
- * far past where the indirect one wins: on one core of the CI machine's
- * AMD EPYC, 768^3 ran at 9.8 GFLOP/s direct and 14.9 indirect, 1024^3 at
- * 9.2 and 13.8, 2048 x 192 x 2048 (a co-executed share) at 9.0-9.8 and
- * 12.0, while 2048 x 96 x 2048 ran alike (9.7-10.0 and 9.7-9.8) and 2048 x
- * 48 x 2048 faster direct (9.9 against 5.5). sgemm showed no such gap
- * (2048 x 192 x 2048: 16.5 direct, 15.3 indirect), so only dgemm moves. */
-#define CPU_DGEMM_MIN_INDIRECT 768
+ * cubed (m n k) and with its indirect one (operands copied into the
+ * kernel's layout where they are not in it, then a faster kernel) above.
+ * Its defaults for PoCL on a CPU (896 for sgemm, 1152 for dgemm) keep the
+ * thin blocks of a split on the direct kernel. On one core of the CI
+ * machine's AMD EPYC, with the shared operand transposed once (adapt/) so
+ * that the indirect kernel copies only the chunk's own operand, 2048 x
+ * 2048 x 2048 blocks of 32 to 384 rows ran indirect at 11.1-15.5 GFLOP/s
+ * (dgemm) against 7.0-11.0 direct, and squares from 128 up 1.4-2.4x
+ * faster than direct in both precisions; below 128^3 the two are alike
+ * (within 20% either way). */
+#define CPU_MIN_INDIRECT 128
 
 static void tune_clblast(ocl_state *s) {
   if (!s->dev.info.shares_host_cores) /* fill_info: a CPU device */
     return;
   const char *names[1] = {"XGEMM_MIN_INDIRECT_SIZE"};
-  const size_t values[1] = {CPU_DGEMM_MIN_INDIRECT};
-  CLBlastStatusCode st =
-      CLBlastOverrideParameters(s->device, "GemmRoutine", CLBlastPrecisionDouble, 1, names, values);
-  if (st != CLBlastSuccess)
-    poas__debug("opencl: CLBlast kept its own dgemm kernel choice (%d)", (int)st);
+  const size_t values[1] = {CPU_MIN_INDIRECT};
+  const CLBlastPrecision precs[2] = {CLBlastPrecisionSingle, CLBlastPrecisionDouble};
+  for (int i = 0; i < 2; i++) {
+    CLBlastStatusCode st = CLBlastOverrideParameters(s->device, "GemmRoutine", precs[i], 1, names,
+                                                     values);
+    if (st != CLBlastSuccess)
+      poas__debug("opencl: CLBlast kept its own kernel choice (precision %d: %d)", (int)precs[i],
+                  (int)st);
+  }
 }
 
 static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, char *err,
@@ -331,6 +337,7 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   tune_clblast(s);
   pthread_mutex_init(&s->lock, NULL);
   s->dev.nlanes = OCL_LANES;
+  s->dev.gemm_wants_bt = 1;
   s->dev.priv = s;
   pthread_mutex_lock(&open_lock);
   open_devices++;
@@ -540,6 +547,31 @@ static int ocl_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   return 0;
 }
 
+/* The shared operand of a split, transposed once per run for CLBlast's
+ * indirect kernel (gemm_wants_bt): CLBlastXomatcopy. */
+static int ocl_transpose(poas__device *dev, int lane, const poas__transpose_call *t) {
+  ocl_state *s = dev->priv;
+  int rc = check_lane(dev, lane);
+  if (rc || t->rows == 0 || t->cols == 0)
+    return rc;
+  size_t es = poas__dtype_size(t->dtype);
+  if (t->src.off % es || t->dst.off % es)
+    return poas__fail(POAS_EINVAL, "%s: transpose offsets must be whole elements", dev->info.id);
+  CLBlastStatusCode st =
+      t->dtype == POAS_FLOAT32
+          ? CLBlastSomatcopy(CLBlastLayoutColMajor, CLBlastTransposeYes, (size_t)t->rows,
+                             (size_t)t->cols, 1.0f, t->src.mem.ptr, t->src.off / es,
+                             (size_t)t->src.ld, t->dst.mem.ptr, t->dst.off / es,
+                             (size_t)t->dst.ld, &s->queue[lane], NULL)
+          : CLBlastDomatcopy(CLBlastLayoutColMajor, CLBlastTransposeYes, (size_t)t->rows,
+                             (size_t)t->cols, 1.0, t->src.mem.ptr, t->src.off / es,
+                             (size_t)t->src.ld, t->dst.mem.ptr, t->dst.off / es,
+                             (size_t)t->dst.ld, &s->queue[lane], NULL);
+  if (st != CLBlastSuccess)
+    return cl_fail(dev, t->dtype == POAS_FLOAT32 ? "CLBlastSomatcopy" : "CLBlastDomatcopy", st);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- events */
 
 static int ocl_event_create(poas__device *dev, poas__event *ev) {
@@ -621,6 +653,7 @@ const poas__backend poas__backend_opencl = {
     .copy_h2d = ocl_copy_h2d,
     .copy_d2h = ocl_copy_d2h,
     .gemm = ocl_gemm,
+    .transpose = ocl_transpose,
     .event_create = ocl_event_create,
     .event_record = ocl_event_record,
     .lane_wait = ocl_lane_wait,
