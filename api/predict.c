@@ -75,6 +75,15 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
     f->knee_bytes[dir] = t->knee_bytes;
     f->bandwidth_beyond[dir] = t->bandwidth_beyond;
   }
+  const poas__transfer_model *t = &m->transpose;
+  if (t->valid) {
+    fit_info(&f->transpose, t->fit.samples, t->fit.r2, t->fit.heldout_median,
+             t->fit.heldout_max);
+    f->transpose_latency_s = t->latency;
+    f->transpose_bandwidth = t->bandwidth;
+    f->transpose_knee_bytes = t->knee_bytes;
+    f->transpose_bandwidth_beyond = t->bandwidth_beyond;
+  }
   f->memory_bytes = m->memory_bytes;
   f->dispatch_s = m->dispatch_s;
   f->engine_s = m->engine_s;

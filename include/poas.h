@@ -233,10 +233,17 @@ typedef struct poas_device_fit {
   double dispatch_s;       /* the runtime's fixed cost of a run on it; 0 when not measured */
   double engine_s;         /* what a run through the engine (several devices or tiles)
                               costs beyond that; 0 when not measured */
+  /* The on-device transpose of a split's shared operand, for devices whose
+   * GEMM wants B transposed (OpenCL, through CLBlast): a model of the same
+   * form as a transfer's, over the matrix's bytes; samples 0 when not
+   * measured. */
+  poas_fit_info transpose;
+  double transpose_latency_s, transpose_bandwidth, transpose_knee_bytes,
+      transpose_bandwidth_beyond;
 } poas_device_fit;
 
 /* Progress of a calibration: the device being measured, the step ("memory",
- * "h2d", "d2h", "sgemm", "dgemm", "sthin" and "dthin" for the thin-block
+ * "h2d", "d2h", "transpose", "sgemm", "dgemm", "sthin" and "dthin" for the thin-block
  * tables, "fit", "done") and the fraction of the
  * whole calibration done, from 0 to 1. Called from the calibrating
  * thread, often (throttle any drawing yourself). */

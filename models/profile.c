@@ -498,8 +498,9 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
 
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
-  static const char *const known[] = {"id",       "name",       "memory_bytes", "gemm",
-                                      "transfer", "contention", "dispatch_s",   "engine_s", NULL};
+  static const char *const known[] = {"id",         "name",       "memory_bytes",
+                                      "gemm",       "transfer",   "transpose",
+                                      "contention", "dispatch_s", "engine_s",     NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -520,6 +521,12 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   json_t *xfer = member(r, obj, path, "transfer", JSON_OBJECT, "an object", 1);
   snprintf(p, sizeof p, "%s.transfer", path);
   if (r->problem[0] || (xfer && read_transfer(r, xfer, p, dm)))
+    return -1;
+  /* Optional: devices whose GEMM wants B transposed (calibrated since
+   * profiles had transfers). */
+  json_t *tr = member(r, obj, path, "transpose", JSON_OBJECT, "an object", 1);
+  snprintf(p, sizeof p, "%s.transpose", path);
+  if (r->problem[0] || (tr && read_transfer_model(r, tr, p, &dm->transpose)))
     return -1;
   /* Optional: only profiles of devices calibrated together have it. */
   dm->contention = 1;
@@ -733,6 +740,8 @@ static json_t *device_json(const poas__profile_device *pd) {
     }
     json_object_set_new(d, "transfer", t);
   }
+  if (pd->model.transpose.valid)
+    json_object_set_new(d, "transpose", transfer_model_json(&pd->model.transpose));
   if (pd->model.contention > 1)
     json_object_set_new(d, "contention", json_real(pd->model.contention));
   if (pd->model.dispatch_s > 0)

@@ -352,6 +352,80 @@ static int calibrate_transfers(bench *bb, const sweep *sw, progress *pg, poas__d
   return rc;
 }
 
+/* The transpose a device whose GEMM wants B transposed runs on a split's
+ * shared operand once per run (adapt/gemm.c): square float64 matrices
+ * from 64 KiB, doubling, up to transpose_top() bytes, in buffers of their
+ * own (shared operands are larger than the GEMM sweep's operands), fitted
+ * as a copy is (latency, rate, a knee). One PoCL core transposed 8 MiB to
+ * 32 MiB at 7.5-10 GB/s read and written, a fifth of its copy-in rate, so
+ * the copy model is no stand-in for it. */
+static size_t transpose_top(const poas__device *dev, int quick) {
+  size_t top = (size_t)(quick ? 32 : 128) << 20;
+  return POAS__MIN(top, (size_t)(dev->info.memory_bytes / 8));
+}
+
+static int transpose_sizes(size_t top) {
+  int n = 0;
+  for (size_t bytes = 65536; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2)
+    n++;
+  return n;
+}
+
+static int time_transpose(poas__device *dev, poas__mem src, poas__mem dst, int64_t side, int reps,
+                          double *out) {
+  poas__transpose_call t = {.dtype = POAS_FLOAT64, .rows = side, .cols = side,
+                            .src = {src, 0, side}, .dst = {dst, 0, side}};
+  double times[MAX_REPS];
+  reps = POAS__MIN(reps, MAX_REPS);
+  int rc = 0;
+  for (int r = -1; !rc && r < reps; r++) {
+    double t0 = dev_clock(dev);
+    rc = dev->be->transpose(dev, 0, &t);
+    if (!rc)
+      rc = dev->be->lane_sync(dev, 0);
+    if (r >= 0)
+      times[r] = dev_clock(dev) - t0;
+  }
+  if (rc)
+    return poas__fail(rc, "%s: %lld x %lld transpose failed during calibration", dev->info.id,
+                      (long long)side, (long long)side);
+  *out = poas__median(times, reps);
+  return 0;
+}
+
+static int calibrate_transpose(poas__device *dev, size_t top, const sweep *sw, progress *pg,
+                               poas__transfer_model *tm) {
+  double X[MAX_COPY_SIZES * 2], y[MAX_COPY_SIZES];
+  int held[MAX_COPY_SIZES], n = 0;
+  poas__mem src = {NULL}, dst = {NULL};
+  int rc = dev->be->mem_alloc(dev, top, &src);
+  if (!rc && (rc = dev->be->mem_alloc(dev, top, &dst)) != 0)
+    dev->be->mem_free(dev, src);
+  if (rc)
+    return poas__fail(rc, "%s: cannot allocate the transpose calibration buffers", dev->info.id);
+  for (size_t bytes = 65536; !rc && bytes <= top && n < MAX_COPY_SIZES; bytes *= 2, n++) {
+    /* Sides in whole 32s: CLBlast's transpose takes a slower general
+     * kernel for others (1448^2 doubles took longer than 2048^2 on PoCL),
+     * and the shapes worth co-executing are mostly whole multiples. */
+    int64_t side = POAS__MAX((int64_t)sqrt((double)bytes / sizeof(double)) / 32 * 32, 32);
+    if ((rc = time_transpose(dev, src, dst, side, sw->reps, &y[n])) != 0)
+      break;
+    X[2 * n] = 1;
+    X[2 * n + 1] = (double)side * (double)side * sizeof(double);
+    held[n] = n % 5 == 2;
+    poas__debug("calibrate %s transpose %.0f %.6e", dev->info.id, X[2 * n + 1], y[n]);
+    report(pg, "transpose", 1);
+  }
+  dev->be->mem_free(dev, src);
+  dev->be->mem_free(dev, dst);
+  if (rc)
+    return rc;
+  if (poas__fit_transfer(X, y, held, n, tm))
+    return poas__fail(POAS_EFIT, "%s: could not fit the transpose model", dev->info.id);
+  tm->valid = 1;
+  return 0;
+}
+
 /* -------------------------------------------------------------- GEMM */
 
 /* Fits every pair of one dtype from its samples; each pair's coefficients
@@ -850,6 +924,9 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   }
   if (!dev->info.host_memory)
     pg.total += (dev->be->host_register ? 4 : 2) * copy_sizes(POAS__MIN(elems * sizeof(double), staging));
+  int transposes = !dev->info.host_memory && dev->gemm_wants_bt && dev->be->transpose;
+  if (transposes)
+    pg.total += transpose_sizes(transpose_top(dev, o->quick));
 
   poas__device_model m = {0};
   m.source = POAS__MODEL_CALIBRATED;
@@ -877,6 +954,8 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
     rc = load_operands(&bb);
   if (!rc && !dev->info.host_memory)
     rc = calibrate_transfers(&bb, &sw, &pg, &m);
+  if (!rc && transposes)
+    rc = calibrate_transpose(dev, transpose_top(dev, o->quick), &sw, &pg, &m.transpose);
   if (!rc)
     rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, &pg, &m);
   bench_free(&bb);

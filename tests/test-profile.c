@@ -109,6 +109,10 @@ static void sample_profile(poas__profile *p) {
         m->xfer_pinned[dir] = (poas__transfer_model){
             .valid = 1, .latency = 7e-6, .bandwidth = 2.4e10 / 7, .fit = {12, 0.9, 0.002, 0.02}};
       }
+    /* Written only when measured. */
+    if (d)
+      m->transpose = (poas__transfer_model){.valid = 1, .latency = 3e-5 / 7, .bandwidth = 8e9 / 3,
+                                            .fit = {10, 0.99, 0.01, 0.03}};
     /* Written only when measured (> 1); read back as 1 otherwise. */
     m->contention = d ? 1.0 + 1.0 / 7 : 1;
     /* Written only when measured (> 0); read back as 0 otherwise. */
@@ -144,6 +148,7 @@ TEST(round_trip_is_exact) {
       CHECK(xfer_equal(&x->model.xfer[dir], &y->model.xfer[dir]));
       CHECK(xfer_equal(&x->model.xfer_pinned[dir], &y->model.xfer_pinned[dir]));
     }
+    CHECK(xfer_equal(&x->model.transpose, &y->model.transpose));
     CHECK(x->model.contention == y->model.contention);
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
     CHECK(x->model.engine_s == y->model.engine_s);
@@ -192,6 +197,7 @@ static const struct {
     {"bad-negative-dispatch.json", "dispatch_s"},
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
+    {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},
     /* Found by the fuzzer: a transfer section read past the end of its
      * list of known keys. */
     {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},

@@ -15,10 +15,20 @@ void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {
              1e6 * f->engine_s);
 }
 
+static void rate_text(double latency, double bandwidth, double knee, double beyond, char *buf,
+                      size_t cap) {
+  int len = snprintf(buf, cap, "%.2f us + %.2f GB/s", 1e6 * latency, bandwidth / 1e9);
+  if (knee > 0 && len > 0 && (size_t)len < cap)
+    snprintf(buf + len, cap - (size_t)len, ", %.2f GB/s past %.0f MiB", beyond / 1e9,
+             knee / 1048576);
+}
+
 void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf, size_t cap) {
-  int len = snprintf(buf, cap, "%.2f us + %.2f GB/s", 1e6 * f->latency_s[dir],
-                     f->bandwidth[dir] / 1e9);
-  if (f->knee_bytes[dir] > 0 && len > 0 && (size_t)len < cap)
-    snprintf(buf + len, cap - (size_t)len, ", %.2f GB/s past %.0f MiB",
-             f->bandwidth_beyond[dir] / 1e9, f->knee_bytes[dir] / 1048576);
+  rate_text(f->latency_s[dir], f->bandwidth[dir], f->knee_bytes[dir], f->bandwidth_beyond[dir],
+            buf, cap);
+}
+
+void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap) {
+  rate_text(f->transpose_latency_s, f->transpose_bandwidth, f->transpose_knee_bytes,
+            f->transpose_bandwidth_beyond, buf, cap);
 }

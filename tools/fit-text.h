@@ -10,6 +10,8 @@
 /* A device's transfer model in one direction, as "8.28 us + 15.1 GB/s" or,
  * with a knee, "8.28 us + 15.1 GB/s, 10.2 GB/s past 64 MiB". */
 void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf, size_t cap);
+/* Its on-device transpose model the same way. */
+void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap);
 
 /* The runtime's costs of a run on the device, as "a run costs 12 us beyond
  * its GEMMs and copies, 450 us more through the engine"; "" when neither

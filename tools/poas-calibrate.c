@@ -80,6 +80,13 @@ static void print_summary(const poas_calibration_result *r) {
         printf("%-8s %-5s %7d %8.5f %13.2f%% %10.2f%%   %s\n", f->id, dir ? "d2h" : "h2d",
                t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
     }
+    if (f->transpose.samples) {
+      const poas_fit_info *t = &f->transpose;
+      char model[128];
+      tool_transpose_text(f, model, sizeof model);
+      printf("%-8s %-5s %7d %8.5f %13.2f%% %10.2f%%   %s\n", f->id, "trans", t->samples, t->r2,
+             100 * t->heldout_median, 100 * t->heldout_max, model);
+    }
     char cost[160];
     tool_run_cost_text(f, cost, sizeof cost);
     if (cost[0])

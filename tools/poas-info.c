@@ -56,6 +56,11 @@ static void json_device_fit(const poas_device_fit *f) {
     json_fit(&f->transfer[dir]);
     printf("}");
   }
+  printf("}, \"transpose\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"knee_bytes\": %.6g, "
+         "\"bandwidth_beyond\": %.6g, \"fit\": ",
+         f->transpose_latency_s, f->transpose_bandwidth, f->transpose_knee_bytes,
+         f->transpose_bandwidth_beyond);
+  json_fit(&f->transpose);
   printf("}, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g}",
          (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
 }
@@ -152,6 +157,13 @@ static void print_profile_table(poas_context *ctx) {
       if (t->samples)
         printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%  %s\n", f->id, dir ? "d2h" : "h2d",
                "", t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
+    }
+    if (f->transpose.samples) {
+      const poas_fit_info *t = &f->transpose;
+      char model[128];
+      tool_transpose_text(f, model, sizeof model);
+      printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%  %s\n", f->id, "trans", "", t->samples,
+             t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
     }
     char cost[160];
     tool_run_cost_text(f, cost, sizeof cost);
