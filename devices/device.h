@@ -160,6 +160,9 @@ struct poas__device {
    * arrives the other way transposed, once per run, instead of having
    * every chunk's call copy it (see adapt/gemm.c). */
   int gemm_wants_bt;
+  /* Largest tile of the split's non-shared operand (bytes) a GEMM call on
+   * it should get; 0: no limit but memory. See devices/opencl/opencl.c. */
+  uint64_t gemm_tile_bytes;
   void *priv;            /* backend state */
   poas__memcache *cache; /* freed buffers kept for reuse; set by the registry */
 };

@@ -51,6 +51,9 @@ typedef struct poas__opt_device {
   /* Its GEMM wants B transposed and A not, and it can transpose the shared
    * operand (poas__device.gemm_wants_bt with a transpose op). */
   int wants_bt;
+  /* Largest tile of the non-shared operand, in bytes (poas__device.
+   * gemm_tile_bytes); 0: memory alone limits it. */
+  uint64_t tile_bytes_max;
 } poas__opt_device;
 
 /* Whether a device that wants_bt gets the shared operand of `split`

@@ -274,6 +274,16 @@ typedef struct screen {
   int64_t tile[POAS_MAX_DEVICES];    /* units per tile; 0 when it cannot take part */
 } screen;
 
+/* The most units in a tile within the device's tile_bytes_max of the
+ * non-shared operand (whole granules, at least one); INT64_MAX when it
+ * has no such limit. */
+static int64_t tile_cap(const poas__opt_device *d, const poas__opt_problem *p, int64_t granule) {
+  if (!d->tile_bytes_max || !p->reads_ab || p->k <= 0)
+    return INT64_MAX;
+  int64_t units = (int64_t)(d->tile_bytes_max / ((uint64_t)p->k * poas__dtype_size(p->dtype)));
+  return POAS__MAX(units / granule * granule, granule);
+}
+
 /* The tile of a copy device that can hold `fit` units in a tile, for a
  * share of `share` units (alone: the only device with work). PIPE_DEPTH
  * tiles of its share overlap copies with GEMMs, but each tile pays a
@@ -308,6 +318,7 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
       t = fit > r->granule ? fit / r->granule * r->granule : fit;
     if (p->tile_max > 0)
       t = POAS__MIN(t, p->tile_max);
+    t = POAS__MIN(t, tile_cap(d, p, r->granule));
     t = POAS__MAX(t, 1);
     if (t == last)
       continue; /* memory caps them all alike */

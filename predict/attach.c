@@ -20,8 +20,8 @@
 #include <time.h>
 
 /* Copies the parts a profile device has over a model: each dtype with a
- * model (thin-block tables included), the transfers when measured, the
- * memory, the contention and the runtime's costs of a run (dispatch_s,
+ * model (thin-block tables included), the transfers and the transpose
+ * when measured, the memory, the contention and the runtime's costs of a run (dispatch_s,
  * engine_s). All of them: what is left out here, plans from a loaded
  * profile never see (the last three once were, and only a context that
  * had just calibrated used them). */
@@ -37,6 +37,8 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
       dst->xfer[dir] = src->xfer[dir];
     dst->xfer_pinned[dir] = src->xfer_pinned[dir];
   }
+  if (src->transpose.valid)
+    dst->transpose = src->transpose;
   if (src->memory_bytes)
     dst->memory_bytes = src->memory_bytes;
   dst->contention = src->contention;

@@ -140,6 +140,25 @@ static int build_shapes(const sweep *sw, int dt, int pair, uint64_t *rng, gemm_s
   return n;
 }
 
+/* A device whose calls POAS cuts into tiles of at most gemm_tile_bytes of
+ * the split's non-shared operand (A's rows or B's columns: a CPU OpenCL
+ * device) runs no call whose sides are both larger, so its shapes are cut
+ * to that: the shorter of m and n to what the limit leaves (whole 8s, at
+ * least 32). One PoCL core's rate falls by a third past its limit, a
+ * cliff the smooth model cannot follow: fitted over squares of up to 3072
+ * as well, its held-out errors were 10-13%. */
+static void fit_to_tiles(gemm_sample *s, int n, uint64_t tile_bytes) {
+  if (!tile_bytes)
+    return;
+  for (int i = 0; i < n; i++) {
+    size_t es = poas__dtype_size((poas_dtype)s[i].dtype);
+    int64_t most = (int64_t)(tile_bytes / ((uint64_t)s[i].k * es)) / 8 * 8;
+    most = POAS__MAX(most, 32);
+    int64_t *side = s[i].m <= s[i].n ? &s[i].m : &s[i].n;
+    *side = POAS__MIN(*side, most);
+  }
+}
+
 static int max_shapes(const sweep *sw) {
   return sw->nsquares + 2 * sw->nthin * sw->nfull + sw->nrandom;
 }
@@ -891,6 +910,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   for (int dt = 0; dt < 2; dt++)
     for (int pair = 0; pair < 4 && (o->dtype_mask & (1 << dt)); pair++) {
       int n = build_shapes(&sw, dt, pair, &rng, s + ns);
+      fit_to_tiles(s + ns, n, dev->gemm_tile_bytes);
       for (int i = 0; i < n; i++)
         elems = POAS__MAX(elems, operand_elems(&s[ns + i]));
       ns += n;

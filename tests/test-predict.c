@@ -196,8 +196,9 @@ TEST(calibration_measures_the_runtime_cost_of_a_run) {
 /* What calibration measured beyond the models reaches the plans of a
  * context that loads the profile, not only of the one that calibrated (a
  * machine's profile and a replayed one load alike, predict/attach.c): the
- * contention of devices that share the host's cores and the runtime's cost
- * of a run. (Loading once dropped all three.) */
+ * contention of devices that share the host's cores, the runtime's cost
+ * of a run and the transpose model. (Loading once dropped the first
+ * three, and then the fourth.) */
 TEST(a_loaded_profile_keeps_contention_and_run_costs) {
   const char *devs = "sim:rate=1e11:latency=0:shared=1,sim:rate=1e11:latency=0:shared=1";
   poas_context *ctx = test_open(devs);
@@ -219,6 +220,8 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
     p->dev[d].model.contention = 1.25 + 0.5 * d;
     p->dev[d].model.dispatch_s = 3e-3;
     p->dev[d].model.engine_s = 1e-3;
+    p->dev[d].model.transpose = (poas__transfer_model){
+        .valid = 1, .latency = 1e-5, .bandwidth = 3e9 + d, .fit = {10, 0.9, 0.01, 0.02}};
   }
   CHECK_OK(poas__profile_write(path, p));
   free(p);
@@ -242,6 +245,14 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
   }
   /* The faster device (less contention) takes the larger share. */
   CHECK(plan.dev[0].share > plan.dev[1].share);
+  poas_profile_info *info = malloc(sizeof *info);
+  CHECK(info);
+  CHECK_OK(poas_profile_get(ctx, info));
+  for (int d = 0; d < 2; d++)
+    CHECK_MSG(info->dev[d].transpose.samples == 10 && info->dev[d].transpose_bandwidth == 3e9 + d,
+              "%s: transpose model %d samples, %g B/s", info->dev[d].id,
+              info->dev[d].transpose.samples, info->dev[d].transpose_bandwidth);
+  free(info);
   poas_finalize(ctx);
   return 0;
 }

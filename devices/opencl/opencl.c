@@ -338,6 +338,14 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   pthread_mutex_init(&s->lock, NULL);
   s->dev.nlanes = OCL_LANES;
   s->dev.gemm_wants_bt = 1;
+  /* A CPU device's GEMM slows down once the chunk's own operand outgrows
+   * its share of the cache: on one PoCL core of the CI machine (32 MiB
+   * L3), CLBlast's indirect kernel ran blocks whose non-shared operand
+   * held 1-4 MiB at 11.9-16.7 GFLOP/s and 16 MiB at 9.5-10.2, in both
+   * precisions (2048 and 4096 squares cut into 64 to 2048 rows). So a
+   * tile holds at most an eighth of the cache the device reports. */
+  if (s->dev.info.shares_host_cores)
+    s->dev.gemm_tile_bytes = device_ulong(s->device, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE) / 8;
   s->dev.priv = s;
   pthread_mutex_lock(&open_lock);
   open_devices++;
