@@ -181,6 +181,9 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
     goto done;
   poas__sched_config cfg;
   sched_config(ctx, &plan->res, &cfg);
+  for (int i = 0; i < plan->res.ndev; i++)
+    if (ctx->models[i].source == POAS__MODEL_CALIBRATED)
+      cfg.model_error[i] = ctx->models[i].gemm_fit[p->dtype].heldout_median;
   cfg.no_inline = p->no_inline;
   poas_report r;
   rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);

@@ -30,6 +30,10 @@ typedef struct poas__sched_config {
   double predicted_makespan_s;
   /* Tiles the plan cuts each device's part into (0: not known). */
   int64_t tiles[POAS_MAX_DEVICES];
+  /* How far off its model device i typically runs: the held-out median
+   * relative error of its calibration for this dtype; 0 when not known
+   * (estimates, exact sim models). Sizes a minor device's guided tail. */
+  double model_error[POAS_MAX_DEVICES];
   /* Through the engine even when the plan could run on the caller's
    * thread (calibration measures what the engine costs). */
   int no_inline;
@@ -43,7 +47,8 @@ typedef struct poas__sched_config {
  *
  * Policies: static emits each planned range as one chunk; guided emits
  * most of each range up front (70% for a device holding an equal share,
- * more for a larger one, 50% for a smaller one) and hands out the rest in
+ * more for a larger one; for a smaller one 50%, or what its model's known
+ * error calls for, 50% to 90%) and hands out the rest in
  * chunks to whichever device runs out first: the device's share of what
  * is left, shared by the models' times corrected by what each device has
  * measured so far in the run (half that share until one of its chunks has
