@@ -6,7 +6,9 @@
  * Device state lives per device and per graph: the shared operand and the
  * two tile buffers of each operand are allocated by the first emit on a
  * device, reused by later ones (alternating buffers continue across emits)
- * and freed by finish(). A scheduler must send all of a device's emits to
+ * and freed by finish(). A device whose GEMM wants B transposed
+ * (gemm_wants_bt: CLBlast) gets the shared operand transposed once, on
+ * the device, where it arrives the other way. A scheduler must send all of a device's emits to
  * one graph between two finish() calls. */
 #include "adapt/adapt.h"
 
