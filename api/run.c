@@ -113,6 +113,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .cores = info->cores,
         .wants_bt = ctx->devices.dev[i]->gemm_wants_bt && ctx->devices.dev[i]->be->transpose,
         .tile_bytes_max = ctx->devices.dev[i]->gemm_tile_bytes,
+        .unit_align = ctx->devices.dev[i]->gemm_align,
         .supports_dtype =
             (info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED) &&
             (p->only == 0 || p->only == i + 1),

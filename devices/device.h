@@ -163,6 +163,9 @@ struct poas__device {
   /* Largest tile of the split's non-shared operand (bytes) a GEMM call on
    * it should get; 0: no limit but memory. See devices/opencl/opencl.c. */
   uint64_t gemm_tile_bytes;
+  /* Rows and columns its GEMM computes in one block: a chunk or tile that
+   * is not a whole multiple is padded to one (0 or 1: none). */
+  int gemm_align;
   void *priv;            /* backend state */
   poas__memcache *cache; /* freed buffers kept for reuse; set by the registry */
 };

@@ -54,6 +54,9 @@ typedef struct poas__opt_device {
   /* Largest tile of the non-shared operand, in bytes (poas__device.
    * gemm_tile_bytes); 0: memory alone limits it. */
   uint64_t tile_bytes_max;
+  /* Units its GEMM computes in one block (poas__device.gemm_align): the
+   * granule is made a multiple of it; 0 or 1: none. */
+  int64_t unit_align;
 } poas__opt_device;
 
 /* Whether a device that wants_bt gets the shared operand of `split`

@@ -197,6 +197,35 @@ TEST(shares_follow_rates) {
   return 0;
 }
 
+/* A device whose GEMM computes 32-unit blocks (CLBlast's) and caps its
+ * tiles at 4 MiB of its own operand: the granule becomes a multiple of 32
+ * (it would be 8 for 2048 units), so its range and tiles are whole
+ * blocks, and no tile holds more than the cap. A caller's own granule is
+ * kept. */
+TEST(granule_and_tiles_follow_a_devices_blocks) {
+  poas__device_model cpu, pocl;
+  rate_model(&cpu, 6e10, 1e-5, 0, 1e30);
+  rate_model(&pocl, 1.5e10, 1e-4, 1e-5, 2e10);
+  poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &pocl, 0)};
+  d[1].unit_align = 32;
+  d[1].tile_bytes_max = 4 << 20;
+  poas__opt_problem p = square_gemm(POAS_FLOAT64, 2048);
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_MSG(r.granule % 32 == 0, "granule %lld", (long long)r.granule);
+  const poas__opt_share *sh = &r.dev[1];
+  CHECK(sh->u1 > sh->u0 && (sh->u1 - sh->u0) % 32 == 0 && sh->tile % 32 == 0);
+  CHECK_MSG(sh->tile * 2048 * 8 <= 4 << 20, "tile %lld", (long long)sh->tile);
+  p.granule = 8;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(r.granule == 8);
+  d[1].unit_align = 0;
+  p.granule = 0;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(r.granule == 8);
+  return 0;
+}
+
 /* A device 50 times slower than the other would shorten the makespan by
  * about 2%: under min_gain = 3% it is left out with its reason, with 1% it
  * takes its 2%, and with 0 (the default) the solver keeps every device
@@ -512,6 +541,7 @@ TEST(empty_problems_plan_nothing) {
 }
 
 TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(shares_follow_rates),
+          TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
           TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
           TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
