@@ -384,8 +384,9 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
   r->split = choose_split(d, nd, sc->ok, p);
   r->total_units = poas__split_units(p, r->split);
   r->granule = p->granule > 0 ? p->granule : auto_granule(r->total_units);
-  /* Whole multiples of what a candidate's GEMM computes in one block: a
-   * chunk or tile of CLBlast's 32 + 16 rows ran as slowly as one of 64. */
+  /* Whole multiples of what a candidate's GEMM computes in one block
+   * (CLBlast pads to 32-row blocks: a 72-row dgemm chunk took as long as
+   * a 96-row one, 58 ms on one PoCL core). */
   for (int i = 0; i < nd && p->granule <= 0; i++)
     if (sc->ok[i] && d[i].unit_align > 1 && r->granule % d[i].unit_align)
       r->granule = (r->granule + d[i].unit_align - 1) / d[i].unit_align * d[i].unit_align;
