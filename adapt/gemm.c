@@ -47,9 +47,6 @@ struct poas__gemm_source {
   int64_t shared_rows, shared_cols, shared_ld;
   int ndev;
   int host_memory[POAS_MAX_DEVICES];
-  /* The device holds the shared operand transposed (poas__shared_transposed)
-   * and its GEMMs read it with the opposite op. */
-  int transposed[POAS_MAX_DEVICES];
   int64_t tile[POAS_MAX_DEVICES];
   poas__device_model model[POAS_MAX_DEVICES];
   dev_state dev[POAS_MAX_DEVICES];
@@ -219,7 +216,7 @@ static int shared_operand(poas__gemm_source *s, poas__graph *g, int device, int 
     if (rc)
       return rc;
   }
-  return s->transposed[device] ? transpose_shared(s, g, device, chunk) : 0;
+  return d->first.transposed ? transpose_shared(s, g, device, chunk) : 0;
 }
 
 /* The tile buffers of a slot, allocated on first use. */
@@ -263,12 +260,8 @@ static poas__ins gemm_ins(const poas__gemm_source *s, int device, int chunk, int
     call.m = units;
   else
     call.n = units;
-  if (s->transposed[device] && s->p.reads_ab) {
-    if (s->split == POAS__SPLIT_ROWS)
-      call.transb = POAS_TRANS; /* B was not transposed: its transpose is */
-    else
-      call.transa = POAS_NO_TRANS; /* A was transposed */
-  }
+  if (s->dev[device].later.transposed)
+    poas__flip_shared_op(s->split, &call.transa, &call.transb);
   if (!s->p.reads_ab) {
     /* Only beta * C: the operands are not read, so they alias C with
      * shapes any BLAS accepts for k = 0. */
@@ -364,7 +357,7 @@ static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t
   poas__ins gi;
   if (s->p.reads_ab) {
     poas__operand in_op = {{NULL}, in.off, in.ld};
-    poas__operand sh_op = {{NULL}, 0, s->transposed[device] ? s->shared_cols : s->shared_rows};
+    poas__operand sh_op = {{NULL}, 0, d->later.transposed ? s->shared_cols : s->shared_rows};
     gi = s->split == POAS__SPLIT_ROWS
              ? gemm_ins(s, device, chunk, units, in.buf, in_op, d->shared, sh_op, c.buf, c_op)
              : gemm_ins(s, device, chunk, units, d->shared, sh_op, in.buf, in_op, c.buf, c_op);
@@ -501,8 +494,6 @@ int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_proble
   describe(s);
   for (int i = 0; i < s->ndev; i++) {
     s->host_memory[i] = devs[i].host_memory;
-    s->transposed[i] =
-        !devs[i].host_memory && poas__shared_transposed(p, s->split, devs[i].wants_bt);
     s->tile[i] = plan->dev[i].tile;
     s->model[i] = plan->model[i];
     poas__pipe_init(&s->dev[i].first, p, s->split, &s->model[i], &devs[i],

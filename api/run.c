@@ -111,7 +111,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .host_memory = info->host_memory,
         .shares_host_cores = info->shares_host_cores,
         .cores = info->cores,
-        .wants_bt = ctx->devices.dev[i]->gemm_wants_bt && ctx->devices.dev[i]->be->transpose,
+        .wants_bt = ctx->devices.dev[i]->gemm_wants_bt,
         .tile_bytes_max = ctx->devices.dev[i]->gemm_tile_bytes,
         .unit_align = ctx->devices.dev[i]->gemm_align,
         .supports_dtype =

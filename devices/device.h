@@ -121,7 +121,8 @@ struct poas__backend {
   int (*copy_d2h)(poas__device *dev, int lane, void *dst, poas__mem src,
                   const poas__copy2d *shape);
   int (*gemm)(poas__device *dev, int lane, const poas__gemm_call *call);
-  /* Optional (with gemm_wants_bt): an out-of-place transpose on a lane. */
+  /* An out-of-place transpose on a lane; required of a backend whose
+   * devices set gemm_wants_bt, optional otherwise. */
   int (*transpose)(poas__device *dev, int lane, const poas__transpose_call *call);
 
   /* Events: record marks the current end of a lane; wait makes a lane wait
@@ -156,9 +157,9 @@ struct poas__device {
   /* The device's GEMM reads B in place only when it is transposed (op
    * POAS_TRANS) and A only when it is not: it copies either operand into
    * that layout first otherwise, on every call (CLBlast's indirect kernel).
-   * With the transpose op, adapt/ then stores a shared operand that
-   * arrives the other way transposed, once per run, instead of having
-   * every chunk's call copy it (see adapt/gemm.c). */
+   * adapt/ then stores a shared operand that arrives the other way
+   * transposed, once per run, with the backend's transpose op, instead of
+   * having every chunk's call copy it (see adapt/gemm.c). */
   int gemm_wants_bt;
   /* Largest tile of the split's non-shared operand (bytes) a GEMM call on
    * it should get; 0: no limit but memory. See devices/opencl/opencl.c. */

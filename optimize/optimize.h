@@ -49,7 +49,7 @@ typedef struct poas__opt_device {
   int cores;
   int supports_dtype;              /* can compute the problem's dtype */
   /* Its GEMM wants B transposed and A not, and it can transpose the shared
-   * operand (poas__device.gemm_wants_bt with a transpose op). */
+   * operand (poas__device.gemm_wants_bt). */
   int wants_bt;
   /* Largest tile of the non-shared operand, in bytes (poas__device.
    * gemm_tile_bytes); 0: memory alone limits it. */
@@ -65,6 +65,9 @@ typedef struct poas__opt_device {
  * shared (columns split) and transposed. Its GEMMs then read the
  * transposed copy with the opposite op. */
 int poas__shared_transposed(const poas__opt_problem *p, poas__split_dim split, int wants_bt);
+/* The ops of such a device's GEMMs: the shared operand's flipped (B's
+ * for a rows split, A's for a columns split). */
+void poas__flip_shared_op(poas__split_dim split, poas_op *transa, poas_op *transb);
 
 /* What a device does for a number of units, as the pipeline predicts. */
 typedef struct poas__pipe_time {
@@ -86,6 +89,7 @@ typedef struct poas__pipe {
   int serial;            /* copies and GEMMs share one timeline (see pipeline.c) */
   int64_t tile;
   double shared_s;       /* copy of the shared operand; 0 when none */
+  int transposed;        /* the shared operand is transposed (poas__shared_transposed) */
   double transpose_s;    /* its transpose on the device after the copy; 0 when none */
   uint64_t shared_bytes;
   double unit_in_bytes, unit_c_bytes; /* bytes of one unit's A/B part and C part */

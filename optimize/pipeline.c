@@ -46,6 +46,11 @@ int poas__shared_transposed(const poas__opt_problem *p, poas__split_dim split, i
   return split == POAS__SPLIT_ROWS ? p->transb == POAS_NO_TRANS : p->transa == POAS_TRANS;
 }
 
+void poas__flip_shared_op(poas__split_dim split, poas_op *transa, poas_op *transb) {
+  poas_op *op = split == POAS__SPLIT_ROWS ? transb : transa;
+  *op = *op == POAS_TRANS ? POAS_NO_TRANS : POAS_TRANS;
+}
+
 /* Bytes of one unit's part of the non-shared operand and of C. */
 static void unit_bytes(const poas__opt_problem *p, poas__split_dim split, double *in, double *c) {
   double es = (double)poas__dtype_size(p->dtype);
@@ -155,16 +160,14 @@ static void pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_di
   pp->split = split;
   if (host_memory)
     return;
-  int transposed = poas__shared_transposed(p, split, dev->wants_bt);
-  if (transposed && split == POAS__SPLIT_ROWS)
-    pp->prob.transb = POAS_TRANS;
-  else if (transposed)
-    pp->prob.transa = POAS_NO_TRANS;
+  pp->transposed = poas__shared_transposed(p, split, dev->wants_bt);
+  if (pp->transposed)
+    poas__flip_shared_op(split, &pp->prob.transa, &pp->prob.transb);
   unit_bytes(p, split, &pp->unit_in_bytes, &pp->unit_c_bytes);
   if (with_shared && p->reads_ab) {
     pp->shared_bytes = poas__shared_bytes(p, split);
     pp->shared_s = poas__model_transfer_time(dm, POAS_H2D, (double)pp->shared_bytes);
-    if (transposed)
+    if (pp->transposed)
       pp->transpose_s = poas__model_transpose_time(dm, (double)pp->shared_bytes);
   }
   poas__tile_cost t;

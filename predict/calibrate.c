@@ -205,28 +205,6 @@ static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
   return 0;
 }
 
-static int time_copy(bench *bb, poas_direction dir, size_t bytes, int reps, double *out) {
-  poas__device *dev = bb->dev;
-  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
-  double t[MAX_REPS];
-  reps = POAS__MIN(reps, MAX_REPS);
-  int rc = 0;
-  for (int r = -1; !rc && r < reps; r++) {
-    double t0 = dev_clock(dev);
-    rc = dir == POAS_H2D ? dev->be->copy_h2d(dev, 0, bb->a, bb->host, &c)
-                         : dev->be->copy_d2h(dev, 0, bb->host, bb->a, &c);
-    if (!rc)
-      rc = dev->be->lane_sync(dev, 0);
-    if (r >= 0)
-      t[r] = dev_clock(dev) - t0;
-  }
-  if (rc)
-    return poas__fail(rc, "%s: %zu-byte %s copy failed during calibration", dev->info.id, bytes,
-                      dir == POAS_H2D ? "host-to-device" : "device-to-host");
-  *out = poas__median(t, reps);
-  return 0;
-}
-
 /* ---------------------------------------------------------- progress */
 
 typedef struct progress {
@@ -278,12 +256,12 @@ static uint64_t probe_memory(poas__device *dev) {
 
 /* --------------------------------------------------------- transfers */
 
-/* How many copy sizes calibrate_direction times: 4 KiB, doubling, up to
- * `top` bytes, at most MAX_COPY_SIZES. */
+/* How many sizes a rate sweep times: `first` bytes, doubling, up to
+ * `top`, at most MAX_COPY_SIZES. */
 #define MAX_COPY_SIZES 24
-static int copy_sizes(size_t top) {
+static int doubling_sizes(size_t first, size_t top) {
   int n = 0;
-  for (size_t bytes = 4096; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2)
+  for (size_t bytes = first; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2)
     n++;
   return n;
 }
@@ -332,27 +310,83 @@ int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
   return 0;
 }
 
-static int calibrate_direction(bench *bb, poas_direction dir, int pinned, const sweep *sw,
-                               progress *pg, poas__transfer_model *tm) {
+/* An operation a rate sweep times on lane 0: `run` issues it on `bytes`
+ * (as `round` gave them, when there is one). */
+typedef struct rate_op {
+  const char *step; /* progress step: "h2d", "d2h", "transpose" */
+  const char *name; /* in debug lines: the step, "-pinned" for page-locked copies */
+  const char *what; /* in errors: "host-to-device copy" */
+  size_t (*round)(size_t bytes); /* the bytes it really moves for a nominal size */
+  int (*run)(void *ctx, size_t bytes);
+  void *ctx;
+} rate_op;
+
+/* The median of `reps` timed runs of op on `bytes`, after one untimed. */
+static int time_op(poas__device *dev, const rate_op *op, size_t bytes, int reps, double *out) {
+  double t[MAX_REPS];
+  reps = POAS__MIN(reps, MAX_REPS);
+  int rc = 0;
+  for (int r = -1; !rc && r < reps; r++) {
+    double t0 = dev_clock(dev);
+    rc = op->run(op->ctx, bytes);
+    if (!rc)
+      rc = dev->be->lane_sync(dev, 0);
+    if (r >= 0)
+      t[r] = dev_clock(dev) - t0;
+  }
+  if (rc)
+    return poas__fail(rc, "%s: %zu-byte %s failed during calibration", dev->info.id, bytes,
+                      op->what);
+  *out = poas__median(t, reps);
+  return 0;
+}
+
+/* Times op from `first` bytes, doubling, up to `top`, and fits its rate
+ * model (latency, rate, a knee: poas__fit_transfer). */
+static int calibrate_rate(poas__device *dev, const rate_op *op, size_t first, size_t top,
+                          const sweep *sw, progress *pg, poas__transfer_model *tm) {
   double X[MAX_COPY_SIZES * 2], y[MAX_COPY_SIZES];
   int held[MAX_COPY_SIZES], n = 0;
-  size_t top = POAS__MIN(bb->cap, bb->host_cap);
-  for (size_t bytes = 4096; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2, n++) {
-    int rc = time_copy(bb, dir, bytes, sw->reps, &y[n]);
+  for (size_t bytes = first; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2, n++) {
+    size_t real = op->round ? op->round(bytes) : bytes;
+    int rc = time_op(dev, op, real, sw->reps, &y[n]);
     if (rc)
       return rc;
-    poas__debug("calibrate %s %s%s %zu %.6e", bb->dev->info.id, dir == POAS_H2D ? "h2d" : "d2h",
-                pinned ? "-pinned" : "", bytes, y[n]);
+    poas__debug("calibrate %s %s %zu %.6e", dev->info.id, op->name, real, y[n]);
     X[2 * n] = 1;
-    X[2 * n + 1] = (double)bytes;
+    X[2 * n + 1] = (double)real;
     held[n] = n % 5 == 2;
-    report(pg, dir == POAS_H2D ? "h2d" : "d2h", 1);
+    report(pg, op->step, 1);
   }
   if (poas__fit_transfer(X, y, held, n, tm))
-    return poas__fail(POAS_EFIT, "%s: could not fit the %s transfer model", bb->dev->info.id,
-                      dir == POAS_H2D ? "host-to-device" : "device-to-host");
+    return poas__fail(POAS_EFIT, "%s: could not fit the %s model", dev->info.id, op->what);
   tm->valid = 1;
   return 0;
+}
+
+typedef struct copy_ctx {
+  bench *bb;
+  poas_direction dir;
+} copy_ctx;
+
+static int run_copy(void *ctx, size_t bytes) {
+  const copy_ctx *cc = ctx;
+  poas__device *dev = cc->bb->dev;
+  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
+  return cc->dir == POAS_H2D ? dev->be->copy_h2d(dev, 0, cc->bb->a, cc->bb->host, &c)
+                             : dev->be->copy_d2h(dev, 0, cc->bb->host, cc->bb->a, &c);
+}
+
+static int calibrate_direction(bench *bb, poas_direction dir, int pinned, const sweep *sw,
+                               progress *pg, poas__transfer_model *tm) {
+  copy_ctx cc = {bb, dir};
+  int h2d = dir == POAS_H2D;
+  rate_op op = {.step = h2d ? "h2d" : "d2h",
+                .name = h2d ? (pinned ? "h2d-pinned" : "h2d") : (pinned ? "d2h-pinned" : "d2h"),
+                .what = h2d ? "host-to-device copy" : "device-to-host copy",
+                .run = run_copy,
+                .ctx = &cc};
+  return calibrate_rate(bb->dev, &op, 4096, POAS__MIN(bb->cap, bb->host_cap), sw, pg, tm);
 }
 
 static int calibrate_transfers(bench *bb, const sweep *sw, progress *pg, poas__device_model *out) {
@@ -375,74 +409,53 @@ static int calibrate_transfers(bench *bb, const sweep *sw, progress *pg, poas__d
  * shared operand once per run (adapt/gemm.c): square float64 matrices
  * from 64 KiB, doubling, up to transpose_top() bytes, in buffers of their
  * own (shared operands are larger than the GEMM sweep's operands), fitted
- * as a copy is (latency, rate, a knee). One PoCL core transposed 8 MiB to
- * 32 MiB at 7.5-10 GB/s read and written, a fifth of its copy-in rate, so
- * the copy model is no stand-in for it. */
+ * as a copy is. One PoCL core transposed 8 MiB to 32 MiB at 7.5-10 GB/s
+ * read and written, a fifth of its copy-in rate, so the copy model is no
+ * stand-in for it. */
 static size_t transpose_top(const poas__device *dev, int quick) {
   size_t top = (size_t)(quick ? 32 : 128) << 20;
   return POAS__MIN(top, (size_t)(dev->info.memory_bytes / 8));
 }
 
-static int transpose_sizes(size_t top) {
-  int n = 0;
-  for (size_t bytes = 65536; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2)
-    n++;
-  return n;
+/* Sides in whole 32s: CLBlast's transpose takes a slower general kernel
+ * for others (1448^2 doubles took longer than 2048^2 on PoCL), and the
+ * shapes worth co-executing are mostly whole multiples. */
+static int64_t transpose_side(size_t bytes) {
+  return POAS__MAX((int64_t)sqrt((double)bytes / sizeof(double)) / 32 * 32, 32);
 }
 
-static int time_transpose(poas__device *dev, poas__mem src, poas__mem dst, int64_t side, int reps,
-                          double *out) {
+static size_t transpose_bytes(size_t bytes) {
+  int64_t side = transpose_side(bytes);
+  return (size_t)(side * side) * sizeof(double);
+}
+
+typedef struct transpose_ctx {
+  poas__device *dev;
+  poas__mem src, dst;
+} transpose_ctx;
+
+static int run_transpose(void *ctx, size_t bytes) {
+  const transpose_ctx *tc = ctx;
+  int64_t side = transpose_side(bytes);
   poas__transpose_call t = {.dtype = POAS_FLOAT64, .rows = side, .cols = side,
-                            .src = {src, 0, side}, .dst = {dst, 0, side}};
-  double times[MAX_REPS];
-  reps = POAS__MIN(reps, MAX_REPS);
-  int rc = 0;
-  for (int r = -1; !rc && r < reps; r++) {
-    double t0 = dev_clock(dev);
-    rc = dev->be->transpose(dev, 0, &t);
-    if (!rc)
-      rc = dev->be->lane_sync(dev, 0);
-    if (r >= 0)
-      times[r] = dev_clock(dev) - t0;
-  }
-  if (rc)
-    return poas__fail(rc, "%s: %lld x %lld transpose failed during calibration", dev->info.id,
-                      (long long)side, (long long)side);
-  *out = poas__median(times, reps);
-  return 0;
+                            .src = {tc->src, 0, side}, .dst = {tc->dst, 0, side}};
+  return tc->dev->be->transpose(tc->dev, 0, &t);
 }
 
 static int calibrate_transpose(poas__device *dev, size_t top, const sweep *sw, progress *pg,
                                poas__transfer_model *tm) {
-  double X[MAX_COPY_SIZES * 2], y[MAX_COPY_SIZES];
-  int held[MAX_COPY_SIZES], n = 0;
-  poas__mem src = {NULL}, dst = {NULL};
-  int rc = dev->be->mem_alloc(dev, top, &src);
-  if (!rc && (rc = dev->be->mem_alloc(dev, top, &dst)) != 0)
-    dev->be->mem_free(dev, src);
+  transpose_ctx tc = {dev, {NULL}, {NULL}};
+  int rc = dev->be->mem_alloc(dev, top, &tc.src);
+  if (!rc && (rc = dev->be->mem_alloc(dev, top, &tc.dst)) != 0)
+    dev->be->mem_free(dev, tc.src);
   if (rc)
     return poas__fail(rc, "%s: cannot allocate the transpose calibration buffers", dev->info.id);
-  for (size_t bytes = 65536; !rc && bytes <= top && n < MAX_COPY_SIZES; bytes *= 2, n++) {
-    /* Sides in whole 32s: CLBlast's transpose takes a slower general
-     * kernel for others (1448^2 doubles took longer than 2048^2 on PoCL),
-     * and the shapes worth co-executing are mostly whole multiples. */
-    int64_t side = POAS__MAX((int64_t)sqrt((double)bytes / sizeof(double)) / 32 * 32, 32);
-    if ((rc = time_transpose(dev, src, dst, side, sw->reps, &y[n])) != 0)
-      break;
-    X[2 * n] = 1;
-    X[2 * n + 1] = (double)side * (double)side * sizeof(double);
-    held[n] = n % 5 == 2;
-    poas__debug("calibrate %s transpose %.0f %.6e", dev->info.id, X[2 * n + 1], y[n]);
-    report(pg, "transpose", 1);
-  }
-  dev->be->mem_free(dev, src);
-  dev->be->mem_free(dev, dst);
-  if (rc)
-    return rc;
-  if (poas__fit_transfer(X, y, held, n, tm))
-    return poas__fail(POAS_EFIT, "%s: could not fit the transpose model", dev->info.id);
-  tm->valid = 1;
-  return 0;
+  rate_op op = {.step = "transpose", .name = "transpose", .what = "transpose",
+                .round = transpose_bytes, .run = run_transpose, .ctx = &tc};
+  rc = calibrate_rate(dev, &op, 65536, top, sw, pg, tm);
+  dev->be->mem_free(dev, tc.src);
+  dev->be->mem_free(dev, tc.dst);
+  return rc;
 }
 
 /* -------------------------------------------------------------- GEMM */
@@ -943,10 +956,11 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
     pg.total += gemm_work(&s[i]) * POAS__MIN(sw.reps, MAX_REPS);
   }
   if (!dev->info.host_memory)
-    pg.total += (dev->be->host_register ? 4 : 2) * copy_sizes(POAS__MIN(elems * sizeof(double), staging));
-  int transposes = !dev->info.host_memory && dev->gemm_wants_bt && dev->be->transpose;
+    pg.total += (dev->be->host_register ? 4 : 2) *
+                doubling_sizes(4096, POAS__MIN(elems * sizeof(double), staging));
+  int transposes = !dev->info.host_memory && dev->gemm_wants_bt;
   if (transposes)
-    pg.total += transpose_sizes(transpose_top(dev, o->quick));
+    pg.total += doubling_sizes(65536, transpose_top(dev, o->quick));
 
   poas__device_model m = {0};
   m.source = POAS__MODEL_CALIBRATED;

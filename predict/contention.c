@@ -55,7 +55,7 @@ typedef struct probe {
  * of B, stored transposed (one PoCL core runs that 1.3-1.5x faster than
  * a band of columns over the whole of A, and slows beside the CPU by a
  * different amount). */
-static int rows_band(const probe *p) { return p->dev->gemm_wants_bt && p->dev->be->transpose; }
+static int rows_band(const probe *p) { return p->dev->gemm_wants_bt; }
 
 static int probe_gemm(probe *p) {
   poas__gemm_call g = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
