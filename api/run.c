@@ -129,8 +129,9 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
 }
 
 /* The scheduler's configuration from the plan and the context. */
-static void sched_config(const poas_context *ctx, const poas__opt_result *r,
+static void sched_config(const poas_context *ctx, const poas__gemm_plan *plan,
                          poas__sched_config *cfg) {
+  const poas__opt_result *r = &plan->res;
   memset(cfg, 0, sizeof *cfg);
   cfg->policy = ctx->sched;
   cfg->trace_path = ctx->trace_path;
@@ -143,6 +144,8 @@ static void sched_config(const poas_context *ctx, const poas__opt_result *r,
     cfg->tiles[i] = sh->time.tiles;
     double units = (double)(sh->u1 - sh->u0);
     cfg->rate[i] = units > 0 ? units / POAS__MAX(sh->time.total_s, 1e-12) : 0;
+    if (ctx->models[i].source == POAS__MODEL_CALIBRATED)
+      cfg->model_error[i] = ctx->models[i].gemm_fit[plan->prob.dtype].heldout_median;
   }
   cfg->predicted_makespan_s = r->makespan_s;
 }
@@ -181,10 +184,7 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   if (p->async && (rc = poas__resident_prepare(ctx, p, plan, src, &kept)) != 0)
     goto done;
   poas__sched_config cfg;
-  sched_config(ctx, &plan->res, &cfg);
-  for (int i = 0; i < plan->res.ndev; i++)
-    if (ctx->models[i].source == POAS__MODEL_CALIBRATED)
-      cfg.model_error[i] = ctx->models[i].gemm_fit[p->dtype].heldout_median;
+  sched_config(ctx, plan, &cfg);
   cfg.no_inline = p->no_inline;
   poas_report r;
   rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);
