@@ -1,9 +1,11 @@
-/* test-core.c: error codes, number parsing, the device-selection parser
- * and what failures log. */
+/* test-core.c: error codes, number parsing, the device-selection parser,
+ * what failures log, and the parallel host copy. */
 #include "core/core.h"
+#include "core/hostcopy.h"
 #include "harness.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -110,7 +112,62 @@ TEST(expected_failures_are_not_warnings) {
   return 0;
 }
 
+/* Every 2-D shape the copier splits differently (rows between threads,
+ * each row's bytes between threads when rows are fewer, one flat run, a
+ * copy small enough for the caller alone), with thread counts that do and
+ * do not divide them: every byte of the block arrives, and the bytes
+ * between the destination's runs keep their poison. */
+TEST(host_copy_moves_every_byte_of_a_block) {
+  static const struct {
+    size_t width, rows, src_pitch, dst_pitch;
+  } blocks[] = {
+      {1000, 3000, 1024, 1100}, /* many pitched rows */
+      {300001, 2, 300032, 300100}, /* fewer rows than threads: rows split in bytes */
+      {3u << 20, 1, 3u << 20, 3u << 20}, /* one flat run */
+      {(3u << 20) + 77, 1, 0, 0},         /* one flat run of an odd length */
+      {100, 7, 128, 100},                 /* small: the caller alone */
+  };
+  static const int threads[] = {1, 3, 4};
+  size_t cap = (size_t)8 << 20;
+  unsigned char *src = malloc(cap), *dst = malloc(cap);
+  CHECK(src && dst);
+  for (size_t i = 0; i < cap; i++)
+    src[i] = (unsigned char)(i * 131 + i / 4099);
+  for (size_t t = 0; t < POAS__ARRAY_LEN(threads); t++) {
+    poas__copier *c;
+    CHECK(poas__copier_create(threads[t], &c) == 0);
+    CHECK(poas__copier_threads(c) == threads[t]);
+    for (size_t b = 0; b < POAS__ARRAY_LEN(blocks); b++) {
+      size_t w = blocks[b].width, rows = blocks[b].rows;
+      size_t sp = rows == 1 ? w : blocks[b].src_pitch, dp = rows == 1 ? w : blocks[b].dst_pitch;
+      CHECK(sp * rows <= cap && dp * rows <= cap);
+      memset(dst, 0xAB, cap);
+      poas__copier_run(c, dst, dp, src + 5, sp, w, rows);
+      size_t wrong = 0, poison_lost = 0;
+      for (size_t r = 0; r < rows; r++) {
+        for (size_t x = 0; x < w; x++)
+          wrong += dst[r * dp + x] != src[5 + r * sp + x];
+        for (size_t x = w; x < dp && r * dp + x < cap; x++)
+          poison_lost += dst[r * dp + x] != 0xAB;
+      }
+      poison_lost += dst[dp * rows] != 0xAB && dp * rows < cap;
+      CHECK_MSG(wrong == 0 && poison_lost == 0,
+                "%d threads, %zu x %zu block: %zu bytes wrong, %zu poisoned bytes written",
+                threads[t], rows, w, wrong, poison_lost);
+    }
+    poas__copier_destroy(c);
+  }
+  free(src);
+  free(dst);
+  poas__copier *none = NULL;
+  CHECK(poas__copier_create(0, &none) == POAS_EINVAL && none == NULL);
+  CHECK(poas__copier_create(65, &none) == POAS_EINVAL && none == NULL);
+  poas__copier_destroy(NULL);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
           TEST_ENTRY(spec_parses_entries_and_settings),
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
-          TEST_ENTRY(expected_failures_are_not_warnings))
+          TEST_ENTRY(expected_failures_are_not_warnings),
+          TEST_ENTRY(host_copy_moves_every_byte_of_a_block))

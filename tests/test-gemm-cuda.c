@@ -1,7 +1,8 @@
 /* test-gemm-cuda.c: the CUDA backend on a real GPU: the GEMM case matrix
  * through the public API, then the backend's hooks one by one (2-D copies
  * with padding, ordering across lanes through events, page-locked host
- * memory, allocation failure, settings, the alpha = 0 / k = 0 paths, sizes
+ * memory, copies staged through page-locked slots, allocation failure,
+ * settings, the alpha = 0 / k = 0 paths, sizes
  * cuBLAS cannot take, use from other threads). Every test skips (exit 77)
  * when no CUDA device is present or the backend was not built. */
 #include "devices/device.h"
@@ -113,6 +114,28 @@ TEST(cuda_copy2d_roundtrip_keeps_padding) {
   static const poas__copy2d shapes[] = {
       {13, 7, 29, 40, 5}, {4096, 33, 4100, 4608, 256}, {13, 1, 13, 13, 3}, {64, 9, 64, 64, 0},
       {1, 300, 3, 2, 1},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+    if (roundtrip(set.dev[0], &shapes[i], shapes[i].width + 11))
+      return 1;
+  poas__devset_close(&set);
+  return 0;
+}
+
+/* Copies of pageable memory large enough to be staged, on a device with
+ * staging threads whatever the host's size: a flat run of several slots
+ * and a partial one, a pitched block of several slots of whole rows, and
+ * rows longer than a slot. The same round trip: every byte arrives, and
+ * the padding on both sides keeps its poison. */
+TEST(cuda_staged_copies_keep_padding) {
+  NEED_CUDA();
+  poas__devset set;
+  CHECK_OK(open_set("cuda0:copy_threads=3", &set));
+  size_t big = ((size_t)17 << 20) + 5;
+  const poas__copy2d shapes[] = {
+      {((size_t)40 << 20) + 123, 1, ((size_t)40 << 20) + 123, ((size_t)40 << 20) + 123, 0},
+      {4000, 10000, 4100, 4352, 128},
+      {big, 2, big + 64, big + 256, 32},
   };
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
     if (roundtrip(set.dev[0], &shapes[i], shapes[i].width + 11))
@@ -283,7 +306,10 @@ TEST(cuda_bad_settings_name_the_token) {
   NEED_CUDA();
   static const struct {
     const char *sel, *token;
-  } bad[] = {{"cuda0:bogus=1", "bogus"}, {"cuda0:tf32=2", "'2'"}, {"cuda:tf32=yes", "yes"}};
+  } bad[] = {{"cuda0:bogus=1", "bogus"},
+               {"cuda0:tf32=2", "'2'"},
+               {"cuda:tf32=yes", "yes"},
+               {"cuda0:copy_threads=65", "65"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     poas__devset set = {0};
     char err[256] = "";
@@ -292,7 +318,7 @@ TEST(cuda_bad_settings_name_the_token) {
     CHECK(set.ndev == 0);
   }
   poas__devset set;
-  CHECK_OK(open_set("cuda0:tf32=0", &set));
+  CHECK_OK(open_set("cuda0:tf32=0:copy_threads=0", &set));
   poas__devset_close(&set);
   return 0;
 }
@@ -517,6 +543,7 @@ TEST(cuda_task_runs_its_implementation) {
 }
 
 TEST_MAIN(TEST_ENTRY(cuda_info), TEST_ENTRY(cuda_task_runs_its_implementation), TEST_ENTRY(cuda_copy2d_roundtrip_keeps_padding),
+          TEST_ENTRY(cuda_staged_copies_keep_padding),
           TEST_ENTRY(cuda_events_order_lanes), TEST_ENTRY(cuda_host_register_path),
           TEST_ENTRY(cuda_alloc_beyond_memory_is_enomem),
           TEST_ENTRY(cuda_bad_settings_name_the_token), TEST_ENTRY(cuda_gemm_scaling_paths),

@@ -7,7 +7,17 @@
  * thread-local switch once the primary context exists. Errors are turned
  * into POAS_EDEVICE with the failing call and the runtime's message, and
  * the runtime's last-error slot is cleared so that one failure does not
- * show up again in an unrelated later check. */
+ * show up again in an unrelated later check.
+ *
+ * Copies of pageable host memory are staged: the runtime's own path packs
+ * its page-locked bounce buffer with one thread (6-10 GB/s on the H100 VM),
+ * so large copies go through page-locked slots of this backend's instead,
+ * packed and unpacked by copy_threads threads (core/hostcopy.h) while the
+ * DMA engine moves the slot before (22 GB/s host-to-device and 18
+ * device-to-host with four threads, 512 MiB; bench/results/staged-copies-
+ * h100-2026-11-23.md). Page-locked host memory, small copies, and
+ * copy_threads=0 go straight to the runtime. */
+#include "core/hostcopy.h"
 #include "devices/device.h"
 
 #include <cublas_v2.h>
@@ -17,8 +27,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CUDA_LANES 3
+/* Staging: slots per lane, their size, and the smallest copy staged (below
+ * it the runtime's path is as fast: 13 GB/s at 16 MiB on the H100 VM). */
+#define STAGE_SLOTS 3
+#define STAGE_SLOT_BYTES ((size_t)16 << 20)
+#define STAGE_MIN_BYTES ((size_t)8 << 20)
+
+/* A lane's staging: page-locked slots used round robin, each with the
+ * event of the last copy that read or wrote it, and the threads that pack
+ * and unpack them. Made at the lane's first staged copy. */
+typedef struct stage {
+  pthread_mutex_t lock; /* one staged copy at a time on the lane */
+  int ready;
+  poas__copier *copier;
+  char *slot[STAGE_SLOTS];
+  cudaEvent_t done[STAGE_SLOTS];
+  int next;
+} stage;
 
 typedef struct cuda_state {
   poas__device dev;
@@ -29,6 +57,8 @@ typedef struct cuda_state {
   pthread_mutex_t blas_lock;
   cudaStream_t stream[CUDA_LANES];
   int tf32;
+  int copy_threads; /* 0: pageable copies go straight to the runtime */
+  stage stage[CUDA_LANES];
   size_t free_bytes_at_open;
 } cuda_state;
 
@@ -72,9 +102,20 @@ static int cuda_count(void) {
   return n;
 }
 
+/* Staging threads by default: four where the host has at least eight
+ * cores (four packed 512 MiB at 22 GB/s, eight at 26, one at 7 on the
+ * H100 VM's 16), none on smaller hosts, whose cores the CPU device needs
+ * and where one thread would do what the runtime does. */
+static int default_copy_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n >= 8 ? 4 : 0;
+}
+
 static int parse_settings(cuda_state *s, const poas__spec_entry *e, char *err, size_t errcap) {
-  const poas__int_setting known[] = {{"tf32", 0, 1, &s->tf32}};
-  return poas__spec_ints("cuda", e, known, 1, err, errcap);
+  s->copy_threads = default_copy_threads();
+  const poas__int_setting known[] = {{"tf32", 0, 1, &s->tf32},
+                                     {"copy_threads", 0, 64, &s->copy_threads}};
+  return poas__spec_ints("cuda", e, known, 2, err, errcap);
 }
 
 /* FP32 lanes per SM, and the FP64 rate as a fraction of FP32, by compute
@@ -178,6 +219,8 @@ static int cuda_open(int index, const poas__spec_entry *e, poas__device **out, c
   if (rc)
     goto fail_blas;
   pthread_mutex_init(&s->blas_lock, NULL);
+  for (int l = 0; l < CUDA_LANES; l++)
+    pthread_mutex_init(&s->stage[l].lock, NULL);
   s->dev.nlanes = CUDA_LANES;
   /* A copy from pageable memory holds its caller until the data is staged
    * (to the device) or delivered (from it): a thread per lane, and one to
@@ -200,13 +243,33 @@ fail_state:
   return rc;
 }
 
-/* Waits for every lane, then releases the streams and the handle. Events
- * belong to their creators, who destroy them with event_destroy. */
+/* A lane's staging slots and threads, as far as they were made. */
+static void stage_release(stage *st) {
+  for (int i = 0; i < STAGE_SLOTS; i++) {
+    if (st->done[i])
+      cudaEventDestroy(st->done[i]);
+    if (st->slot[i])
+      cudaFreeHost(st->slot[i]);
+    st->done[i] = NULL;
+    st->slot[i] = NULL;
+  }
+  poas__copier_destroy(st->copier);
+  st->copier = NULL;
+  st->ready = 0;
+}
+
+/* Waits for every lane, then releases the staging, the streams and the
+ * handle. Events belong to their creators, who destroy them with
+ * event_destroy. */
 static void cuda_close(poas__device *dev) {
   cuda_state *s = dev->priv;
   use(s);
   for (int l = 0; l < CUDA_LANES; l++)
     cudaStreamSynchronize(s->stream[l]);
+  for (int l = 0; l < CUDA_LANES; l++) {
+    stage_release(&s->stage[l]);
+    pthread_mutex_destroy(&s->stage[l].lock);
+  }
   cublasDestroy(s->blas);
   for (int l = CUDA_LANES - 1; l >= 0; l--)
     cudaStreamDestroy(s->stream[l]);
@@ -284,16 +347,205 @@ static int copy2d(cuda_state *s, int lane, char *dst, size_t dpitch, const char 
   return e == cudaSuccess ? 0 : cuda_fail(s, "cudaMemcpy2DAsync", e);
 }
 
+/* ------------------------------------------------------------ staging */
+
+/* Makes a lane's slots, events and threads; the lane's stage lock is held.
+ * A failure leaves nothing behind, and the copy then goes straight to the
+ * runtime. */
+static int stage_make(cuda_state *s, stage *st) {
+  int rc = poas__copier_create(s->copy_threads, &st->copier);
+  for (int i = 0; !rc && i < STAGE_SLOTS; i++) {
+    cudaError_t e = cudaMallocHost((void **)&st->slot[i], STAGE_SLOT_BYTES);
+    if (e == cudaSuccess)
+      e = cudaEventCreateWithFlags(&st->done[i], cudaEventDisableTiming);
+    if (e != cudaSuccess)
+      rc = cuda_fail(s, "staging buffers", e);
+  }
+  if (rc) {
+    stage_release(st);
+    return rc;
+  }
+  st->next = 0;
+  st->ready = 1;
+  return 0;
+}
+
+/* Whether host memory is page-locked (cudaMallocHost, cudaHostRegister):
+ * the DMA engine reads it directly, and staging would only add a copy. */
+static int host_pinned(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+/* A piece of a 2-D copy that fits one slot: `rows` runs of `width` bytes,
+ * starting `host_off` and `dev_off` bytes into the two sides. */
+typedef struct piece {
+  size_t host_off, dev_off, width, rows;
+} piece;
+
+/* The pieces of copy c in order, one slot each: a contiguous block in
+ * slot-sized byte ranges, a pitched one in whole rows per slot, and rows
+ * longer than a slot in slot-sized ranges of each row. Returns how many
+ * were written to out[] (at most cap), starting at piece `first`; the
+ * total count when out is NULL. */
+static size_t pieces_of(const poas__copy2d *c, size_t first, piece *out, size_t cap) {
+  size_t n = 0, idx = 0;
+  int flat = c->rows == 1 || (c->host_pitch == c->width && c->dev_pitch == c->width);
+  if (flat) {
+    size_t total = c->width * c->rows;
+    for (size_t off = 0; off < total; off += STAGE_SLOT_BYTES, idx++)
+      if (idx >= first && out && n < cap)
+        out[n++] = (piece){off, off, POAS__MIN(STAGE_SLOT_BYTES, total - off), 1};
+      else if (!out)
+        n++;
+    return n;
+  }
+  if (c->width <= STAGE_SLOT_BYTES) {
+    size_t per = STAGE_SLOT_BYTES / c->width;
+    for (size_t r = 0; r < c->rows; r += per, idx++)
+      if (idx >= first && out && n < cap)
+        out[n++] = (piece){r * c->host_pitch, r * c->dev_pitch, c->width,
+                           POAS__MIN(per, c->rows - r)};
+      else if (!out)
+        n++;
+    return n;
+  }
+  for (size_t r = 0; r < c->rows; r++)
+    for (size_t b = 0; b < c->width; b += STAGE_SLOT_BYTES, idx++)
+      if (idx >= first && out && n < cap)
+        out[n++] = (piece){r * c->host_pitch + b, r * c->dev_pitch + b,
+                           POAS__MIN(STAGE_SLOT_BYTES, c->width - b), 1};
+      else if (!out)
+        n++;
+  return n;
+}
+
+/* Host to device through the slots: each piece waits for its slot's last
+ * copy, is packed by the lane's threads, and is sent on the lane's stream
+ * while the next is packed. Returns once the host memory is no longer
+ * read, like the runtime's copy from pageable memory. */
+static int staged_h2d(cuda_state *s, int lane, char *dev, const char *host,
+                      const poas__copy2d *c) {
+  stage *st = &s->stage[lane];
+  cudaStream_t sm = s->stream[lane];
+  size_t total = pieces_of(c, 0, NULL, 0);
+  for (size_t i = 0; i < total; i++) {
+    piece p;
+    pieces_of(c, i, &p, 1);
+    int k = st->next;
+    st->next = (k + 1) % STAGE_SLOTS;
+    cudaError_t e = cudaEventSynchronize(st->done[k]);
+    if (e != cudaSuccess)
+      return cuda_fail(s, "staging: cudaEventSynchronize", e);
+    poas__copier_run(st->copier, st->slot[k], p.width, host + p.host_off, c->host_pitch,
+                     p.width, p.rows);
+    e = p.rows == 1 ? cudaMemcpyAsync(dev + p.dev_off, st->slot[k], p.width,
+                                      cudaMemcpyHostToDevice, sm)
+                    : cudaMemcpy2DAsync(dev + p.dev_off, c->dev_pitch, st->slot[k], p.width,
+                                        p.width, p.rows, cudaMemcpyHostToDevice, sm);
+    if (e == cudaSuccess)
+      e = cudaEventRecord(st->done[k], sm);
+    if (e != cudaSuccess)
+      return cuda_fail(s, "staging: cudaMemcpy2DAsync", e);
+  }
+  return 0;
+}
+
+/* Device to host through the slots: up to STAGE_SLOTS pieces are in
+ * flight on the lane's stream (behind whatever the lane waits for), and
+ * each is unpacked by the lane's threads as it lands. Returns once the
+ * host memory holds the data, like the runtime's copy to pageable
+ * memory. */
+static int staged_d2h(cuda_state *s, int lane, char *host, const char *dev,
+                      const poas__copy2d *c) {
+  stage *st = &s->stage[lane];
+  cudaStream_t sm = s->stream[lane];
+  size_t total = pieces_of(c, 0, NULL, 0), issued = 0;
+  piece inflight[STAGE_SLOTS];
+  int slot_of[STAGE_SLOTS];
+  for (size_t i = 0; i < total; i++) {
+    for (; issued < total && issued < i + STAGE_SLOTS; issued++) {
+      piece *p = &inflight[issued % STAGE_SLOTS];
+      pieces_of(c, issued, p, 1);
+      int k = st->next;
+      st->next = (k + 1) % STAGE_SLOTS;
+      slot_of[issued % STAGE_SLOTS] = k;
+      /* The slot's last user was a copy on this lane, in stream order
+       * before this one, and its host side was finished before the call
+       * that issued it returned: no wait is needed. */
+      cudaError_t e =
+          p->rows == 1 ? cudaMemcpyAsync(st->slot[k], dev + p->dev_off, p->width,
+                                         cudaMemcpyDeviceToHost, sm)
+                       : cudaMemcpy2DAsync(st->slot[k], p->width, dev + p->dev_off, c->dev_pitch,
+                                           p->width, p->rows, cudaMemcpyDeviceToHost, sm);
+      if (e == cudaSuccess)
+        e = cudaEventRecord(st->done[k], sm);
+      if (e != cudaSuccess)
+        return cuda_fail(s, "staging: cudaMemcpy2DAsync", e);
+    }
+    const piece *p = &inflight[i % STAGE_SLOTS];
+    int k = slot_of[i % STAGE_SLOTS];
+    cudaError_t e = cudaEventSynchronize(st->done[k]);
+    if (e != cudaSuccess)
+      return cuda_fail(s, "staging: cudaEventSynchronize", e);
+    poas__copier_run(st->copier, host + p->host_off, c->host_pitch, st->slot[k], p->width,
+                     p->width, p->rows);
+  }
+  return 0;
+}
+
+/* A copy through the lane's staging when it pays (copy_threads set, at
+ * least STAGE_MIN_BYTES, host memory pageable); *staged says whether it
+ * was taken. The lane's stage is made at its first such copy. */
+static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
+                      const poas__copy2d *c, int *staged) {
+  *staged = 0;
+  if (s->copy_threads == 0 || c->width * c->rows < STAGE_MIN_BYTES || host_pinned(host))
+    return 0;
+  int rc = on_lane(s, lane);
+  if (rc)
+    return rc;
+  stage *st = &s->stage[lane];
+  pthread_mutex_lock(&st->lock);
+  if (!st->ready && stage_make(s, st) != 0) {
+    /* No page-locked memory to spare: the runtime's path still works. */
+    poas__debug("cuda%d: lane %d copies unstaged: %s", s->ordinal, lane, poas_error_detail());
+    poas__clear_detail();
+    pthread_mutex_unlock(&st->lock);
+    return 0;
+  }
+  rc = h2d ? staged_h2d(s, lane, dev, host, c) : staged_d2h(s, lane, host, dev, c);
+  pthread_mutex_unlock(&st->lock);
+  *staged = 1;
+  return rc;
+}
+
 static int cuda_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *src,
                          const poas__copy2d *c) {
-  return copy2d(dev->priv, lane, (char *)dst.ptr + c->dev_off, c->dev_pitch, src, c->host_pitch,
-                c, cudaMemcpyHostToDevice);
+  cuda_state *s = dev->priv;
+  char *d = (char *)dst.ptr + c->dev_off;
+  int staged, rc = check_lane(s, lane);
+  if (!rc)
+    rc = try_staged(s, lane, 1, d, (char *)(uintptr_t)src, c, &staged);
+  if (rc || staged)
+    return rc;
+  return copy2d(s, lane, d, c->dev_pitch, src, c->host_pitch, c, cudaMemcpyHostToDevice);
 }
 
 static int cuda_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
                          const poas__copy2d *c) {
-  return copy2d(dev->priv, lane, dst, c->host_pitch, (const char *)src.ptr + c->dev_off,
-                c->dev_pitch, c, cudaMemcpyDeviceToHost);
+  cuda_state *s = dev->priv;
+  char *d = (char *)src.ptr + c->dev_off;
+  int staged, rc = check_lane(s, lane);
+  if (!rc)
+    rc = try_staged(s, lane, 0, d, dst, c, &staged);
+  if (rc || staged)
+    return rc;
+  return copy2d(s, lane, dst, c->host_pitch, d, c->dev_pitch, c, cudaMemcpyDeviceToHost);
 }
 
 static int blas_fail(const cuda_state *s, const char *what, cublasStatus_t st) {
