@@ -87,6 +87,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->memory_bytes = m->memory_bytes;
   f->dispatch_s = m->dispatch_s;
   f->engine_s = m->engine_s;
+  f->duplex = m->duplex > 1 ? m->duplex : 1;
 }
 
 /* Marks in sel[] the devices a comma-separated id list names. */

@@ -240,6 +240,10 @@ typedef struct poas_device_fit {
   poas_fit_info transpose;
   double transpose_latency_s, transpose_bandwidth, transpose_knee_bytes,
       transpose_bandwidth_beyond;
+  /* How much longer copies take while copies run the other way at the same
+   * time (a pipeline's tiles do), as a time factor; 1 when not measured
+   * (devices on host memory or on the host's cores). */
+  double duplex;
 } poas_device_fit;
 
 /* Progress of a calibration: the device being measured, the step ("memory",

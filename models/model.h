@@ -107,6 +107,12 @@ typedef struct poas__device_model {
    * measured by calibrating such devices together; 0 or 1 when none was
    * measured. */
   double contention;
+  /* How much longer its copies take while copies run the other way at the
+   * same time (the directions share the host's memory bandwidth and, when
+   * the backend stages them, its copy threads): a time factor for the
+   * tiles' copies in a pipeline, measured by calibration; 0 or 1 when not
+   * measured. */
+  double duplex;
   /* The runtime's fixed cost of a run on the device, beyond the GEMM and
    * copy models: planning, threads handing work over, events. Measured by
    * poas_calibrate end to end on a tiny GEMM; 0 when not measured. */

@@ -498,9 +498,9 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
 
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
-  static const char *const known[] = {"id",         "name",       "memory_bytes",
-                                      "gemm",       "transfer",   "transpose",
-                                      "contention", "dispatch_s", "engine_s",     NULL};
+  static const char *const known[] = {"id",         "name",       "memory_bytes", "gemm",
+                                      "transfer",   "transpose",  "contention",   "duplex",
+                                      "dispatch_s", "engine_s",   NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -532,6 +532,11 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   dm->contention = 1;
   if (json_object_get(obj, "contention") &&
       get_number(r, obj, path, "contention", 1, 10, &dm->contention))
+    return -1;
+  /* Optional: measured on devices that copy both ways at once (since
+   * staged copies). */
+  dm->duplex = 1;
+  if (json_object_get(obj, "duplex") && get_number(r, obj, path, "duplex", 1, 10, &dm->duplex))
     return -1;
   /* Optional: profiles written before it was measured lack it. */
   dm->dispatch_s = 0;
@@ -744,6 +749,8 @@ static json_t *device_json(const poas__profile_device *pd) {
     json_object_set_new(d, "transpose", transfer_model_json(&pd->model.transpose));
   if (pd->model.contention > 1)
     json_object_set_new(d, "contention", json_real(pd->model.contention));
+  if (pd->model.duplex > 1)
+    json_object_set_new(d, "duplex", json_real(pd->model.duplex));
   if (pd->model.dispatch_s > 0)
     json_object_set_new(d, "dispatch_s", json_real(pd->model.dispatch_s));
   if (pd->model.engine_s > 0)

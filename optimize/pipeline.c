@@ -83,11 +83,15 @@ static void tile_costs(const poas__opt_problem *p, poas__split_dim split,
     return;
   double in, c;
   unit_bytes(p, split, &in, &c);
+  /* Tiles copy in while earlier tiles copy out: both ways at once, each
+   * slower by the device's duplex factor (the shared operand goes in
+   * before anything comes out, at the one-way rate). */
+  double both_ways = dm->duplex > 1 && (p->reads_ab || p->reads_c) ? dm->duplex : 1;
   if (p->reads_ab)
-    out->in_s = poas__model_transfer_time(dm, POAS_H2D, in * (double)units);
+    out->in_s = both_ways * poas__model_transfer_time(dm, POAS_H2D, in * (double)units);
   if (p->reads_c)
-    out->c_s = poas__model_transfer_time(dm, POAS_H2D, c * (double)units);
-  out->out_s = poas__model_transfer_time(dm, POAS_D2H, c * (double)units);
+    out->c_s = both_ways * poas__model_transfer_time(dm, POAS_H2D, c * (double)units);
+  out->out_s = both_ways * poas__model_transfer_time(dm, POAS_D2H, c * (double)units);
 }
 
 /* One tile through the lanes: s is updated in place. */

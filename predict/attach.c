@@ -21,8 +21,8 @@
 
 /* Copies the parts a profile device has over a model: each dtype with a
  * model (thin-block tables included), the transfers and the transpose
- * when measured, the memory, the contention and the runtime's costs of a run (dispatch_s,
- * engine_s). All of them: what is left out here, plans from a loaded
+ * when measured, the memory, the contention, the two-way copy factor and
+ * the runtime's costs of a run (dispatch_s, engine_s). All of them: what is left out here, plans from a loaded
  * profile never see (the last three once were, and only a context that
  * had just calibrated used them). */
 static void overlay(poas__device_model *dst, const poas__device_model *src) {
@@ -42,6 +42,7 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
   if (src->memory_bytes)
     dst->memory_bytes = src->memory_bytes;
   dst->contention = src->contention;
+  dst->duplex = src->duplex;
   dst->dispatch_s = src->dispatch_s;
   dst->engine_s = src->engine_s;
   dst->source = POAS__MODEL_CALIBRATED;

@@ -16,6 +16,8 @@ static double uniform(double lo, double hi) {
   return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
 }
 
+static int near(double got, double want, double rel) { return fabs(got - want) <= rel * want; }
+
 /* A log-uniform number, for rates and bandwidths spanning decades. */
 static double log_uniform(double lo, double hi) { return exp(uniform(log(lo), log(hi))); }
 
@@ -175,6 +177,36 @@ TEST(a_dominant_copy_device_keeps_its_own_tiles) {
   /* So the pair is predicted faster than the GPU alone only by the CPU's
    * part, not by the tiles. */
   CHECK(r.makespan_s >= alone.makespan_s * (double)share / (double)r.total_units * 0.99);
+  return 0;
+}
+
+/* Tiles copy in while earlier tiles copy out, and both directions share
+ * the host's memory: the duplex factor lengthens every tile's copies (not
+ * the shared operand's, which goes in before anything comes out), so a
+ * copy-bound pipeline takes about that much longer. */
+TEST(copies_both_ways_at_once_are_priced_in) {
+  poas__device_model gpu;
+  rate_model(&gpu, 2e14, 1e-5, 1e-5, 2e10); /* copies take longer than GEMMs */
+  poas__opt_device d = device("gpu", &gpu, 0);
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 8192);
+  poas__tile_cost one, both;
+  poas__tile_costs(&p, POAS__SPLIT_ROWS, &gpu, 0, 1024, &one);
+  poas__pipe pipe;
+  poas__pipe_time t1, t2;
+  poas__pipe_init(&pipe, &p, POAS__SPLIT_ROWS, &gpu, &d, 1024, 1);
+  poas__pipe_eval(&pipe, 8192, &t1);
+  gpu.duplex = 1.5;
+  poas__tile_costs(&p, POAS__SPLIT_ROWS, &gpu, 0, 1024, &both);
+  poas__pipe_init(&pipe, &p, POAS__SPLIT_ROWS, &gpu, &d, 1024, 1);
+  poas__pipe_eval(&pipe, 8192, &t2);
+  CHECK(near(both.in_s, 1.5 * one.in_s, 1e-12) && near(both.out_s, 1.5 * one.out_s, 1e-12));
+  CHECK(both.gemm_s == one.gemm_s);
+  /* 256 MiB shared at one rate, then 8 tiles whose copies dominate. */
+  double shared_s = poas__model_transfer_time(&gpu, POAS_H2D, 8192.0 * 8192 * 4);
+  fprintf(stderr, "  8192^3 sgemm: %.2f ms one way at a time, %.2f ms at 1.5x both ways\n",
+          1e3 * t1.total_s, 1e3 * t2.total_s);
+  CHECK(t2.total_s > shared_s + 1.4 * (t1.total_s - shared_s));
+  CHECK(t2.total_s < shared_s + 1.5 * (t1.total_s - shared_s) * 1.001);
   return 0;
 }
 
@@ -540,7 +572,7 @@ TEST(empty_problems_plan_nothing) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(shares_follow_rates),
+TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates),
           TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
           TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),

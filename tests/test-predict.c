@@ -218,6 +218,7 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
   CHECK(p->ndev == 2);
   for (int d = 0; d < 2; d++) {
     p->dev[d].model.contention = 1.25 + 0.5 * d;
+    p->dev[d].model.duplex = 1.5 + d;
     p->dev[d].model.dispatch_s = 3e-3;
     p->dev[d].model.engine_s = 1e-3;
     p->dev[d].model.transpose = (poas__transfer_model){
@@ -248,10 +249,13 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
   poas_profile_info *info = malloc(sizeof *info);
   CHECK(info);
   CHECK_OK(poas_profile_get(ctx, info));
-  for (int d = 0; d < 2; d++)
+  for (int d = 0; d < 2; d++) {
     CHECK_MSG(info->dev[d].transpose.samples == 10 && info->dev[d].transpose_bandwidth == 3e9 + d,
               "%s: transpose model %d samples, %g B/s", info->dev[d].id,
               info->dev[d].transpose.samples, info->dev[d].transpose_bandwidth);
+    CHECK_MSG(info->dev[d].duplex == 1.5 + d, "%s: duplex %g", info->dev[d].id,
+              info->dev[d].duplex);
+  }
   free(info);
   poas_finalize(ctx);
   return 0;

@@ -115,6 +115,7 @@ static void sample_profile(poas__profile *p) {
                                             .fit = {10, 0.99, 0.01, 0.03}};
     /* Written only when measured (> 1); read back as 1 otherwise. */
     m->contention = d ? 1.0 + 1.0 / 7 : 1;
+    m->duplex = d ? 1.0 + 1.0 / 3 : 1;
     /* Written only when measured (> 0); read back as 0 otherwise. */
     m->dispatch_s = d ? 4.7e-5 / 3 : 0;
     m->engine_s = d ? 4.5e-4 / 7 : 0;
@@ -150,6 +151,7 @@ TEST(round_trip_is_exact) {
     }
     CHECK(xfer_equal(&x->model.transpose, &y->model.transpose));
     CHECK(x->model.contention == y->model.contention);
+    CHECK(x->model.duplex == y->model.duplex);
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
     CHECK(x->model.engine_s == y->model.engine_s);
   }
@@ -198,6 +200,7 @@ static const struct {
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},
+    {"bad-duplex.json", "duplex"},
     /* Found by the fuzzer: a transfer section read past the end of its
      * list of known keys. */
     {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},

@@ -2,6 +2,7 @@
 #include "tools/fit-text.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {
   if (cap)
@@ -26,6 +27,9 @@ static void rate_text(double latency, double bandwidth, double knee, double beyo
 void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf, size_t cap) {
   rate_text(f->latency_s[dir], f->bandwidth[dir], f->knee_bytes[dir], f->bandwidth_beyond[dir],
             buf, cap);
+  size_t len = strlen(buf);
+  if (f->duplex > 1 && len < cap)
+    snprintf(buf + len, cap - len, "; %.2fx while copying both ways", f->duplex);
 }
 
 void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap) {

@@ -8,7 +8,8 @@
 #include <stddef.h>
 
 /* A device's transfer model in one direction, as "8.28 us + 15.1 GB/s" or,
- * with a knee, "8.28 us + 15.1 GB/s, 10.2 GB/s past 64 MiB". */
+ * with a knee, "8.28 us + 15.1 GB/s, 10.2 GB/s past 64 MiB", followed by
+ * "; 1.35x while copying both ways" where that factor was measured. */
 void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf, size_t cap);
 /* Its on-device transpose model the same way. */
 void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap);

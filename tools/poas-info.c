@@ -61,8 +61,8 @@ static void json_device_fit(const poas_device_fit *f) {
          f->transpose_latency_s, f->transpose_bandwidth, f->transpose_knee_bytes,
          f->transpose_bandwidth_beyond);
   json_fit(&f->transpose);
-  printf("}, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g}",
-         (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
+  printf("}, \"duplex\": %.6g, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g}",
+         f->duplex, (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
 }
 
 static void print_profile_json(poas_context *ctx) {
