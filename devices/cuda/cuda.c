@@ -42,6 +42,7 @@
 typedef struct stage {
   pthread_mutex_t lock; /* one staged copy at a time on the lane */
   int ready;
+  int unavailable; /* making it failed: the lane's copies go to the runtime */
   poas__copier *copier;
   char *slot[STAGE_SLOTS];
   cudaEvent_t done[STAGE_SLOTS];
@@ -504,17 +505,26 @@ static int staged_d2h(cuda_state *s, int lane, char *host, const char *dev,
 static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
                       const poas__copy2d *c, int *staged) {
   *staged = 0;
-  if (s->copy_threads == 0 || c->width * c->rows < STAGE_MIN_BYTES || host_pinned(host))
+  stage *st = &s->stage[lane];
+  if (s->copy_threads == 0 || c->width * c->rows < STAGE_MIN_BYTES)
     return 0;
   int rc = on_lane(s, lane);
-  if (rc)
+  if (rc || host_pinned(host))
     return rc;
-  stage *st = &s->stage[lane];
   pthread_mutex_lock(&st->lock);
-  if (!st->ready && stage_make(s, st) != 0) {
-    /* No page-locked memory to spare: the runtime's path still works. */
-    poas__debug("cuda%d: lane %d copies unstaged: %s", s->ordinal, lane, poas_error_detail());
-    poas__clear_detail();
+  if (!st->ready && !st->unavailable) {
+    poas__failures_expected(1);
+    if (stage_make(s, st) != 0) {
+      /* No page-locked memory or threads to spare: the runtime's path
+       * still works, and is not asked again. */
+      poas__info("cuda%d: lane %d copies go unstaged: %s", s->ordinal, lane,
+                 poas_error_detail());
+      poas__clear_detail();
+      st->unavailable = 1;
+    }
+    poas__failures_expected(0);
+  }
+  if (st->unavailable) {
     pthread_mutex_unlock(&st->lock);
     return 0;
   }
