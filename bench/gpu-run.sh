@@ -15,7 +15,7 @@
 #   accuracy[:DEV]  bench/accuracy on cuda0 and cpu0 (or DEV) with that profile
 #   bench:SIZES:DT:REPEAT[:BASELINES]   poas-bench gemm on cpu0,cuda0, recorded
 #                   like bench/record.sh (baselines cblas,cublas by default);
-#                   a device alone runs a row block beyond ALONE_LIMIT seconds
+#                   a device alone or a baseline runs a row block beyond ALONE_LIMIT s
 #                   (default 30, poas-bench --alone-limit); DEVICES sets the
 #                   selection (default cpu0,cuda0)
 #   overhead[:DEV]  bench/call-overhead: where a small call's fixed cost goes

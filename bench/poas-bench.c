@@ -97,7 +97,8 @@ static void usage(FILE *f) {
           "  -j, --json            print one JSON object on stdout; the table then goes\n"
           "                        to stderr\n"
           "  -a, --alone-limit S   a device alone whose run is predicted to take more than\n"
-          "                        S seconds runs the first rows of A and C instead, as\n"
+          "                        S seconds, or a baseline whose first 256 rows say it\n"
+          "                        would, runs the first rows of A and C instead, as\n"
           "                        many as S seconds allow; its times are scaled to the\n"
           "                        whole problem and its note says so (for sizes where a\n"
           "                        slow device alone would take minutes)\n"
@@ -579,6 +580,30 @@ static int64_t alone_rows(const bench *b, const runner *r, const bench_problem *
   return block < p->m ? block : p->m;
 }
 
+/* The rows a baseline runs under --alone-limit. A baseline has no plan to
+ * predict its time, so one untimed call on the first 256 rows (a row block
+ * of the full n and k, at the library's rate on this problem) gives its
+ * rate; when the whole problem would take more than the limit at that
+ * rate, it runs the first rows the limit allows, like a device alone. The
+ * probe's fixed costs only make the estimate longer, so a fast baseline is
+ * never cut short by them unless it already runs near the limit. */
+static int64_t baseline_rows(const bench *b, const runner *r, const bench_problem *p) {
+  if (!(b->o.alone_limit > 0) || p->m <= 256)
+    return p->m;
+  bench_problem probe = *p;
+  probe.m = 256;
+  char why[256];
+  double t0 = bench_now();
+  if (run_once(r, &probe, why, sizeof why) != 0)
+    return p->m; /* the real run says what failed */
+  double whole = (bench_now() - t0) * (double)p->m / 256.0;
+  if (!(whole > b->o.alone_limit))
+    return p->m;
+  double rows = (double)p->m * b->o.alone_limit / whole;
+  int64_t block = ((int64_t)ceil(rows) + 255) / 256 * 256;
+  return block < p->m ? block : p->m;
+}
+
 /* A row measured on `rows` of the problem's m rows: its times become the
  * whole problem's at the same rate, and its note says what ran. */
 static void scale_to_whole(bench_row *row, const bench_problem *p, int64_t rows) {
@@ -606,6 +631,8 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
     bench_problem run = *p;
     if (r.role == BENCH_DEVICE)
       run.m = alone_rows(b, &r, p);
+    else if (r.role == BENCH_BASELINE)
+      run.m = baseline_rows(b, &r, p);
     measure(b, &r, &run, ref, row);
     if (run.m < p->m && !isnan(row->seconds))
       scale_to_whole(row, p, run.m);
