@@ -42,6 +42,10 @@ int poas_init(poas_context **out, const poas_options *opts) {
   if (!ctx)
     return POAS_ENOMEM;
   poas__resident_init(ctx);
+  pthread_mutex_init(&ctx->adapt_lock, NULL);
+  const char *adapt = getenv("POAS_ADAPT");
+  ctx->adapt_off = opts->no_adapt || (adapt && strcmp(adapt, "0") == 0);
+  poas__adapt_reset(ctx);
   const char *sched = setting(opts->sched, "POAS_SCHED");
   int rc = parse_policy(sched ? sched : "guided", &ctx->sched);
   if (rc)
@@ -72,8 +76,19 @@ fail_trace:
   free(ctx->trace_path);
 fail_ctx:
   poas__resident_release_all(ctx);
+  pthread_mutex_destroy(&ctx->adapt_lock);
   free(ctx);
   return rc;
+}
+
+void poas__adapt_reset(poas_context *ctx) {
+  pthread_mutex_lock(&ctx->adapt_lock);
+  for (int i = 0; i < POAS_MAX_DEVICES; i++)
+    for (int dt = 0; dt < 2; dt++) {
+      ctx->adapt[i][dt] = 1;
+      ctx->adapt_runs[i][dt] = 0;
+    }
+  pthread_mutex_unlock(&ctx->adapt_lock);
 }
 
 void poas_finalize(poas_context *ctx) {
@@ -82,6 +97,7 @@ void poas_finalize(poas_context *ctx) {
   poas__context_tasks_close(ctx);
   poas__resident_release_all(ctx);
   poas__devset_close(&ctx->devices);
+  pthread_mutex_destroy(&ctx->adapt_lock);
   free(ctx->trace_path);
   free(ctx);
 }

@@ -83,7 +83,17 @@ struct poas_context {
   pthread_mutex_t resident_lock;
   poas__resident resident[POAS__MAX_RESIDENT];
   unsigned long resident_seq;
+  /* What runs taught (api/run.c, poas__adapt_*): how many times slower
+   * than its models each device ran, by dtype (1: as modelled), and how
+   * many runs it has taken part in. Plans scale the models by it. */
+  pthread_mutex_t adapt_lock;
+  int adapt_off;           /* POAS_ADAPT=0 */
+  double adapt[POAS_MAX_DEVICES][2];
+  int adapt_runs[POAS_MAX_DEVICES][2];
 };
+
+/* Forgets what runs taught (the models changed: calibration). */
+void poas__adapt_reset(poas_context *ctx);
 
 /* Runs a validated, normalised GEMM on the context's devices and fills
  * ctx->report. */
@@ -96,6 +106,9 @@ typedef struct poas__gemm_plan {
   poas__opt_problem prob;
   poas__opt_device dev[POAS_MAX_DEVICES];
   poas__opt_result res;
+  /* The models it was planned with: the context's, scaled by what runs
+   * taught (dev[i].model points here). */
+  poas__device_model model[POAS_MAX_DEVICES];
 } poas__gemm_plan;
 
 /* Plans a normalised problem (p's pointers are not used). */

@@ -255,6 +255,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   }
   if (!rc)
     rc = calibrate_contention(ctx, sel, fresh);
+  /* The dispatch runs below are timed on the fresh models as they are. */
+  poas__adapt_reset(ctx);
   if (!rc)
     rc = calibrate_dispatch(ctx, sel, fresh, mask);
   char created[32] = "";
@@ -273,6 +275,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
       ctx->models[i] = fresh[i];
       ctx->devices.dev[i]->info.has_model = 1;
     }
+    /* What runs taught was about the old models. */
+    poas__adapt_reset(ctx);
     if (opts->output) {
       poas__profile_status *st = &ctx->profile;
       poas__strlcpy(st->path, opts->output, sizeof st->path);

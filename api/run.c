@@ -9,6 +9,7 @@
 
 #include <hwloc.h>
 #include <pthread.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -95,9 +96,16 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
                                   .engine_s = plan_engine_s(ctx),
                                   .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
+  pthread_mutex_lock(&ctx->adapt_lock);
+  for (int i = 0; i < nd; i++) {
+    out->model[i] = ctx->models[i];
+    if (ctx->adapt[i][p->dtype] != 1)
+      poas__device_model_scale(&out->model[i], p->dtype, ctx->adapt[i][p->dtype]);
+  }
+  pthread_mutex_unlock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
     const poas_device_info *info = &ctx->devices.dev[i]->info;
-    const poas__device_model *dm = &ctx->models[i];
+    const poas__device_model *dm = &out->model[i];
     uint64_t mem = info->memory_bytes;
     if (dm->memory_bytes > 0 && dm->memory_bytes < mem)
       mem = dm->memory_bytes;
@@ -165,6 +173,49 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
                            {poas__mem_host(p->c), 0, p->ldc}};
 }
 
+/* Learning from runs. A device's models are fitted once, by calibration;
+ * the machine then changes under them: PoCL on one core of the CI VM ran
+ * 20-50% under a model fitted the hour before, while OpenBLAS beside it
+ * stayed within 3% of its own (bench/results/pocl-shared-transposed-ci-
+ * 2core-2026-11-23.md), and a GPU's clock follows its power. So after each
+ * run the context compares the time a device was busy with what its
+ * (scaled) model predicted for the part it actually computed, and moves
+ * its factor halfway there in log scale: the next plan gives it the work
+ * it can really do, and predicts that. Left out: a device's first run in a
+ * dtype (it pays one-time costs, kernel compilation among them), runs in
+ * which it was busy under ADAPT_MIN_S (fixed costs, not rate), and failed
+ * devices. One run moves the factor at most ADAPT_STEP either way, and it
+ * stays within ADAPT_MAX of the models; POAS_ADAPT=0 turns this off. */
+#define ADAPT_MIN_S 0.01
+#define ADAPT_STEP 2.0
+#define ADAPT_MAX 4.0
+
+static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const poas_report *r) {
+  if (ctx->adapt_off)
+    return;
+  poas_dtype dt = plan->prob.dtype;
+  double total = (double)plan->res.total_units;
+  pthread_mutex_lock(&ctx->adapt_lock);
+  for (int i = 0; i < r->ndevices && i < plan->res.ndev; i++) {
+    const poas_device_report *d = &r->dev[i];
+    const poas__opt_share *sh = &plan->res.dev[i];
+    double planned = (double)(sh->u1 - sh->u0), done = d->share * total;
+    if (d->failed || !(d->busy_s >= ADAPT_MIN_S) || !(planned > 0) || !(done > 0) ||
+        !(sh->time.total_s > 0))
+      continue;
+    if (ctx->adapt_runs[i][dt]++ == 0)
+      continue;
+    /* The plan's time for the units it computed, at the plan's rate. */
+    double ratio = d->busy_s / (sh->time.total_s * done / planned);
+    ratio = POAS__MIN(POAS__MAX(ratio, 1 / ADAPT_STEP), ADAPT_STEP);
+    double f = ctx->adapt[i][dt] * sqrt(ratio);
+    ctx->adapt[i][dt] = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
+    poas__debug("%s: %sgemm ran %.3fx its plan's rate; models now scaled by %.3f", d->id,
+                poas__dtype_letter(dt), ratio, ctx->adapt[i][dt]);
+  }
+  pthread_mutex_unlock(&ctx->adapt_lock);
+}
+
 int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   if (p->m == 0 || p->n == 0)
     return 0;
@@ -203,6 +254,8 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
                               : 0;
   ctx->report = r;
   ctx->has_report = 1;
+  if (!r.faults)
+    adapt_from_run(ctx, plan, &r);
 done:
   poas__gemm_source_destroy(src);
   free(plan);

@@ -149,6 +149,10 @@ int main(int argc, char **argv) {
   poas_options opts;
   poas_options_init(&opts);
   opts.devices = "cpu";
+  /* The calibrated models are what is measured here: a context that
+   * learned from one shape's run would carry it into the next's
+   * prediction. */
+  opts.no_adapt = 1;
   int reps = 5, quick = 0, c;
   while ((c = getopt_long(argc, argv, "d:r:qh", longopts, NULL)) != -1) {
     if (c == 'd')

@@ -116,6 +116,11 @@ typedef struct poas_options {
   /* Log level, as POAS_LOG: 0 silent, 1 warnings, 2 info, 3 debug;
    * -1 means take POAS_LOG (default silent). */
   int log_level;
+  /* Plan with the calibrated models only (also POAS_ADAPT=0). By default a
+   * context learns from its runs how much slower or faster than its models
+   * each device really runs, and plans and predicts with the models scaled
+   * by that; calibration resets what it learned. */
+  int no_adapt;
 } poas_options;
 
 /* Fills *opts with the defaults. */

@@ -146,3 +146,22 @@ void poas__device_model_from_rates(poas__device_model *dm, poas__model_source so
   for (int dir = 0; dir < 2 && bandwidth > 0; dir++)
     dm->xfer[dir] = (poas__transfer_model){.valid = 1, .latency = latency_s, .bandwidth = bandwidth};
 }
+
+static void scale_rate(poas__transfer_model *t, double factor) {
+  if (!t->valid)
+    return;
+  t->latency *= factor;
+  t->bandwidth /= factor;
+  t->bandwidth_beyond /= factor;
+}
+
+void poas__device_model_scale(poas__device_model *dm, poas_dtype dtype, double factor) {
+  for (int pair = 0; pair < 4; pair++)
+    for (int f = 0; f < POAS__GEMM_NFEAT; f++)
+      dm->gemm[dtype][pair].coef[f] *= factor;
+  for (int dir = 0; dir < 2; dir++) {
+    scale_rate(&dm->xfer[dir], factor);
+    scale_rate(&dm->xfer_pinned[dir], factor);
+  }
+  scale_rate(&dm->transpose, factor);
+}

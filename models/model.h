@@ -157,6 +157,11 @@ double poas__model_transfer_time(const poas__device_model *dm, poas_direction di
  * bytes in (a stand-in: PoCL on one core transposed 8 MiB to 32 MiB at
  * 7.5-10 GB/s read and written). */
 double poas__model_transpose_time(const poas__device_model *dm, double bytes);
+/* The model of a device that runs `factor` times slower than *dm says:
+ * every time of dtype's GEMMs (all transpose pairs), of its copies and of
+ * its transpose multiplied by factor (> 0). Thin tables are ratios and
+ * stay; fit statistics stay. */
+void poas__device_model_scale(poas__device_model *dm, poas_dtype dtype, double factor);
 /* A throughput model of `flops_per_s` with a fixed `overhead_s` per call,
  * for built-in estimates and sim devices. */
 void poas__gemm_model_from_rate(poas__gemm_model *gm, double flops_per_s, double overhead_s);

@@ -407,7 +407,63 @@ TEST(transfer_fit_finds_the_knee_of_pageable_copies) {
   return 0;
 }
 
+/* Runs of a context teach it how far a device runs from its model: of two
+ * sim devices with the same model, one runs twice as slowly. The first run
+ * teaches nothing (one-time costs); each later one moves the slow device's
+ * factor halfway towards 2, so its share of the plan falls from a half
+ * towards a third and the predicted makespan comes to the measured one.
+ * With POAS_ADAPT=0 the plan stays as the models say. Virtual time: the
+ * numbers are exact. */
+static int adapt_runs(int runs, double *share_slow, double *first_err, double *last_err) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0,sim:rate=1e11:latency=0:slowdown=2");
+  if (!ctx)
+    return -1;
+  size_t elems = (size_t)2048 * 2048;
+  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
+  int rc = A && B && C ? 0 : POAS_ENOMEM;
+  for (int r = 0; !rc && r < runs; r++) {
+    rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048, 2048, 2048, 1, A,
+                    2048, B, 2048, 0, C, 2048);
+    if (rc) {
+      fprintf(stderr, "  poas_sgemm: %s: %s\n", poas_strerror(rc), poas_error_detail());
+      break;
+    }
+    poas_report rep;
+    poas_last_report(ctx, &rep);
+    double err = fabs(rep.predicted_s - rep.measured_s) / rep.measured_s;
+    if (r == 0)
+      *first_err = err;
+    *last_err = err;
+  }
+  free(A), free(B), free(C);
+  poas_plan plan;
+  if (!rc)
+    rc = poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
+                        2048, 2048, &plan);
+  if (!rc)
+    *share_slow = plan.dev[1].share;
+  poas_finalize(ctx);
+  return rc;
+}
+
+TEST(runs_teach_a_context_how_slow_a_device_really_is) {
+  double share, first, last;
+  CHECK(adapt_runs(8, &share, &first, &last) == 0);
+  fprintf(stderr, "  slow device's share after 8 runs: %.3f; prediction error %.1f%% -> %.1f%%\n",
+          share, 100 * first, 100 * last);
+  CHECK_MSG(share > 0.30 && share < 0.36, "share %.3f", share);
+  CHECK(first > 0.2 && last < 0.03);
+  setenv("POAS_ADAPT", "0", 1);
+  int rc = adapt_runs(8, &share, &first, &last);
+  unsetenv("POAS_ADAPT");
+  CHECK(rc == 0);
+  CHECK_MSG(fabs(share - 0.5) < 0.01, "share %.3f without adaptation", share);
+  CHECK(last > 0.2);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
+          TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
           TEST_ENTRY(sim_calibration_recovers_its_parameters),
           TEST_ENTRY(calibration_measures_the_runtime_cost_of_a_run),
           TEST_ENTRY(a_loaded_profile_keeps_contention_and_run_costs),
