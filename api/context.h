@@ -109,6 +109,7 @@ typedef struct poas__gemm_plan {
   /* The models it was planned with: the context's, scaled by what runs
    * taught (dev[i].model points here). */
   poas__device_model model[POAS_MAX_DEVICES];
+  double learned[POAS_MAX_DEVICES]; /* the factors they were scaled by */
 } poas__gemm_plan;
 
 /* Plans a normalised problem (p's pointers are not used). */

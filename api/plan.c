@@ -21,7 +21,8 @@ static int plan_check(poas_dtype dtype, poas_op transa, poas_op transb, int64_t 
 
 /* The public plan from the solver's result. */
 static void describe(const poas_context *ctx, const poas__gemm_problem *p,
-                     const poas__opt_result *r, poas_plan *out) {
+                     const poas__gemm_plan *plan, poas_plan *out) {
+  const poas__opt_result *r = &plan->res;
   memset(out, 0, sizeof *out);
   out->dtype = p->dtype;
   out->m = p->row_major ? p->n : p->m;
@@ -56,6 +57,7 @@ static void describe(const poas_context *ctx, const poas__gemm_problem *p,
     d->predicted_s = sh->time.total_s;
     d->estimated = sh->estimated;
     d->corun = sh->corun;
+    d->learned = plan->learned[i];
   }
 }
 
@@ -75,7 +77,7 @@ int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas
     return POAS_ENOMEM;
   rc = poas__gemm_plan_make(ctx, &p, plan);
   if (!rc)
-    describe(ctx, &p, &plan->res, out);
+    describe(ctx, &p, plan, out);
   free(plan);
   return rc;
 }

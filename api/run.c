@@ -99,8 +99,9 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
   pthread_mutex_lock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
     out->model[i] = ctx->models[i];
-    if (ctx->adapt[i][p->dtype] != 1)
-      poas__device_model_scale(&out->model[i], p->dtype, ctx->adapt[i][p->dtype]);
+    out->learned[i] = ctx->adapt[i][p->dtype];
+    if (out->learned[i] != 1)
+      poas__device_model_scale(&out->model[i], p->dtype, out->learned[i]);
   }
   pthread_mutex_unlock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
@@ -246,6 +247,8 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
     poas__fail(rc, "gemm: the run failed: %s", poas_strerror(rc));
     goto done;
   }
+  for (int i = 0; i < r.ndevices; i++)
+    r.dev[i].learned = plan->learned[i];
   r.dtype = p->dtype;
   r.m = p->row_major ? p->n : p->m;
   r.n = p->row_major ? p->m : p->n;

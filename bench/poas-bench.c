@@ -510,9 +510,12 @@ static void append(char *buf, size_t cap, const char *fmt, ...) {
 static void efficiency_factors(bench_row *co, const bench_row *rows, int n) {
   double flops = 2.0 * (double)co->m * (double)co->n * (double)co->k / 1e9;
   double alone_sum = 0, corun_sum = 0;
-  char rates[sizeof co->note] = "", idle[sizeof co->note] = "", failed[sizeof co->note] = "";
+  char rates[sizeof co->note] = "", idle[sizeof co->note] = "", failed[sizeof co->note] = "",
+       learned[sizeof co->note] = "";
   for (int i = 0; i < co->ndev; i++) {
     const poas_device_report *dr = &co->dev[i];
+    if (dr->learned > 0 && fabs(dr->learned - 1) >= 0.01)
+      append(learned, sizeof learned, "%s%s %.2f", learned[0] ? ", " : "", dr->id, dr->learned);
     if (dr->failed)
       append(failed, sizeof failed, "%s%s", failed[0] ? ", " : "", dr->id);
     if (!(dr->share > 0)) {
@@ -538,6 +541,9 @@ static void efficiency_factors(bench_row *co, const bench_row *rows, int n) {
     append(co->note, sizeof co->note, "; no work for %s", idle);
   if (failed[0])
     append(co->note, sizeof co->note, "; %s failed in the median run, its work moved", failed);
+  if (learned[0])
+    append(co->note, sizeof co->note, "; models scaled by what earlier runs taught: %s",
+           learned);
 }
 
 /* The ratios inside one size's rows: they come from the same run. */

@@ -181,6 +181,8 @@ typedef struct poas_device_report {
   double idle_s;           /* measured_s - busy_s */
   uint64_t bytes_h2d, bytes_d2h;
   int failed;              /* it failed during the run; its work moved */
+  double learned;          /* the factor its models were scaled by, learned from the
+                              context's earlier runs (POAS_ADAPT); 1 when none */
 } poas_device_report;
 
 /* What one run did: per device and in all. */
@@ -359,6 +361,10 @@ typedef struct poas_plan_device {
    * host's scheduler): the profile's contention; 1 when no such device
    * computes beside it. */
   double corun;
+  /* Its models' times are multiplied by this too: how much slower (above
+   * 1) or faster than its models the context's earlier runs found it
+   * (POAS_ADAPT); 1 when none. */
+  double learned;
 } poas_plan_device;
 
 /* A device left out, and why, in words. */

@@ -414,7 +414,8 @@ TEST(transfer_fit_finds_the_knee_of_pageable_copies) {
  * towards a third and the predicted makespan comes to the measured one.
  * With POAS_ADAPT=0 the plan stays as the models say. Virtual time: the
  * numbers are exact. */
-static int adapt_runs(int runs, double *share_slow, double *first_err, double *last_err) {
+static int adapt_runs(int runs, double *share_slow, double *learned, double *first_err,
+                      double *last_err) {
   poas_context *ctx = test_open("sim:rate=1e11:latency=0,sim:rate=1e11:latency=0:slowdown=2");
   if (!ctx)
     return -1;
@@ -440,24 +441,35 @@ static int adapt_runs(int runs, double *share_slow, double *first_err, double *l
   if (!rc)
     rc = poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
                         2048, 2048, &plan);
-  if (!rc)
+  if (!rc) {
     *share_slow = plan.dev[1].share;
+    *learned = plan.dev[1].learned;
+    poas_report rep;
+    poas_last_report(ctx, &rep);
+    /* The last run was planned with what the runs before it taught. */
+    if (!(rep.dev[1].learned > 1) && *learned != 1)
+      rc = -1;
+  }
   poas_finalize(ctx);
   return rc;
 }
 
 TEST(runs_teach_a_context_how_slow_a_device_really_is) {
-  double share, first, last;
-  CHECK(adapt_runs(8, &share, &first, &last) == 0);
-  fprintf(stderr, "  slow device's share after 8 runs: %.3f; prediction error %.1f%% -> %.1f%%\n",
-          share, 100 * first, 100 * last);
+  double share, learned, first, last;
+  CHECK(adapt_runs(8, &share, &learned, &first, &last) == 0);
+  fprintf(stderr,
+          "  slow device's share after 8 runs: %.3f, models x%.3f; prediction error %.1f%% -> "
+          "%.1f%%\n",
+          share, learned, 100 * first, 100 * last);
   CHECK_MSG(share > 0.30 && share < 0.36, "share %.3f", share);
+  CHECK_MSG(learned > 1.8 && learned <= 2.05, "learned %.3f", learned);
   CHECK(first > 0.2 && last < 0.03);
   setenv("POAS_ADAPT", "0", 1);
-  int rc = adapt_runs(8, &share, &first, &last);
+  int rc = adapt_runs(8, &share, &learned, &first, &last);
   unsetenv("POAS_ADAPT");
   CHECK(rc == 0);
   CHECK_MSG(fabs(share - 0.5) < 0.01, "share %.3f without adaptation", share);
+  CHECK(learned == 1);
   CHECK(last > 0.2);
   return 0;
 }
