@@ -182,7 +182,9 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * run the context compares the time a device was busy with what its
  * (scaled) model predicted for the part it actually computed, and moves
  * its factor halfway there in log scale: the next plan gives it the work
- * it can really do, and predicts that. Left out: a device's first run in a
+ * it can really do, and predicts that; the first run it learns from sets
+ * the factor outright (a factor of 1.5 took five runs to learn halfway at
+ * a time). Left out: a device's first run in a
  * dtype (it pays one-time costs, kernel compilation among them), runs in
  * which it was busy under ADAPT_MIN_S (fixed costs, not rate), and failed
  * devices. One run moves the factor at most ADAPT_STEP either way, and it
@@ -204,12 +206,13 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
     if (d->failed || !(d->busy_s >= ADAPT_MIN_S) || !(planned > 0) || !(done > 0) ||
         !(sh->time.total_s > 0))
       continue;
-    if (ctx->adapt_runs[i][dt]++ == 0)
+    int seen = ctx->adapt_runs[i][dt]++;
+    if (seen == 0)
       continue;
     /* The plan's time for the units it computed, at the plan's rate. */
     double ratio = d->busy_s / (sh->time.total_s * done / planned);
     ratio = POAS__MIN(POAS__MAX(ratio, 1 / ADAPT_STEP), ADAPT_STEP);
-    double f = ctx->adapt[i][dt] * sqrt(ratio);
+    double f = ctx->adapt[i][dt] * (seen == 1 ? ratio : sqrt(ratio));
     ctx->adapt[i][dt] = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
     poas__debug("%s: %sgemm ran %.3fx its plan's rate; models now scaled by %.3f", d->id,
                 poas__dtype_letter(dt), ratio, ctx->adapt[i][dt]);
