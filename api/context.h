@@ -106,10 +106,12 @@ typedef struct poas__gemm_plan {
   poas__opt_problem prob;
   poas__opt_device dev[POAS_MAX_DEVICES];
   poas__opt_result res;
-  /* The models it was planned with: the context's, scaled by what runs
-   * taught (dev[i].model points here). */
+  /* The factors the devices' models were scaled by, from what runs
+   * taught, and the scaled copies of those not at 1 (dev[i].model points
+   * there; at the context's model otherwise). model stays last:
+   * poas__gemm_plan_make clears what comes before it. */
+  double learned[POAS_MAX_DEVICES];
   poas__device_model model[POAS_MAX_DEVICES];
-  double learned[POAS_MAX_DEVICES]; /* the factors they were scaled by */
 } poas__gemm_plan;
 
 /* Plans a normalised problem (p's pointers are not used). */

@@ -10,6 +10,7 @@
 #include <hwloc.h>
 #include <pthread.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -87,7 +88,9 @@ static int host_cores(void) {
 }
 
 int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__gemm_plan *out) {
-  memset(out, 0, sizeof *out);
+  /* The scaled models at the end are written where used: not cleared on
+   * every call. */
+  memset(out, 0, offsetof(poas__gemm_plan, model));
   out->prob = (poas__opt_problem){.dtype = p->dtype, .transa = p->transa, .transb = p->transb,
                                   .m = p->m, .n = p->n, .k = p->k, .reads_c = p->beta != 0,
                                   .reads_ab = p->k > 0 && p->alpha != 0,
@@ -97,16 +100,19 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
                                   .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
   pthread_mutex_lock(&ctx->adapt_lock);
-  for (int i = 0; i < nd; i++) {
-    out->model[i] = ctx->models[i];
+  for (int i = 0; i < nd; i++)
     out->learned[i] = ctx->adapt[i][p->dtype];
-    if (out->learned[i] != 1)
-      poas__device_model_scale(&out->model[i], p->dtype, out->learned[i]);
-  }
   pthread_mutex_unlock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
     const poas_device_info *info = &ctx->devices.dev[i]->info;
-    const poas__device_model *dm = &out->model[i];
+    const poas__device_model *dm = &ctx->models[i];
+    /* A model that runs corrected is copied and scaled; the others are
+     * used as they are (no copy on every call). */
+    if (out->learned[i] != 1) {
+      out->model[i] = ctx->models[i];
+      poas__device_model_scale(&out->model[i], p->dtype, out->learned[i]);
+      dm = &out->model[i];
+    }
     uint64_t mem = info->memory_bytes;
     if (dm->memory_bytes > 0 && dm->memory_bytes < mem)
       mem = dm->memory_bytes;

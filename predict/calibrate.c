@@ -378,22 +378,26 @@ static int calibrate_rate(poas__device *dev, const rate_op *op, size_t first, si
   return 0;
 }
 
+/* A flat copy between a host buffer and a device buffer on a lane. */
 typedef struct copy_ctx {
-  bench *bb;
+  poas__device *dev;
   poas_direction dir;
+  int lane;
+  void *host;
+  poas__mem mem;
 } copy_ctx;
 
 static int run_copy(void *ctx, size_t bytes) {
   const copy_ctx *cc = ctx;
-  poas__device *dev = cc->bb->dev;
+  poas__device *dev = cc->dev;
   poas__copy2d c = {bytes, 1, bytes, bytes, 0};
-  return cc->dir == POAS_H2D ? dev->be->copy_h2d(dev, 0, cc->bb->a, cc->bb->host, &c)
-                             : dev->be->copy_d2h(dev, 0, cc->bb->host, cc->bb->a, &c);
+  return cc->dir == POAS_H2D ? dev->be->copy_h2d(dev, cc->lane, cc->mem, cc->host, &c)
+                             : dev->be->copy_d2h(dev, cc->lane, cc->host, cc->mem, &c);
 }
 
 static int calibrate_direction(bench *bb, poas_direction dir, int pinned, const sweep *sw,
                                progress *pg, poas__transfer_model *tm) {
-  copy_ctx cc = {bb, dir};
+  copy_ctx cc = {bb->dev, dir, 0, bb->host, bb->a};
   int h2d = dir == POAS_H2D;
   rate_op op = {.step = h2d ? "h2d" : "d2h",
                 .name = h2d ? (pinned ? "h2d-pinned" : "h2d") : (pinned ? "d2h-pinned" : "d2h"),
@@ -416,35 +420,22 @@ static int calibrate_direction(bench *bb, poas_direction dir, int pinned, const 
  * host's cores (those run their lanes as one timeline). */
 #define DUPLEX_LANE 2
 
-typedef struct duplex_job {
-  bench *bb;
+/* One copy of the probe, timed to its lane's end; a thread's entry. */
+typedef struct duplex_copy {
+  copy_ctx copy;
   size_t bytes;
   double t;
   int rc;
-} duplex_job;
+} duplex_copy;
 
-static void *duplex_h2d(void *p) {
-  duplex_job *j = p;
-  poas__device *dev = j->bb->dev;
-  poas__copy2d c = {j->bytes, 1, j->bytes, j->bytes, 0};
+static void *duplex_run(void *p) {
+  duplex_copy *j = p;
   double t0 = poas__now();
-  j->rc = dev->be->copy_h2d(dev, 0, j->bb->a, j->bb->host, &c);
+  j->rc = run_copy(&j->copy, j->bytes);
   if (!j->rc)
-    j->rc = dev->be->lane_sync(dev, 0);
+    j->rc = j->copy.dev->be->lane_sync(j->copy.dev, j->copy.lane);
   j->t = poas__now() - t0;
   return NULL;
-}
-
-/* The D2H half: from b into `host`, on the copy-out lane. */
-static int duplex_d2h(bench *bb, void *host, size_t bytes, double *t) {
-  poas__device *dev = bb->dev;
-  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
-  double t0 = poas__now();
-  int rc = dev->be->copy_d2h(dev, DUPLEX_LANE, host, bb->b, &c);
-  if (!rc)
-    rc = dev->be->lane_sync(dev, DUPLEX_LANE);
-  *t = poas__now() - t0;
-  return rc;
 }
 
 static int calibrate_duplex(bench *bb, const sweep *sw, double *out) {
@@ -457,24 +448,24 @@ static int calibrate_duplex(bench *bb, const sweep *sw, double *out) {
   if (!host)
     return POAS_ENOMEM;
   memset(host, 0, bytes); /* pages of its own, touched, like a user's C */
+  duplex_copy in = {{dev, POAS_H2D, 0, bb->host, bb->a}, bytes, 0, 0};
+  duplex_copy back = {{dev, POAS_D2H, DUPLEX_LANE, host, bb->b}, bytes, 0, 0};
   double f[MAX_REPS];
   int reps = POAS__MIN(sw->reps, MAX_REPS), rc = 0;
   for (int r = 0; !rc && r < reps; r++) {
-    duplex_job alone = {bb, bytes, 0, 0}, both = {bb, bytes, 0, 0};
-    double d_alone = 0, d_both = 0;
-    duplex_h2d(&alone);
-    rc = alone.rc;
-    if (!rc)
-      rc = duplex_d2h(bb, host, bytes, &d_alone);
+    duplex_run(&in);
+    duplex_run(&back);
+    double alone = in.t + back.t;
+    rc = in.rc ? in.rc : back.rc;
     pthread_t th;
-    if (!rc && pthread_create(&th, NULL, duplex_h2d, &both) != 0)
+    if (!rc && pthread_create(&th, NULL, duplex_run, &in) != 0)
       rc = poas__fail(POAS_ENOMEM, "%s: no thread for the two-way copy probe", dev->info.id);
     if (!rc) {
-      rc = duplex_d2h(bb, host, bytes, &d_both);
+      duplex_run(&back);
       pthread_join(th, NULL);
-      rc = rc ? rc : both.rc;
+      rc = in.rc ? in.rc : back.rc;
     }
-    f[r] = (both.t + d_both) / (alone.t + d_alone);
+    f[r] = (in.t + back.t) / alone;
   }
   free(host);
   if (rc)

@@ -388,68 +388,81 @@ typedef struct piece {
   size_t host_off, dev_off, width, rows;
 } piece;
 
-/* The pieces of copy c in order, one slot each: a contiguous block in
- * slot-sized byte ranges, a pitched one in whole rows per slot, and rows
- * longer than a slot in slot-sized ranges of each row. Returns how many
- * were written to out[] (at most cap), starting at piece `first`; the
- * total count when out is NULL. */
-static size_t pieces_of(const poas__copy2d *c, size_t first, piece *out, size_t cap) {
-  size_t n = 0, idx = 0;
-  int flat = c->rows == 1 || (c->host_pitch == c->width && c->dev_pitch == c->width);
-  if (flat) {
-    size_t total = c->width * c->rows;
-    for (size_t off = 0; off < total; off += STAGE_SLOT_BYTES, idx++)
-      if (idx >= first && out && n < cap)
-        out[n++] = (piece){off, off, POAS__MIN(STAGE_SLOT_BYTES, total - off), 1};
-      else if (!out)
-        n++;
-    return n;
+/* How copy c is cut into slot-sized pieces: a contiguous block in
+ * slot-sized byte ranges (flat), a pitched one in whole rows per slot
+ * (rows_per > 0), rows longer than a slot in slot-sized ranges of each row
+ * (per_row pieces a row). */
+typedef struct cut {
+  int flat;
+  size_t rows_per, per_row, count;
+} cut;
+
+static cut cut_of(const poas__copy2d *c) {
+  cut k = {0, 0, 0, 0};
+  if (c->rows == 1 || (c->host_pitch == c->width && c->dev_pitch == c->width)) {
+    k.flat = 1;
+    k.count = (c->width * c->rows + STAGE_SLOT_BYTES - 1) / STAGE_SLOT_BYTES;
+  } else if (c->width <= STAGE_SLOT_BYTES) {
+    k.rows_per = STAGE_SLOT_BYTES / c->width;
+    k.count = (c->rows + k.rows_per - 1) / k.rows_per;
+  } else {
+    k.per_row = (c->width + STAGE_SLOT_BYTES - 1) / STAGE_SLOT_BYTES;
+    k.count = c->rows * k.per_row;
   }
-  if (c->width <= STAGE_SLOT_BYTES) {
-    size_t per = STAGE_SLOT_BYTES / c->width;
-    for (size_t r = 0; r < c->rows; r += per, idx++)
-      if (idx >= first && out && n < cap)
-        out[n++] = (piece){r * c->host_pitch, r * c->dev_pitch, c->width,
-                           POAS__MIN(per, c->rows - r)};
-      else if (!out)
-        n++;
-    return n;
-  }
-  for (size_t r = 0; r < c->rows; r++)
-    for (size_t b = 0; b < c->width; b += STAGE_SLOT_BYTES, idx++)
-      if (idx >= first && out && n < cap)
-        out[n++] = (piece){r * c->host_pitch + b, r * c->dev_pitch + b,
-                           POAS__MIN(STAGE_SLOT_BYTES, c->width - b), 1};
-      else if (!out)
-        n++;
-  return n;
+  return k;
 }
 
-/* Host to device through the slots: each piece waits for its slot's last
- * copy, is packed by the lane's threads, and is sent on the lane's stream
- * while the next is packed. Returns once the host memory is no longer
- * read, like the runtime's copy from pageable memory. */
+/* Piece i of copy c, cut as k says. */
+static piece piece_at(const poas__copy2d *c, const cut *k, size_t i) {
+  if (k->flat) {
+    size_t off = i * STAGE_SLOT_BYTES;
+    return (piece){off, off, POAS__MIN(STAGE_SLOT_BYTES, c->width * c->rows - off), 1};
+  }
+  if (k->rows_per) {
+    size_t r = i * k->rows_per;
+    return (piece){r * c->host_pitch, r * c->dev_pitch, c->width,
+                   POAS__MIN(k->rows_per, c->rows - r)};
+  }
+  size_t r = i / k->per_row, b = i % k->per_row * STAGE_SLOT_BYTES;
+  return (piece){r * c->host_pitch + b, r * c->dev_pitch + b,
+                 POAS__MIN(STAGE_SLOT_BYTES, c->width - b), 1};
+}
+
+/* Moves piece p between slot and device on the lane's stream and records
+ * the slot's event after it. */
+static cudaError_t slot_dma(cuda_state *s, int lane, int slot, char *dev, const piece *p,
+                            size_t dev_pitch, enum cudaMemcpyKind kind) {
+  stage *st = &s->stage[lane];
+  cudaStream_t sm = s->stream[lane];
+  char *d = dev + p->dev_off, *h = st->slot[slot];
+  int h2d = kind == cudaMemcpyHostToDevice;
+  cudaError_t e =
+      p->rows == 1
+          ? cudaMemcpyAsync(h2d ? d : h, h2d ? h : d, p->width, kind, sm)
+          : cudaMemcpy2DAsync(h2d ? d : h, h2d ? dev_pitch : p->width, h2d ? h : d,
+                              h2d ? p->width : dev_pitch, p->width, p->rows, kind, sm);
+  return e == cudaSuccess ? cudaEventRecord(st->done[slot], sm) : e;
+}
+
+/* Host to device through the slots, used round robin: each piece waits
+ * for its slot's last copy, is packed by the lane's threads, and is sent
+ * on the lane's stream while the next is packed. Returns once the host
+ * memory is no longer read, like the runtime's copy from pageable
+ * memory. */
 static int staged_h2d(cuda_state *s, int lane, char *dev, const char *host,
                       const poas__copy2d *c) {
   stage *st = &s->stage[lane];
-  cudaStream_t sm = s->stream[lane];
-  size_t total = pieces_of(c, 0, NULL, 0);
-  for (size_t i = 0; i < total; i++) {
-    piece p;
-    pieces_of(c, i, &p, 1);
-    int k = st->next;
-    st->next = (k + 1) % STAGE_SLOTS;
-    cudaError_t e = cudaEventSynchronize(st->done[k]);
+  cut k = cut_of(c);
+  for (size_t i = 0; i < k.count; i++) {
+    piece p = piece_at(c, &k, i);
+    int slot = st->next;
+    st->next = (slot + 1) % STAGE_SLOTS;
+    cudaError_t e = cudaEventSynchronize(st->done[slot]);
     if (e != cudaSuccess)
       return cuda_fail(s, "staging: cudaEventSynchronize", e);
-    poas__copier_run(st->copier, st->slot[k], p.width, host + p.host_off, c->host_pitch,
+    poas__copier_run(st->copier, st->slot[slot], p.width, host + p.host_off, c->host_pitch,
                      p.width, p.rows);
-    e = p.rows == 1 ? cudaMemcpyAsync(dev + p.dev_off, st->slot[k], p.width,
-                                      cudaMemcpyHostToDevice, sm)
-                    : cudaMemcpy2DAsync(dev + p.dev_off, c->dev_pitch, st->slot[k], p.width,
-                                        p.width, p.rows, cudaMemcpyHostToDevice, sm);
-    if (e == cudaSuccess)
-      e = cudaEventRecord(st->done[k], sm);
+    e = slot_dma(s, lane, slot, dev, &p, c->dev_pitch, cudaMemcpyHostToDevice);
     if (e != cudaSuccess)
       return cuda_fail(s, "staging: cudaMemcpy2DAsync", e);
   }
@@ -457,44 +470,33 @@ static int staged_h2d(cuda_state *s, int lane, char *dev, const char *host,
 }
 
 /* Device to host through the slots: up to STAGE_SLOTS pieces are in
- * flight on the lane's stream (behind whatever the lane waits for), and
- * each is unpacked by the lane's threads as it lands. Returns once the
- * host memory holds the data, like the runtime's copy to pageable
- * memory. */
+ * flight on the lane's stream (behind whatever the lane waits for), piece
+ * i in slot (first + i) % STAGE_SLOTS, and each is unpacked by the lane's
+ * threads as it lands. A slot's last user was a copy on this lane, in
+ * stream order before, whose host side was done before it returned: no
+ * wait before reusing it. Returns once the host memory holds the data,
+ * like the runtime's copy to pageable memory. */
 static int staged_d2h(cuda_state *s, int lane, char *host, const char *dev,
                       const poas__copy2d *c) {
   stage *st = &s->stage[lane];
-  cudaStream_t sm = s->stream[lane];
-  size_t total = pieces_of(c, 0, NULL, 0), issued = 0;
-  piece inflight[STAGE_SLOTS];
-  int slot_of[STAGE_SLOTS];
-  for (size_t i = 0; i < total; i++) {
-    for (; issued < total && issued < i + STAGE_SLOTS; issued++) {
-      piece *p = &inflight[issued % STAGE_SLOTS];
-      pieces_of(c, issued, p, 1);
-      int k = st->next;
-      st->next = (k + 1) % STAGE_SLOTS;
-      slot_of[issued % STAGE_SLOTS] = k;
-      /* The slot's last user was a copy on this lane, in stream order
-       * before this one, and its host side was finished before the call
-       * that issued it returned: no wait is needed. */
-      cudaError_t e =
-          p->rows == 1 ? cudaMemcpyAsync(st->slot[k], dev + p->dev_off, p->width,
-                                         cudaMemcpyDeviceToHost, sm)
-                       : cudaMemcpy2DAsync(st->slot[k], p->width, dev + p->dev_off, c->dev_pitch,
-                                           p->width, p->rows, cudaMemcpyDeviceToHost, sm);
-      if (e == cudaSuccess)
-        e = cudaEventRecord(st->done[k], sm);
+  cut k = cut_of(c);
+  int first = st->next;
+  st->next = (int)((first + k.count) % STAGE_SLOTS);
+  for (size_t i = 0, issued = 0; i < k.count; i++) {
+    for (; issued < k.count && issued < i + STAGE_SLOTS; issued++) {
+      piece p = piece_at(c, &k, issued);
+      cudaError_t e = slot_dma(s, lane, (int)((first + issued) % STAGE_SLOTS), (char *)dev, &p,
+                               c->dev_pitch, cudaMemcpyDeviceToHost);
       if (e != cudaSuccess)
         return cuda_fail(s, "staging: cudaMemcpy2DAsync", e);
     }
-    const piece *p = &inflight[i % STAGE_SLOTS];
-    int k = slot_of[i % STAGE_SLOTS];
-    cudaError_t e = cudaEventSynchronize(st->done[k]);
+    int slot = (int)((first + i) % STAGE_SLOTS);
+    piece p = piece_at(c, &k, i);
+    cudaError_t e = cudaEventSynchronize(st->done[slot]);
     if (e != cudaSuccess)
       return cuda_fail(s, "staging: cudaEventSynchronize", e);
-    poas__copier_run(st->copier, host + p->host_off, c->host_pitch, st->slot[k], p->width,
-                     p->width, p->rows);
+    poas__copier_run(st->copier, host + p.host_off, c->host_pitch, st->slot[slot], p.width,
+                     p.width, p.rows);
   }
   return 0;
 }
