@@ -3,12 +3,13 @@
  * together through the public API, end to end (operands start and end in
  * host memory), beside the vendor libraries alone (OpenBLAS through cblas
  * with every core, CLBlast, cuBLAS with synchronous copies). Each
- * measurement is one warm-up and then the median of --repeat runs; every
- * run's result is checked numerically. The table, a CSV file and optionally
- * JSON and an SVG plot report rates, speedup over the best single device,
- * efficiency against the sum of the single-device rates, and the predicted
- * beside the measured time. Contexts stay open across runs so that device
- * start-up and profile loading are never timed. */
+ * measurement is one warm-up and then the median of --repeat runs, taken
+ * in rounds that run every device set and baseline once (run_problem);
+ * every run's result is checked numerically. The table, a CSV file and
+ * optionally JSON and an SVG plot report rates, speedup over the best
+ * single device, efficiency against the sum of the single-device rates,
+ * and the predicted beside the measured time. Contexts stay open across
+ * runs so that device start-up and profile loading are never timed. */
 #include "config.h"
 
 #include "bench/bench.h"
@@ -69,7 +70,7 @@ typedef struct bench {
   int nbl;
   bench_row *rows;
   int nrows;
-  int step, nsteps;
+  int step, nsteps; /* runs, warm-ups included, for the progress line */
   int tty;
 } bench;
 
@@ -91,7 +92,9 @@ static void usage(FILE *f) {
           "                        device); each device alone keeps its entry's settings\n"
           "  -b, --baselines LIST  cblas, clblast, cublas, all (default) or none\n"
           "  -r, --repeat N        timed runs after one warm-up; the median is reported\n"
-          "                        (default 5)\n"
+          "                        (default 5). The runs go in rounds, each device set\n"
+          "                        and baseline once per round, so that a machine whose\n"
+          "                        speed drifts slows them all alike\n"
           "  -c, --csv FILE        CSV output (default bench-DATE-TIME.csv)\n"
           "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot\n"
           "  -j, --json            print one JSON object on stdout; the table then goes\n"
@@ -398,7 +401,7 @@ static void progress(const bench *b, const bench_problem *p, const char *label, 
   if (run < 0)
     snprintf(what, sizeof what, "warm-up");
   else
-    snprintf(what, sizeof what, "run %d/%d", run + 1, b->o.repeat);
+    snprintf(what, sizeof what, "round %d/%d", run + 1, b->o.repeat);
   fprintf(stderr, "\r\033[K[%d/%d] %lldx%lldx%lld %s %s %s", b->step, b->nsteps,
           (long long)p->m, (long long)p->n, (long long)p->k, bench_dtype_name(p->dtype), label,
           what);
@@ -419,57 +422,72 @@ static int median(double (*t)[4], int n, double out[3]) {
   return (int)t[(n - 1) / 2][3];
 }
 
-/* One warm-up and --repeat timed runs of `r`, each result checked. */
-static void measure(bench *b, const runner *r, const bench_problem *p, const bench_reference *ref,
-                    bench_row *row) {
-  static double t[MAX_REPEAT][4];
-  /* A co-executed set's reports, for what each device did in the median
-   * run; without them the row only lacks its efficiency's factors. */
-  poas_report *reports =
-      r->role == BENCH_COEXEC ? calloc((size_t)b->o.repeat, sizeof *reports) : NULL;
-  size_t elems = (size_t)(p->m * p->n);
-  double worst = 0;
-  for (int run = -1; run < b->o.repeat; run++) {
-    progress(b, p, r->label, run);
-    bench_poison(p->c, p->dtype, elems);
-    double t0 = bench_now();
-    int rc = run_once(r, p, row->note, sizeof row->note);
-    double dt = bench_now() - t0, predicted = NAN, reported = NAN;
-    if (rc) {
-      row->status = rc == BENCH_UNSUPPORTED ? "unsupported" : "failed";
-      free(reports);
-      return;
-    }
-    poas_report rep = {0};
-    if (r->ctx && poas_last_report(r->ctx, &rep) == 0) {
-      dt = rep.virtual_time ? rep.measured_s : dt;
-      predicted = rep.predicted_s > 0 ? rep.predicted_s : NAN;
-      reported = rep.measured_s;
-    }
-    double e = r->check ? bench_error(ref, p) : 0;
-    worst = isnan(e) || isnan(worst) ? NAN : fmax(e, worst);
-    if (run >= 0) {
-      t[run][0] = dt, t[run][1] = predicted, t[run][2] = reported, t[run][3] = run;
-      if (reports)
-        reports[run] = rep;
-    }
+/* One runner's measurement of one problem, run by run: its problem (its
+ * own m under --alone-limit), its row, and each timed run's (time,
+ * predicted, reported, run) and, for a co-executed set, report. */
+typedef struct measurement {
+  runner r;
+  bench_problem p;
+  bench_row *row;
+  double (*t)[4];
+  poas_report *reports;
+  double worst; /* largest numerical error over its runs */
+  int done;     /* failed, or out of memory for its records */
+} measurement;
+
+/* Run `run` of m (-1: the warm-up), its result checked. A failed run ends
+ * the runner's measurement with its row's status saying so. */
+static void measure_run(bench *b, measurement *m, const bench_reference *ref, int run) {
+  bench_problem *p = &m->p;
+  b->step++;
+  if (m->done)
+    return;
+  progress(b, p, m->r.label, run);
+  bench_poison(p->c, p->dtype, (size_t)(p->m * p->n));
+  double t0 = bench_now();
+  int rc = run_once(&m->r, p, m->row->note, sizeof m->row->note);
+  double dt = bench_now() - t0, predicted = NAN, reported = NAN;
+  if (rc) {
+    m->row->status = rc == BENCH_UNSUPPORTED ? "unsupported" : "failed";
+    m->done = 1;
+    return;
   }
+  poas_report rep = {0};
+  if (m->r.ctx && poas_last_report(m->r.ctx, &rep) == 0) {
+    dt = rep.virtual_time ? rep.measured_s : dt;
+    predicted = rep.predicted_s > 0 ? rep.predicted_s : NAN;
+    reported = rep.measured_s;
+  }
+  double e = m->r.check ? bench_error(ref, p) : 0;
+  m->worst = isnan(e) || isnan(m->worst) ? NAN : fmax(e, m->worst);
+  if (run >= 0) {
+    m->t[run][0] = dt, m->t[run][1] = predicted, m->t[run][2] = reported, m->t[run][3] = run;
+    if (m->reports)
+      m->reports[run] = rep;
+  }
+}
+
+/* The row of a measurement whose runs are all done: the median run's
+ * times and, for a co-executed set, what each device did in it. */
+static void measure_finish(const bench *b, measurement *m) {
+  bench_row *row = m->row;
+  if (m->done)
+    return;
   double med[3];
-  int middle = median(t, b->o.repeat, med);
-  if (reports) {
-    row->ndev = reports[middle].ndevices;
-    memcpy(row->dev, reports[middle].dev, sizeof row->dev);
+  int middle = median(m->t, b->o.repeat, med);
+  if (m->reports) {
+    row->ndev = m->reports[middle].ndevices;
+    memcpy(row->dev, m->reports[middle].dev, sizeof row->dev);
   }
-  free(reports);
   row->seconds = med[0], row->predicted_s = med[1], row->report_s = med[2];
-  row->gflops = 2.0 * (double)p->m * (double)p->n * (double)p->k / row->seconds / 1e9;
+  row->gflops = 2.0 * (double)m->p.m * (double)m->p.n * (double)m->p.k / row->seconds / 1e9;
   row->pred_error = (row->predicted_s - row->seconds) / row->seconds;
-  if (!r->check) {
+  if (!m->r.check) {
     snprintf(row->note, sizeof row->note, "sim computes nothing: not checked");
     return;
   }
-  row->num_error = worst;
-  if (!(worst <= row->num_bound))
+  row->num_error = m->worst;
+  if (!(m->worst <= row->num_bound))
     row->status = "inaccurate";
 }
 
@@ -622,27 +640,56 @@ static void scale_to_whole(bench_row *row, const bench_problem *p, int64_t rows)
 }
 
 /* Runs every device set and baseline on one problem; its rows are appended
- * to b->rows. */
+ * to b->rows. Each runner has its warm-up, then the timed runs go in
+ * rounds, every runner once per round, the first of each round moving on
+ * by one: a machine whose speed drifts while the problem runs (a shared VM,
+ * a GPU whose clock follows its load, PoCL's rate on the CI VM moving 2x
+ * within minutes) then slows every runner alike, and the ratios between
+ * them (speedup, efficiency, against cblas) stay side by side instead of
+ * taking the drift between one runner's runs and the next's. */
 static void run_problem(bench *b, const bench_problem *p, const bench_reference *ref) {
-  int first = b->nrows;
-  for (int i = 0; i < b->nsets + b->nbl; i++) {
+  int first = b->nrows, n = b->nsets + b->nbl;
+  measurement *ms = calloc((size_t)n, sizeof *ms);
+  for (int i = 0; i < n; i++) {
+    measurement *m = ms ? &ms[i] : NULL;
     runner r = {0};
     if (i < b->nsets)
       r = (runner){b->sets[i].label, b->sets[i].role, b->sets[i].ctx, NULL, !b->sets[i].has_sim};
     else
       r = (runner){b->bl[i - b->nsets].b->name, BENCH_BASELINE, NULL, &b->bl[i - b->nsets], 1};
-    b->step++;
     bench_row *row = &b->rows[b->nrows++];
     *row = new_row(p, &r, b->o.repeat);
-    bench_problem run = *p;
+    if (m) {
+      m->r = r, m->p = *p, m->row = row;
+      m->t = malloc((size_t)b->o.repeat * sizeof *m->t);
+      if (r.role == BENCH_COEXEC)
+        m->reports = calloc((size_t)b->o.repeat, sizeof *m->reports);
+    }
+    if (!m || !m->t || (r.role == BENCH_COEXEC && !m->reports)) {
+      row->status = "failed";
+      snprintf(row->note, sizeof row->note, "out of host memory for its timings");
+      if (m)
+        m->done = 1;
+      b->step += b->o.repeat + 1;
+      continue;
+    }
     if (r.role == BENCH_DEVICE)
-      run.m = alone_rows(b, &r, p);
+      m->p.m = alone_rows(b, &r, p);
     else if (r.role == BENCH_BASELINE)
-      run.m = baseline_rows(b, &r, p);
-    measure(b, &r, &run, ref, row);
-    if (run.m < p->m && !isnan(row->seconds))
-      scale_to_whole(row, p, run.m);
+      m->p.m = baseline_rows(b, &r, p);
+    measure_run(b, m, ref, -1);
   }
+  for (int run = 0; ms && run < b->o.repeat; run++)
+    for (int j = 0; j < n; j++)
+      measure_run(b, &ms[(j + run) % n], ref, run);
+  for (int i = 0; ms && i < n; i++) {
+    measurement *m = &ms[i];
+    measure_finish(b, m);
+    if (m->p.m < p->m && !isnan(m->row->seconds))
+      scale_to_whole(m->row, p, m->p.m);
+    free(m->t), free(m->reports);
+  }
+  free(ms);
   compare(b->rows + first, b->nrows - first);
 }
 
@@ -652,7 +699,7 @@ static void skip_problem(bench *b, const bench_problem *p) {
   for (int i = 0; i < b->nsets + b->nbl; i++) {
     runner r = {i < b->nsets ? b->sets[i].label : b->bl[i - b->nsets].b->name,
                 i < b->nsets ? b->sets[i].role : BENCH_BASELINE, NULL, NULL, 0};
-    b->step++;
+    b->step += b->o.repeat + 1;
     bench_row *row = &b->rows[b->nrows++];
     *row = new_row(p, &r, b->o.repeat);
     row->status = "failed";
@@ -761,8 +808,9 @@ static int gemm_main(int argc, char **argv) {
     return 1;
   }
   b.tty = isatty(STDERR_FILENO);
-  b.nsteps = b.o.nshapes * b.o.ndtypes * (b.nsets + b.nbl);
-  b.rows = calloc((size_t)b.nsteps, sizeof *b.rows);
+  int nrows = b.o.nshapes * b.o.ndtypes * (b.nsets + b.nbl);
+  b.nsteps = nrows * (b.o.repeat + 1);
+  b.rows = calloc((size_t)nrows, sizeof *b.rows);
   if (!b.rows) {
     fprintf(stderr, "poas-bench: out of memory\n");
     close_all(&b);
