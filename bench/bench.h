@@ -71,6 +71,7 @@ typedef struct bench_row {
    * caches and clocks took. fill: the measured rate over those co-run rates:
    * what idle time, the engine and the tail took, the schedule's part. */
   double used, corun, fill;
+  double fastest_s, slowest_s; /* the timed runs' shortest and longest */
   int ndev;                                 /* the median run's devices, */
   poas_device_report dev[POAS_MAX_DEVICES]; /* as its report gave them */
   const char *status;    /* "ok", "inaccurate", "failed", "unsupported" */

@@ -27,6 +27,9 @@
 #define MAX_SHAPES 64
 #define MAX_REPEAT 1000
 #define DEFAULT_SIZES "512,1024,2048"
+/* Spread of a row's timed runs, (slowest - fastest) / median, above which
+ * its note says how far they spread. */
+#define SPREAD_FLAG 0.10
 
 typedef struct shape {
   int64_t m, n, k;
@@ -115,6 +118,8 @@ static void usage(FILE *f) {
           "own costs). The CSV and JSON carry the factors whose product is the\n"
           "efficiency: eff_used (the alone rates of the devices given work over\n"
           "all), eff_corun and eff_fill.\n\n"
+          "A row whose timed runs spread by more than 10%% of their median says so in\n"
+          "its note; the CSV and JSON carry every row's fastest_s and slowest_s.\n\n"
           "poas-bench plot draws the same plot from CSV files that earlier runs wrote\n"
           "(several runs' rows join, series by series), for results recorded on a\n"
           "machine without gnuplot.\n\n"
@@ -422,6 +427,17 @@ static int median(double (*t)[4], int n, double out[3]) {
   return (int)t[(n - 1) / 2][3];
 }
 
+/* Appends to the text in buf (of `cap` bytes), truncating. */
+static void append(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...) {
+  size_t len = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, cap - len, fmt, ap);
+  va_end(ap);
+}
+
 /* One runner's measurement of one problem, run by run: its problem (its
  * own m under --alone-limit), its row, and each timed run's (time,
  * predicted, reported, run) and, for a co-executed set, report. */
@@ -480,15 +496,22 @@ static void measure_finish(const bench *b, measurement *m) {
     memcpy(row->dev, m->reports[middle].dev, sizeof row->dev);
   }
   row->seconds = med[0], row->predicted_s = med[1], row->report_s = med[2];
+  row->fastest_s = m->t[0][0], row->slowest_s = m->t[b->o.repeat - 1][0];
   row->gflops = 2.0 * (double)m->p.m * (double)m->p.n * (double)m->p.k / row->seconds / 1e9;
   row->pred_error = (row->predicted_s - row->seconds) / row->seconds;
-  if (!m->r.check) {
+  if (m->r.check) {
+    row->num_error = m->worst;
+    if (!(m->worst <= row->num_bound))
+      row->status = "inaccurate";
+  } else {
     snprintf(row->note, sizeof row->note, "sim computes nothing: not checked");
-    return;
   }
-  row->num_error = m->worst;
-  if (!(m->worst <= row->num_bound))
-    row->status = "inaccurate";
+  /* A row whose runs spread widely is flagged: its median, and any ratio
+   * taken from it, is as uncertain as the machine was steady. */
+  double lo = row->fastest_s / row->seconds, hi = row->slowest_s / row->seconds;
+  if (hi - lo > SPREAD_FLAG)
+    append(row->note, sizeof row->note, "%sruns took %.2f-%.2fx the median",
+           row->note[0] ? "; " : "", lo, hi);
 }
 
 static bench_row new_row(const bench_problem *p, const runner *r, int repeat) {
@@ -508,17 +531,6 @@ static double alone_gflops(const bench_row *rows, int n, const char *id) {
     if (rows[i].role == BENCH_DEVICE && strcmp(rows[i].label, id) == 0)
       return rows[i].gflops;
   return NAN;
-}
-
-/* Appends to the text in buf (of `cap` bytes), truncating. */
-static void append(char *buf, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void append(char *buf, size_t cap, const char *fmt, ...) {
-  size_t len = strlen(buf);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + len, cap - len, fmt, ap);
-  va_end(ap);
 }
 
 /* Splits a co-executed row's efficiency into used x corun x fill (see
@@ -633,6 +645,7 @@ static int64_t baseline_rows(const bench *b, const runner *r, const bench_proble
 static void scale_to_whole(bench_row *row, const bench_problem *p, int64_t rows) {
   double f = (double)p->m / (double)rows;
   row->seconds *= f, row->predicted_s *= f, row->report_s *= f;
+  row->fastest_s *= f, row->slowest_s *= f;
   size_t len = strlen(row->note);
   snprintf(row->note + len, sizeof row->note - len,
            "%srows 0..%lld of %lld measured (--alone-limit), times scaled by %.2f",

@@ -58,7 +58,7 @@ static const char *const columns[] = {
     "role",        "repeat",      "measured_s",  "gflops",     "speedup",
     "efficiency",  "ideal_gflops", "vs_cblas",   "predicted_s", "report_measured_s",
     "prediction_error", "numerical_error", "error_bound", "eff_used", "eff_corun",
-    "eff_fill",    "status",      "note"};
+    "eff_fill",    "fastest_s",   "slowest_s",  "status",      "note"};
 enum { NCOLUMNS = sizeof columns / sizeof *columns, NNUMBERS = NCOLUMNS - 9 };
 
 /* The numeric fields of a row, in column order from "measured_s". */
@@ -66,7 +66,7 @@ static void row_numbers(const bench_row *r, double out[NNUMBERS]) {
   double v[NNUMBERS] = {r->seconds,   r->gflops,     r->speedup,    r->efficiency,
                         r->ideal_gflops, r->vs_cblas, r->predicted_s, r->report_s,
                         r->pred_error, r->num_error,  r->num_bound,  r->used,
-                        r->corun,     r->fill};
+                        r->corun,     r->fill,       r->fastest_s,  r->slowest_s};
   memcpy(out, v, sizeof v);
 }
 
@@ -312,9 +312,9 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
   char line[2048];
   int lineno = 0, rc = 0;
   while (fgets(line, sizeof line, f)) {
-    char *fld[24];
+    char *fld[32];
     lineno++;
-    int nf = csv_split(line, fld, 24);
+    int nf = csv_split(line, fld, 32);
     /* Files written before the eff_* columns have 20 fields; those read
      * here sit at the same positions in both. */
     if (lineno == 1) {

@@ -29,7 +29,7 @@ tmp = sys.argv[1]
 columns = ["m", "n", "k", "dtype", "devices", "role", "repeat", "measured_s", "gflops",
            "speedup", "efficiency", "ideal_gflops", "vs_cblas", "predicted_s",
            "report_measured_s", "prediction_error", "numerical_error", "error_bound",
-           "eff_used", "eff_corun", "eff_fill", "status", "note"]
+           "eff_used", "eff_corun", "eff_fill", "fastest_s", "slowest_s", "status", "note"]
 failures = []
 def check(ok, what):
     if not ok:
@@ -56,6 +56,10 @@ for r in rows:
           "row %s %s: numerical error %r, bound %r" % (r["dtype"], r["devices"], err, bound))
     check(bound < (1e-5 if r["dtype"] == "s" else 1e-13), "row %s: bound %r too loose" % (r["devices"], bound))
     check(isinstance(r["gflops"], (int, float)) and r["gflops"] > 0, "row %s: gflops %r" % (r["devices"], r["gflops"]))
+    # The timed runs' range holds the median.
+    check(0 < r["fastest_s"] <= r["measured_s"] <= r["slowest_s"],
+          "row %s: fastest %r, median %r, slowest %r"
+          % (r["devices"], r["fastest_s"], r["measured_s"], r["slowest_s"]))
     coexec = r["role"] == "coexec"
     check((r["efficiency"] is not None) == coexec, "row %s: efficiency %r" % (r["devices"], r["efficiency"]))
     # The efficiency's factors: present on the co-executed row alone, each
