@@ -106,6 +106,10 @@ typedef struct poas__gemm_plan {
   poas__opt_problem prob;
   poas__opt_device dev[POAS_MAX_DEVICES];
   poas__opt_result res;
+  /* The run's predicted makespan: res.balanced_s under the guided and
+   * dynamic policies, whose tails move work between the devices unit by
+   * unit; res.makespan_s under static, which runs the shares as given. */
+  double makespan_s;
   /* The factors the devices' models were scaled by, from what runs
    * taught, and the scaled copies of those not at 1 (dev[i].model points
    * there; at the context's model otherwise). model stays last:

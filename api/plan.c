@@ -31,7 +31,7 @@ static void describe(const poas_context *ctx, const poas__gemm_problem *p,
   int cols = (r->split == POAS__SPLIT_COLS) != p->row_major;
   out->split = cols ? POAS_SPLIT_COLS : POAS_SPLIT_ROWS;
   out->granule = r->granule;
-  out->makespan_s = r->makespan_s;
+  out->makespan_s = plan->makespan_s;
   for (int i = 0; i < r->ndev; i++) {
     const poas__opt_share *sh = &r->dev[i];
     const char *id = ctx->devices.dev[i]->info.id;

@@ -135,6 +135,8 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     };
   }
   int rc = poas__optimize(out->dev, nd, &out->prob, &out->res);
+  out->makespan_s =
+      ctx->sched == POAS__SCHED_STATIC ? out->res.makespan_s : out->res.balanced_s;
   for (int i = 0; i < nd; i++)
     if (out->res.dev[i].estimated)
       poas__warn("%s has no usable model: planning with a conservative estimate "
@@ -162,7 +164,7 @@ static void sched_config(const poas_context *ctx, const poas__gemm_plan *plan,
     if (ctx->models[i].source == POAS__MODEL_CALIBRATED)
       cfg->model_error[i] = ctx->models[i].gemm_fit[plan->prob.dtype].heldout_median;
   }
-  cfg->predicted_makespan_s = r->makespan_s;
+  cfg->predicted_makespan_s = plan->makespan_s;
 }
 
 /* The problem as one GEMM call on the caller's (host) memory. */

@@ -378,7 +378,12 @@ typedef struct poas_plan {
   int64_t m, n, k;
   poas_split split;
   int64_t granule;         /* shares are multiples of this many rows/columns */
-  double makespan_s;       /* predicted time of the whole GEMM */
+  /* Predicted time of the whole GEMM. Under the guided and dynamic
+   * policies (the default is guided) the run hands out its last rows or
+   * columns in pieces smaller than a granule, so the devices finish
+   * together: this is then below the latest dev[].predicted_s, which is
+   * for whole granules; under static it is that latest time. */
+  double makespan_s;
   int ndevices;            /* devices given work, in dev[] */
   poas_plan_device dev[POAS_MAX_DEVICES];
   int nexcluded;           /* devices left out, in excluded[] */

@@ -154,7 +154,11 @@ typedef struct poas__opt_share {
 typedef struct poas__opt_result {
   poas__split_dim split;
   int64_t total_units, granule;
-  double makespan_s;
+  double makespan_s;  /* the latest device's time with the shares as given */
+  /* The makespan once the run has moved work between the devices unit by
+   * unit, as the guided and dynamic tails do (balanced_makespan); at most
+   * makespan_s, which holds whole granules. */
+  double balanced_s;
   int ndev;
   poas__opt_share dev[POAS_MAX_DEVICES];
   /* The models actually used (a device's own, or the conservative estimate

@@ -229,6 +229,33 @@ TEST(shares_follow_rates) {
   return 0;
 }
 
+/* Whole granules cannot split work exactly by rate: a device 22 times
+ * slower than the other, granules of 32, 2048 units: its even share is 89
+ * units, and the plan's latest device finishes later than the even split
+ * would. The balanced makespan, what the run's tails reach by moving work
+ * in smaller pieces, is the even split's (the models here are linear), and
+ * it never exceeds the plan's. One device: the two are the same. */
+TEST(the_balanced_makespan_is_the_even_split_of_whole_granules) {
+  poas__device_model fast, slow;
+  rate_model(&fast, 2.2e10, 0, 0, 1e30);
+  rate_model(&slow, 1e9, 0, 0, 1e30);
+  poas__opt_device d[2] = {device("fast", &fast, 1), device("slow", &slow, 1)};
+  d[1].unit_align = 32;
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 2048);
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(r.granule == 32);
+  CHECK(r.dev[0].u1 > r.dev[0].u0 && r.dev[1].u1 > r.dev[1].u0);
+  double even = 2.0 * 2048 * 2048 * 2048 / (2.2e10 + 1e9);
+  fprintf(stderr, "  plan %.5f s, balanced %.5f s, even split %.5f s\n", r.makespan_s,
+          r.balanced_s, even);
+  CHECK(r.makespan_s > even * 1.005);
+  CHECK_MSG(near(r.balanced_s, even, 1e-6), "balanced %.6f, even %.6f", r.balanced_s, even);
+  CHECK_OK(poas__optimize(d, 1, &p, &r));
+  CHECK(r.balanced_s == r.makespan_s && r.makespan_s > 0);
+  return 0;
+}
+
 /* A device whose GEMM computes 32-unit blocks (CLBlast's) and caps its
  * tiles at 4 MiB of its own operand: the granule becomes a multiple of 32
  * (it would be 8 for 2048 units), so its range and tiles are whole
@@ -306,6 +333,47 @@ TEST(plan_on_sim_devices_gives_arithmetic_shares) {
   return 0;
 }
 
+/* The public plan and the run's report predict the balanced makespan
+ * under the policies whose tails move work in small pieces, and the
+ * latest device's time under static, which runs the shares as planned. */
+static int sim_pair_makespans(const char *policy, double *makespan, double *latest,
+                              double *reported) {
+  setenv("POAS_SCHED", policy, 1);
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e18,"
+                               "sim:rate=4.4e9:latency=0:bandwidth=1e18");
+  unsetenv("POAS_SCHED");
+  if (!ctx)
+    return -1;
+  poas_plan plan;
+  int rc = poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
+                          2048, 2048, &plan);
+  *makespan = plan.makespan_s, *latest = 0;
+  for (int i = 0; i < plan.ndevices; i++)
+    *latest = fmax(*latest, plan.dev[i].predicted_s);
+  static float a[2048 * 2048], b[2048 * 2048], c[2048 * 2048];
+  poas_report rep;
+  if (!rc)
+    rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048, 2048, 2048, 1, a,
+                    2048, b, 2048, 1, c, 2048);
+  if (!rc)
+    rc = poas_last_report(ctx, &rep);
+  *reported = rc ? NAN : rep.predicted_s;
+  poas_finalize(ctx);
+  return rc;
+}
+
+TEST(plans_predict_what_their_policy_runs) {
+  double makespan, latest, reported;
+  CHECK_OK(sim_pair_makespans("guided", &makespan, &latest, &reported));
+  CHECK_MSG(makespan < latest && makespan > 0.99 * latest, "guided: %.6f, latest %.6f",
+            makespan, latest);
+  CHECK(reported == makespan); /* beta = 1: the plan poas_plan_gemm describes */
+  CHECK_OK(sim_pair_makespans("static", &makespan, &latest, &reported));
+  CHECK_MSG(makespan == latest, "static: %.6f, latest %.6f", makespan, latest);
+  CHECK(reported == makespan);
+  return 0;
+}
+
 /* ------------------------------------------------------------ exclusion */
 
 TEST(useless_and_unfit_devices_are_excluded_with_reasons) {
@@ -371,7 +439,7 @@ static poas__opt_problem sharing_pair(poas__opt_device d[2], const poas__device_
  * causes is left out, with that reason; one worth more takes part, and
  * both are planned with their slowed models. */
 TEST(contention_between_sharing_devices_is_priced_in) {
-  poas__device_model cpu, pocl;
+  poas__device_model cpu = {0}, pocl = {0}; /* set after the pair is made */
   poas__opt_device d[2];
   poas__opt_problem p = sharing_pair(d, &cpu, &pocl, 0);
   p.reads_c = 1;
@@ -414,7 +482,7 @@ TEST(contention_between_sharing_devices_is_priced_in) {
  * from its share alone, the helper once stayed at 0.6% predicted gain and
  * the pair ran at 0.88x the CPU alone.) */
 TEST(min_gain_counts_the_contention_a_helper_causes) {
-  poas__device_model cpu, pocl;
+  poas__device_model cpu = {0}, pocl = {0}; /* set after the pair is made */
   poas__opt_device d[2];
   poas__opt_problem p = sharing_pair(d, &cpu, &pocl, 1);
   p.min_gain = 0.03;
@@ -572,7 +640,8 @@ TEST(empty_problems_plan_nothing) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates),
+TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates), TEST_ENTRY(plans_predict_what_their_policy_runs),
+          TEST_ENTRY(the_balanced_makespan_is_the_even_split_of_whole_granules),
           TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
           TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),

@@ -82,6 +82,13 @@ static void print_table(const poas_plan *p) {
            (double)d->bytes_h2d / 1048576.0, (double)d->bytes_d2h / 1048576.0, d->compute_s,
            d->transfer_s, d->predicted_s, d->corun, d->estimated ? "  (no model: estimate)" : "");
   }
+  double latest = 0;
+  for (int i = 0; i < p->ndevices; i++)
+    latest = latest > p->dev[i].predicted_s ? latest : p->dev[i].predicted_s;
+  if (p->makespan_s < latest)
+    printf("\nThe shares are whole granules; the run hands out its last %s in smaller\n"
+           "pieces, so the devices finish together at the makespan, not at %.4g s.\n",
+           unit, latest);
   if (p->nexcluded) {
     printf("\nleft out:\n");
     for (int i = 0; i < p->nexcluded; i++)
