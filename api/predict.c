@@ -88,6 +88,9 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->dispatch_s = m->dispatch_s;
   f->engine_s = m->engine_s;
   f->duplex = m->duplex > 1 ? m->duplex : 1;
+  _Static_assert(sizeof f->threads_by_cols == sizeof m->threads_by_cols,
+                 "poas_device_fit.threads_by_cols follows POAS__FEW_COLS");
+  memcpy(f->threads_by_cols, m->threads_by_cols, sizeof f->threads_by_cols);
 }
 
 /* Marks in sel[] the devices a comma-separated id list names. */

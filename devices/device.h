@@ -167,6 +167,14 @@ struct poas__device {
   /* Rows and columns its GEMM computes in one block: a chunk or tile that
    * is not a whole multiple is padded to one (0 or 1: none). */
   int gemm_align;
+  /* Devices that run a GEMM on several host threads (the CPU's OpenBLAS):
+   * the most a call may use (0 or 1: nothing to choose), and, for a C of
+   * n <= POAS__FEW_COLS columns, how many a call of dtype dt runs on:
+   * threads_by_cols[dt][n], 0 for all of them. Calibration measures which
+   * is faster (OpenBLAS 0.3.21 ran sgemm of 4-12 columns up to twice as
+   * fast on one thread as on two); the context sets it from the profile. */
+  int max_threads;
+  uint8_t threads_by_cols[2][POAS__FEW_COLS + 1];
   void *priv;            /* backend state */
   poas__memcache *cache; /* freed buffers kept for reuse; set by the registry */
 };

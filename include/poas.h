@@ -251,10 +251,17 @@ typedef struct poas_device_fit {
    * time (a pipeline's tiles do), as a time factor; 1 when not measured
    * (devices on host memory or on the host's cores). */
   double duplex;
+  /* Threads a GEMM of that dtype whose C has n columns runs on,
+   * threads_by_cols[dtype][n] for n from 1 to 32 ([0] unused); 0: all of
+   * the device's. Calibration chooses it on devices that compute on
+   * several host threads, where fewer ran faster (OpenBLAS on two cores:
+   * sgemm of 4 and 12 columns on one). */
+  unsigned char threads_by_cols[2][33];
 } poas_device_fit;
 
 /* Progress of a calibration: the device being measured, the step ("memory",
- * "h2d", "d2h", "transpose", "sgemm", "dgemm", "sthin" and "dthin" for the thin-block
+ * "h2d", "d2h", "transpose", "sthreads" and "dthreads" for the per-call
+ * thread counts, "sgemm", "dgemm", "sthin" and "dthin" for the thin-block
  * tables, "fit", "done") and the fraction of the
  * whole calibration done, from 0 to 1. Called from the calibrating
  * thread, often (throttle any drawing yourself). */

@@ -496,11 +496,42 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
   return 0;
 }
 
+/* "threads_by_cols": {"s": {"12": 1, ...}, "d": {...}}: for a dtype, the
+ * threads a call whose C has that many columns (1 to POAS__FEW_COLS) runs
+ * on; counts not listed run on all of the device's. */
+static int read_threads_by_cols(reader *r, json_t *obj, const char *path,
+                                poas__device_model *dm) {
+  static const char *const dtypes[] = {"s", "d", NULL};
+  if (only_keys(r, obj, path, dtypes))
+    return -1;
+  for (int dt = 0; dt < 2; dt++) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.%s", path, dtypes[dt]);
+    json_t *t = member(r, obj, path, dtypes[dt], JSON_OBJECT, "an object", 1);
+    if (r->problem[0])
+      return -1;
+    const char *key;
+    json_t *v;
+    json_object_foreach(t, key, v) {
+      char *end;
+      long cols = strtol(key, &end, 10);
+      if (end == key || *end || key[0] == '0' || cols < 1 || cols > POAS__FEW_COLS)
+        return complain(r, "'%s' lists '%s', not a column count from 1 to %d", p, key,
+                        POAS__FEW_COLS);
+      json_int_t threads;
+      if (get_int(r, t, p, key, 1, 255, &threads))
+        return -1;
+      dm->threads_by_cols[dt][cols] = (uint8_t)threads;
+    }
+  }
+  return 0;
+}
+
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
   static const char *const known[] = {"id",         "name",       "memory_bytes", "gemm",
                                       "transfer",   "transpose",  "contention",   "duplex",
-                                      "dispatch_s", "engine_s",   NULL};
+                                      "dispatch_s", "engine_s",   "threads_by_cols", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -537,6 +568,13 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
    * staged copies). */
   dm->duplex = 1;
   if (json_object_get(obj, "duplex") && get_number(r, obj, path, "duplex", 1, 10, &dm->duplex))
+    return -1;
+  /* Optional: devices with a choice of threads (since per-call thread
+   * counts). */
+  memset(dm->threads_by_cols, 0, sizeof dm->threads_by_cols);
+  json_t *tbc = member(r, obj, path, "threads_by_cols", JSON_OBJECT, "an object", 1);
+  snprintf(p, sizeof p, "%s.threads_by_cols", path);
+  if (r->problem[0] || (tbc && read_threads_by_cols(r, tbc, p, dm)))
     return -1;
   /* Optional: profiles written before it was measured lack it. */
   dm->dispatch_s = 0;
@@ -751,6 +789,24 @@ static json_t *device_json(const poas__profile_device *pd) {
     json_object_set_new(d, "contention", json_real(pd->model.contention));
   if (pd->model.duplex > 1)
     json_object_set_new(d, "duplex", json_real(pd->model.duplex));
+  json_t *tbc = json_object();
+  for (int dt = 0; dt < 2; dt++) {
+    json_t *t = json_object();
+    for (int n = 1; n <= POAS__FEW_COLS; n++)
+      if (pd->model.threads_by_cols[dt][n] > 0) {
+        char key[8];
+        snprintf(key, sizeof key, "%d", n);
+        json_object_set_new(t, key, json_integer(pd->model.threads_by_cols[dt][n]));
+      }
+    if (json_object_size(t))
+      json_object_set_new(tbc, dt ? "d" : "s", t);
+    else
+      json_decref(t);
+  }
+  if (json_object_size(tbc))
+    json_object_set_new(d, "threads_by_cols", tbc);
+  else
+    json_decref(tbc);
   if (pd->model.dispatch_s > 0)
     json_object_set_new(d, "dispatch_s", json_real(pd->model.dispatch_s));
   if (pd->model.engine_s > 0)

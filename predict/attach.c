@@ -21,8 +21,9 @@
 
 /* Copies the parts a profile device has over a model: each dtype with a
  * model (thin-block tables included), the transfers and the transpose
- * when measured, the memory, the contention, the two-way copy factor and
- * the runtime's costs of a run (dispatch_s, engine_s). All of them: what is left out here, plans from a loaded
+ * when measured, the memory, the contention, the two-way copy factor, the
+ * per-call thread counts and the runtime's costs of a run (dispatch_s,
+ * engine_s). All of them: what is left out here, plans from a loaded
  * profile never see (the last three once were, and only a context that
  * had just calibrated used them). */
 static void overlay(poas__device_model *dst, const poas__device_model *src) {
@@ -43,6 +44,7 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
     dst->memory_bytes = src->memory_bytes;
   dst->contention = src->contention;
   dst->duplex = src->duplex;
+  memcpy(dst->threads_by_cols, src->threads_by_cols, sizeof dst->threads_by_cols);
   dst->dispatch_s = src->dispatch_s;
   dst->engine_s = src->engine_s;
   dst->source = POAS__MODEL_CALIBRATED;
@@ -126,6 +128,9 @@ static void apply_profile(const poas__devset *set, const poas__profile *p,
       missing++;
     } else {
       overlay(&models[i], &pd->model);
+      /* The device runs its calls as its model was fitted to. */
+      memcpy(set->dev[i]->threads_by_cols, pd->model.threads_by_cols,
+             sizeof set->dev[i]->threads_by_cols);
       used++;
     }
   }

@@ -20,6 +20,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -679,6 +680,100 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   return rc;
 }
 
+/* ----------------------------------------------- threads by columns */
+
+/* For a device that runs its GEMM on several host threads, whether a C of
+ * n <= POAS__FEW_COLS columns runs faster on one: each such call of the
+ * sweep's largest full size (L x n x L, NN) is timed on all threads and on
+ * one, alternately, three times each after a warm-up of each; one thread
+ * is kept where its median is THREADS_MARGIN faster, and the device then
+ * runs such calls so (poas__device.threads_by_cols) while the rest of
+ * calibration fits its models. OpenBLAS 0.3.21 on the CI machine's two
+ * cores ran sgemm of 4, 8 and 12 columns 1.25-2x faster on one thread, at
+ * 900 x n x 1400 up to 4096 x n x 4096, while dgemm gained nothing there
+ * (bench/results/openblas-thin-threads-ci-2core-2026-11-23.md); the
+ * margin keeps noise from choosing. Dtypes not measured keep the device's
+ * current choice. */
+#define THREADS_MARGIN 0.10
+#define THREADS_TIMED 3
+
+static void threads_by_cols_shape(const sweep *sw, int dt, int n, gemm_sample *g) {
+  int64_t l = sw->full[sw->nfull - 1];
+  *g = (gemm_sample){.dtype = dt, .pair = 0, .m = l, .n = n, .k = l};
+}
+
+static double threads_by_cols_work(const sweep *sw, int dtype_mask) {
+  double w = 0;
+  for (int dt = 0; dt < 2; dt++)
+    for (int n = 1; n <= POAS__FEW_COLS && (dtype_mask & (1 << dt)); n++) {
+      gemm_sample g;
+      threads_by_cols_shape(sw, dt, n, &g);
+      w += 2 * (THREADS_TIMED + 1) * gemm_work(&g);
+    }
+  return w;
+}
+
+/* One call of g on `threads` threads (0: all), timed. */
+static int timed_on(bench *bb, const gemm_sample *g, int threads, double *out) {
+  poas__device *dev = bb->dev;
+  dev->threads_by_cols[g->dtype][g->n] = (uint8_t)threads;
+  poas__gemm_call c = {.dtype = (poas_dtype)g->dtype, .transa = POAS_NO_TRANS,
+                       .transb = POAS_NO_TRANS, .m = g->m, .n = g->n, .k = g->k,
+                       .alpha = 1, .beta = 0, .a = {bb->a, 0, g->m}, .b = {bb->b, 0, g->k},
+                       .c = {bb->c, 0, g->m}};
+  double t0 = dev_clock(dev);
+  int rc = dev->be->gemm(dev, 0, &c);
+  if (!rc)
+    rc = dev->be->lane_sync(dev, 0);
+  *out = dev_clock(dev) - t0;
+  return rc;
+}
+
+static int calibrate_threads_by_cols(bench *bb, const sweep *sw, int dtype_mask, progress *pg,
+                                     poas__device_model *out) {
+  poas__device *dev = bb->dev;
+  memcpy(out->threads_by_cols, dev->threads_by_cols, sizeof out->threads_by_cols);
+  if (dev->max_threads <= 1)
+    return 0;
+  static const char *const step[2] = {"sthreads", "dthreads"};
+  for (int dt = 0; dt < 2; dt++) {
+    if (!(dtype_mask & (1 << dt)))
+      continue;
+    char chosen[160] = "";
+    for (int n = 1; n <= POAS__FEW_COLS; n++) {
+      gemm_sample g;
+      threads_by_cols_shape(sw, dt, n, &g);
+      double all[THREADS_TIMED], one[THREADS_TIMED], t;
+      int rc = timed_on(bb, &g, 0, &t);
+      if (!rc)
+        rc = timed_on(bb, &g, 1, &t);
+      for (int r = 0; !rc && r < THREADS_TIMED; r++) {
+        rc = timed_on(bb, &g, 0, &all[r]);
+        if (!rc)
+          rc = timed_on(bb, &g, 1, &one[r]);
+      }
+      if (rc)
+        return poas__fail(rc, "%s: GEMM %lldx%dx%lld failed during calibration", dev->info.id,
+                          (long long)g.m, n, (long long)g.k);
+      double t_all = poas__median(all, THREADS_TIMED), t_one = poas__median(one, THREADS_TIMED);
+      int keep_one = t_one < (1 - THREADS_MARGIN) * t_all;
+      dev->threads_by_cols[dt][n] = out->threads_by_cols[dt][n] = keep_one ? 1 : 0;
+      if (keep_one) {
+        size_t len = strlen(chosen);
+        snprintf(chosen + len, sizeof chosen - len, " %d", n);
+      }
+      poas__debug("calibrate %s %sgemm %lld x %d x %lld: %.4g s on %d threads, %.4g s on one",
+                  dev->info.id, poas__dtype_letter((poas_dtype)dt), (long long)g.m, n,
+                  (long long)g.k, t_all, dev->max_threads, t_one);
+      report(pg, step[dt], 2 * (THREADS_TIMED + 1) * gemm_work(&g));
+    }
+    if (chosen[0])
+      poas__info("%s: %sgemm with C of these column counts runs on one thread:%s",
+                 dev->info.id, poas__dtype_letter((poas_dtype)dt), chosen);
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------- thin blocks */
 
 /* The long side and the depth of the thin-block probes: the sweep's
@@ -1040,7 +1135,9 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
    * ran a third slower than 16 MiB ones on an H100 machine, so the full
    * sweep reaches them. */
   size_t staging = (size_t)(o->quick ? 16 : 256) << 20;
-  progress pg = {o, dev->info.id, 0, 2 + probe_work};
+  progress pg = {o, dev->info.id, 0,
+                 2 + probe_work +
+                     (dev->max_threads > 1 ? threads_by_cols_work(&sw, o->dtype_mask) : 0)};
   for (int i = 0; i < ns; i++) {
     s[i].id = i;
     pg.total += gemm_work(&s[i]) * POAS__MIN(sw.reps, MAX_REPS);
@@ -1080,6 +1177,8 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
     rc = calibrate_transfers(&bb, &sw, &pg, &m);
   if (!rc && transposes)
     rc = calibrate_transpose(dev, transpose_top(dev, o->quick), &sw, &pg, &m.transpose);
+  if (!rc)
+    rc = calibrate_threads_by_cols(&bb, &sw, o->dtype_mask, &pg, &m);
   if (!rc)
     rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, &pg, &m);
   bench_free(&bb);

@@ -9,6 +9,8 @@
 #include "harness.h"
 #include "models/profile.h"
 
+#include <cblas.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +118,10 @@ static void sample_profile(poas__profile *p) {
     /* Written only when measured (> 1); read back as 1 otherwise. */
     m->contention = d ? 1.0 + 1.0 / 7 : 1;
     m->duplex = d ? 1.0 + 1.0 / 3 : 1;
+    /* Written only where set; sgemm of 4 and 12 columns on one thread. */
+    memset(m->threads_by_cols, 0, sizeof m->threads_by_cols);
+    if (!d)
+      m->threads_by_cols[0][4] = m->threads_by_cols[0][12] = 1, m->threads_by_cols[1][32] = 3;
     /* Written only when measured (> 0); read back as 0 otherwise. */
     m->dispatch_s = d ? 4.7e-5 / 3 : 0;
     m->engine_s = d ? 4.5e-4 / 7 : 0;
@@ -152,6 +158,8 @@ TEST(round_trip_is_exact) {
     CHECK(xfer_equal(&x->model.transpose, &y->model.transpose));
     CHECK(x->model.contention == y->model.contention);
     CHECK(x->model.duplex == y->model.duplex);
+    CHECK(memcmp(x->model.threads_by_cols, y->model.threads_by_cols,
+                 sizeof x->model.threads_by_cols) == 0);
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
     CHECK(x->model.engine_s == y->model.engine_s);
   }
@@ -201,6 +209,8 @@ static const struct {
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},
     {"bad-duplex.json", "duplex"},
+    {"bad-threads-cols.json", "'devices[0].threads_by_cols.s' lists '33', not a column count"},
+    {"bad-threads-count.json", "threads_by_cols.d.12' is 0, outside [1, 255]"},
     /* Found by the fuzzer: a transfer section read past the end of its
      * list of known keys. */
     {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},
@@ -303,6 +313,7 @@ static int write_cpu_profile(const char *path, double rate) {
       poas__gemm_model_from_rate(&m->gemm[dt][pair], rate / (dt + 1), 1e-6);
     m->gemm_fit[dt] = (poas__fit_stats){30, 0.99, 0.02, 0.05};
   }
+  m->threads_by_cols[POAS_FLOAT32][12] = 1; /* as calibration finds on the CI machine */
   int rc = poas__profile_write(path, p);
   free(p);
   return rc;
@@ -336,6 +347,38 @@ TEST(matching_profile_is_used) {
   CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_TRANS, POAS_NO_TRANS, 1000, 1000, 1000,
                              &t));
   CHECK(fabs(t - (1e-6 + 2e9 / 3e10)) < 1e-12);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* The profile's per-call thread counts reach the device: an sgemm whose C
+ * has 12 columns runs on one thread, one of 13 on all (OpenBLAS's count
+ * after the call is the one it ran on). */
+TEST(a_profiles_thread_counts_reach_the_device) {
+  const char *path = test_tmp_path("cpu-threads.json");
+  CHECK_OK(write_cpu_profile(path, 3e10));
+  poas_context *ctx = open_with_profile("cpu", path);
+  CHECK(ctx);
+  poas_device_info info;
+  CHECK_OK(poas_device_get(ctx, 0, &info));
+  if (info.cores < 2) {
+    poas_finalize(ctx);
+    SKIP("one core: the device has no thread count to choose");
+  }
+  static float a[64 * 48], b[48 * 13], c[64 * 13];
+  for (int i = 0; i < 64 * 48; i++)
+    a[i] = 1;
+  for (int i = 0; i < 48 * 13; i++)
+    b[i] = 1;
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 12, 48, 1, a, 64, b,
+                      48, 0, c, 64));
+  CHECK_MSG(openblas_get_num_threads() == 1, "12 columns: %d threads",
+            openblas_get_num_threads());
+  CHECK(c[0] == 48 && c[64 * 12 - 1] == 48);
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 13, 48, 1, a, 64, b,
+                      48, 0, c, 64));
+  CHECK_MSG(openblas_get_num_threads() == info.cores, "13 columns: %d threads, not %d",
+            openblas_get_num_threads(), info.cores);
   poas_finalize(ctx);
   return 0;
 }
@@ -413,5 +456,6 @@ TEST(default_path_follows_environment) {
 
 TEST_MAIN(TEST_ENTRY(round_trip_is_exact), TEST_ENTRY(bad_profiles_fail_with_file_and_problem),
           TEST_ENTRY(good_file_loads_and_missing_file_is_eio), TEST_ENTRY(matching_profile_is_used),
+          TEST_ENTRY(a_profiles_thread_counts_reach_the_device),
           TEST_ENTRY(fingerprint_mismatch_names_the_device),
           TEST_ENTRY(default_path_follows_environment))

@@ -36,3 +36,38 @@ void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap) {
   rate_text(f->transpose_latency_s, f->transpose_bandwidth, f->transpose_knee_bytes,
             f->transpose_bandwidth_beyond, buf, cap);
 }
+
+/* Appends to buf, truncating. */
+static void add(char *buf, size_t cap, const char *text) {
+  size_t len = strlen(buf);
+  if (len < cap)
+    snprintf(buf + len, cap - len, "%s", text);
+}
+
+void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap) {
+  if (cap)
+    buf[0] = '\0';
+  for (int dt = 0; dt < 2; dt++)
+    /* One clause per thread count used, listing its column counts. */
+    for (int t = 1; t < 256; t++) {
+      int listed = 0;
+      for (int n = 1; n < 33; n++) {
+        if (f->threads_by_cols[dt][n] != t)
+          continue;
+        char num[16];
+        snprintf(num, sizeof num, "%s%d", listed ? ", " : "", n);
+        if (!listed) {
+          char head[48];
+          snprintf(head, sizeof head, "%s%cgemm of ", buf[0] ? "; " : "", dt ? 'd' : 's');
+          add(buf, cap, head);
+        }
+        add(buf, cap, num);
+        listed = 1;
+      }
+      if (listed) {
+        char tail[48];
+        snprintf(tail, sizeof tail, " columns on %d thread%s", t, t == 1 ? "" : "s");
+        add(buf, cap, tail);
+      }
+    }
+}

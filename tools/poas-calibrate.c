@@ -91,6 +91,10 @@ static void print_summary(const poas_calibration_result *r) {
     tool_run_cost_text(f, cost, sizeof cost);
     if (cost[0])
       printf("%-8s %s\n", f->id, cost);
+    char threads[400];
+    tool_threads_text(f, threads, sizeof threads);
+    if (threads[0])
+      printf("%-8s %s\n", f->id, threads);
   }
   printf("took %.1f s; profile: %s\n", r->seconds, r->output[0] ? r->output : "(not written)");
 }

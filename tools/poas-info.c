@@ -61,8 +61,18 @@ static void json_device_fit(const poas_device_fit *f) {
          f->transpose_latency_s, f->transpose_bandwidth, f->transpose_knee_bytes,
          f->transpose_bandwidth_beyond);
   json_fit(&f->transpose);
-  printf("}, \"duplex\": %.6g, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g}",
+  printf("}, \"duplex\": %.6g, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g",
          f->duplex, (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
+  /* Column counts whose calls run on fewer threads than all: {"4": 1}. */
+  printf(", \"threads_by_cols\": {");
+  for (int dt = 0; dt < 2; dt++) {
+    printf("%s\"%s\": {", dt ? ", " : "", dt ? "d" : "s");
+    for (int n = 1, listed = 0; n < 33; n++)
+      if (f->threads_by_cols[dt][n])
+        printf("%s\"%d\": %d", listed++ ? ", " : "", n, f->threads_by_cols[dt][n]);
+    printf("}");
+  }
+  printf("}}");
 }
 
 static void print_profile_json(poas_context *ctx) {
@@ -169,6 +179,10 @@ static void print_profile_table(poas_context *ctx) {
     tool_run_cost_text(f, cost, sizeof cost);
     if (cost[0])
       printf("%-10s %s\n", f->id, cost);
+    char threads[400];
+    tool_threads_text(f, threads, sizeof threads);
+    if (threads[0])
+      printf("%-10s %s\n", f->id, threads);
   }
 }
 

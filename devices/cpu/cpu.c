@@ -4,8 +4,14 @@
  * are always complete. With pin=1 (the default) the calling thread and
  * OpenBLAS's threads are bound with hwloc to the first `threads` cores, so
  * that a device placed on the remaining cores (PoCL's, say) does not fight
- * over them, and small calls do not pay for threads woken on a far core.
- * On a quiet 2-core machine pinning costs nothing for large calls (sgemm
+ * over them, and small calls do not pay for threads woken on a far core:
+ * the caller to the first and each worker to one after it. (A caller free
+ * to run on all of them was sometimes moved onto a worker's core while a
+ * call ran on one thread, and the next two-thread call shared that core:
+ * sgemm of 2032 x 16 x 2032 took 1.14 times as long on two threads as on
+ * one when the calls alternated, against 0.57 with the caller bound.) A
+ * call whose C has few columns runs on the threads threads_by_cols gives
+ * (devices/device.h). On a quiet 2-core machine pinning costs nothing for large calls (sgemm
  * n = 4096: 247.0 pinned, 247.8 unpinned, 245.8 GFLOP/s for plain cblas);
  * on a machine shared with other busy processes pin=0 can be faster, since
  * the OS can then move a thread off a core someone else took. */
@@ -87,6 +93,7 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
   hwloc_obj_t root = hwloc_get_root_obj(s->topo);
   info->memory_bytes = root->total_memory;
   info->cores = s->threads;
+  s->dev.max_threads = s->threads;
   info->shares_host_cores = 1;
   info->host_memory = 1;
   /* A rough peak: 2 FMA units x 8 floats x 2 flops x ~2.5 GHz per core. */
@@ -139,19 +146,25 @@ static int cpu_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
   return 0;
 }
 
-/* Binds the calling thread and OpenBLAS's workers to this device's cores.
- * Done per call because the thread count is process-wide in OpenBLAS and
- * another caller (a baseline, a test) may have changed it. */
-static void bind_threads(cpu_state *s) {
-  openblas_set_num_threads(s->threads);
+/* Sets OpenBLAS to `threads` threads and binds the calling thread and
+ * OpenBLAS's workers to this device's cores. Done per call because the
+ * thread count is process-wide in OpenBLAS and another caller (a baseline,
+ * a test) may have changed it. */
+static void bind_threads(cpu_state *s, int threads) {
+  openblas_set_num_threads(threads);
   if (!s->pin)
     return;
-  hwloc_set_cpubind(s->topo, s->cpuset, HWLOC_CPUBIND_THREAD);
-  /* OpenBLAS worker i (1-based; 0 is the caller) goes to the i-th core. */
+  /* The caller goes to the first core and OpenBLAS worker i (1-based) to
+   * the i-th after it. */
   int i = 0;
   unsigned pu;
   hwloc_bitmap_foreach_begin(pu, s->cpuset) {
-    if (i > 0) {
+    if (i == 0) {
+      hwloc_bitmap_t first = hwloc_bitmap_alloc();
+      hwloc_bitmap_only(first, pu);
+      hwloc_set_cpubind(s->topo, first, HWLOC_CPUBIND_THREAD);
+      hwloc_bitmap_free(first);
+    } else {
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(pu, &one);
@@ -167,7 +180,11 @@ static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   cpu_state *s = dev->priv;
   if (g->m == 0 || g->n == 0)
     return 0;
-  bind_threads(s);
+  /* A C of few columns may run on fewer threads (see threads_by_cols). */
+  int threads = s->threads;
+  if (g->n <= POAS__FEW_COLS && dev->threads_by_cols[g->dtype][g->n] > 0)
+    threads = POAS__MIN(threads, (int)dev->threads_by_cols[g->dtype][g->n]);
+  bind_threads(s, threads);
   enum CBLAS_TRANSPOSE ta = g->transa == POAS_TRANS ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE tb = g->transb == POAS_TRANS ? CblasTrans : CblasNoTrans;
   if (g->dtype == POAS_FLOAT32) {
