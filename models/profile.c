@@ -505,8 +505,8 @@ static int read_threads_by_cols(reader *r, json_t *obj, const char *path,
   if (only_keys(r, obj, path, dtypes))
     return -1;
   for (int dt = 0; dt < 2; dt++) {
-    char p[300];
-    snprintf(p, sizeof p, "%s.%s", path, dtypes[dt]);
+    char p[256];
+    snprintf(p, sizeof p, "%.200s.%s", path, dtypes[dt]);
     json_t *t = member(r, obj, path, dtypes[dt], JSON_OBJECT, "an object", 1);
     if (r->problem[0])
       return -1;
