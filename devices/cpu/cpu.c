@@ -4,15 +4,18 @@
  * are always complete. With pin=1 (the default) the calling thread and
  * OpenBLAS's threads are bound with hwloc to the first `threads` cores, so
  * that a device placed on the remaining cores (PoCL's, say) does not fight
- * over them, and small calls do not pay for threads woken on a far core:
- * the caller to the first and each worker to one after it. (A caller free
- * to run on all of them was sometimes moved onto a worker's core while a
- * call ran on one thread, and the next two-thread call shared that core:
- * sgemm of 2032 x 16 x 2032 took 1.14 times as long on two threads as on
- * one when the calls alternated, against 0.57 with the caller bound.) A
- * call whose C has few columns runs on the threads threads_by_cols gives
- * (devices/device.h). On a quiet 2-core machine pinning costs nothing for large calls (sgemm
- * n = 4096: 247.0 pinned, 247.8 unpinned, 245.8 GFLOP/s for plain cblas);
+ * over them, and small calls do not pay for threads woken on a far core.
+ * They are bound to those cores as a set, not one thread to each core:
+ * with each worker on a core of its own and the caller free among them,
+ * the caller sometimes ran on a worker's core once calls alternated
+ * between one thread and two (a call whose C has few columns may run on
+ * fewer, see threads_by_cols in devices/device.h), and sgemm of 2032 x 16 x
+ * 2032 took 1.14 times as long on two threads as on one, against
+ * 0.55-0.60 with the threads bound as a set. (The caller bound to the
+ * first core alone did as well, but moving it there and back cost a 64^3
+ * sgemm 3 us.) On a quiet 2-core machine pinning costs nothing for large
+ * calls (sgemm n = 4096: 247.0 pinned, 247.8 unpinned, 245.8 GFLOP/s for
+ * plain cblas, with the workers bound one to a core);
  * on a machine shared with other busy processes pin=0 can be faster, since
  * the OS can then move a thread off a core someone else took. */
 #include "devices/device.h"
@@ -31,6 +34,7 @@ typedef struct cpu_state {
   poas__device dev;
   hwloc_topology_t topo;
   hwloc_cpuset_t cpuset; /* the cores this device computes on */
+  cpu_set_t mask;        /* the same, for OpenBLAS's workers */
   int threads;
   int pin;
 } cpu_state;
@@ -88,6 +92,13 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
     return rc;
   }
   s->cpuset = first_cores(s->topo, s->threads);
+  CPU_ZERO(&s->mask);
+  unsigned pu;
+  hwloc_bitmap_foreach_begin(pu, s->cpuset) {
+    if (pu < CPU_SETSIZE)
+      CPU_SET(pu, &s->mask);
+  }
+  hwloc_bitmap_foreach_end();
   fill_name(s);
   poas_device_info *info = &s->dev.info;
   hwloc_obj_t root = hwloc_get_root_obj(s->topo);
@@ -154,25 +165,11 @@ static void bind_threads(cpu_state *s, int threads) {
   openblas_set_num_threads(threads);
   if (!s->pin)
     return;
-  /* The caller goes to the first core and OpenBLAS worker i (1-based) to
-   * the i-th after it. */
-  int i = 0;
-  unsigned pu;
-  hwloc_bitmap_foreach_begin(pu, s->cpuset) {
-    if (i == 0) {
-      hwloc_bitmap_t first = hwloc_bitmap_alloc();
-      hwloc_bitmap_only(first, pu);
-      hwloc_set_cpubind(s->topo, first, HWLOC_CPUBIND_THREAD);
-      hwloc_bitmap_free(first);
-    } else {
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(pu, &one);
-      openblas_setaffinity(i - 1, sizeof one, &one);
-    }
-    i++;
-  }
-  hwloc_bitmap_foreach_end();
+  /* The caller and every OpenBLAS worker go to the device's cores as a
+   * set, and the OS places them within it (see the top of the file). */
+  hwloc_set_cpubind(s->topo, s->cpuset, HWLOC_CPUBIND_THREAD);
+  for (int i = 0; i < s->threads - 1; i++)
+    openblas_setaffinity(i, sizeof s->mask, &s->mask);
 }
 
 static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
