@@ -178,6 +178,10 @@ typedef struct bench {
   size_t cap;       /* bytes in each of a, b, c */
   char *host;       /* host staging buffer for copies */
   size_t host_cap;
+  /* The threads step's calls, L x n x L as the device then runs them:
+   * their median seconds by dtype and n (see calibrate_threads_by_cols). */
+  double cols_t[2][POAS__FEW_COLS + 1];
+  int64_t cols_l;
 } bench;
 
 /* Timed calls of a sample after its warm-up call: the median of three on
@@ -758,6 +762,8 @@ static int calibrate_threads_by_cols(bench *bb, const sweep *sw, int dtype_mask,
       double t_all = poas__median(all, THREADS_TIMED), t_one = poas__median(one, THREADS_TIMED);
       int keep_one = t_one < (1 - THREADS_MARGIN) * t_all;
       dev->threads_by_cols[dt][n] = out->threads_by_cols[dt][n] = keep_one ? 1 : 0;
+      bb->cols_t[dt][n] = keep_one ? t_one : t_all;
+      bb->cols_l = g.m;
       if (keep_one) {
         size_t len = strlen(chosen);
         snprintf(chosen + len, sizeof chosen - len, " %d", n);
@@ -772,6 +778,29 @@ static int calibrate_threads_by_cols(bench *bb, const sweep *sw, int dtype_mask,
                  dev->info.id, poas__dtype_letter((poas_dtype)dt), chosen);
   }
   return 0;
+}
+
+int poas__threads_thin_table(const poas__device_model *m, int dt, const double *t, int64_t l,
+                             const poas__thin_table *base, poas__thin_table *out) {
+  poas__thin_table tt;
+  int any = 0;
+  for (int side = 0; side < 2; side++)
+    for (int i = 0; i < POAS__THIN_MAX; i++)
+      tt.factor[side][i] = base ? base->factor[side][i] : 1;
+  for (int n = 1; n <= POAS__FEW_COLS && l > 0; n++) {
+    if (!m->threads_by_cols[dt][n] || !(t[n] > 0))
+      continue;
+    double smooth = poas__model_gemm_smooth(m, (poas_dtype)dt, POAS_NO_TRANS, POAS_NO_TRANS, l,
+                                            n, l);
+    if (!(smooth > 0))
+      continue;
+    tt.factor[1][n - 1] =
+        POAS__MIN(POAS__MAX(t[n] / smooth, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
+    any = 1;
+  }
+  if (any)
+    *out = tt;
+  return any;
 }
 
 /* ------------------------------------------------------- thin blocks */
@@ -1025,6 +1054,17 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
       rc = measure_thin(bb, sw, dt, pg, out);
     if (!rc)
       keep_thin_if_better(bb->dev, dt, s, ns, train, out);
+    /* Calls moved to fewer threads are predicted from the threads step's
+     * larger timings (see poas__threads_thin_table). */
+    for (int pair = 0; !rc && pair < 4; pair++) {
+      poas__thin_table tt;
+      poas__gemm_model *gm = &out->gemm[dt][pair];
+      if (poas__threads_thin_table(out, dt, bb->cols_t[dt], bb->cols_l, gm->thin, &tt)) {
+        const poas__thin_table *kept = poas__thin_intern(&tt);
+        if (kept)
+          gm->thin = kept;
+      }
+    }
   }
   if (!rc)
     report(pg, "fit", 0);
