@@ -289,6 +289,13 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
       st->problem[0] = '\0';
     }
   }
+  /* A failed calibration keeps the old models: the devices go back to
+   * running their calls as those were fitted to (calibration set their
+   * thread counts as it went). */
+  for (int i = 0; rc && i < ctx->devices.ndev; i++)
+    if (sel[i])
+      memcpy(ctx->devices.dev[i]->threads_by_cols, ctx->models[i].threads_by_cols,
+             sizeof ctx->devices.dev[i]->threads_by_cols);
   if (!rc && out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < ctx->devices.ndev; i++)

@@ -448,7 +448,7 @@ typedef struct measurement {
   double (*t)[4];
   poas_report *reports;
   double worst; /* largest numerical error over its runs */
-  int done;     /* failed, or out of memory for its records */
+  int done;     /* a run failed: no more runs */
 } measurement;
 
 /* Run `run` of m (-1: the warm-up), its result checked. A failed run ends
@@ -496,6 +496,7 @@ static void measure_finish(const bench *b, measurement *m) {
     memcpy(row->dev, m->reports[middle].dev, sizeof row->dev);
   }
   row->seconds = med[0], row->predicted_s = med[1], row->report_s = med[2];
+  /* median() left the runs sorted by time. */
   row->fastest_s = m->t[0][0], row->slowest_s = m->t[b->o.repeat - 1][0];
   row->gflops = 2.0 * (double)m->p.m * (double)m->p.n * (double)m->p.k / row->seconds / 1e9;
   row->pred_error = (row->predicted_s - row->seconds) / row->seconds;
@@ -598,6 +599,15 @@ static void compare(bench_row *rows, int n) {
   }
 }
 
+/* The first rows of p that take `limit` seconds at the rate that gives the
+ * whole problem `whole` seconds: a multiple of 256, at least 256, at most
+ * all of them. */
+static int64_t rows_within(const bench_problem *p, double whole, double limit) {
+  double rows = (double)p->m * limit / whole;
+  int64_t block = ((int64_t)ceil(rows) + 255) / 256 * 256;
+  return block < p->m ? block : p->m;
+}
+
 /* The rows of A and C a device alone runs: all of them, or with
  * --alone-limit, when its plan predicts more than the limit for the whole
  * problem, the first rows that fit in the limit (a multiple of 256, at
@@ -611,9 +621,7 @@ static int64_t alone_rows(const bench *b, const runner *r, const bench_problem *
                      p->k, &plan) != 0 ||
       !(plan.makespan_s > b->o.alone_limit))
     return p->m;
-  double rows = (double)p->m * b->o.alone_limit / plan.makespan_s;
-  int64_t block = ((int64_t)ceil(rows) + 255) / 256 * 256;
-  return block < p->m ? block : p->m;
+  return rows_within(p, plan.makespan_s, b->o.alone_limit);
 }
 
 /* The rows a baseline runs under --alone-limit. A baseline has no plan to
@@ -635,9 +643,7 @@ static int64_t baseline_rows(const bench *b, const runner *r, const bench_proble
   double whole = (bench_now() - t0) * (double)p->m / 256.0;
   if (!(whole > b->o.alone_limit))
     return p->m;
-  double rows = (double)p->m * b->o.alone_limit / whole;
-  int64_t block = ((int64_t)ceil(rows) + 255) / 256 * 256;
-  return block < p->m ? block : p->m;
+  return rows_within(p, whole, b->o.alone_limit);
 }
 
 /* A row measured on `rows` of the problem's m rows: its times become the
@@ -652,6 +658,32 @@ static void scale_to_whole(bench_row *row, const bench_problem *p, int64_t rows)
            len ? "; " : "", (long long)rows, (long long)p->m, f);
 }
 
+/* Runner i of the device sets then the baselines. */
+static runner runner_of(bench *b, int i) {
+  if (i < b->nsets)
+    return (runner){b->sets[i].label, b->sets[i].role, b->sets[i].ctx, NULL, !b->sets[i].has_sim};
+  return (runner){b->bl[i - b->nsets].b->name, BENCH_BASELINE, NULL, &b->bl[i - b->nsets], 1};
+}
+
+/* A problem that cannot run: one failed row per runner, saying why, so
+ * that the output still says what was not measured. */
+static void skip_problem(bench *b, const bench_problem *p, const char *why) {
+  for (int i = 0; i < b->nsets + b->nbl; i++) {
+    runner r = runner_of(b, i);
+    b->step += b->o.repeat + 1;
+    bench_row *row = &b->rows[b->nrows++];
+    *row = new_row(p, &r, b->o.repeat);
+    row->status = "failed";
+    snprintf(row->note, sizeof row->note, "%s", why);
+  }
+}
+
+static void free_measurements(measurement *ms, int n) {
+  for (int i = 0; ms && i < n; i++)
+    free(ms[i].t), free(ms[i].reports);
+  free(ms);
+}
+
 /* Runs every device set and baseline on one problem; its rows are appended
  * to b->rows. Each runner has its warm-up, then the timed runs go in
  * rounds, every runner once per round, the first of each round moving on
@@ -663,61 +695,42 @@ static void scale_to_whole(bench_row *row, const bench_problem *p, int64_t rows)
 static void run_problem(bench *b, const bench_problem *p, const bench_reference *ref) {
   int first = b->nrows, n = b->nsets + b->nbl;
   measurement *ms = calloc((size_t)n, sizeof *ms);
+  int ok = ms != NULL;
+  for (int i = 0; ok && i < n; i++) {
+    measurement *m = &ms[i];
+    m->r = runner_of(b, i);
+    m->t = malloc((size_t)b->o.repeat * sizeof *m->t);
+    if (m->r.role == BENCH_COEXEC)
+      m->reports = calloc((size_t)b->o.repeat, sizeof *m->reports);
+    ok = m->t && (m->r.role != BENCH_COEXEC || m->reports);
+  }
+  if (!ok) {
+    free_measurements(ms, n);
+    skip_problem(b, p, "out of host memory for the timings");
+    return;
+  }
   for (int i = 0; i < n; i++) {
-    measurement *m = ms ? &ms[i] : NULL;
-    runner r = {0};
-    if (i < b->nsets)
-      r = (runner){b->sets[i].label, b->sets[i].role, b->sets[i].ctx, NULL, !b->sets[i].has_sim};
-    else
-      r = (runner){b->bl[i - b->nsets].b->name, BENCH_BASELINE, NULL, &b->bl[i - b->nsets], 1};
-    bench_row *row = &b->rows[b->nrows++];
-    *row = new_row(p, &r, b->o.repeat);
-    if (m) {
-      m->r = r, m->p = *p, m->row = row;
-      m->t = malloc((size_t)b->o.repeat * sizeof *m->t);
-      if (r.role == BENCH_COEXEC)
-        m->reports = calloc((size_t)b->o.repeat, sizeof *m->reports);
-    }
-    if (!m || !m->t || (r.role == BENCH_COEXEC && !m->reports)) {
-      row->status = "failed";
-      snprintf(row->note, sizeof row->note, "out of host memory for its timings");
-      if (m)
-        m->done = 1;
-      b->step += b->o.repeat + 1;
-      continue;
-    }
-    if (r.role == BENCH_DEVICE)
-      m->p.m = alone_rows(b, &r, p);
-    else if (r.role == BENCH_BASELINE)
-      m->p.m = baseline_rows(b, &r, p);
+    measurement *m = &ms[i];
+    m->p = *p;
+    m->row = &b->rows[b->nrows++];
+    *m->row = new_row(p, &m->r, b->o.repeat);
+    if (m->r.role == BENCH_DEVICE)
+      m->p.m = alone_rows(b, &m->r, p);
+    else if (m->r.role == BENCH_BASELINE)
+      m->p.m = baseline_rows(b, &m->r, p);
     measure_run(b, m, ref, -1);
   }
-  for (int run = 0; ms && run < b->o.repeat; run++)
+  for (int run = 0; run < b->o.repeat; run++)
     for (int j = 0; j < n; j++)
       measure_run(b, &ms[(j + run) % n], ref, run);
-  for (int i = 0; ms && i < n; i++) {
+  for (int i = 0; i < n; i++) {
     measurement *m = &ms[i];
     measure_finish(b, m);
     if (m->p.m < p->m && !isnan(m->row->seconds))
       scale_to_whole(m->row, p, m->p.m);
-    free(m->t), free(m->reports);
   }
-  free(ms);
+  free_measurements(ms, n);
   compare(b->rows + first, b->nrows - first);
-}
-
-/* A problem whose operands could not be allocated: one failed row per
- * runner, so that the output still says what was not measured. */
-static void skip_problem(bench *b, const bench_problem *p) {
-  for (int i = 0; i < b->nsets + b->nbl; i++) {
-    runner r = {i < b->nsets ? b->sets[i].label : b->bl[i - b->nsets].b->name,
-                i < b->nsets ? b->sets[i].role : BENCH_BASELINE, NULL, NULL, 0};
-    b->step += b->o.repeat + 1;
-    bench_row *row = &b->rows[b->nrows++];
-    *row = new_row(p, &r, b->o.repeat);
-    row->status = "failed";
-    snprintf(row->note, sizeof row->note, "out of host memory for the operands");
-  }
 }
 
 static void run_shape(bench *b, shape s, poas_dtype dtype, const bench_output *out) {
@@ -736,7 +749,7 @@ static void run_shape(bench *b, shape s, poas_dtype dtype, const bench_output *o
     run_problem(b, &p, &ref);
     bench_reference_free(&ref);
   } else {
-    skip_problem(b, &p);
+    skip_problem(b, &p, "out of host memory for the operands");
   }
   free(c), free(bm), free(a);
   if (b->tty)

@@ -563,29 +563,34 @@ static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, u
 /* The makespan of the working devices once work moves between them unit
  * by unit rather than in granules, as the guided and dynamic tails move it
  * at run time. Each device's time near its share is taken as linear in its
- * units (its seconds per unit there, `slope`), and the finishing times are
- * equalised over the same total: T = sum(t_i / s_i) / sum(1 / s_i). The
- * latest device can shed less than one granule (the solver's improve
- * would have moved a whole one), so T stays within that of makespan_s.
- * With granules of 32 columns, a one-core PoCL device's granule is 18 ms
- * of a 2048 dgemm's 0.25 s: the plan's makespan was 2-4% above the runs'
+ * units (its seconds per unit there by the smooth model, `slope`: the
+ * tables' steps are not a rate), and the finishing times are equalised
+ * over the same total: T = sum(t_i / s_i) / sum(1 / s_i). The latest
+ * device can shed less than one granule (the solver's improve would have
+ * moved a whole one), so T stays within that of makespan_s. With granules
+ * of 32 columns, a one-core PoCL device's granule is 18 ms of a 2048
+ * dgemm's 0.25 s: the plan's makespan was 2-4% above the runs'
  * (0.2582-0.2631 s predicted, 0.2529-0.2535 measured), this 0.2537. */
-static double balanced_makespan(const poas__opt_result *r, const double *slope) {
-  double num = 0, den = 0, floor_t = 0;
+static double balanced_makespan(const solver *s, const poas__opt_result *r) {
   int working = 0;
-  for (int i = 0; i < r->ndev; i++) {
-    if (r->dev[i].u1 <= r->dev[i].u0)
-      continue;
-    if (!(slope[i] > 0) || !isfinite(slope[i]))
-      return r->makespan_s;
-    working++;
-    double t = r->dev[i].time.total_s;
-    num += t / slope[i], den += 1 / slope[i];
-    if (t >= r->makespan_s)
-      floor_t = fmax(floor_t, t - slope[i] * (double)r->granule);
-  }
+  for (int ci = 0; ci < s->ncand; ci++)
+    working += s->n[ci] > 0;
   if (working < 2)
     return r->makespan_s;
+  double num = 0, den = 0, floor_t = 0;
+  for (int ci = 0; ci < s->ncand; ci++) {
+    if (s->n[ci] == 0)
+      continue;
+    int64_t g0 = POAS__MAX(s->n[ci] - 1, 1), g1 = POAS__MIN(s->n[ci] + 1, s->ngran);
+    int64_t units = POAS__MIN(g1 * s->granule, s->total) - POAS__MIN(g0 * s->granule, s->total);
+    double slope = units > 0 ? (cand_time(s, ci, g1) - cand_time(s, ci, g0)) / (double)units : 0;
+    if (!(slope > 0) || !isfinite(slope))
+      return r->makespan_s;
+    double t = r->dev[s->c[ci].dev].time.total_s;
+    num += t / slope, den += 1 / slope;
+    if (t >= r->makespan_s)
+      floor_t = fmax(floor_t, t - slope * (double)r->granule);
+  }
   double T = num / den;
   return isfinite(T) ? fmin(fmax(T, floor_t), r->makespan_s) : r->makespan_s;
 }
@@ -594,7 +599,6 @@ static double balanced_makespan(const poas__opt_result *r, const double *slope) 
 static void fill_result(const solver *s, const poas__opt_device *d, const screen *sc,
                         poas__opt_result *r) {
   const char *units = unit_name(s->p, r->split);
-  double slope[POAS_MAX_DEVICES] = {0};
   int64_t u = 0;
   r->makespan_s = 0;
   for (int i = 0; i < r->ndev; i++)
@@ -620,12 +624,6 @@ static void fill_result(const solver *s, const poas__opt_device *d, const screen
     poas__pipe report;
     poas__pipe_init(&report, s->p, r->split, &r->model[i], &d[i], s->c[ci].pipe.tile, 1);
     poas__pipe_eval(&report, sh->u1 - sh->u0, &sh->time);
-    /* Its seconds per unit about its share, by the smooth model (the
-     * tables' steps are not a rate). */
-    int64_t g0 = POAS__MAX(s->n[ci] - 1, 1), g1 = POAS__MIN(s->n[ci] + 1, s->ngran);
-    if (g1 > g0)
-      slope[i] = (cand_time(s, ci, g1) - cand_time(s, ci, g0)) /
-                 (double)(POAS__MIN(g1 * s->granule, s->total) - POAS__MIN(g0 * s->granule, s->total));
   }
   /* A plan that is not one device with one tile runs through the engine
    * (schedule/run.c): its cost of a run counts in every working device's
@@ -642,7 +640,7 @@ static void fill_result(const solver *s, const poas__opt_device *d, const screen
       r->dev[i].time.total_s += engine;
       r->makespan_s = fmax(r->makespan_s, r->dev[i].time.total_s);
     }
-  r->balanced_s = balanced_makespan(r, slope);
+  r->balanced_s = balanced_makespan(s, r);
 }
 
 /* Leaves out the devices with the smallest shares, together worth less than

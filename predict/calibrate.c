@@ -178,10 +178,9 @@ typedef struct bench {
   size_t cap;       /* bytes in each of a, b, c */
   char *host;       /* host staging buffer for copies */
   size_t host_cap;
-  /* The threads step's calls, L x n x L as the device then runs them:
-   * their median seconds by dtype and n (see calibrate_threads_by_cols). */
+  /* The threads step's calls (threads_by_cols_shape) as the device then
+   * runs them: their median seconds by dtype and n. */
   double cols_t[2][POAS__FEW_COLS + 1];
-  int64_t cols_l;
 } bench;
 
 /* Timed calls of a sample after its warm-up call: the median of three on
@@ -193,10 +192,9 @@ typedef struct bench {
  * quick calibration must stay within a minute on the CI machine. */
 #define GPU_TIMED_CALLS 3
 
-/* Times a sample's GEMM after a warm-up call of it. */
-static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
-  poas__device *dev = bb->dev;
-  poas__gemm_call g = {
+/* A sample's GEMM on the calibration buffers. */
+static poas__gemm_call sample_call(const bench *bb, const gemm_sample *s) {
+  return (poas__gemm_call){
       .dtype = (poas_dtype)s->dtype,
       .transa = pair_op_a(s->pair),
       .transb = pair_op_b(s->pair),
@@ -205,21 +203,36 @@ static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
       .b = {bb->b, 0, (s->pair & 2) ? s->n : s->k},
       .c = {bb->c, 0, s->m},
   };
+}
+
+/* One call of g on lane 0, timed to its end. */
+static int timed_call(poas__device *dev, const poas__gemm_call *g, double *out) {
+  double t0 = dev_clock(dev);
+  int rc = dev->be->gemm(dev, 0, g);
+  if (!rc)
+    rc = dev->be->lane_sync(dev, 0);
+  *out = dev_clock(dev) - t0;
+  return rc;
+}
+
+static int gemm_failed(const poas__device *dev, const gemm_sample *s, int rc) {
+  return poas__fail(rc, "%s: GEMM %lldx%lldx%lld failed during calibration", dev->info.id,
+                    (long long)s->m, (long long)s->n, (long long)s->k);
+}
+
+/* Times a sample's GEMM after a warm-up call of it. */
+static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
+  poas__device *dev = bb->dev;
+  poas__gemm_call g = sample_call(bb, s);
   int calls = dev->info.host_memory || dev->info.shares_host_cores ? 1 : GPU_TIMED_CALLS;
   double t[GPU_TIMED_CALLS];
   int rc = dev->be->gemm(dev, 0, &g);
   if (!rc)
     rc = poas__dev_sync_all(dev);
-  for (int i = 0; !rc && i < calls; i++) {
-    double t0 = dev_clock(dev);
-    rc = dev->be->gemm(dev, 0, &g);
-    if (!rc)
-      rc = dev->be->lane_sync(dev, 0);
-    t[i] = dev_clock(dev) - t0;
-  }
+  for (int i = 0; !rc && i < calls; i++)
+    rc = timed_call(dev, &g, &t[i]);
   if (rc)
-    return poas__fail(rc, "%s: GEMM %lldx%lldx%lld failed during calibration", dev->info.id,
-                      (long long)s->m, (long long)s->n, (long long)s->k);
+    return gemm_failed(dev, s, rc);
   *out = poas__median(t, calls);
   return 0;
 }
@@ -698,22 +711,22 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
  * (bench/results/openblas-thin-threads-ci-2core-2026-11-23.md); the
  * margin keeps noise from choosing (at 10%, quick calibrations moved 8,
  * 10, 13 or 28 columns, whose one-thread times read 0.81-0.95 of the
- * two-thread ones, to one thread in some runs and not in others). Dtypes not measured keep the device's
- * current choice. */
+ * two-thread ones, to one thread in some runs and not in others). Dtypes
+ * not measured keep the device's current choice. */
 #define THREADS_MARGIN 0.15
 #define THREADS_TIMED 3
 
-static void threads_by_cols_shape(const sweep *sw, int dt, int n, gemm_sample *g) {
+static gemm_sample threads_by_cols_shape(const sweep *sw, int dt, int n) {
   int64_t l = sw->full[sw->nfull - 1];
-  *g = (gemm_sample){.dtype = dt, .pair = 0, .m = l, .n = n, .k = l};
+  return (gemm_sample){.dtype = dt, .pair = 0, .m = l, .n = n, .k = l};
 }
 
-static double threads_by_cols_work(const sweep *sw, int dtype_mask) {
+/* The step's work for progress; 0 on a device with nothing to choose. */
+static double threads_by_cols_work(const poas__device *dev, const sweep *sw, int dtype_mask) {
   double w = 0;
-  for (int dt = 0; dt < 2; dt++)
+  for (int dt = 0; dt < 2 && dev->max_threads > 1; dt++)
     for (int n = 1; n <= POAS__FEW_COLS && (dtype_mask & (1 << dt)); n++) {
-      gemm_sample g;
-      threads_by_cols_shape(sw, dt, n, &g);
+      gemm_sample g = threads_by_cols_shape(sw, dt, n);
       w += 2 * (THREADS_TIMED + 1) * gemm_work(&g);
     }
   return w;
@@ -721,20 +734,13 @@ static double threads_by_cols_work(const sweep *sw, int dtype_mask) {
 
 /* One call of g on `threads` threads (0: all), timed. */
 static int timed_on(bench *bb, const gemm_sample *g, int threads, double *out) {
-  poas__device *dev = bb->dev;
-  dev->threads_by_cols[g->dtype][g->n] = (uint8_t)threads;
-  poas__gemm_call c = {.dtype = (poas_dtype)g->dtype, .transa = POAS_NO_TRANS,
-                       .transb = POAS_NO_TRANS, .m = g->m, .n = g->n, .k = g->k,
-                       .alpha = 1, .beta = 0, .a = {bb->a, 0, g->m}, .b = {bb->b, 0, g->k},
-                       .c = {bb->c, 0, g->m}};
-  double t0 = dev_clock(dev);
-  int rc = dev->be->gemm(dev, 0, &c);
-  if (!rc)
-    rc = dev->be->lane_sync(dev, 0);
-  *out = dev_clock(dev) - t0;
-  return rc;
+  bb->dev->threads_by_cols[g->dtype][g->n] = (uint8_t)threads;
+  poas__gemm_call c = sample_call(bb, g);
+  return timed_call(bb->dev, &c, out);
 }
 
+/* Chooses the device's threads_by_cols into it and out; bb->cols_t gets
+ * each call's time as the device then runs it. */
 static int calibrate_threads_by_cols(bench *bb, const sweep *sw, int dtype_mask, progress *pg,
                                      poas__device_model *out) {
   poas__device *dev = bb->dev;
@@ -747,8 +753,7 @@ static int calibrate_threads_by_cols(bench *bb, const sweep *sw, int dtype_mask,
       continue;
     char chosen[160] = "";
     for (int n = 1; n <= POAS__FEW_COLS; n++) {
-      gemm_sample g;
-      threads_by_cols_shape(sw, dt, n, &g);
+      gemm_sample g = threads_by_cols_shape(sw, dt, n);
       double all[THREADS_TIMED], one[THREADS_TIMED], t;
       int rc = timed_on(bb, &g, 0, &t);
       if (!rc)
@@ -759,13 +764,11 @@ static int calibrate_threads_by_cols(bench *bb, const sweep *sw, int dtype_mask,
           rc = timed_on(bb, &g, 1, &one[r]);
       }
       if (rc)
-        return poas__fail(rc, "%s: GEMM %lldx%dx%lld failed during calibration", dev->info.id,
-                          (long long)g.m, n, (long long)g.k);
+        return gemm_failed(dev, &g, rc);
       double t_all = poas__median(all, THREADS_TIMED), t_one = poas__median(one, THREADS_TIMED);
       int keep_one = t_one < (1 - THREADS_MARGIN) * t_all;
       dev->threads_by_cols[dt][n] = out->threads_by_cols[dt][n] = keep_one ? 1 : 0;
       bb->cols_t[dt][n] = keep_one ? t_one : t_all;
-      bb->cols_l = g.m;
       if (keep_one) {
         size_t len = strlen(chosen);
         snprintf(chosen + len, sizeof chosen - len, " %d", n);
@@ -1058,10 +1061,11 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
       keep_thin_if_better(bb->dev, dt, s, ns, train, out);
     /* Calls moved to fewer threads are predicted from the threads step's
      * larger timings (see poas__threads_thin_table). */
+    int64_t l = threads_by_cols_shape(sw, dt, 1).m;
     for (int pair = 0; !rc && pair < 4; pair++) {
       poas__thin_table tt;
       poas__gemm_model *gm = &out->gemm[dt][pair];
-      if (poas__threads_thin_table(out, dt, bb->cols_t[dt], bb->cols_l, gm->thin, &tt)) {
+      if (poas__threads_thin_table(out, dt, bb->cols_t[dt], l, gm->thin, &tt)) {
         const poas__thin_table *kept = poas__thin_intern(&tt);
         if (kept)
           gm->thin = kept;
@@ -1178,8 +1182,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
    * sweep reaches them. */
   size_t staging = (size_t)(o->quick ? 16 : 256) << 20;
   progress pg = {o, dev->info.id, 0,
-                 2 + probe_work +
-                     (dev->max_threads > 1 ? threads_by_cols_work(&sw, o->dtype_mask) : 0)};
+                 2 + probe_work + threads_by_cols_work(dev, &sw, o->dtype_mask)};
   for (int i = 0; i < ns; i++) {
     s[i].id = i;
     pg.total += gemm_work(&s[i]) * POAS__MIN(sw.reps, MAX_REPS);

@@ -51,7 +51,7 @@ void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap) {
     /* One clause per thread count used, listing its column counts. */
     for (int t = 1; t < 256; t++) {
       int listed = 0;
-      for (int n = 1; n < 33; n++) {
+      for (int n = 1; n < (int)sizeof f->threads_by_cols[0]; n++) {
         if (f->threads_by_cols[dt][n] != t)
           continue;
         char num[16];

@@ -67,7 +67,7 @@ static void json_device_fit(const poas_device_fit *f) {
   printf(", \"threads_by_cols\": {");
   for (int dt = 0; dt < 2; dt++) {
     printf("%s\"%s\": {", dt ? ", " : "", dt ? "d" : "s");
-    for (int n = 1, listed = 0; n < 33; n++)
+    for (int n = 1, listed = 0; n < (int)sizeof f->threads_by_cols[0]; n++)
       if (f->threads_by_cols[dt][n])
         printf("%s\"%d\": %d", listed++ ? ", " : "", n, f->threads_by_cols[dt][n]);
     printf("}");
