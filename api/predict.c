@@ -88,9 +88,12 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->dispatch_s = m->dispatch_s;
   f->engine_s = m->engine_s;
   f->duplex = m->duplex > 1 ? m->duplex : 1;
-  _Static_assert(sizeof f->threads_by_cols == sizeof m->threads_by_cols,
-                 "poas_device_fit.threads_by_cols follows POAS__FEW_COLS");
-  memcpy(f->threads_by_cols, m->threads_by_cols, sizeof f->threads_by_cols);
+  _Static_assert(sizeof f->threads_by_rows == sizeof m->threads_by_side[0],
+                 "poas_device_fit.threads_by_rows follows POAS__FEW_SIDE");
+  for (int dt = 0; dt < 2; dt++) {
+    memcpy(f->threads_by_rows[dt], m->threads_by_side[dt][0], sizeof f->threads_by_rows[dt]);
+    memcpy(f->threads_by_cols[dt], m->threads_by_side[dt][1], sizeof f->threads_by_cols[dt]);
+  }
 }
 
 /* Marks in sel[] the devices a comma-separated id list names. */
@@ -294,8 +297,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
    * thread counts as it went). */
   for (int i = 0; rc && i < ctx->devices.ndev; i++)
     if (sel[i])
-      memcpy(ctx->devices.dev[i]->threads_by_cols, ctx->models[i].threads_by_cols,
-             sizeof ctx->devices.dev[i]->threads_by_cols);
+      memcpy(ctx->devices.dev[i]->threads_by_side, ctx->models[i].threads_by_side,
+             sizeof ctx->devices.dev[i]->threads_by_side);
   if (!rc && out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < ctx->devices.ndev; i++)

@@ -23,9 +23,10 @@
 #define POAS__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define POAS__MAX(a, b) ((a) > (b) ? (a) : (b))
 #define POAS__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-/* Column counts of C up to which a host-thread device's GEMM thread count
- * is chosen per call (poas__device.threads_by_cols, the model's copy). */
-#define POAS__FEW_COLS 32
+/* Short sides of C (rows or columns) up to which a host-thread device's
+ * GEMM thread count is chosen per call (poas__device.threads_by_side, the
+ * model's copy). */
+#define POAS__FEW_SIDE 32
 
 /* ---------------------------------------------------------------- logging */
 

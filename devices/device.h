@@ -168,16 +168,33 @@ struct poas__device {
    * is not a whole multiple is padded to one (0 or 1: none). */
   int gemm_align;
   /* Devices that run a GEMM on several host threads (the CPU's OpenBLAS):
-   * the most a call may use (0 or 1: nothing to choose), and, for a C of
-   * n <= POAS__FEW_COLS columns, how many a call of dtype dt runs on:
-   * threads_by_cols[dt][n], 0 for all of them. Calibration measures which
-   * is faster (OpenBLAS 0.3.21 ran sgemm of 4-12 columns up to twice as
-   * fast on one thread as on two); the context sets it from the profile. */
+   * the most a call may use (0 or 1: nothing to choose), and, for a C
+   * whose short side s is at most POAS__FEW_SIDE, how many a call of
+   * dtype dt runs on: threads_by_side[dt][side][s], side 0 for s rows,
+   * 1 for s columns (the shorter side decides, columns on a tie:
+   * poas__few_threads), 0 for all of them. Calibration measures which is
+   * faster (OpenBLAS 0.3.21 on two cores ran sgemm of 4-12 columns up to
+   * twice as fast on one thread, and calls of 4-30 rows 1.1-2.4x when the
+   * VM let its two vCPUs meet slowly); the context sets it from the
+   * profile. */
   int max_threads;
-  uint8_t threads_by_cols[2][POAS__FEW_COLS + 1];
+  uint8_t threads_by_side[2][2][POAS__FEW_SIDE + 1];
   void *priv;            /* backend state */
   poas__memcache *cache; /* freed buffers kept for reuse; set by the registry */
 };
+
+/* The threads table's entry for an m x n C of dtype dt (see
+ * poas__device.threads_by_side): 0 (all threads) unless its shorter side,
+ * columns on a tie, is at most POAS__FEW_SIDE. */
+static inline int poas__few_threads(const uint8_t t[2][2][POAS__FEW_SIDE + 1], poas_dtype dt,
+                                    int64_t m, int64_t n) {
+  int d = dt == POAS_FLOAT64;
+  if (n <= m && n >= 1 && n <= POAS__FEW_SIDE)
+    return t[d][1][n];
+  if (m < n && m >= 1 && m <= POAS__FEW_SIDE)
+    return t[d][0][m];
+  return 0;
+}
 
 /* ---------------------------------------------------------- memory cache */
 

@@ -252,11 +252,14 @@ typedef struct poas_device_fit {
    * (devices on host memory or on the host's cores). */
   double duplex;
   /* Threads a GEMM of that dtype whose C has n columns runs on,
-   * threads_by_cols[dtype][n] for n from 1 to 32 ([0] unused); 0: all of
-   * the device's. Calibration chooses it on devices that compute on
-   * several host threads, where fewer ran faster (OpenBLAS on two cores:
-   * sgemm of 4 and 12 columns on one). */
+   * threads_by_cols[dtype][n] for n from 1 to 32 ([0] unused), and one
+   * whose C has m rows, threads_by_rows[dtype][m]; the shorter side
+   * decides (columns on a tie); 0: all of the device's. Calibration
+   * chooses them on devices that compute on several host threads, where
+   * fewer ran faster (OpenBLAS on two cores: sgemm of 4 and 12 columns on
+   * one). */
   unsigned char threads_by_cols[2][33];
+  unsigned char threads_by_rows[2][33];
 } poas_device_fit;
 
 /* Progress of a calibration: the device being measured, the step ("memory",

@@ -113,11 +113,12 @@ typedef struct poas__device_model {
    * tiles' copies in a pipeline, measured by calibration; 0 or 1 when not
    * measured. */
   double duplex;
-  /* Threads a call of dtype dt whose C has n <= POAS__FEW_COLS columns
-   * runs on, [dt][n], 0 for all the device's (see poas__device): measured
-   * by calibration on devices with a choice, and the GEMM models are
-   * fitted to what the device then does. All 0 when not measured. */
-  uint8_t threads_by_cols[2][POAS__FEW_COLS + 1];
+  /* Threads a call of dtype dt whose C has a short side of s <=
+   * POAS__FEW_SIDE rows (side 0) or columns (side 1) runs on,
+   * [dt][side][s], 0 for all the device's (see poas__device): measured by
+   * calibration on devices with a choice, and the GEMM models are fitted
+   * to what the device then does. All 0 when not measured. */
+  uint8_t threads_by_side[2][2][POAS__FEW_SIDE + 1];
   /* The runtime's fixed cost of a run on the device, beyond the GEMM and
    * copy models: planning, threads handing work over, events. Measured by
    * poas_calibrate end to end on a tiny GEMM; 0 when not measured. */

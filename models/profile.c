@@ -496,10 +496,16 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
   return 0;
 }
 
-/* "threads_by_cols": {"s": {"12": 1, ...}, "d": {...}}: for a dtype, the
- * threads a call whose C has that many columns (1 to POAS__FEW_COLS) runs
- * on; counts not listed run on all of the device's. */
-static int read_threads_by_cols(reader *r, json_t *obj, const char *path,
+/* The profile's key for the threads of calls with few rows (side 0) or
+ * columns (side 1), and what its entries count. */
+static const char *const threads_keys[2] = {"threads_by_rows", "threads_by_cols"};
+static const char *const side_counts[2] = {"row", "column"};
+
+/* "threads_by_cols": {"s": {"12": 1, ...}, "d": {...}} (and
+ * "threads_by_rows" alike): for a dtype, the threads a call whose C has
+ * that many columns (rows) runs on, 1 to POAS__FEW_SIDE; counts not listed
+ * run on all of the device's. */
+static int read_threads_by_side(reader *r, json_t *obj, const char *path, int side,
                                 poas__device_model *dm) {
   static const char *const dtypes[] = {"s", "d", NULL};
   if (only_keys(r, obj, path, dtypes))
@@ -514,14 +520,14 @@ static int read_threads_by_cols(reader *r, json_t *obj, const char *path,
     json_t *v;
     json_object_foreach(t, key, v) {
       char *end;
-      long cols = strtol(key, &end, 10);
-      if (end == key || *end || key[0] == '0' || cols < 1 || cols > POAS__FEW_COLS)
-        return complain(r, "'%s' lists '%s', not a column count from 1 to %d", p, key,
-                        POAS__FEW_COLS);
+      long count = strtol(key, &end, 10);
+      if (end == key || *end || key[0] == '0' || count < 1 || count > POAS__FEW_SIDE)
+        return complain(r, "'%s' lists '%s', not a %s count from 1 to %d", p, key,
+                        side_counts[side], POAS__FEW_SIDE);
       json_int_t threads;
       if (get_int(r, t, p, key, 1, 255, &threads))
         return -1;
-      dm->threads_by_cols[dt][cols] = (uint8_t)threads;
+      dm->threads_by_side[dt][side][count] = (uint8_t)threads;
     }
   }
   return 0;
@@ -531,7 +537,8 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
   static const char *const known[] = {"id",         "name",       "memory_bytes", "gemm",
                                       "transfer",   "transpose",  "contention",   "duplex",
-                                      "dispatch_s", "engine_s",   "threads_by_cols", NULL};
+                                      "dispatch_s", "engine_s",   "threads_by_cols",
+                                      "threads_by_rows", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -570,12 +577,14 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   if (json_object_get(obj, "duplex") && get_number(r, obj, path, "duplex", 1, 10, &dm->duplex))
     return -1;
   /* Optional: devices with a choice of threads (since per-call thread
-   * counts). */
-  memset(dm->threads_by_cols, 0, sizeof dm->threads_by_cols);
-  json_t *tbc = member(r, obj, path, "threads_by_cols", JSON_OBJECT, "an object", 1);
-  snprintf(p, sizeof p, "%s.threads_by_cols", path);
-  if (r->problem[0] || (tbc && read_threads_by_cols(r, tbc, p, dm)))
-    return -1;
+   * counts; rows since they were measured too). */
+  memset(dm->threads_by_side, 0, sizeof dm->threads_by_side);
+  for (int side = 0; side < 2; side++) {
+    json_t *tbs = member(r, obj, path, threads_keys[side], JSON_OBJECT, "an object", 1);
+    snprintf(p, sizeof p, "%s.%s", path, threads_keys[side]);
+    if (r->problem[0] || (tbs && read_threads_by_side(r, tbs, p, side, dm)))
+      return -1;
+  }
   /* Optional: profiles written before it was measured lack it. */
   dm->dispatch_s = 0;
   if (json_object_get(obj, "dispatch_s") &&
@@ -789,24 +798,26 @@ static json_t *device_json(const poas__profile_device *pd) {
     json_object_set_new(d, "contention", json_real(pd->model.contention));
   if (pd->model.duplex > 1)
     json_object_set_new(d, "duplex", json_real(pd->model.duplex));
-  json_t *tbc = json_object();
-  for (int dt = 0; dt < 2; dt++) {
-    json_t *t = json_object();
-    for (int n = 1; n <= POAS__FEW_COLS; n++)
-      if (pd->model.threads_by_cols[dt][n] > 0) {
-        char key[8];
-        snprintf(key, sizeof key, "%d", n);
-        json_object_set_new(t, key, json_integer(pd->model.threads_by_cols[dt][n]));
-      }
-    if (json_object_size(t))
-      json_object_set_new(tbc, dt ? "d" : "s", t);
+  for (int side = 0; side < 2; side++) {
+    json_t *tbs = json_object();
+    for (int dt = 0; dt < 2; dt++) {
+      json_t *t = json_object();
+      for (int n = 1; n <= POAS__FEW_SIDE; n++)
+        if (pd->model.threads_by_side[dt][side][n] > 0) {
+          char key[8];
+          snprintf(key, sizeof key, "%d", n);
+          json_object_set_new(t, key, json_integer(pd->model.threads_by_side[dt][side][n]));
+        }
+      if (json_object_size(t))
+        json_object_set_new(tbs, dt ? "d" : "s", t);
+      else
+        json_decref(t);
+    }
+    if (json_object_size(tbs))
+      json_object_set_new(d, threads_keys[side], tbs);
     else
-      json_decref(t);
+      json_decref(tbs);
   }
-  if (json_object_size(tbc))
-    json_object_set_new(d, "threads_by_cols", tbc);
-  else
-    json_decref(tbc);
   if (pd->model.dispatch_s > 0)
     json_object_set_new(d, "dispatch_s", json_real(pd->model.dispatch_s));
   if (pd->model.engine_s > 0)

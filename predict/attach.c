@@ -44,7 +44,7 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
     dst->memory_bytes = src->memory_bytes;
   dst->contention = src->contention;
   dst->duplex = src->duplex;
-  memcpy(dst->threads_by_cols, src->threads_by_cols, sizeof dst->threads_by_cols);
+  memcpy(dst->threads_by_side, src->threads_by_side, sizeof dst->threads_by_side);
   dst->dispatch_s = src->dispatch_s;
   dst->engine_s = src->engine_s;
   dst->source = POAS__MODEL_CALIBRATED;
@@ -129,8 +129,8 @@ static void apply_profile(const poas__devset *set, const poas__profile *p,
     } else {
       overlay(&models[i], &pd->model);
       /* The device runs its calls as its model was fitted to. */
-      memcpy(set->dev[i]->threads_by_cols, pd->model.threads_by_cols,
-             sizeof set->dev[i]->threads_by_cols);
+      memcpy(set->dev[i]->threads_by_side, pd->model.threads_by_side,
+             sizeof set->dev[i]->threads_by_side);
       used++;
     }
   }

@@ -178,9 +178,9 @@ typedef struct bench {
   size_t cap;       /* bytes in each of a, b, c */
   char *host;       /* host staging buffer for copies */
   size_t host_cap;
-  /* The threads step's calls (threads_by_cols_shape) as the device then
-   * runs them: their median seconds by dtype and n. */
-  double cols_t[2][POAS__FEW_COLS + 1];
+  /* The threads step's calls (threads_shape) as the device then runs
+   * them: their median seconds by dtype, side (0: rows) and short side. */
+  double few_t[2][2][POAS__FEW_SIDE + 1];
 } bench;
 
 /* Timed calls of a sample after its warm-up call: the median of three on
@@ -697,112 +697,122 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   return rc;
 }
 
-/* ----------------------------------------------- threads by columns */
+/* ----------------------------------------------- threads by short side */
 
-/* For a device that runs its GEMM on several host threads, whether a C of
- * n <= POAS__FEW_COLS columns runs faster on one: each such call of the
- * sweep's largest full size (L x n x L, NN) is timed on all threads and on
+/* For a device that runs its GEMM on several host threads, whether a call
+ * whose C has a short side of s <= POAS__FEW_SIDE rows or columns runs
+ * faster on one: each such call of the sweep's largest full size (s x L x
+ * L for rows, L x s x L for columns, NN) is timed on all threads and on
  * one, alternately, three times each after a warm-up of each; one thread
  * is kept where its median is THREADS_MARGIN faster, and the device then
- * runs such calls so (poas__device.threads_by_cols) while the rest of
+ * runs such calls so (poas__device.threads_by_side) while the rest of
  * calibration fits its models. OpenBLAS 0.3.21 on the CI machine's two
  * cores ran sgemm of 4, 8 and 12 columns 1.25-2x faster on one thread, at
  * 900 x n x 1400 up to 4096 x n x 4096, while dgemm gained nothing there
- * (bench/results/openblas-thin-threads-ci-2core-2026-11-23.md); the
- * margin keeps noise from choosing (at 10%, quick calibrations moved 8,
- * 10, 13 or 28 columns, whose one-thread times read 0.81-0.95 of the
- * two-thread ones, to one thread in some runs and not in others). Dtypes
- * not measured keep the device's current choice. */
+ * (bench/results/openblas-thin-threads-ci-2core-2026-11-23.md); calls of
+ * few rows depend on the VM's period there: 4 to 30 rows of 1536 x 1536
+ * took 0.41-0.92 of the two-thread time on one thread in a period when
+ * it ran two-thread calls slowly, 0.45-1.65 in a fast one
+ * (bench/results/openblas-thin-rows-ci-2core-2026-11-23.md), and a
+ * calibration keeps what its period shows. The margin keeps noise from
+ * choosing (at 10%, quick calibrations moved 8, 10, 13 or 28 columns,
+ * whose one-thread times read 0.81-0.95 of the two-thread ones, to one
+ * thread in some runs and not in others). Dtypes not measured keep the
+ * device's current choice. */
 #define THREADS_MARGIN 0.15
 #define THREADS_TIMED 3
 
-static gemm_sample threads_by_cols_shape(const sweep *sw, int dt, int n) {
+static gemm_sample threads_shape(const sweep *sw, int dt, int side, int s) {
   int64_t l = sw->full[sw->nfull - 1];
-  return (gemm_sample){.dtype = dt, .pair = 0, .m = l, .n = n, .k = l};
+  return (gemm_sample){.dtype = dt, .pair = 0, .m = side ? l : s, .n = side ? s : l, .k = l};
 }
 
 /* The step's work for progress; 0 on a device with nothing to choose. */
-static double threads_by_cols_work(const poas__device *dev, const sweep *sw, int dtype_mask) {
+static double threads_step_work(const poas__device *dev, const sweep *sw, int dtype_mask) {
   double w = 0;
   for (int dt = 0; dt < 2 && dev->max_threads > 1; dt++)
-    for (int n = 1; n <= POAS__FEW_COLS && (dtype_mask & (1 << dt)); n++) {
-      gemm_sample g = threads_by_cols_shape(sw, dt, n);
-      w += 2 * (THREADS_TIMED + 1) * gemm_work(&g);
-    }
+    for (int side = 0; side < 2 && (dtype_mask & (1 << dt)); side++)
+      for (int s = 1; s <= POAS__FEW_SIDE; s++) {
+        gemm_sample g = threads_shape(sw, dt, side, s);
+        w += 2 * (THREADS_TIMED + 1) * gemm_work(&g);
+      }
   return w;
 }
 
-/* One call of g on `threads` threads (0: all), timed. */
-static int timed_on(bench *bb, const gemm_sample *g, int threads, double *out) {
-  bb->dev->threads_by_cols[g->dtype][g->n] = (uint8_t)threads;
+/* One call of g on `threads` threads (0: all), timed; g's short side is
+ * the side-th (0: rows). */
+static int timed_on(bench *bb, const gemm_sample *g, int side, int threads, double *out) {
+  bb->dev->threads_by_side[g->dtype][side][side ? g->n : g->m] = (uint8_t)threads;
   poas__gemm_call c = sample_call(bb, g);
   return timed_call(bb->dev, &c, out);
 }
 
-/* Chooses the device's threads_by_cols into it and out; bb->cols_t gets
+/* Chooses the device's threads_by_side into it and out; bb->few_t gets
  * each call's time as the device then runs it. */
-static int calibrate_threads_by_cols(bench *bb, const sweep *sw, int dtype_mask, progress *pg,
-                                     poas__device_model *out) {
+static int calibrate_threads(bench *bb, const sweep *sw, int dtype_mask, progress *pg,
+                             poas__device_model *out) {
   poas__device *dev = bb->dev;
-  memcpy(out->threads_by_cols, dev->threads_by_cols, sizeof out->threads_by_cols);
+  memcpy(out->threads_by_side, dev->threads_by_side, sizeof out->threads_by_side);
   if (dev->max_threads <= 1)
     return 0;
   static const char *const step[2] = {"sthreads", "dthreads"};
-  for (int dt = 0; dt < 2; dt++) {
-    if (!(dtype_mask & (1 << dt)))
-      continue;
-    char chosen[160] = "";
-    for (int n = 1; n <= POAS__FEW_COLS; n++) {
-      gemm_sample g = threads_by_cols_shape(sw, dt, n);
-      double all[THREADS_TIMED], one[THREADS_TIMED], t;
-      int rc = timed_on(bb, &g, 0, &t);
-      if (!rc)
-        rc = timed_on(bb, &g, 1, &t);
-      for (int r = 0; !rc && r < THREADS_TIMED; r++) {
-        rc = timed_on(bb, &g, 0, &all[r]);
+  static const char *const side_name[2] = {"row", "column"};
+  for (int dt = 0; dt < 2; dt++)
+    for (int side = 0; side < 2 && (dtype_mask & (1 << dt)); side++) {
+      char chosen[160] = "";
+      for (int s = 1; s <= POAS__FEW_SIDE; s++) {
+        gemm_sample g = threads_shape(sw, dt, side, s);
+        double all[THREADS_TIMED], one[THREADS_TIMED], t;
+        int rc = timed_on(bb, &g, side, 0, &t);
         if (!rc)
-          rc = timed_on(bb, &g, 1, &one[r]);
+          rc = timed_on(bb, &g, side, 1, &t);
+        for (int r = 0; !rc && r < THREADS_TIMED; r++) {
+          rc = timed_on(bb, &g, side, 0, &all[r]);
+          if (!rc)
+            rc = timed_on(bb, &g, side, 1, &one[r]);
+        }
+        if (rc)
+          return gemm_failed(dev, &g, rc);
+        double t_all = poas__median(all, THREADS_TIMED), t_one = poas__median(one, THREADS_TIMED);
+        int keep_one = t_one < (1 - THREADS_MARGIN) * t_all;
+        dev->threads_by_side[dt][side][s] = out->threads_by_side[dt][side][s] = keep_one ? 1 : 0;
+        bb->few_t[dt][side][s] = keep_one ? t_one : t_all;
+        if (keep_one) {
+          size_t len = strlen(chosen);
+          snprintf(chosen + len, sizeof chosen - len, " %d", s);
+        }
+        poas__debug("calibrate %s %sgemm %lld x %lld x %lld: %.4g s on %d threads, %.4g s on one",
+                    dev->info.id, poas__dtype_letter((poas_dtype)dt), (long long)g.m,
+                    (long long)g.n, (long long)g.k, t_all, dev->max_threads, t_one);
+        report(pg, step[dt], 2 * (THREADS_TIMED + 1) * gemm_work(&g));
       }
-      if (rc)
-        return gemm_failed(dev, &g, rc);
-      double t_all = poas__median(all, THREADS_TIMED), t_one = poas__median(one, THREADS_TIMED);
-      int keep_one = t_one < (1 - THREADS_MARGIN) * t_all;
-      dev->threads_by_cols[dt][n] = out->threads_by_cols[dt][n] = keep_one ? 1 : 0;
-      bb->cols_t[dt][n] = keep_one ? t_one : t_all;
-      if (keep_one) {
-        size_t len = strlen(chosen);
-        snprintf(chosen + len, sizeof chosen - len, " %d", n);
-      }
-      poas__debug("calibrate %s %sgemm %lld x %d x %lld: %.4g s on %d threads, %.4g s on one",
-                  dev->info.id, poas__dtype_letter((poas_dtype)dt), (long long)g.m, n,
-                  (long long)g.k, t_all, dev->max_threads, t_one);
-      report(pg, step[dt], 2 * (THREADS_TIMED + 1) * gemm_work(&g));
+      if (chosen[0])
+        poas__info("%s: %sgemm with C of these %s counts runs on one thread:%s", dev->info.id,
+                   poas__dtype_letter((poas_dtype)dt), side_name[side], chosen);
     }
-    if (chosen[0])
-      poas__info("%s: %sgemm with C of these column counts runs on one thread:%s",
-                 dev->info.id, poas__dtype_letter((poas_dtype)dt), chosen);
-  }
   return 0;
 }
 
-int poas__threads_thin_table(const poas__device_model *m, int dt, const double *t, int64_t l,
+int poas__threads_thin_table(const poas__device_model *m, int dt,
+                             const double t[2][POAS__FEW_SIDE + 1], int64_t l,
                              const poas__thin_table *base, poas__thin_table *out) {
   poas__thin_table tt;
   int any = 0;
   for (int side = 0; side < 2; side++)
     for (int i = 0; i < POAS__THIN_MAX; i++)
       tt.factor[side][i] = base ? base->factor[side][i] : 1;
-  for (int n = 1; n <= POAS__FEW_COLS && l > 0; n++) {
-    if (!m->threads_by_cols[dt][n] || !(t[n] > 0))
-      continue;
-    double smooth = poas__model_gemm_smooth(m, (poas_dtype)dt, POAS_NO_TRANS, POAS_NO_TRANS, l,
-                                            n, l);
-    if (!(smooth > 0))
-      continue;
-    tt.factor[1][n - 1] =
-        POAS__MIN(POAS__MAX(t[n] / smooth, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
-    any = 1;
-  }
+  for (int side = 0; side < 2 && l > 0; side++)
+    for (int s = 1; s <= POAS__FEW_SIDE; s++) {
+      if (!m->threads_by_side[dt][side][s] || !(t[side][s] > 0))
+        continue;
+      double smooth = poas__model_gemm_smooth(m, (poas_dtype)dt, POAS_NO_TRANS, POAS_NO_TRANS,
+                                              side ? l : s, side ? s : l, l);
+      if (!(smooth > 0))
+        continue;
+      tt.factor[side][s - 1] =
+          POAS__MIN(POAS__MAX(t[side][s] / smooth, POAS__THIN_FACTOR_MIN), POAS__THIN_FACTOR_MAX);
+      any = 1;
+    }
   if (any)
     *out = tt;
   return any;
@@ -1061,11 +1071,11 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
       keep_thin_if_better(bb->dev, dt, s, ns, train, out);
     /* Calls moved to fewer threads are predicted from the threads step's
      * larger timings (see poas__threads_thin_table). */
-    int64_t l = threads_by_cols_shape(sw, dt, 1).m;
+    int64_t l = threads_shape(sw, dt, 1, 1).m;
     for (int pair = 0; !rc && pair < 4; pair++) {
       poas__thin_table tt;
       poas__gemm_model *gm = &out->gemm[dt][pair];
-      if (poas__threads_thin_table(out, dt, bb->cols_t[dt], l, gm->thin, &tt)) {
+      if (poas__threads_thin_table(out, dt, bb->few_t[dt], l, gm->thin, &tt)) {
         const poas__thin_table *kept = poas__thin_intern(&tt);
         if (kept)
           gm->thin = kept;
@@ -1182,7 +1192,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
    * sweep reaches them. */
   size_t staging = (size_t)(o->quick ? 16 : 256) << 20;
   progress pg = {o, dev->info.id, 0,
-                 2 + probe_work + threads_by_cols_work(dev, &sw, o->dtype_mask)};
+                 2 + probe_work + threads_step_work(dev, &sw, o->dtype_mask)};
   for (int i = 0; i < ns; i++) {
     s[i].id = i;
     pg.total += gemm_work(&s[i]) * POAS__MIN(sw.reps, MAX_REPS);
@@ -1223,7 +1233,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   if (!rc && transposes)
     rc = calibrate_transpose(dev, transpose_top(dev, o->quick), &sw, &pg, &m.transpose);
   if (!rc)
-    rc = calibrate_threads_by_cols(&bb, &sw, o->dtype_mask, &pg, &m);
+    rc = calibrate_threads(&bb, &sw, o->dtype_mask, &pg, &m);
   if (!rc)
     rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, &pg, &m);
   bench_free(&bb);

@@ -64,14 +64,16 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *opts,
                            poas__device_model *out);
 
 /* A thin-block table that also says what calibration measured of the
- * calls a device runs on fewer threads (poas__device_model.threads_by_cols):
- * base's factors (1 where base is NULL), except, for each such column
- * count n of dtype dt, the columns factor: t[n], the call L x n x L timed
- * as the device runs it, over the smooth NN model's time for it. Returns 0
- * and leaves *out alone when dt has no such count. Calibration puts it in
- * every pair's model: the thin probes are small (512 x n x 430 on the CI
- * machine) and left 12 x 4096 x 4096 on one thread predicted 39% short. */
-int poas__threads_thin_table(const poas__device_model *m, int dt, const double *t, int64_t l,
+ * calls a device runs on fewer threads (poas__device_model.threads_by_side):
+ * base's factors (1 where base is NULL), except, for each such short side
+ * s of dtype dt, that side's factor: t[side][s], the call s x L x L (rows,
+ * side 0) or L x s x L (columns, side 1) timed as the device runs it, over
+ * the smooth NN model's time for it. Returns 0 and leaves *out alone when
+ * dt has no such side. Calibration puts it in every pair's model: the thin
+ * probes are small (512 x n x 430 on the CI machine) and left 12 x 4096 x
+ * 4096 on one thread predicted 39% short. */
+int poas__threads_thin_table(const poas__device_model *m, int dt,
+                             const double t[2][POAS__FEW_SIDE + 1], int64_t l,
                              const poas__thin_table *base, poas__thin_table *out);
 
 /* Measures how much the n devices slow each other when they compute at

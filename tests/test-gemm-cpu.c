@@ -79,42 +79,43 @@ TEST(cpu_takes_over_when_the_plans_only_device_fails) {
   return 0;
 }
 
-/* A C of few columns runs on as many threads as the device's table says
- * (calibration fills it, a profile carries it; 0: all): OpenBLAS's thread
- * count after a call is the one the call ran on, and C is right either
- * way. Integer-valued operands: every sum is exact in float. */
-static int few_columns_call(poas__device *d, poas_dtype dt, int64_t n, int *threads) {
-  enum { M = 64, K = 48 };
-  static double a[M * K], b[K * 32], c[M * 32];
+/* A C of few rows or columns runs on as many threads as the device's
+ * table says (calibration fills it, a profile carries it; 0: all):
+ * OpenBLAS's thread count after a call is the one the call ran on, and C
+ * is right either way. Integer-valued operands: every sum is exact in
+ * float. */
+static int few_side_call(poas__device *d, poas_dtype dt, int64_t m, int64_t n, int *threads) {
+  enum { MAXS = 64, K = 48 };
+  static double a[MAXS * K], b[K * MAXS], c[MAXS * MAXS];
   float *fa = (float *)a, *fb = (float *)b, *fc = (float *)c;
-  for (int i = 0; i < M * K; i++)
+  for (int i = 0; i < m * K; i++)
     dt ? (void)(a[i] = (double)(i % 7) - 3) : (void)(fa[i] = (float)(i % 7) - 3);
   for (int i = 0; i < K * n; i++)
     dt ? (void)(b[i] = (double)(i % 5) - 2) : (void)(fb[i] = (float)(i % 5) - 2);
-  for (int i = 0; i < M * n; i++)
+  for (int i = 0; i < m * n; i++)
     dt ? (void)(c[i] = NAN) : (void)(fc[i] = NAN);
   poas__gemm_call g = {.dtype = dt, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
-                       .m = M, .n = n, .k = K, .alpha = 1, .beta = 0,
-                       .a = {poas__mem_host(a), 0, M}, .b = {poas__mem_host(b), 0, K},
-                       .c = {poas__mem_host(c), 0, M}};
+                       .m = m, .n = n, .k = K, .alpha = 1, .beta = 0,
+                       .a = {poas__mem_host(a), 0, m}, .b = {poas__mem_host(b), 0, K},
+                       .c = {poas__mem_host(c), 0, m}};
   int rc = d->be->gemm(d, 0, &g);
   *threads = openblas_get_num_threads();
   for (int64_t j = 0; !rc && j < n; j++)
-    for (int i = 0; i < M; i++) {
+    for (int64_t i = 0; i < m; i++) {
       double want = 0;
       for (int l = 0; l < K; l++)
-        want += (double)((i + l * M) % 7 - 3) * (double)((l + j * K) % 5 - 2);
-      double got = dt ? c[i + j * M] : (double)fc[i + j * M];
+        want += (double)((i + l * m) % 7 - 3) * (double)((l + j * K) % 5 - 2);
+      double got = dt ? c[i + j * m] : (double)fc[i + j * m];
       if (got != want) {
-        fprintf(stderr, "  %sgemm n=%lld: c[%d,%lld] = %g, expected %g\n", dt ? "d" : "s",
-                (long long)n, i, (long long)j, got, want);
+        fprintf(stderr, "  %sgemm %lld x %lld: c[%lld,%lld] = %g, expected %g\n", dt ? "d" : "s",
+                (long long)m, (long long)n, (long long)i, (long long)j, got, want);
         return -1;
       }
     }
   return rc;
 }
 
-TEST(few_column_calls_run_on_the_threads_the_table_gives) {
+TEST(few_row_and_column_calls_run_on_the_threads_the_table_gives) {
   poas__devset set;
   char err[256];
   CHECK_OK(poas__devset_open("cpu", &set, err, sizeof err));
@@ -124,13 +125,26 @@ TEST(few_column_calls_run_on_the_threads_the_table_gives) {
     poas__devset_close(&set);
     SKIP("one core: the device has no thread count to choose");
   }
-  d->threads_by_cols[POAS_FLOAT32][12] = 1;
-  CHECK_OK(few_columns_call(d, POAS_FLOAT32, 12, &threads));
+  d->threads_by_side[POAS_FLOAT32][1][12] = 1; /* sgemm of 12 columns */
+  d->threads_by_side[POAS_FLOAT64][0][6] = 1;  /* dgemm of 6 rows */
+  CHECK_OK(few_side_call(d, POAS_FLOAT32, 64, 12, &threads));
   CHECK_MSG(threads == 1, "sgemm of 12 columns ran on %d threads", threads);
-  CHECK_OK(few_columns_call(d, POAS_FLOAT32, 13, &threads));
+  CHECK_OK(few_side_call(d, POAS_FLOAT32, 64, 13, &threads));
   CHECK_MSG(threads == all, "sgemm of 13 columns ran on %d threads, not %d", threads, all);
-  CHECK_OK(few_columns_call(d, POAS_FLOAT64, 12, &threads));
+  CHECK_OK(few_side_call(d, POAS_FLOAT64, 64, 12, &threads));
   CHECK_MSG(threads == all, "dgemm of 12 columns ran on %d threads, not %d", threads, all);
+  CHECK_OK(few_side_call(d, POAS_FLOAT64, 6, 64, &threads));
+  CHECK_MSG(threads == 1, "dgemm of 6 rows ran on %d threads", threads);
+  CHECK_OK(few_side_call(d, POAS_FLOAT32, 6, 64, &threads));
+  CHECK_MSG(threads == all, "sgemm of 6 rows ran on %d threads, not %d", threads, all);
+  /* The shorter side decides, columns on a tie: 12 x 6 is a call of 6
+   * columns (all threads), 6 x 12 one of 6 rows, 6 x 6 one of 6 columns. */
+  CHECK_OK(few_side_call(d, POAS_FLOAT64, 12, 6, &threads));
+  CHECK_MSG(threads == all, "dgemm 12 x 6 ran on %d threads, not %d", threads, all);
+  CHECK_OK(few_side_call(d, POAS_FLOAT64, 6, 12, &threads));
+  CHECK_MSG(threads == 1, "dgemm 6 x 12 ran on %d threads", threads);
+  CHECK_OK(few_side_call(d, POAS_FLOAT64, 6, 6, &threads));
+  CHECK_MSG(threads == all, "dgemm 6 x 6 ran on %d threads, not %d", threads, all);
   poas__devset_close(&set);
   return 0;
 }
@@ -138,4 +152,4 @@ TEST(few_column_calls_run_on_the_threads_the_table_gives) {
 TEST_MAIN(TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cpu_unpinned),
           TEST_ENTRY(caller_keeps_its_cpu_binding),
           TEST_ENTRY(cpu_takes_over_when_the_plans_only_device_fails),
-          TEST_ENTRY(few_column_calls_run_on_the_threads_the_table_gives))
+          TEST_ENTRY(few_row_and_column_calls_run_on_the_threads_the_table_gives))

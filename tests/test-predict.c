@@ -475,36 +475,43 @@ TEST(runs_teach_a_context_how_slow_a_device_really_is) {
 }
 
 /* Calls a device runs on fewer threads are predicted from what the
- * threads step measured: the table's columns factor at such a count is
- * the measured time over the smooth NN model's, a measured table's other
- * factors stay, and a dtype with no such count gets none. */
+ * threads step measured: the table's factor at such a short side (rows or
+ * columns) is the measured time over the smooth NN model's, a measured
+ * table's other factors stay, and a dtype with no such side gets none. */
 TEST(calls_on_fewer_threads_are_predicted_as_measured) {
   poas__device_model m;
   const double rates[2] = {1e11, 5e10};
   poas__device_model_from_rates(&m, POAS__MODEL_EXACT, rates, 1e-6, 0, 1e30);
-  m.threads_by_cols[0][12] = 1;
-  double t[POAS__FEW_COLS + 1] = {0};
+  m.threads_by_side[0][1][12] = 1; /* sgemm of 12 columns */
+  m.threads_by_side[0][0][6] = 1;  /* sgemm of 6 rows */
+  double t[2][POAS__FEW_SIDE + 1] = {{0}};
   const int64_t l = 1536;
-  t[12] = 2 * poas__model_gemm_smooth(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, l, 12, l);
-  t[13] = 5; /* not moved to fewer threads: ignored */
+  t[1][12] = 2 * poas__model_gemm_smooth(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, l, 12, l);
+  t[0][6] = 3 * poas__model_gemm_smooth(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 6, l, l);
+  t[1][13] = t[0][12] = 5; /* not moved to fewer threads: ignored */
   poas__thin_table base, tt;
   for (int side = 0; side < 2; side++)
     for (int i = 0; i < POAS__THIN_MAX; i++)
       base.factor[side][i] = 0.5 + side;
   CHECK(poas__threads_thin_table(&m, 0, t, l, NULL, &tt) == 1);
   CHECK_MSG(fabs(tt.factor[1][11] - 2) < 1e-12, "factor %g", tt.factor[1][11]);
+  CHECK_MSG(fabs(tt.factor[0][5] - 3) < 1e-12, "factor %g", tt.factor[0][5]);
   CHECK(tt.factor[1][12] == 1 && tt.factor[1][10] == 1 && tt.factor[0][11] == 1);
   CHECK(poas__threads_thin_table(&m, 0, t, l, &base, &tt) == 1);
   CHECK(fabs(tt.factor[1][11] - 2) < 1e-12 && tt.factor[1][12] == 1.5 && tt.factor[0][11] == 0.5);
+  CHECK(fabs(tt.factor[0][5] - 3) < 1e-12 && tt.factor[0][6] == 0.5);
   /* In a model: 4096 x 12 x 4096 takes twice the smooth time, 13 columns
-   * the smooth time. */
+   * the smooth time, 6 x 4096 x 4096 three times. */
   m.gemm[0][0].thin = poas__thin_intern(&tt);
   CHECK(m.gemm[0][0].thin);
   double smooth = poas__model_gemm_smooth(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 4096,
                                           12, 4096);
   CHECK(fabs(poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 4096, 12,
                                    4096) - 2 * smooth) < 1e-12 * smooth);
-  /* dgemm has no count on fewer threads. */
+  smooth = poas__model_gemm_smooth(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 6, 4096, 4096);
+  CHECK(fabs(poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 6, 4096,
+                                   4096) - 3 * smooth) < 1e-12 * smooth);
+  /* dgemm has no side on fewer threads. */
   poas__thin_table untouched = tt;
   CHECK(poas__threads_thin_table(&m, 1, t, l, NULL, &tt) == 0);
   CHECK(memcmp(&tt, &untouched, sizeof tt) == 0);

@@ -118,10 +118,14 @@ static void sample_profile(poas__profile *p) {
     /* Written only when measured (> 1); read back as 1 otherwise. */
     m->contention = d ? 1.0 + 1.0 / 7 : 1;
     m->duplex = d ? 1.0 + 1.0 / 3 : 1;
-    /* Written only where set; sgemm of 4 and 12 columns on one thread. */
-    memset(m->threads_by_cols, 0, sizeof m->threads_by_cols);
-    if (!d)
-      m->threads_by_cols[0][4] = m->threads_by_cols[0][12] = 1, m->threads_by_cols[1][32] = 3;
+    /* Written only where set; sgemm of 4 and 12 columns and dgemm of 6
+     * rows on one thread. */
+    memset(m->threads_by_side, 0, sizeof m->threads_by_side);
+    if (!d) {
+      m->threads_by_side[0][1][4] = m->threads_by_side[0][1][12] = 1;
+      m->threads_by_side[1][1][32] = 3;
+      m->threads_by_side[1][0][6] = 1;
+    }
     /* Written only when measured (> 0); read back as 0 otherwise. */
     m->dispatch_s = d ? 4.7e-5 / 3 : 0;
     m->engine_s = d ? 4.5e-4 / 7 : 0;
@@ -158,8 +162,8 @@ TEST(round_trip_is_exact) {
     CHECK(xfer_equal(&x->model.transpose, &y->model.transpose));
     CHECK(x->model.contention == y->model.contention);
     CHECK(x->model.duplex == y->model.duplex);
-    CHECK(memcmp(x->model.threads_by_cols, y->model.threads_by_cols,
-                 sizeof x->model.threads_by_cols) == 0);
+    CHECK(memcmp(x->model.threads_by_side, y->model.threads_by_side,
+                 sizeof x->model.threads_by_side) == 0);
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
     CHECK(x->model.engine_s == y->model.engine_s);
   }
@@ -211,6 +215,7 @@ static const struct {
     {"bad-duplex.json", "duplex"},
     {"bad-threads-cols.json", "'devices[0].threads_by_cols.s' lists '33', not a column count"},
     {"bad-threads-count.json", "threads_by_cols.d.12' is 0, outside [1, 255]"},
+    {"bad-threads-rows.json", "'devices[0].threads_by_rows.d' lists '0', not a row count"},
     /* Found by the fuzzer: a transfer section read past the end of its
      * list of known keys. */
     {"fuzz-crash-transfer-keys.json", "latency' is 1e+06"},
@@ -313,7 +318,8 @@ static int write_cpu_profile(const char *path, double rate) {
       poas__gemm_model_from_rate(&m->gemm[dt][pair], rate / (dt + 1), 1e-6);
     m->gemm_fit[dt] = (poas__fit_stats){30, 0.99, 0.02, 0.05};
   }
-  m->threads_by_cols[POAS_FLOAT32][12] = 1; /* as calibration finds on the CI machine */
+  m->threads_by_side[POAS_FLOAT32][1][12] = 1; /* as calibration finds on the CI machine */
+  m->threads_by_side[POAS_FLOAT32][0][6] = 1;
   int rc = poas__profile_write(path, p);
   free(p);
   return rc;
@@ -378,6 +384,15 @@ TEST(a_profiles_thread_counts_reach_the_device) {
   CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 13, 48, 1, a, 64, b,
                       48, 0, c, 64));
   CHECK_MSG(openblas_get_num_threads() == info.cores, "13 columns: %d threads, not %d",
+            openblas_get_num_threads(), info.cores);
+  /* 6 rows (C is 6 x 13), and 7. */
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 6, 13, 48, 1, a, 6, b,
+                      48, 0, c, 6));
+  CHECK_MSG(openblas_get_num_threads() == 1, "6 rows: %d threads", openblas_get_num_threads());
+  CHECK(c[0] == 48 && c[6 * 13 - 1] == 48);
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 7, 13, 48, 1, a, 7, b,
+                      48, 0, c, 7));
+  CHECK_MSG(openblas_get_num_threads() == info.cores, "7 rows: %d threads, not %d",
             openblas_get_num_threads(), info.cores);
   poas_finalize(ctx);
   return 0;

@@ -47,27 +47,31 @@ static void add(char *buf, size_t cap, const char *text) {
 void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap) {
   if (cap)
     buf[0] = '\0';
+  static const char *const sides[2] = {"rows", "columns"};
   for (int dt = 0; dt < 2; dt++)
-    /* One clause per thread count used, listing its column counts. */
-    for (int t = 1; t < 256; t++) {
-      int listed = 0;
-      for (int n = 1; n < (int)sizeof f->threads_by_cols[0]; n++) {
-        if (f->threads_by_cols[dt][n] != t)
-          continue;
-        char num[16];
-        snprintf(num, sizeof num, "%s%d", listed ? ", " : "", n);
-        if (!listed) {
-          char head[48];
-          snprintf(head, sizeof head, "%s%cgemm of ", buf[0] ? "; " : "", dt ? 'd' : 's');
-          add(buf, cap, head);
+    for (int side = 0; side < 2; side++) {
+      const unsigned char *by = side ? f->threads_by_cols[dt] : f->threads_by_rows[dt];
+      /* One clause per thread count used, listing its row or column counts. */
+      for (int t = 1; t < 256; t++) {
+        int listed = 0;
+        for (int n = 1; n < (int)sizeof f->threads_by_cols[0]; n++) {
+          if (by[n] != t)
+            continue;
+          char num[16];
+          snprintf(num, sizeof num, "%s%d", listed ? ", " : "", n);
+          if (!listed) {
+            char head[48];
+            snprintf(head, sizeof head, "%s%cgemm of ", buf[0] ? "; " : "", dt ? 'd' : 's');
+            add(buf, cap, head);
+          }
+          add(buf, cap, num);
+          listed = 1;
         }
-        add(buf, cap, num);
-        listed = 1;
-      }
-      if (listed) {
-        char tail[48];
-        snprintf(tail, sizeof tail, " columns on %d thread%s", t, t == 1 ? "" : "s");
-        add(buf, cap, tail);
+        if (listed) {
+          char tail[48];
+          snprintf(tail, sizeof tail, " %s on %d thread%s", sides[side], t, t == 1 ? "" : "s");
+          add(buf, cap, tail);
+        }
       }
     }
 }

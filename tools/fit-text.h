@@ -19,8 +19,9 @@ void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap);
  * was measured. */
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap);
 
-/* The per-call thread counts calibration chose, as "sgemm of 4, 12
- * columns on 1 thread"; "" when every call runs on all threads. */
+/* The per-call thread counts calibration chose, as "sgemm of 4, 6 rows on
+ * 1 thread; sgemm of 4, 12 columns on 1 thread"; "" when every call runs
+ * on all threads. */
 void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap);
 
 #endif

@@ -91,7 +91,7 @@ static void print_summary(const poas_calibration_result *r) {
     tool_run_cost_text(f, cost, sizeof cost);
     if (cost[0])
       printf("%-8s %s\n", f->id, cost);
-    char threads[400];
+    char threads[800];
     tool_threads_text(f, threads, sizeof threads);
     if (threads[0])
       printf("%-8s %s\n", f->id, threads);

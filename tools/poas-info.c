@@ -63,16 +63,21 @@ static void json_device_fit(const poas_device_fit *f) {
   json_fit(&f->transpose);
   printf("}, \"duplex\": %.6g, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g",
          f->duplex, (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
-  /* Column counts whose calls run on fewer threads than all: {"4": 1}. */
-  printf(", \"threads_by_cols\": {");
-  for (int dt = 0; dt < 2; dt++) {
-    printf("%s\"%s\": {", dt ? ", " : "", dt ? "d" : "s");
-    for (int n = 1, listed = 0; n < (int)sizeof f->threads_by_cols[0]; n++)
-      if (f->threads_by_cols[dt][n])
-        printf("%s\"%d\": %d", listed++ ? ", " : "", n, f->threads_by_cols[dt][n]);
+  /* Row and column counts whose calls run on fewer threads than all:
+   * {"4": 1}. */
+  for (int side = 0; side < 2; side++) {
+    printf(", \"%s\": {", side ? "threads_by_cols" : "threads_by_rows");
+    for (int dt = 0; dt < 2; dt++) {
+      const unsigned char *by = side ? f->threads_by_cols[dt] : f->threads_by_rows[dt];
+      printf("%s\"%s\": {", dt ? ", " : "", dt ? "d" : "s");
+      for (int n = 1, listed = 0; n < (int)sizeof f->threads_by_cols[0]; n++)
+        if (by[n])
+          printf("%s\"%d\": %d", listed++ ? ", " : "", n, by[n]);
+      printf("}");
+    }
     printf("}");
   }
-  printf("}}");
+  printf("}");
 }
 
 static void print_profile_json(poas_context *ctx) {
@@ -179,7 +184,7 @@ static void print_profile_table(poas_context *ctx) {
     tool_run_cost_text(f, cost, sizeof cost);
     if (cost[0])
       printf("%-10s %s\n", f->id, cost);
-    char threads[400];
+    char threads[800];
     tool_threads_text(f, threads, sizeof threads);
     if (threads[0])
       printf("%-10s %s\n", f->id, threads);

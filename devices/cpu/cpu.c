@@ -8,8 +8,8 @@
  * They are bound to those cores as a set, not one thread to each core:
  * with each worker on a core of its own and the caller free among them,
  * the caller sometimes ran on a worker's core once calls alternated
- * between one thread and two (a call whose C has few columns may run on
- * fewer, see threads_by_cols in devices/device.h), and sgemm of 2032 x 16 x
+ * between one thread and two (a call whose C has few rows or columns may
+ * run on fewer, see threads_by_side in devices/device.h), and sgemm of 2032 x 16 x
  * 2032 took 1.14 times as long on two threads as on one, against
  * 0.55-0.60 with the threads bound as a set. (The caller bound to the
  * first core alone did as well, but moving it there and back cost a 64^3
@@ -177,10 +177,11 @@ static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   cpu_state *s = dev->priv;
   if (g->m == 0 || g->n == 0)
     return 0;
-  /* A C of few columns may run on fewer threads (see threads_by_cols). */
-  int threads = s->threads;
-  if (g->n <= POAS__FEW_COLS && dev->threads_by_cols[g->dtype][g->n] > 0)
-    threads = POAS__MIN(threads, (int)dev->threads_by_cols[g->dtype][g->n]);
+  /* A C of few rows or columns may run on fewer threads (see
+   * threads_by_side). */
+  int threads = s->threads, few = poas__few_threads(dev->threads_by_side, g->dtype, g->m, g->n);
+  if (few > 0)
+    threads = POAS__MIN(threads, few);
   bind_threads(s, threads);
   enum CBLAS_TRANSPOSE ta = g->transa == POAS_TRANS ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE tb = g->transb == POAS_TRANS ? CblasTrans : CblasNoTrans;
