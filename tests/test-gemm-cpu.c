@@ -127,24 +127,24 @@ TEST(few_row_and_column_calls_run_on_the_threads_the_table_gives) {
   }
   d->threads_by_side[POAS_FLOAT32][1][12] = 1; /* sgemm of 12 columns */
   d->threads_by_side[POAS_FLOAT64][0][6] = 1;  /* dgemm of 6 rows */
-  CHECK_OK(few_side_call(d, POAS_FLOAT32, 64, 12, &threads));
-  CHECK_MSG(threads == 1, "sgemm of 12 columns ran on %d threads", threads);
-  CHECK_OK(few_side_call(d, POAS_FLOAT32, 64, 13, &threads));
-  CHECK_MSG(threads == all, "sgemm of 13 columns ran on %d threads, not %d", threads, all);
-  CHECK_OK(few_side_call(d, POAS_FLOAT64, 64, 12, &threads));
-  CHECK_MSG(threads == all, "dgemm of 12 columns ran on %d threads, not %d", threads, all);
-  CHECK_OK(few_side_call(d, POAS_FLOAT64, 6, 64, &threads));
-  CHECK_MSG(threads == 1, "dgemm of 6 rows ran on %d threads", threads);
-  CHECK_OK(few_side_call(d, POAS_FLOAT32, 6, 64, &threads));
-  CHECK_MSG(threads == all, "sgemm of 6 rows ran on %d threads, not %d", threads, all);
   /* The shorter side decides, columns on a tie: 12 x 6 is a call of 6
    * columns (all threads), 6 x 12 one of 6 rows, 6 x 6 one of 6 columns. */
-  CHECK_OK(few_side_call(d, POAS_FLOAT64, 12, 6, &threads));
-  CHECK_MSG(threads == all, "dgemm 12 x 6 ran on %d threads, not %d", threads, all);
-  CHECK_OK(few_side_call(d, POAS_FLOAT64, 6, 12, &threads));
-  CHECK_MSG(threads == 1, "dgemm 6 x 12 ran on %d threads", threads);
-  CHECK_OK(few_side_call(d, POAS_FLOAT64, 6, 6, &threads));
-  CHECK_MSG(threads == all, "dgemm 6 x 6 ran on %d threads, not %d", threads, all);
+  static const struct {
+    poas_dtype dt;
+    int64_t m, n;
+    int on_one;
+  } calls[] = {
+      {POAS_FLOAT32, 64, 12, 1}, {POAS_FLOAT32, 64, 13, 0}, {POAS_FLOAT64, 64, 12, 0},
+      {POAS_FLOAT64, 6, 64, 1},  {POAS_FLOAT32, 6, 64, 0},  {POAS_FLOAT64, 12, 6, 0},
+      {POAS_FLOAT64, 6, 12, 1},  {POAS_FLOAT64, 6, 6, 0},
+  };
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+    int want = calls[i].on_one ? 1 : all;
+    CHECK_OK(few_side_call(d, calls[i].dt, calls[i].m, calls[i].n, &threads));
+    CHECK_MSG(threads == want, "%sgemm %lld x %lld ran on %d threads, not %d",
+              calls[i].dt == POAS_FLOAT64 ? "d" : "s", (long long)calls[i].m,
+              (long long)calls[i].n, threads, want);
+  }
   poas__devset_close(&set);
   return 0;
 }
