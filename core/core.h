@@ -28,6 +28,15 @@
  * model's copy). */
 #define POAS__FEW_SIDE 32
 
+/* The short side of an m x n C when it is from 1 to `most`, else 0, and
+ * which side it is (*side: 0 rows, 1 columns; columns on a tie). Thin-block
+ * factors and per-call thread counts are both keyed on it. */
+static inline int64_t poas__short_side(int64_t m, int64_t n, int64_t most, int *side) {
+  *side = n <= m;
+  int64_t s = *side ? n : m;
+  return s >= 1 && s <= most ? s : 0;
+}
+
 /* ---------------------------------------------------------------- logging */
 
 enum { POAS__LOG_OFF = 0, POAS__LOG_WARN = 1, POAS__LOG_INFO = 2, POAS__LOG_DEBUG = 3 };

@@ -188,12 +188,9 @@ struct poas__device {
  * columns on a tie, is at most POAS__FEW_SIDE. */
 static inline int poas__few_threads(const uint8_t t[2][2][POAS__FEW_SIDE + 1], poas_dtype dt,
                                     int64_t m, int64_t n) {
-  int d = dt == POAS_FLOAT64;
-  if (n <= m && n >= 1 && n <= POAS__FEW_SIDE)
-    return t[d][1][n];
-  if (m < n && m >= 1 && m <= POAS__FEW_SIDE)
-    return t[d][0][m];
-  return 0;
+  int side;
+  int64_t s = poas__short_side(m, n, POAS__FEW_SIDE, &side);
+  return s ? t[dt == POAS_FLOAT64][side][s] : 0;
 }
 
 /* ---------------------------------------------------------- memory cache */

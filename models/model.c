@@ -68,13 +68,9 @@ const poas__thin_table *poas__thin_intern(const poas__thin_table *t) {
 }
 
 double poas__thin_factor(const poas__thin_table *tt, int64_t m, int64_t n) {
-  if (!tt)
-    return 1;
-  if (n <= m && n >= 1 && n <= POAS__THIN_MAX)
-    return tt->factor[1][n - 1];
-  if (m < n && m >= 1 && m <= POAS__THIN_MAX)
-    return tt->factor[0][m - 1];
-  return 1;
+  int side;
+  int64_t s = tt ? poas__short_side(m, n, POAS__THIN_MAX, &side) : 0;
+  return s ? tt->factor[side][s - 1] : 1;
 }
 
 const poas__gemm_model *poas__gemm_model_for(const poas__device_model *dm, poas_dtype dtype,

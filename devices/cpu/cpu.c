@@ -9,9 +9,9 @@
  * with each worker on a core of its own and the caller free among them,
  * the caller sometimes ran on a worker's core once calls alternated
  * between one thread and two (a call whose C has few rows or columns may
- * run on fewer, see threads_by_side in devices/device.h), and sgemm of 2032 x 16 x
- * 2032 took 1.14 times as long on two threads as on one, against
- * 0.55-0.60 with the threads bound as a set. (The caller bound to the
+ * run on fewer, see threads_by_side in devices/device.h), and sgemm of
+ * 2032 x 16 x 2032 took 1.14 times as long on two threads as on one,
+ * against 0.55-0.60 with the threads bound as a set. (The caller bound to the
  * first core alone did as well, but moving it there and back cost a 64^3
  * sgemm 3 us.) On a quiet 2-core machine pinning costs nothing for large
  * calls (sgemm n = 4096: 247.0 pinned, 247.8 unpinned, 245.8 GFLOP/s for
