@@ -10,7 +10,8 @@
 #   env             the machine: GPU, CPU, OS, and whether every library loads
 #   test            every test program and test script, with a summary line
 #   transfer        bench/cuda-transfer: pageable and pinned copy rates
-#   calibrate[-q]   poas-calibrate (full, or --quick) of cpu0 and cuda0; every
+#   calibrate[-q]   poas-calibrate (full, or --quick) of cpu0 and cuda0 (or
+#                   CAL_DEVICES); every
 #                   timed sample is kept in calibrate-samples.log (POAS_LOG=3)
 #   accuracy[:DEV]  bench/accuracy on cuda0 and cpu0 (or DEV) with that profile
 #   bench:SIZES:DT:REPEAT[:BASELINES]   poas-bench gemm on cpu0,cuda0, recorded
@@ -99,7 +100,7 @@ stage_test() {
 stage_calibrate() {
   echo "== calibrate $* ($(stamp))"
   local t0=$SECONDS
-  POAS_LOG=3 "$build/tools/poas-calibrate" --devices cpu0,cuda0 --output "$POAS_PROFILE" "$@" \
+  POAS_LOG=3 "$build/tools/poas-calibrate" --devices "${CAL_DEVICES:-cpu0,cuda0}" --output "$POAS_PROFILE" "$@" \
     2>"$work/calibrate.err"
   echo "calibration took $((SECONDS - t0)) s, exit status $?"
   grep -v '^poas: debug: calibrate ' "$work/calibrate.err"

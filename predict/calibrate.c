@@ -205,6 +205,46 @@ static poas__gemm_call sample_call(const bench *bb, const gemm_sample *s) {
   };
 }
 
+/* ------------------------------------------------------- the GPU's regime
+ *
+ * An H100 (700 W limit) runs at 1980 MHz for the first tenth of a second
+ * of back-to-back GEMMs, and at 1545-1650 MHz once seconds of them have
+ * held it at its power limit; the same GEMMs then take 1.02-1.19x as long
+ * (dgemm NT 5200^3: 4.97-5.01 ms after a second idle, 5.43-5.57 ms after
+ * 3 s of dgemm; sgemm 48 x 5600 x 8800: 0.159-0.165 ms against 0.190-0.196;
+ * bench/results/gpu-regime-h100-2026-11-23.md). A sweep in random order
+ * therefore timed each sample in whatever regime the samples before it
+ * left (one sweep read dgemm 8192^3 at 51.8 TFLOP/s and 5632^3 at 57.8),
+ * and no smooth model fitted its own samples within 6%. A GPU's samples
+ * are timed in one regime, the sustained one that a split's seconds of
+ * back-to-back tiles run in: the GPU computes for SUSTAIN_START_S before
+ * the GEMM sweep and for SUSTAIN_S before each sample's warm-up. */
+#define SUSTAIN_S 0.002
+#define SUSTAIN_START_S 2.0
+
+int poas__gemm_sustain(poas__device *dev, int lane, poas_dtype dtype, poas__mem a, poas__mem b,
+                       poas__mem c, size_t bytes, double seconds) {
+  /* A simulated device has no clock to keep anywhere. */
+  if (dev->info.host_memory || dev->info.shares_host_cores || dev->info.kind == POAS_DEVICE_SIM)
+    return 0;
+  int64_t side = (int64_t)sqrt((double)bytes / poas__dtype_size(dtype));
+  side = POAS__MIN(side, 2048) / 64 * 64;
+  if (side < 256)
+    return 0;
+  poas__gemm_call g = {.dtype = dtype, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
+                       .m = side, .n = side, .k = side, .alpha = 1, .beta = 0,
+                       .a = {a, 0, side}, .b = {b, 0, side}, .c = {c, 0, side}};
+  double t0 = poas__now();
+  int rc = 0;
+  do {
+    for (int i = 0; !rc && i < 4; i++)
+      rc = dev->be->gemm(dev, lane, &g);
+    if (!rc)
+      rc = dev->be->lane_sync(dev, lane);
+  } while (!rc && poas__now() - t0 < seconds);
+  return rc;
+}
+
 /* One call of g on lane 0, timed to its end. */
 static int timed_call(poas__device *dev, const poas__gemm_call *g, double *out) {
   double t0 = dev_clock(dev);
@@ -226,7 +266,10 @@ static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
   poas__gemm_call g = sample_call(bb, s);
   int calls = dev->info.host_memory || dev->info.shares_host_cores ? 1 : GPU_TIMED_CALLS;
   double t[GPU_TIMED_CALLS];
-  int rc = dev->be->gemm(dev, 0, &g);
+  int rc = calls > 1 ? poas__gemm_sustain(dev, 0, g.dtype, bb->a, bb->b, bb->c, bb->cap, SUSTAIN_S)
+                     : 0;
+  if (!rc)
+    rc = dev->be->gemm(dev, 0, &g);
   if (!rc)
     rc = poas__dev_sync_all(dev);
   for (int i = 0; !rc && i < calls; i++)
@@ -1047,14 +1090,19 @@ static void keep_thin_if_better(const poas__device *dev, int dt, const gemm_samp
 
 static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sample *s, int ns,
                           progress *pg, poas__device_model *out) {
-  /* One large warm-up per dtype: threads spun up, pages touched. */
+  /* One large warm-up per dtype: threads spun up, pages touched; a GPU
+   * brought to its sustained regime. */
   for (int dt = 0; dt < 2; dt++) {
     if (!(dtype_mask & (1 << dt)))
       continue;
+    int rc = poas__gemm_sustain(bb->dev, 0, (poas_dtype)dt, bb->a, bb->b, bb->c, bb->cap,
+                                SUSTAIN_START_S);
+    if (rc)
+      return poas__fail(rc, "%s: GEMMs failed during calibration", bb->dev->info.id);
     int64_t big = sw->squares[sw->nsquares - 1];
     gemm_sample w = {.dtype = dt, .m = big, .n = big, .k = big};
     double t;
-    int rc = time_gemm(bb, &w, &t);
+    rc = time_gemm(bb, &w, &t);
     if (rc)
       return rc;
   }

@@ -56,6 +56,18 @@ typedef struct poas__calib_opts {
 int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
                        poas__transfer_model *tm);
 
+/* Keeps a device with its own processors (a GPU) computing for `seconds`:
+ * back-to-back square GEMMs of dtype on lane `lane`, on buffers a, b and c
+ * of `bytes` each (sides up to 2048), then a wait for them. A GPU at its
+ * power limit clocks down, and a GEMM's time then depends on how hard the
+ * GPU worked just before (predict/calibrate.c, "The GPU's regime"): so
+ * calibration and bench/accuracy time a GPU's GEMMs right after this, in
+ * the sustained regime that a split's back-to-back tiles run in. Does
+ * nothing on devices that compute on the host, on simulated ones, or when
+ * the buffers hold no 256^2 square. Returns 0 or the backend's error. */
+int poas__gemm_sustain(poas__device *dev, int lane, poas_dtype dtype, poas__mem a, poas__mem b,
+                       poas__mem c, size_t bytes, double seconds);
+
 /* Measures one device (memory, transfers when it has its own memory, GEMM
  * for each dtype in the mask and each transpose pair) and fits its model
  * into *out (source POAS__MODEL_CALIBRATED; dtypes not measured are left
