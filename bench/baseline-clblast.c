@@ -147,4 +147,5 @@ static void clblast_close(void *state) {
 }
 
 const bench_baseline bench_baseline_clblast = {
-    .name = "clblast", .open = clblast_open, .gemm = clblast_gemm, .close = clblast_close};
+    .name = "clblast", .open = clblast_open, .gemm = clblast_gemm, .close = clblast_close,
+    .copies = 1};

@@ -106,4 +106,5 @@ static void cublas_close(void *state) {
 }
 
 const bench_baseline bench_baseline_cublas = {
-    .name = "cublas", .open = cublas_open, .gemm = cublas_gemm, .close = cublas_close};
+    .name = "cublas", .open = cublas_open, .gemm = cublas_gemm, .close = cublas_close,
+    .copies = 1};

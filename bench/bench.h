@@ -36,6 +36,10 @@ typedef struct bench_baseline {
    * device) or BENCH_FAILED, with the reason in `why`. */
   int (*gemm)(void *state, const bench_problem *p, char *why, size_t cap);
   void (*close)(void *state);
+  /* 1 when a run copies the operands to a device and back: B's copy then
+   * costs the same whatever rows A has, which scaling a row block's time
+   * to the whole problem must not multiply (poas-bench --alone-limit). */
+  int copies;
 } bench_baseline;
 
 extern const bench_baseline bench_baseline_cblas, bench_baseline_clblast, bench_baseline_cublas;

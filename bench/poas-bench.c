@@ -55,6 +55,7 @@ typedef struct devset {
   poas_context *ctx;
   bench_role role;
   int has_sim; /* sim computes nothing: its results cannot be checked */
+  int copies;  /* a device alone that copies operands to its own memory */
 } devset;
 
 typedef struct baseline_slot {
@@ -106,8 +107,10 @@ static void usage(FILE *f) {
           "                        S seconds, or a baseline whose first 256 rows say it\n"
           "                        would, runs the first rows of A and C instead, as\n"
           "                        many as S seconds allow; its times are scaled to the\n"
-          "                        whole problem and its note says so (for sizes where a\n"
-          "                        slow device alone would take minutes)\n"
+          "                        whole problem (for one that copies to a device, along\n"
+          "                        the line through that block and half of it, since B's\n"
+          "                        copy costs the same for any rows) and its note says so\n"
+          "                        (for sizes where a slow device alone would take minutes)\n"
           "  -h, --help            show this help\n"
           "  -V, --version         show the version\n\n"
           "The co-executed row's efficiency is its rate over the sum of the devices'\n"
@@ -310,7 +313,7 @@ static int open_sets(bench *b) {
     has_sim |= b->devs[i].kind == POAS_DEVICE_SIM;
   }
   if (b->ndevs == 1) {
-    b->sets[0] = (devset){"", all, BENCH_DEVICE, has_sim};
+    b->sets[0] = (devset){"", all, BENCH_DEVICE, has_sim, !b->devs[0].host_memory};
     snprintf(b->sets[0].label, sizeof b->sets[0].label, "%s", b->devs[0].id);
     b->nsets = 1;
     return 0;
@@ -323,10 +326,11 @@ static int open_sets(bench *b) {
   const char *selection = b->o.devices ? b->o.devices : getenv("POAS_DEVICES");
   single_selections(selection, b->devs, b->ndevs, single);
   devset *co = &b->sets[b->ndevs];
-  *co = (devset){"", all, BENCH_COEXEC, has_sim};
+  *co = (devset){"", all, BENCH_COEXEC, has_sim, 0};
   for (int i = 0; i < b->ndevs; i++) {
     devset *s = &b->sets[i];
-    *s = (devset){"", NULL, BENCH_DEVICE, b->devs[i].kind == POAS_DEVICE_SIM};
+    *s = (devset){"", NULL, BENCH_DEVICE, b->devs[i].kind == POAS_DEVICE_SIM,
+                  !b->devs[i].host_memory};
     snprintf(s->label, sizeof s->label, "%s", b->devs[i].id);
     size_t len = strlen(co->label);
     snprintf(co->label + len, sizeof co->label - len, "%s%s", i ? "+" : "", b->devs[i].id);
@@ -383,6 +387,7 @@ typedef struct runner {
   poas_context *ctx;
   baseline_slot *bl;
   int check;
+  int copies; /* its runs copy B whole: a fixed cost per run (bench_baseline) */
 } runner;
 
 static int run_once(const runner *r, const bench_problem *p, char *why, size_t cap) {
@@ -647,22 +652,55 @@ static int64_t baseline_rows(const bench *b, const runner *r, const bench_proble
 }
 
 /* A row measured on `rows` of the problem's m rows: its times become the
- * whole problem's at the same rate, and its note says what ran. */
-static void scale_to_whole(bench_row *row, const bench_problem *p, int64_t rows) {
-  double f = (double)p->m / (double)rows;
-  row->seconds *= f, row->predicted_s *= f, row->report_s *= f;
-  row->fastest_s *= f, row->slowest_s *= f;
-  size_t len = strlen(row->note);
-  snprintf(row->note + len, sizeof row->note - len,
+ * whole problem's, and its note says what ran. Without `half` (NULL), at
+ * the same rate per row. With it, the same runner's row on half as many
+ * rows, the times are extrapolated along the line through the two: a
+ * runner that copies B whole to a device pays that copy once per run
+ * whatever rows A has, and scaling it with the rows made the H100's
+ * cuBLAS with synchronous copies read 3.6 TFLOP/s at sgemm 32768^3 from
+ * a block of 1024 rows, where the whole problem ran at 24.8. */
+static void scale_to_whole(bench_row *row, const bench_row *half, const bench_problem *p,
+                           int64_t rows) {
+  double r = (double)rows, h = half ? (double)(rows / 2) : 0, m = (double)p->m;
+  double f = m / r;
+  double fixed = NAN;
+  double per_row = half ? (row->seconds - half->seconds) / (r - h) : NAN;
+  /* A line that does not rise with the rows, or that says the rows cost
+   * more than the whole run (a negative fixed part), is noise: then the
+   * same rate. */
+  if (half && half->seconds > 0 && per_row > 0 && row->seconds - per_row * r >= 0) {
+    fixed = row->seconds - per_row * r;
+    f = (fixed + per_row * m) / row->seconds;
+    /* The predictions and reported makespans along their own lines. */
+    double *own[2] = {&row->predicted_s, &row->report_s};
+    const double half_own[2] = {half->predicted_s, half->report_s};
+    for (int i = 0; i < 2; i++)
+      *own[i] = *own[i] + (*own[i] - half_own[i]) / (r - h) * (m - r);
+  } else {
+    row->predicted_s *= f, row->report_s *= f;
+  }
+  row->seconds *= f, row->fastest_s *= f, row->slowest_s *= f;
+  row->gflops = 2.0 * m * (double)p->n * (double)p->k / row->seconds / 1e9;
+  row->pred_error = (row->predicted_s - row->seconds) / row->seconds;
+  if (isnan(fixed))
+    append(row->note, sizeof row->note,
            "%srows 0..%lld of %lld measured (--alone-limit), times scaled by %.2f",
-           len ? "; " : "", (long long)rows, (long long)p->m, f);
+           row->note[0] ? "; " : "", (long long)rows, (long long)p->m, f);
+  else
+    append(row->note, sizeof row->note,
+           "%srows 0..%lld and 0..%lld of %lld measured (--alone-limit), times extrapolated "
+           "along their line (%.3g s per run whatever the rows)",
+           row->note[0] ? "; " : "", (long long)rows, (long long)(rows / 2), (long long)p->m,
+           fixed);
 }
 
 /* Runner i of the device sets then the baselines. */
 static runner runner_of(bench *b, int i) {
   if (i < b->nsets)
-    return (runner){b->sets[i].label, b->sets[i].role, b->sets[i].ctx, NULL, !b->sets[i].has_sim};
-  return (runner){b->bl[i - b->nsets].b->name, BENCH_BASELINE, NULL, &b->bl[i - b->nsets], 1};
+    return (runner){b->sets[i].label, b->sets[i].role, b->sets[i].ctx, NULL, !b->sets[i].has_sim,
+                    b->sets[i].copies};
+  const baseline_slot *bl = &b->bl[i - b->nsets];
+  return (runner){bl->b->name, BENCH_BASELINE, NULL, &b->bl[i - b->nsets], 1, bl->b->copies};
 }
 
 /* A problem that cannot run: one failed row per runner, saying why, so
@@ -694,8 +732,14 @@ static void free_measurements(measurement *ms, int n) {
  * taking the drift between one runner's runs and the next's. */
 static void run_problem(bench *b, const bench_problem *p, const bench_reference *ref) {
   int first = b->nrows, n = b->nsets + b->nbl;
-  measurement *ms = calloc((size_t)n, sizeof *ms);
-  int ok = ms != NULL;
+  /* Up to n runners, then up to n companions: a runner that copies B and
+   * runs a row block (--alone-limit) also runs half that block, in the
+   * same rounds, for scale_to_whole's line; companions have rows of their
+   * own, not in the output. */
+  measurement *ms = calloc((size_t)(2 * n), sizeof *ms);
+  bench_row *half_rows = calloc((size_t)n, sizeof *half_rows);
+  int *half_of = calloc((size_t)n, sizeof *half_of);
+  int ok = ms && half_rows && half_of, total = n;
   for (int i = 0; ok && i < n; i++) {
     measurement *m = &ms[i];
     m->r = runner_of(b, i);
@@ -704,12 +748,7 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
       m->reports = calloc((size_t)b->o.repeat, sizeof *m->reports);
     ok = m->t && (m->r.role != BENCH_COEXEC || m->reports);
   }
-  if (!ok) {
-    free_measurements(ms, n);
-    skip_problem(b, p, "out of host memory for the timings");
-    return;
-  }
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; ok && i < n; i++) {
     measurement *m = &ms[i];
     m->p = *p;
     m->row = &b->rows[b->nrows++];
@@ -718,18 +757,44 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
       m->p.m = alone_rows(b, &m->r, p);
     else if (m->r.role == BENCH_BASELINE)
       m->p.m = baseline_rows(b, &m->r, p);
-    measure_run(b, m, ref, -1);
+    half_of[i] = -1;
+    if (m->p.m < p->m && m->r.copies && m->p.m >= 2) {
+      measurement *h = &ms[total];
+      h->r = m->r;
+      h->p = m->p;
+      h->p.m /= 2;
+      h->row = &half_rows[i];
+      *h->row = new_row(&h->p, &h->r, b->o.repeat);
+      if (!(h->t = malloc((size_t)b->o.repeat * sizeof *h->t))) {
+        ok = 0;
+        break;
+      }
+      half_of[i] = total++;
+      b->nsteps += b->o.repeat + 1;
+    }
   }
+  if (!ok) {
+    free_measurements(ms, 2 * n);
+    free(half_rows), free(half_of);
+    b->nrows = first;
+    skip_problem(b, p, "out of host memory for the timings");
+    return;
+  }
+  for (int i = 0; i < total; i++)
+    measure_run(b, &ms[i], ref, -1);
   for (int run = 0; run < b->o.repeat; run++)
-    for (int j = 0; j < n; j++)
-      measure_run(b, &ms[(j + run) % n], ref, run);
+    for (int j = 0; j < total; j++)
+      measure_run(b, &ms[(j + run) % total], ref, run);
+  for (int i = 0; i < total; i++)
+    measure_finish(b, &ms[i]);
   for (int i = 0; i < n; i++) {
     measurement *m = &ms[i];
-    measure_finish(b, m);
+    const bench_row *half = half_of[i] >= 0 && !ms[half_of[i]].done ? &half_rows[i] : NULL;
     if (m->p.m < p->m && !isnan(m->row->seconds))
-      scale_to_whole(m->row, p, m->p.m);
+      scale_to_whole(m->row, half, p, m->p.m);
   }
-  free_measurements(ms, n);
+  free_measurements(ms, 2 * n);
+  free(half_rows), free(half_of);
   compare(b->rows + first, b->nrows - first);
 }
 

@@ -140,6 +140,28 @@ for r in rows:
 print("--alone-limit rows (device and baseline): ok")
 PYEOF
 
+# --alone-limit on a device that copies B to its own memory: B's copy costs
+# the same for any row block, so the block's time is extrapolated along the
+# line through it and half of it, not scaled with the rows. A simulated
+# device in virtual time (exact, no noise): the extrapolated time must land
+# within 5% of the whole problem's run, where scaling 512 of 2048 rows by 4
+# would read 2.2x too slow.
+sim=sim:rate=1e12:bandwidth=1e9
+"$bench" gemm --sizes 2048 --repeat 1 --devices $sim --baselines none --csv "$tmp/w.csv" \
+  --json >"$tmp/whole.json" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+"$bench" gemm --sizes 2048 --repeat 1 --devices $sim --baselines none --alone-limit 0.012 \
+  --csv "$tmp/b.csv" --json >"$tmp/block.json" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+python3 - "$tmp/whole.json" "$tmp/block.json" <<'PYEOF' || exit 1
+import json, sys
+whole, block = (json.load(open(f))["rows"][0] for f in sys.argv[1:3])
+assert "rows 0..512 and 0..256 of 2048 measured" in block["note"], block
+assert "extrapolated" in block["note"], block
+ratio = block["measured_s"] / whole["measured_s"]
+assert abs(ratio - 1) < 0.05, (ratio, whole, block)
+assert abs(block["gflops"] / whole["gflops"] - 1) < 0.05, (whole, block)
+print("--alone-limit on a copying device: %.3f of the whole run: ok" % ratio)
+PYEOF
+
 # Usage errors exit with 2, say why, and leave no file behind (run where a
 # stray default CSV would show).
 cd "$tmp" || exit 1
