@@ -67,6 +67,7 @@ typedef struct sweep {
   int nsquares, nthin, nfull, nrandom;
   int reps;
   int thin_reps; /* timed repetitions of each thin-block probe */
+  int thin_large; /* probe thin blocks at the largest full sizes (thin_long) */
 } sweep;
 
 static const int64_t quick_squares[] = {128, 256, 448, 640, 896, 1152};
@@ -79,9 +80,9 @@ static const int64_t full_full[] = {512, 1024, 1792, 2560, 3072};
 static sweep sweep_for(int quick) {
   if (quick)
     return (sweep){1536, quick_squares, quick_thin, quick_full, POAS__ARRAY_LEN(quick_squares),
-                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5, 1};
+                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5, 1, 0};
   return (sweep){3072, full_squares, full_thin, full_full, POAS__ARRAY_LEN(full_squares),
-                 POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5, 3};
+                 POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5, 3, 0};
 }
 
 /* The sweeps above are sized for a device of about REFERENCE_RATE flop/s
@@ -183,6 +184,13 @@ typedef struct bench {
   double few_t[2][2][POAS__FEW_SIDE + 1];
 } bench;
 
+/* A device with memory and processors of its own (a GPU): what the
+ * sustained regime, the timed calls below and the large thin-block probes
+ * are for. */
+static int own_processors(const poas__device *dev) {
+  return !dev->info.host_memory && !dev->info.shares_host_cores;
+}
+
 /* Timed calls of a sample after its warm-up call: the median of three on
  * a device with its own memory and processors (a GPU), whose first call
  * after a warm-up ran up to 10% slower than the ones after it (H100,
@@ -225,7 +233,7 @@ static poas__gemm_call sample_call(const bench *bb, const gemm_sample *s) {
 int poas__gemm_sustain(poas__device *dev, int lane, poas_dtype dtype, poas__mem a, poas__mem b,
                        poas__mem c, size_t bytes, double seconds) {
   /* A simulated device has no clock to keep anywhere. */
-  if (dev->info.host_memory || dev->info.shares_host_cores || dev->info.kind == POAS_DEVICE_SIM)
+  if (!own_processors(dev) || dev->info.kind == POAS_DEVICE_SIM)
     return 0;
   int64_t side = (int64_t)sqrt((double)bytes / poas__dtype_size(dtype));
   side = POAS__MIN(side, 2048) / 64 * 64;
@@ -264,7 +272,7 @@ static int gemm_failed(const poas__device *dev, const gemm_sample *s, int rc) {
 static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
   poas__device *dev = bb->dev;
   poas__gemm_call g = sample_call(bb, s);
-  int calls = dev->info.host_memory || dev->info.shares_host_cores ? 1 : GPU_TIMED_CALLS;
+  int calls = own_processors(dev) ? GPU_TIMED_CALLS : 1;
   double t[GPU_TIMED_CALLS];
   int rc = calls > 1 ? poas__gemm_sustain(dev, 0, g.dtype, bb->a, bb->b, bb->c, bb->cap, SUSTAIN_S)
                      : 0;
@@ -871,12 +879,29 @@ int poas__threads_thin_table(const poas__device_model *m, int dt,
  * 900 and 4000 x n x 2500 gave the same peaks at n = 12, 28, 44, 60 and
  * troughs at multiples of 16). A quick calibration times each probe
  * once, a full one three times (three made a quick calibration of the CI
- * machine's cpu0 and PoCL take 74 s, against the 60 s it may; one, 35 s). */
+ * machine's cpu0 and PoCL take 74 s, against the 60 s it may; one, 35 s).
+ *
+ * A device with processors of its own (a GPU) is probed at the sweep's two
+ * largest full sizes instead (12288 x s x 10240 on an H100): at its
+ * smallest, 2048 x s x 2048, a call takes 20-60 us, mostly launch, and its
+ * factors said nothing of the large thin blocks a split hands it (H100
+ * dgemm: 40-row probes read 0.98-1.03 of the smooth model, the sweep's
+ * 40-row samples at 4096 to 12288 read 0.80-0.92). Factors taken from
+ * those large samples predicted bench/accuracy's thin shapes with a median
+ * error of 5.8% and 6.3% on two VMs, against 8.0% and 10.3% with the
+ * small probes' (offline, on bench/results/samples/ and the accuracy
+ * tables of 2026-11-23). */
 static int64_t thin_long(const sweep *sw) {
+  if (sw->thin_large)
+    return sw->full[sw->nfull - 1];
   return POAS__MAX(sw->full[0], 2 * POAS__THIN_MAX);
 }
 
-static int64_t thin_depth(const sweep *sw) { return POAS__MAX(sw->full[0], 64); }
+static int64_t thin_depth(const sweep *sw) {
+  if (sw->thin_large)
+    return sw->full[POAS__MAX(sw->nfull - 2, 0)];
+  return POAS__MAX(sw->full[0], 64);
+}
 
 /* The short sides probed (knots): every one up to POAS__THIN_DENSE, then
  * every POAS__THIN_STEP-th up to POAS__THIN_MAX. */
@@ -1202,6 +1227,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   scaled_sweep scaled;
   device_sweep(dev, o->quick, &scaled);
   sweep sw = scaled.sw;
+  sw.thin_large = own_processors(dev);
   int per = max_shapes(&sw);
   gemm_sample *s = malloc((size_t)per * 8 * sizeof *s);
   if (!s)
