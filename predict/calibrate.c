@@ -215,18 +215,20 @@ static poas__gemm_call sample_call(const bench *bb, const gemm_sample *s) {
 
 /* ------------------------------------------------------- the GPU's regime
  *
- * An H100 (700 W limit) runs at 1980 MHz for the first tenth of a second
- * of back-to-back GEMMs, and at 1545-1650 MHz once seconds of them have
- * held it at its power limit; the same GEMMs then take 1.02-1.19x as long
- * (dgemm NT 5200^3: 4.97-5.01 ms after a second idle, 5.43-5.57 ms after
- * 3 s of dgemm; sgemm 48 x 5600 x 8800: 0.159-0.165 ms against 0.190-0.196;
- * bench/results/gpu-regime-h100-2026-11-23.md). A sweep in random order
- * therefore timed each sample in whatever regime the samples before it
- * left (one sweep read dgemm 8192^3 at 51.8 TFLOP/s and 5632^3 at 57.8),
- * and no smooth model fitted its own samples within 6%. A GPU's samples
- * are timed in one regime, the sustained one that a split's seconds of
- * back-to-back tiles run in: the GPU computes for SUSTAIN_START_S before
- * the GEMM sweep and for SUSTAIN_S before each sample's warm-up. */
+ * An H100 (700 W limit) idle for a second reads 1980 MHz; after 3 s of
+ * back-to-back dgemm it reads 1545-1650 MHz at its power limit, and the
+ * same GEMMs take 1.02-1.19x as long as after the idle second (dgemm NT
+ * 5200^3: 4.97-5.01 ms against 5.43-5.57; sgemm 48 x 5600 x 8800:
+ * 0.159-0.165 ms against 0.190-0.196; bench/results/gpu-regime-h100-
+ * 2026-11-23.md). A sweep in random order therefore timed each sample in
+ * whatever regime the samples before it left (one sweep read dgemm
+ * 8192^3 at 51.8 TFLOP/s and 5632^3 at 57.8), and bench/accuracy, timing
+ * its kernels between copy-bound runs, saw a cooler one. A GPU's samples
+ * are timed in the sustained regime that a split's seconds of back-to-
+ * back tiles run in: the GPU computes for SUSTAIN_START_S before the GEMM
+ * sweep and for SUSTAIN_S before each sample's warm-up. Under the limit
+ * the clock still follows each kernel's own power (1395-1980 MHz during
+ * such a sweep), so this narrows the spread rather than removing it. */
 #define SUSTAIN_S 0.002
 #define SUSTAIN_START_S 2.0
 
