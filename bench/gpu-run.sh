@@ -10,6 +10,8 @@
 #   env             the machine: GPU, CPU, OS, and whether every library loads
 #   test            every test program and test script, with a summary line
 #   transfer        bench/cuda-transfer: pageable and pinned copy rates
+#   copies          bench/device-copy on cuda0: the backend's (staged) copies,
+#                   contiguous against pitched, each way alone and both at once
 #   calibrate[-q]   poas-calibrate (full, or --quick) of cpu0 and cuda0 (or
 #                   CAL_DEVICES); every
 #                   timed sample is kept in calibrate-samples.log (POAS_LOG=3)
@@ -75,6 +77,11 @@ stage_env() {
 stage_transfer() {
   echo "== transfer ($(stamp))"
   "$build/bench/cuda-transfer" 16 64 256 1024 2>&1
+}
+
+stage_copies() {
+  echo "== copies ($(stamp))"
+  "$build/bench/device-copy" --devices cuda0 16 64 256 2>&1 | tee "$out/device-copy.md"
 }
 
 stage_test() {
@@ -183,6 +190,7 @@ for s in "$@"; do
     env) stage_env ;;
     test) stage_test ;;
     transfer) stage_transfer ;;
+    copies) stage_copies ;;
     calibrate) stage_calibrate ;;
     calibrate-q) stage_calibrate --quick ;;
     accuracy) stage_accuracy cuda0 cpu0 ;;

@@ -1,0 +1,199 @@
+/* device-copy: what a pipeline's copies cost on a device with its own
+ * memory, through its backend (for a CUDA device, the staged path POAS
+ * really uses), contiguous against pitched (not a test: it times things).
+ *
+ * Calibration times contiguous copies only, and predictions use that rate
+ * for every tile. A split's tiles are blocks of column-major operands: a
+ * block of r rows of a matrix of m rows is `cols` runs of r elements, m
+ * elements apart. In two runs of bench/accuracy on one H100 VM, squares
+ * of 2800 to 7600 (plans of 2 to 4 tiles) took a median 1.46x and 1.12x
+ * their predicted end-to-end time, thin shapes (one tile) 1.04x and 0.88x
+ * (bench/results/gpu-regime-h100-2026-11-23.md): this tells whether
+ * pitched copies are what runs slower.
+ *
+ * For each size it times, in GB/s of payload, H2D and D2H of one block
+ *   contiguous       one run of the whole size
+ *   pitched W        runs of W bytes, 2W apart on the host (half the rows
+ *                    of a matrix twice as tall), for W = 2 KiB, 8 KiB, 64 KiB
+ * each alone, and H2D and D2H at once on two lanes (as a pipeline's tiles
+ * overlap them: each way's payload over the time both took). Each figure
+ * is the median of 5 runs after a warm-up.
+ *
+ *   bench/device-copy [--devices ID] [MiB ...]
+ * Defaults: cuda0 when there is one, else the first device with its own
+ * memory; sizes 16 64 256 (at most 8, each 1 to 4096). Exit status: 0, 1
+ * when a copy failed or no such device, 2 on a usage error. */
+#include "bench/cli.h"
+#include "bench/timing.h"
+#include "devices/device.h"
+#include "poas.h"
+
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REPS 5
+#define MAX_SIZES 8
+#define MAX_MIB 4096
+
+typedef struct copy_job {
+  poas__device *d;
+  int lane, h2d;
+  poas__mem mem;
+  char *host;
+  poas__copy2d shape;
+  int rc;
+} copy_job;
+
+static int run_copy(copy_job *j) {
+  poas__device *d = j->d;
+  int rc = j->h2d ? d->be->copy_h2d(d, j->lane, j->mem, j->host, &j->shape)
+                  : d->be->copy_d2h(d, j->lane, j->host, j->mem, &j->shape);
+  return rc ? rc : d->be->lane_sync(d, j->lane);
+}
+
+static void *copy_thread(void *p) {
+  copy_job *j = p;
+  j->rc = run_copy(j);
+  return NULL;
+}
+
+/* Median seconds of one copy (both jobs at once when `both`). */
+static double timed(copy_job *a, copy_job *b, int both) {
+  double t[REPS];
+  for (int r = -1; r < REPS; r++) {
+    double t0 = bench_now();
+    if (both) {
+      pthread_t th;
+      if (pthread_create(&th, NULL, copy_thread, b) != 0) {
+        fprintf(stderr, "device-copy: cannot start a thread\n");
+        exit(1);
+      }
+      a->rc = run_copy(a);
+      pthread_join(th, NULL);
+    } else {
+      a->rc = run_copy(a);
+    }
+    if (a->rc || (both && b->rc)) {
+      fprintf(stderr, "device-copy: copy failed: %s\n", poas_error_detail());
+      exit(1);
+    }
+    if (r >= 0)
+      t[r] = bench_now() - t0;
+  }
+  return bench_median(t, REPS);
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: device-copy [--devices ID] [MiB ...]\n"
+          "Time copies to and from a device with its own memory through its backend,\n"
+          "contiguous and pitched (runs of 2, 8 and 64 KiB, twice that apart), each\n"
+          "direction alone and both at once; GB/s of payload, median of %d.\n\n"
+          "  -d, --devices ID  the device (default: cuda0, else the first with its own\n"
+          "                    memory)\n"
+          "  -h, --help        show this help\n\n"
+          "Sizes default to 16 64 256 MiB (at most %d, each 1 to %d).\n",
+          REPS, MAX_SIZES, MAX_MIB);
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  const char *want = NULL;
+  int c;
+  while ((c = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
+    if (c == 'd')
+      want = optarg;
+    else if (c == 'h') {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "Try 'device-copy --help' for more information.\n");
+      return 2;
+    }
+  }
+  long mib[MAX_SIZES] = {16, 64, 256};
+  int nsizes = 3;
+  if (optind < argc) {
+    nsizes = 0;
+    for (int i = optind; i < argc; i++) {
+      if (nsizes == MAX_SIZES || bench_parse_long(argv[i], 1, MAX_MIB, &mib[nsizes]))
+        return bench_bad_arg("device-copy", "size in MiB (1 to " BENCH_XSTR(MAX_MIB) ", at most 8)",
+                             argv[i]);
+      nsizes++;
+    }
+  }
+  poas__devset set = {0};
+  char err[256];
+  const char *sel = want ? want : "cuda0";
+  if (poas__devset_open(sel, &set, err, sizeof err) != 0 && !want) {
+    memset(&set, 0, sizeof set);
+    sel = "opencl0";
+    if (poas__devset_open(sel, &set, err, sizeof err) != 0) {
+      fprintf(stderr, "device-copy: no device with its own memory (%s)\n", err);
+      return 1;
+    }
+  } else if (set.ndev == 0) {
+    fprintf(stderr, "device-copy: %s\n", err);
+    return 1;
+  }
+  poas__device *d = set.dev[0];
+  if (d->info.host_memory) {
+    fprintf(stderr, "device-copy: %s computes on host memory: it has no copies\n", d->info.id);
+    poas__devset_close(&set);
+    return 1;
+  }
+  size_t top = (size_t)mib[0] << 20;
+  for (int i = 1; i < nsizes; i++)
+    top = POAS__MAX(top, (size_t)mib[i] << 20);
+  /* Host blocks twice the largest size (the pitched layout's span), two
+   * of them for the two directions at once, touched before timing. */
+  char *host[2] = {malloc(2 * top), malloc(2 * top)};
+  poas__mem mem[2] = {{NULL}, {NULL}};
+  if (!host[0] || !host[1] || d->be->mem_alloc(d, top, &mem[0]) ||
+      d->be->mem_alloc(d, top, &mem[1])) {
+    fprintf(stderr, "device-copy: out of memory for %zu MiB blocks\n", top >> 20);
+    return 1;
+  }
+  memset(host[0], 1, 2 * top);
+  memset(host[1], 2, 2 * top);
+  int lanes = d->nlanes;
+  printf("device: %s (%s), %d lanes\n\n", d->info.id, d->info.name, lanes);
+  printf("| MiB | layout | H2D GB/s | D2H GB/s | each way, both at once |\n");
+  printf("|---:|---|---:|---:|---:|\n");
+  static const size_t widths[] = {0, 2048, 8192, 65536};
+  for (int i = 0; i < nsizes; i++) {
+    size_t bytes = (size_t)mib[i] << 20;
+    for (size_t w = 0; w < POAS__ARRAY_LEN(widths); w++) {
+      poas__copy2d shape = {bytes, 1, bytes, bytes, 0};
+      if (widths[w])
+        shape = (poas__copy2d){widths[w], bytes / widths[w], 2 * widths[w], widths[w], 0};
+      double payload = (double)(shape.width * shape.rows);
+      copy_job in = {d, 0, 1, mem[0], host[0], shape, 0};
+      copy_job out = {d, lanes > 2 ? 2 : lanes - 1, 0, mem[1], host[1], shape, 0};
+      double h2d = timed(&in, NULL, 0), d2h = timed(&out, NULL, 0);
+      double both = lanes > 1 ? timed(&in, &out, 1) : 0;
+      char layout[32];
+      if (widths[w])
+        snprintf(layout, sizeof layout, "pitched %zu KiB", widths[w] >> 10);
+      else
+        snprintf(layout, sizeof layout, "contiguous");
+      printf("| %ld | %s | %.1f | %.1f |", mib[i], layout, payload / h2d / 1e9,
+             payload / d2h / 1e9);
+      if (lanes > 1)
+        printf(" %.1f |\n", payload / both / 1e9);
+      else
+        printf(" - |\n");
+      fflush(stdout);
+    }
+  }
+  d->be->mem_free(d, mem[0]);
+  d->be->mem_free(d, mem[1]);
+  free(host[0]), free(host[1]);
+  poas__devset_close(&set);
+  return 0;
+}
