@@ -90,6 +90,9 @@ typedef struct timed_call {
   poas__mem a, b, c;
 } timed_call;
 
+/* The lane kernels are timed on: the pipeline's GEMM lane. */
+static int kernel_lane(const poas__device *d) { return d->nlanes > 1 ? 1 : 0; }
+
 static int run_call(const timed_call *t) {
   const shape *s = t->s;
   int64_t lda = s->ta == POAS_NO_TRANS ? s->m : s->k;
@@ -98,7 +101,7 @@ static int run_call(const timed_call *t) {
     poas__device *d = t->device;
     poas__gemm_call g = {s->dtype, s->ta, s->tb, s->m, s->n, s->k, 1.0, 0.0,
                          {t->a, 0, lda}, {t->b, 0, ldb}, {t->c, 0, s->m}};
-    int lane = d->nlanes > 1 ? 1 : 0;
+    int lane = kernel_lane(d);
     int rc = d->be->gemm(d, lane, &g);
     return rc ? rc : d->be->lane_sync(d, lane);
   }
@@ -264,8 +267,7 @@ int main(int argc, char **argv) {
           return 1;
         }
     }
-    int lane = kd->nlanes > 1 ? 1 : 0;
-    if (poas__gemm_sustain(kd, lane, s->dtype, kmem[0], kmem[1], kmem[2], elems * 4,
+    if (poas__gemm_sustain(kd, kernel_lane(kd), s->dtype, kmem[0], kmem[1], kmem[2], elems * 4,
                            first ? 2.0 : 0.002)) {
       fprintf(stderr, "accuracy: GEMM on %s: %s\n", info.id, poas_error_detail());
       return 1;

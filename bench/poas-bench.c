@@ -454,6 +454,10 @@ typedef struct measurement {
   poas_report *reports;
   double worst; /* largest numerical error over its runs */
   int done;     /* a run failed: no more runs */
+  /* A runner that copies B and runs a row block also runs half that block
+   * (scale_to_whole's line): its companion, whose row is its own. */
+  struct measurement *half;
+  bench_row own_row;
 } measurement;
 
 /* Run `run` of m (-1: the warm-up), its result checked. A failed run ends
@@ -661,37 +665,36 @@ static int64_t baseline_rows(const bench *b, const runner *r, const bench_proble
  * a block of 1024 rows, where the whole problem ran at 24.8. */
 static void scale_to_whole(bench_row *row, const bench_row *half, const bench_problem *p,
                            int64_t rows) {
-  double r = (double)rows, h = half ? (double)(rows / 2) : 0, m = (double)p->m;
-  double f = m / r;
-  double fixed = NAN;
-  double per_row = half ? (row->seconds - half->seconds) / (r - h) : NAN;
+  double r = (double)rows, m = (double)p->m;
+  /* What the line through (r/2, at_half) and (r, at_r) says of m rows. */
+#define ALONG_LINE(at_r, at_half) ((at_r) + ((at_r) - (at_half)) / (r / 2) * (m - r))
+  double whole = half ? ALONG_LINE(row->seconds, half->seconds) : NAN;
+  double fixed = half ? 2 * half->seconds - row->seconds : NAN; /* the line at 0 rows */
   /* A line that does not rise with the rows, or that says the rows cost
    * more than the whole run (a negative fixed part), is noise: then the
    * same rate. */
-  if (half && half->seconds > 0 && per_row > 0 && row->seconds - per_row * r >= 0) {
-    fixed = row->seconds - per_row * r;
-    f = (fixed + per_row * m) / row->seconds;
-    /* The predictions and reported makespans along their own lines. */
-    double *own[2] = {&row->predicted_s, &row->report_s};
-    const double half_own[2] = {half->predicted_s, half->report_s};
-    for (int i = 0; i < 2; i++)
-      *own[i] = *own[i] + (*own[i] - half_own[i]) / (r - h) * (m - r);
+  int line = half && half->seconds > 0 && row->seconds > half->seconds && fixed >= 0;
+  double f = line ? whole / row->seconds : m / r;
+  if (line) {
+    row->predicted_s = ALONG_LINE(row->predicted_s, half->predicted_s);
+    row->report_s = ALONG_LINE(row->report_s, half->report_s);
   } else {
     row->predicted_s *= f, row->report_s *= f;
   }
+#undef ALONG_LINE
   row->seconds *= f, row->fastest_s *= f, row->slowest_s *= f;
   row->gflops = 2.0 * m * (double)p->n * (double)p->k / row->seconds / 1e9;
   row->pred_error = (row->predicted_s - row->seconds) / row->seconds;
-  if (isnan(fixed))
-    append(row->note, sizeof row->note,
-           "%srows 0..%lld of %lld measured (--alone-limit), times scaled by %.2f",
-           row->note[0] ? "; " : "", (long long)rows, (long long)p->m, f);
-  else
+  if (line)
     append(row->note, sizeof row->note,
            "%srows 0..%lld and 0..%lld of %lld measured (--alone-limit), times extrapolated "
            "along their line (%.3g s per run whatever the rows)",
            row->note[0] ? "; " : "", (long long)rows, (long long)(rows / 2), (long long)p->m,
            fixed);
+  else
+    append(row->note, sizeof row->note,
+           "%srows 0..%lld of %lld measured (--alone-limit), times scaled by %.2f",
+           row->note[0] ? "; " : "", (long long)rows, (long long)p->m, f);
 }
 
 /* Runner i of the device sets then the baselines. */
@@ -731,25 +734,13 @@ static void free_measurements(measurement *ms, int n) {
  * them (speedup, efficiency, against cblas) stay side by side instead of
  * taking the drift between one runner's runs and the next's. */
 static void run_problem(bench *b, const bench_problem *p, const bench_reference *ref) {
-  int first = b->nrows, n = b->nsets + b->nbl;
-  /* Up to n runners, then up to n companions: a runner that copies B and
-   * runs a row block (--alone-limit) also runs half that block, in the
-   * same rounds, for scale_to_whole's line; companions have rows of their
-   * own, not in the output. */
+  int first = b->nrows, n = b->nsets + b->nbl, total = n;
+  /* The runners, then their companions (at most one each). */
   measurement *ms = calloc((size_t)(2 * n), sizeof *ms);
-  bench_row *half_rows = calloc((size_t)n, sizeof *half_rows);
-  int *half_of = calloc((size_t)n, sizeof *half_of);
-  int ok = ms && half_rows && half_of, total = n;
+  int ok = ms != NULL;
   for (int i = 0; ok && i < n; i++) {
     measurement *m = &ms[i];
     m->r = runner_of(b, i);
-    m->t = malloc((size_t)b->o.repeat * sizeof *m->t);
-    if (m->r.role == BENCH_COEXEC)
-      m->reports = calloc((size_t)b->o.repeat, sizeof *m->reports);
-    ok = m->t && (m->r.role != BENCH_COEXEC || m->reports);
-  }
-  for (int i = 0; ok && i < n; i++) {
-    measurement *m = &ms[i];
     m->p = *p;
     m->row = &b->rows[b->nrows++];
     *m->row = new_row(p, &m->r, b->o.repeat);
@@ -757,25 +748,25 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
       m->p.m = alone_rows(b, &m->r, p);
     else if (m->r.role == BENCH_BASELINE)
       m->p.m = baseline_rows(b, &m->r, p);
-    half_of[i] = -1;
-    if (m->p.m < p->m && m->r.copies && m->p.m >= 2) {
-      measurement *h = &ms[total];
+    if (m->p.m < p->m && m->r.copies) {
+      measurement *h = m->half = &ms[total++];
       h->r = m->r;
       h->p = m->p;
       h->p.m /= 2;
-      h->row = &half_rows[i];
+      h->row = &h->own_row;
       *h->row = new_row(&h->p, &h->r, b->o.repeat);
-      if (!(h->t = malloc((size_t)b->o.repeat * sizeof *h->t))) {
-        ok = 0;
-        break;
-      }
-      half_of[i] = total++;
       b->nsteps += b->o.repeat + 1;
     }
   }
+  for (int i = 0; ok && i < total; i++) {
+    measurement *m = &ms[i];
+    m->t = malloc((size_t)b->o.repeat * sizeof *m->t);
+    if (m->r.role == BENCH_COEXEC)
+      m->reports = calloc((size_t)b->o.repeat, sizeof *m->reports);
+    ok = m->t && (m->r.role != BENCH_COEXEC || m->reports);
+  }
   if (!ok) {
     free_measurements(ms, 2 * n);
-    free(half_rows), free(half_of);
     b->nrows = first;
     skip_problem(b, p, "out of host memory for the timings");
     return;
@@ -789,12 +780,11 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
     measure_finish(b, &ms[i]);
   for (int i = 0; i < n; i++) {
     measurement *m = &ms[i];
-    const bench_row *half = half_of[i] >= 0 && !ms[half_of[i]].done ? &half_rows[i] : NULL;
+    const bench_row *half = m->half && !m->half->done ? m->half->row : NULL;
     if (m->p.m < p->m && !isnan(m->row->seconds))
       scale_to_whole(m->row, half, p, m->p.m);
   }
   free_measurements(ms, 2 * n);
-  free(half_rows), free(half_of);
   compare(b->rows + first, b->nrows - first);
 }
 

@@ -24,8 +24,8 @@
  * when measured, the memory, the contention, the two-way copy factor, the
  * per-call thread counts and the runtime's costs of a run (dispatch_s,
  * engine_s). All of them: what is left out here, plans from a loaded
- * profile never see (the last three once were, and only a context that
- * had just calibrated used them). */
+ * profile never see (the contention and the run costs once were left
+ * out, and only a context that had just calibrated used them). */
 static void overlay(poas__device_model *dst, const poas__device_model *src) {
   for (int dt = 0; dt < 2; dt++) {
     if (!src->gemm[dt][0].valid)

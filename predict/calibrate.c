@@ -276,8 +276,7 @@ static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
   poas__gemm_call g = sample_call(bb, s);
   int calls = own_processors(dev) ? GPU_TIMED_CALLS : 1;
   double t[GPU_TIMED_CALLS];
-  int rc = calls > 1 ? poas__gemm_sustain(dev, 0, g.dtype, bb->a, bb->b, bb->c, bb->cap, SUSTAIN_S)
-                     : 0;
+  int rc = poas__gemm_sustain(dev, 0, g.dtype, bb->a, bb->b, bb->c, bb->cap, SUSTAIN_S);
   if (!rc)
     rc = dev->be->gemm(dev, 0, &g);
   if (!rc)
