@@ -376,24 +376,20 @@ TEST(a_profiles_thread_counts_reach_the_device) {
     a[i] = 1;
   for (int i = 0; i < 48 * 13; i++)
     b[i] = 1;
-  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 12, 48, 1, a, 64, b,
-                      48, 0, c, 64));
-  CHECK_MSG(openblas_get_num_threads() == 1, "12 columns: %d threads",
-            openblas_get_num_threads());
-  CHECK(c[0] == 48 && c[64 * 12 - 1] == 48);
-  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 13, 48, 1, a, 64, b,
-                      48, 0, c, 64));
-  CHECK_MSG(openblas_get_num_threads() == info.cores, "13 columns: %d threads, not %d",
-            openblas_get_num_threads(), info.cores);
-  /* 6 rows (C is 6 x 13), and 7. */
-  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 6, 13, 48, 1, a, 6, b,
-                      48, 0, c, 6));
-  CHECK_MSG(openblas_get_num_threads() == 1, "6 rows: %d threads", openblas_get_num_threads());
-  CHECK(c[0] == 48 && c[6 * 13 - 1] == 48);
-  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 7, 13, 48, 1, a, 7, b,
-                      48, 0, c, 7));
-  CHECK_MSG(openblas_get_num_threads() == info.cores, "7 rows: %d threads, not %d",
-            openblas_get_num_threads(), info.cores);
+  /* C of 12 columns and of 6 rows run on one thread, 13 columns and 7
+   * rows on all (the profile lists 12 columns and 6 rows). */
+  static const struct {
+    int m, n, one;
+  } calls[] = {{64, 12, 1}, {64, 13, 0}, {6, 13, 1}, {7, 13, 0}};
+  for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+    int m = calls[i].m, n = calls[i].n, want = calls[i].one ? 1 : info.cores;
+    c[0] = c[m * n - 1] = -1;
+    CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, 48, 1, a, m, b,
+                        48, 0, c, m));
+    CHECK_MSG(openblas_get_num_threads() == want, "%d x %d: %d threads, not %d", m, n,
+              openblas_get_num_threads(), want);
+    CHECK(c[0] == 48 && c[m * n - 1] == 48);
+  }
   poas_finalize(ctx);
   return 0;
 }
