@@ -19,10 +19,13 @@
  * overlap them: each way's payload over the time both took). Each figure
  * is the median of 5 runs after a warm-up.
  *
- *   bench/device-copy [--devices ID] [MiB ...]
+ *   bench/device-copy [--devices SPEC] [SIZE ...]
  * Defaults: cuda0 when there is one, else the first device with its own
- * memory; sizes 16 64 256 (at most 8, each 1 to 4096). Exit status: 0, 1
- * when a copy failed or no such device, 2 on a usage error. */
+ * memory; sizes 16 64 256 MiB. A size is MiB (1 to 4096), or KiB with a K
+ * (64K to 4096K, a multiple of 64), at most 8 of them. SPEC may carry the
+ * device's settings (cuda0:copy_threads=0: the CUDA runtime's own path, to
+ * compare with the staged one). Exit status: 0, 1 when a copy failed or no
+ * such device, 2 on a usage error. */
 #include "bench/cli.h"
 #include "bench/timing.h"
 #include "devices/device.h"
@@ -86,16 +89,37 @@ static double timed(copy_job *a, copy_job *b, int both) {
   return bench_median(t, REPS);
 }
 
+/* A size argument: whole MiB, or KiB with a K suffix (a multiple of 64,
+ * so that every pitched layout's runs divide it). */
+static int parse_size(const char *text, size_t *bytes) {
+  char num[32];
+  size_t len = strlen(text);
+  long v;
+  if (len > 1 && len < sizeof num && (text[len - 1] == 'K' || text[len - 1] == 'k')) {
+    memcpy(num, text, len - 1);
+    num[len - 1] = 0;
+    if (bench_parse_long(num, 64, (long)MAX_MIB, &v) || v % 64)
+      return -1;
+    *bytes = (size_t)v << 10;
+    return 0;
+  }
+  if (bench_parse_long(text, 1, MAX_MIB, &v))
+    return -1;
+  *bytes = (size_t)v << 20;
+  return 0;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
-          "Usage: device-copy [--devices ID] [MiB ...]\n"
+          "Usage: device-copy [--devices SPEC] [SIZE ...]\n"
           "Time copies to and from a device with its own memory through its backend,\n"
           "contiguous and pitched (runs of 2, 8 and 64 KiB, twice that apart), each\n"
           "direction alone and both at once; GB/s of payload, median of %d.\n\n"
-          "  -d, --devices ID  the device (default: cuda0, else the first with its own\n"
-          "                    memory)\n"
-          "  -h, --help        show this help\n\n"
-          "Sizes default to 16 64 256 MiB (at most %d, each 1 to %d).\n",
+          "  -d, --devices SPEC  the device, with its settings if any (default: cuda0,\n"
+          "                      else the first with its own memory)\n"
+          "  -h, --help          show this help\n\n"
+          "Sizes default to 16 64 256 MiB (at most %d): MiB from 1 to %d, or KiB with\n"
+          "a K suffix (64K to 4096K, multiples of 64).\n",
           REPS, MAX_SIZES, MAX_MIB);
 }
 
@@ -116,14 +140,14 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  long mib[MAX_SIZES] = {16, 64, 256};
+  size_t sizes[MAX_SIZES] = {(size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20};
   int nsizes = 3;
   if (optind < argc) {
     nsizes = 0;
     for (int i = optind; i < argc; i++) {
-      if (nsizes == MAX_SIZES || bench_parse_long(argv[i], 1, MAX_MIB, &mib[nsizes]))
-        return bench_bad_arg("device-copy", "size in MiB (1 to " BENCH_XSTR(MAX_MIB) ", at most 8)",
-                             argv[i]);
+      if (nsizes == MAX_SIZES || parse_size(argv[i], &sizes[nsizes]))
+        return bench_bad_arg("device-copy", "size (MiB from 1 to " BENCH_XSTR(MAX_MIB)
+                             ", or KiB with a K, at most 8)", argv[i]);
       nsizes++;
     }
   }
@@ -147,16 +171,16 @@ int main(int argc, char **argv) {
     poas__devset_close(&set);
     return 1;
   }
-  size_t top = (size_t)mib[0] << 20;
+  size_t top = sizes[0];
   for (int i = 1; i < nsizes; i++)
-    top = POAS__MAX(top, (size_t)mib[i] << 20);
+    top = POAS__MAX(top, sizes[i]);
   /* Host blocks twice the largest size (the pitched layout's span), two
    * of them for the two directions at once, touched before timing. */
   char *host[2] = {malloc(2 * top), malloc(2 * top)};
   poas__mem mem[2] = {{NULL}, {NULL}};
   if (!host[0] || !host[1] || d->be->mem_alloc(d, top, &mem[0]) ||
       d->be->mem_alloc(d, top, &mem[1])) {
-    fprintf(stderr, "device-copy: out of memory for %zu MiB blocks\n", top >> 20);
+    fprintf(stderr, "device-copy: out of memory for %g MiB blocks\n", (double)top / (1 << 20));
     return 1;
   }
   memset(host[0], 1, 2 * top);
@@ -167,7 +191,7 @@ int main(int argc, char **argv) {
   printf("|---:|---|---:|---:|---:|\n");
   static const size_t widths[] = {0, 2048, 8192, 65536};
   for (int i = 0; i < nsizes; i++) {
-    size_t bytes = (size_t)mib[i] << 20;
+    size_t bytes = sizes[i];
     for (size_t w = 0; w < POAS__ARRAY_LEN(widths); w++) {
       poas__copy2d shape = {bytes, 1, bytes, bytes, 0};
       if (widths[w])
@@ -182,7 +206,7 @@ int main(int argc, char **argv) {
         snprintf(layout, sizeof layout, "pitched %zu KiB", widths[w] >> 10);
       else
         snprintf(layout, sizeof layout, "contiguous");
-      printf("| %ld | %s | %.1f | %.1f |", mib[i], layout, payload / h2d / 1e9,
+      printf("| %g | %s | %.1f | %.1f |", (double)bytes / (1 << 20), layout, payload / h2d / 1e9,
              payload / d2h / 1e9);
       if (lanes > 1)
         printf(" %.1f |\n", payload / both / 1e9);

@@ -11,7 +11,8 @@
 #   test            every test program and test script, with a summary line
 #   transfer        bench/cuda-transfer: pageable and pinned copy rates
 #   copies          bench/device-copy on cuda0: the backend's (staged) copies,
-#                   contiguous against pitched, each way alone and both at once
+#                   contiguous against pitched, each way alone and both at once,
+#                   then the same through the runtime alone (copy_threads=0)
 #   calibrate[-q]   poas-calibrate (full, or --quick) of cpu0 and cuda0 (or
 #                   CAL_DEVICES); every
 #                   timed sample is kept in calibrate-samples.log (POAS_LOG=3)
@@ -81,7 +82,11 @@ stage_transfer() {
 
 stage_copies() {
   echo "== copies ($(stamp))"
-  "$build/bench/device-copy" --devices cuda0 16 64 256 2>&1 | tee "$out/device-copy.md"
+  local spec
+  for spec in cuda0 cuda0:copy_threads=0; do
+    echo "-- $spec"
+    "$build/bench/device-copy" --devices $spec 256K 1 4 7 16 64 256 2>&1
+  done | tee "$out/device-copy.md"
 }
 
 stage_test() {

@@ -30,11 +30,18 @@
 #include <unistd.h>
 
 #define CUDA_LANES 3
-/* Staging: slots per lane, their size, and the smallest copy staged (below
- * it the runtime's path is as fast: 13 GB/s at 16 MiB on the H100 VM). */
+/* Staging: slots per lane, their size, and the smallest copy staged: a
+ * contiguous one from STAGE_MIN_BYTES (below it the runtime's path is as
+ * fast: 13 GB/s at 16 MiB on the H100 VM), a pitched one (a tile of a
+ * larger matrix) from STAGE_MIN_PITCHED_BYTES, because the runtime moves
+ * pageable pitched memory far slower: in an H100 trace of a row-major
+ * 2800^3 sgemm, its 7.9 MB column tiles (runs of 2.75 KiB) took 1.7-3.0 ms
+ * each way (2.7-4.7 GB/s), while the contiguous 31 MB operand beside them
+ * went at 32 GB/s. */
 #define STAGE_SLOTS 3
 #define STAGE_SLOT_BYTES ((size_t)16 << 20)
 #define STAGE_MIN_BYTES ((size_t)8 << 20)
+#define STAGE_MIN_PITCHED_BYTES ((size_t)64 << 10)
 
 /* A lane's staging: page-locked slots used round robin, each with the
  * event of the last copy that read or wrote it, and the threads that pack
@@ -502,13 +509,16 @@ static int staged_d2h(cuda_state *s, int lane, char *host, const char *dev,
 }
 
 /* A copy through the lane's staging when it pays (copy_threads set, at
- * least STAGE_MIN_BYTES, host memory pageable); *staged says whether it
- * was taken. The lane's stage is made at its first such copy. */
+ * least STAGE_MIN_BYTES, or STAGE_MIN_PITCHED_BYTES for a pitched copy,
+ * host memory pageable); *staged says whether it was taken. The lane's
+ * stage is made at its first such copy. */
 static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
                       const poas__copy2d *c, int *staged) {
   *staged = 0;
   stage *st = &s->stage[lane];
-  if (s->copy_threads == 0 || c->width * c->rows < STAGE_MIN_BYTES)
+  int flat = cut_of(c).flat;
+  if (s->copy_threads == 0 ||
+      c->width * c->rows < (flat ? STAGE_MIN_BYTES : STAGE_MIN_PITCHED_BYTES))
     return 0;
   int rc = on_lane(s, lane);
   if (rc || host_pinned(host))
