@@ -32,7 +32,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 . "$src/bench/settings.sh"
 out=${OUT:-$src/gpu-out}
 mkdir -p "$out"
-pack=$src/.gpu
+pack=${GPU_PACK:-$src/.gpu}
 work=${TMPDIR:-/tmp}/poas-gpu
 build=$work/build
 rm -rf "$work" && mkdir -p "$build" &&

@@ -395,25 +395,33 @@ typedef struct piece {
   size_t host_off, dev_off, width, rows;
 } piece;
 
-/* How copy c is cut into slot-sized pieces: a contiguous block in
- * slot-sized byte ranges (flat), a pitched one in whole rows per slot
- * (rows_per > 0), rows longer than a slot in slot-sized ranges of each row
- * (per_row pieces a row). */
+/* How copy c is cut into pieces of at most `bytes` (a slot, or less): a
+ * contiguous block in byte ranges (flat), a pitched one in whole rows per
+ * piece (rows_per > 0), rows longer than a piece in ranges of each row
+ * (per_row pieces a row). A copy of a slot or a few is still cut in
+ * STAGE_PIECES pieces (none under STAGE_PIECE_MIN_BYTES), so that the
+ * threads pack one piece while the DMA engine moves the one before: in one
+ * piece the two run one after the other. */
 typedef struct cut {
   int flat;
-  size_t rows_per, per_row, count;
+  size_t bytes, rows_per, per_row, count;
 } cut;
 
+#define STAGE_PIECES 4
+#define STAGE_PIECE_MIN_BYTES ((size_t)1 << 20)
+
 static cut cut_of(const poas__copy2d *c) {
-  cut k = {0, 0, 0, 0};
+  size_t total = c->width * c->rows;
+  cut k = {0, total / STAGE_PIECES, 0, 0, 0};
+  k.bytes = POAS__MIN(POAS__MAX(k.bytes, STAGE_PIECE_MIN_BYTES), STAGE_SLOT_BYTES);
   if (c->rows == 1 || (c->host_pitch == c->width && c->dev_pitch == c->width)) {
     k.flat = 1;
-    k.count = (c->width * c->rows + STAGE_SLOT_BYTES - 1) / STAGE_SLOT_BYTES;
-  } else if (c->width <= STAGE_SLOT_BYTES) {
-    k.rows_per = STAGE_SLOT_BYTES / c->width;
+    k.count = (total + k.bytes - 1) / k.bytes;
+  } else if (c->width <= k.bytes) {
+    k.rows_per = k.bytes / c->width;
     k.count = (c->rows + k.rows_per - 1) / k.rows_per;
   } else {
-    k.per_row = (c->width + STAGE_SLOT_BYTES - 1) / STAGE_SLOT_BYTES;
+    k.per_row = (c->width + k.bytes - 1) / k.bytes;
     k.count = c->rows * k.per_row;
   }
   return k;
@@ -422,17 +430,17 @@ static cut cut_of(const poas__copy2d *c) {
 /* Piece i of copy c, cut as k says. */
 static piece piece_at(const poas__copy2d *c, const cut *k, size_t i) {
   if (k->flat) {
-    size_t off = i * STAGE_SLOT_BYTES;
-    return (piece){off, off, POAS__MIN(STAGE_SLOT_BYTES, c->width * c->rows - off), 1};
+    size_t off = i * k->bytes;
+    return (piece){off, off, POAS__MIN(k->bytes, c->width * c->rows - off), 1};
   }
   if (k->rows_per) {
     size_t r = i * k->rows_per;
     return (piece){r * c->host_pitch, r * c->dev_pitch, c->width,
                    POAS__MIN(k->rows_per, c->rows - r)};
   }
-  size_t r = i / k->per_row, b = i % k->per_row * STAGE_SLOT_BYTES;
-  return (piece){r * c->host_pitch + b, r * c->dev_pitch + b,
-                 POAS__MIN(STAGE_SLOT_BYTES, c->width - b), 1};
+  size_t r = i / k->per_row, b = i % k->per_row * k->bytes;
+  return (piece){r * c->host_pitch + b, r * c->dev_pitch + b, POAS__MIN(k->bytes, c->width - b),
+                 1};
 }
 
 /* Moves piece p between slot and device on the lane's stream and records
