@@ -3,13 +3,13 @@
  * really uses), contiguous against pitched (not a test: it times things).
  *
  * Calibration times contiguous copies only, and predictions use that rate
- * for every tile. A split's tiles are blocks of column-major operands: a
- * block of r rows of a matrix of m rows is `cols` runs of r elements, m
- * elements apart. In two runs of bench/accuracy on one H100 VM, squares
- * of 2800 to 7600 (plans of 2 to 4 tiles) took a median 1.46x and 1.12x
- * their predicted end-to-end time, thin shapes (one tile) 1.04x and 0.88x
- * (bench/results/gpu-regime-h100-2026-11-23.md): this tells whether
- * pitched copies are what runs slower.
+ * for every tile. A split's tiles are blocks of the operands: a block of r
+ * rows of a column-major matrix of m rows is `cols` runs of r elements, m
+ * elements apart. Written when multi-tile plans on an H100 took 1.1-1.5x
+ * their predicted end-to-end time and one-tile plans about 1.0x; it showed
+ * the runtime's pitched copies from pageable memory slower than staged ones
+ * (device to host 1.65-2.4x at 4-7 MiB), and pitched copies are now staged
+ * from 64 KiB (bench/results/gpu-pitched-copies-h100-2026-11-23.md).
  *
  * For each size it times, in GB/s of payload, H2D and D2H of one block
  *   contiguous       one run of the whole size
