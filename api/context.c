@@ -86,7 +86,7 @@ void poas__adapt_reset(poas_context *ctx) {
   for (int i = 0; i < POAS_MAX_DEVICES; i++)
     for (int dt = 0; dt < 2; dt++) {
       ctx->adapt[i][dt] = 1;
-      ctx->adapt_runs[i][dt] = 0;
+      ctx->learned[i][dt] = (poas__learned){0};
     }
   pthread_mutex_unlock(&ctx->adapt_lock);
 }

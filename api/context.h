@@ -70,6 +70,22 @@ typedef struct poas__resident {
 
 #define POAS__MAX_RESIDENT 4
 
+/* What a device's runs in one dtype taught: how many it has taken part
+ * in, and the factors (busy time over the models' time for its part) that
+ * its last POAS__LEARN_WINDOW counted runs implied, oldest first. */
+#define POAS__LEARN_WINDOW 5
+typedef struct poas__learned {
+  int runs;
+  int n;
+  double implied[POAS__LEARN_WINDOW];
+} poas__learned;
+
+/* Adds a run's implied factor and returns the factor to plan with: the
+ * median of the window's (the mean of the middle two for an even count).
+ * One slow or fast run among the last few does not move it; a lasting
+ * change wins once it fills half the window. */
+double poas__learn(poas__learned *l, double implied);
+
 struct poas_context {
   poas__devset devices;
   poas__device_model models[POAS_MAX_DEVICES]; /* models[i] for devices.dev[i] */
@@ -84,12 +100,12 @@ struct poas_context {
   poas__resident resident[POAS__MAX_RESIDENT];
   unsigned long resident_seq;
   /* What runs taught (api/run.c, poas__adapt_*): how many times slower
-   * than its models each device ran, by dtype (1: as modelled), and how
-   * many runs it has taken part in. Plans scale the models by it. */
+   * than its models each device ran, by dtype (1: as modelled), and the
+   * runs behind it. Plans scale the models by it. */
   pthread_mutex_t adapt_lock;
   int adapt_off;           /* POAS_ADAPT=0 */
   double adapt[POAS_MAX_DEVICES][2];
-  int adapt_runs[POAS_MAX_DEVICES][2];
+  poas__learned learned[POAS_MAX_DEVICES][2];
 };
 
 /* Forgets what runs taught (the models changed: calibration). */

@@ -188,18 +188,40 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * stayed within 3% of its own (bench/results/pocl-shared-transposed-ci-
  * 2core-2026-11-23.md), and a GPU's clock follows its power. So after each
  * run the context compares the time a device was busy with what its
- * (scaled) model predicted for the part it actually computed, and moves
- * its factor halfway there in log scale: the next plan gives it the work
- * it can really do, and predicts that; the first run it learns from sets
- * the factor outright (a factor of 1.5 took five runs to learn halfway at
- * a time). Left out: a device's first run in a
- * dtype (it pays one-time costs, kernel compilation among them), runs in
- * which it was busy under ADAPT_MIN_S (fixed costs, not rate), and failed
- * devices. One run moves the factor at most ADAPT_STEP either way, and it
- * stays within ADAPT_MAX of the models; POAS_ADAPT=0 turns this off. */
+ * models predicted for the part it actually computed: the factor that
+ * would have predicted the run. It plans with the median of the factors
+ * its last POAS__LEARN_WINDOW runs implied (poas__learn): the first run it
+ * learns from sets the factor outright (halfway steps took five runs to
+ * learn most of a factor of 1.5), and one slow run among the last few
+ * does not move it (moving halfway, one run of cpu0 at 1.33x its usual
+ * time on the CI VM once took a fixed-budget row from 0.94 to 0.81 of the
+ * summed rates; bench/results/bench-ci-2core-cpu1-opencl1-20261123-085636-
+ * 6dee492e91c8.md). Left out: a device's first run in a dtype (it pays
+ * one-time costs, kernel compilation among them), runs in which it was
+ * busy under ADAPT_MIN_S (fixed costs, not rate), and failed devices. A
+ * run's factor is at most ADAPT_STEP times the one it was planned with,
+ * either way, and the factor stays within ADAPT_MAX of the models;
+ * POAS_ADAPT=0 turns this off. */
 #define ADAPT_MIN_S 0.01
 #define ADAPT_STEP 2.0
 #define ADAPT_MAX 4.0
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double poas__learn(poas__learned *l, double implied) {
+  if (l->n == POAS__LEARN_WINDOW) {
+    memmove(l->implied, l->implied + 1, (POAS__LEARN_WINDOW - 1) * sizeof *l->implied);
+    l->n--;
+  }
+  l->implied[l->n++] = implied;
+  double v[POAS__LEARN_WINDOW];
+  memcpy(v, l->implied, (size_t)l->n * sizeof *v);
+  qsort(v, (size_t)l->n, sizeof *v, cmp_double);
+  return l->n % 2 ? v[l->n / 2] : 0.5 * (v[l->n / 2 - 1] + v[l->n / 2]);
+}
 
 static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const poas_report *r) {
   if (ctx->adapt_off)
@@ -214,13 +236,14 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
     if (d->failed || !(d->busy_s >= ADAPT_MIN_S) || !(planned > 0) || !(done > 0) ||
         !(sh->time.total_s > 0))
       continue;
-    int seen = ctx->adapt_runs[i][dt]++;
-    if (seen == 0)
+    poas__learned *l = &ctx->learned[i][dt];
+    if (l->runs++ == 0)
       continue;
-    /* The plan's time for the units it computed, at the plan's rate. */
+    /* The plan's time for the units it computed, at the plan's rate (its
+     * models scaled by plan->learned[i]). */
     double ratio = d->busy_s / (sh->time.total_s * done / planned);
     ratio = POAS__MIN(POAS__MAX(ratio, 1 / ADAPT_STEP), ADAPT_STEP);
-    double f = ctx->adapt[i][dt] * (seen == 1 ? ratio : sqrt(ratio));
+    double f = poas__learn(l, plan->learned[i] * ratio);
     ctx->adapt[i][dt] = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
     poas__debug("%s: %sgemm ran %.3fx its plan's rate; models now scaled by %.3f", d->id,
                 poas__dtype_letter(dt), ratio, ctx->adapt[i][dt]);

@@ -5,6 +5,7 @@
  * that profile's model, in its predictions and in its simulated times.
  * The sim checks test the calibration and fitting machinery, not any real
  * device's behaviour. */
+#include "api/context.h"
 #include "devices/device.h"
 #include "devices/sim/sim.h"
 #include "harness.h"
@@ -474,6 +475,38 @@ TEST(runs_teach_a_context_how_slow_a_device_really_is) {
   return 0;
 }
 
+/* The factor a context plans with is the median of what its last runs
+ * implied: the first sets it, one slow run among steady ones does not
+ * move it, and a lasting change takes over once it fills half the
+ * window. */
+TEST(one_slow_run_does_not_move_what_runs_taught) {
+  poas__learned l = {0};
+  CHECK(poas__learn(&l, 1.5) == 1.5);
+  CHECK(poas__learn(&l, 1.0) == 1.25);
+  CHECK(poas__learn(&l, 1.0) == 1.0);
+  l = (poas__learned){0};
+  double f = 0;
+  for (int r = 0; r < 4; r++)
+    f = poas__learn(&l, 1.0);
+  CHECK(f == 1.0);
+  f = poas__learn(&l, 1.33); /* one slow run */
+  CHECK_MSG(f == 1.0, "factor %.3f after one slow run", f);
+  f = poas__learn(&l, 1.0);
+  CHECK(f == 1.0);
+  /* The machine slows down for good: the window follows within three
+   * runs (the second sits on the slow run still in it). */
+  double seen[3];
+  for (int r = 0; r < 3; r++)
+    seen[r] = poas__learn(&l, 2.0);
+  CHECK_MSG(seen[0] == 1.0 && seen[1] == 1.33 && seen[2] == 2.0, "%.3f %.3f %.3f", seen[0],
+            seen[1], seen[2]);
+  /* The window holds the last POAS__LEARN_WINDOW: old runs drop out. */
+  for (int r = 0; r < POAS__LEARN_WINDOW; r++)
+    f = poas__learn(&l, 0.5);
+  CHECK(f == 0.5 && l.n == POAS__LEARN_WINDOW);
+  return 0;
+}
+
 /* Calls a device runs on fewer threads are predicted from what the
  * threads step measured: the table's factor at such a short side (rows or
  * columns) is the measured time over the smooth NN model's, a measured
@@ -520,6 +553,7 @@ TEST(calls_on_fewer_threads_are_predicted_as_measured) {
 
 TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
           TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
+          TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),
           TEST_ENTRY(calls_on_fewer_threads_are_predicted_as_measured),
           TEST_ENTRY(sim_calibration_recovers_its_parameters),
           TEST_ENTRY(calibration_measures_the_runtime_cost_of_a_run),
