@@ -5,11 +5,11 @@
  * (poas_plan_gemm) shares everything up to the solve. */
 #include "adapt/adapt.h"
 #include "api/context.h"
+#include "predict/predict.h"
 #include "schedule/schedule.h"
 
 #include <hwloc.h>
 #include <pthread.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,21 +206,15 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
 #define ADAPT_STEP 2.0
 #define ADAPT_MAX 4.0
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 double poas__learn(poas__learned *l, double implied) {
   if (l->n == POAS__LEARN_WINDOW) {
     memmove(l->implied, l->implied + 1, (POAS__LEARN_WINDOW - 1) * sizeof *l->implied);
     l->n--;
   }
   l->implied[l->n++] = implied;
-  double v[POAS__LEARN_WINDOW];
+  double v[POAS__LEARN_WINDOW]; /* poas__median sorts what it is given */
   memcpy(v, l->implied, (size_t)l->n * sizeof *v);
-  qsort(v, (size_t)l->n, sizeof *v, cmp_double);
-  return l->n % 2 ? v[l->n / 2] : 0.5 * (v[l->n / 2 - 1] + v[l->n / 2]);
+  return poas__median(v, l->n);
 }
 
 static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const poas_report *r) {
