@@ -459,15 +459,15 @@ static cudaError_t slot_dma(cuda_state *s, int lane, int slot, char *dev, const 
   return e == cudaSuccess ? cudaEventRecord(st->done[slot], sm) : e;
 }
 
-/* Host to device through the slots, used round robin: each piece waits
- * for its slot's last copy, is packed by the lane's threads, and is sent
- * on the lane's stream while the next is packed. Returns once the host
+/* Host to device through the slots, in the pieces k cuts c into, the
+ * slots used round robin: each piece waits for its slot's last copy, is
+ * packed by the lane's threads, and is sent on the lane's stream while
+ * the next is packed. Returns once the host
  * memory is no longer read, like the runtime's copy from pageable
  * memory. */
 static int staged_h2d(cuda_state *s, int lane, char *dev, const char *host,
-                      const poas__copy2d *c) {
+                      const poas__copy2d *c, cut k) {
   stage *st = &s->stage[lane];
-  cut k = cut_of(c);
   for (size_t i = 0; i < k.count; i++) {
     piece p = piece_at(c, &k, i);
     int slot = st->next;
@@ -484,17 +484,16 @@ static int staged_h2d(cuda_state *s, int lane, char *dev, const char *host,
   return 0;
 }
 
-/* Device to host through the slots: up to STAGE_SLOTS pieces are in
- * flight on the lane's stream (behind whatever the lane waits for), piece
- * i in slot (first + i) % STAGE_SLOTS, and each is unpacked by the lane's
- * threads as it lands. A slot's last user was a copy on this lane, in
+/* Device to host through the slots, in the pieces k cuts c into: up to
+ * STAGE_SLOTS pieces are in flight on the lane's stream (behind whatever
+ * the lane waits for), piece i in slot (first + i) % STAGE_SLOTS, and each
+ * is unpacked by the lane's threads as it lands. A slot's last user was a copy on this lane, in
  * stream order before, whose host side was done before it returned: no
  * wait before reusing it. Returns once the host memory holds the data,
  * like the runtime's copy to pageable memory. */
 static int staged_d2h(cuda_state *s, int lane, char *host, const char *dev,
-                      const poas__copy2d *c) {
+                      const poas__copy2d *c, cut k) {
   stage *st = &s->stage[lane];
-  cut k = cut_of(c);
   int first = st->next;
   st->next = (int)((first + k.count) % STAGE_SLOTS);
   for (size_t i = 0, issued = 0; i < k.count; i++) {
@@ -524,9 +523,9 @@ static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
                       const poas__copy2d *c, int *staged) {
   *staged = 0;
   stage *st = &s->stage[lane];
-  int flat = cut_of(c).flat;
+  cut k = cut_of(c);
   if (s->copy_threads == 0 ||
-      c->width * c->rows < (flat ? STAGE_MIN_BYTES : STAGE_MIN_PITCHED_BYTES))
+      c->width * c->rows < (k.flat ? STAGE_MIN_BYTES : STAGE_MIN_PITCHED_BYTES))
     return 0;
   int rc = on_lane(s, lane);
   if (rc || host_pinned(host))
@@ -548,7 +547,7 @@ static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
     pthread_mutex_unlock(&st->lock);
     return 0;
   }
-  rc = h2d ? staged_h2d(s, lane, dev, host, c) : staged_d2h(s, lane, host, dev, c);
+  rc = h2d ? staged_h2d(s, lane, dev, host, c, k) : staged_d2h(s, lane, host, dev, c, k);
   pthread_mutex_unlock(&st->lock);
   *staged = 1;
   return rc;
