@@ -27,8 +27,9 @@ int poas_default_profile_path(char *buf, size_t cap) {
   return 0;
 }
 
-static void fit_info(poas_fit_info *out, int samples, double r2, double med, double max) {
-  *out = (poas_fit_info){samples, r2, med, max, 0, 0};
+static void fit_info(poas_fit_info *out, const poas__fit_stats *s) {
+  *out = (poas_fit_info){.samples = s->samples, .r2 = s->r2, .heldout_median = s->heldout_median,
+                         .heldout_max = s->heldout_max, .timing_noise = s->timing_noise};
 }
 
 static void thin_range(const poas__thin_table *tt, poas_fit_info *out) {
@@ -55,11 +56,11 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   poas__strlcpy(f->id, dev->info.id, sizeof f->id);
   f->calibrated = m->source == POAS__MODEL_CALIBRATED;
   for (int dt = 0; dt < 2; dt++) {
-    const poas__fit_stats *s = &m->gemm_fit[dt];
-    fit_info(&f->gemm[dt], s->samples, s->r2, s->heldout_median, s->heldout_max);
+    fit_info(&f->gemm[dt], &m->gemm_fit[dt]);
     for (int p = 0; p < 4; p++) {
       const poas__gemm_model *g = &m->gemm[dt][p];
-      fit_info(&f->gemm_pair[dt][p], g->samples, g->r2, g->heldout_median, g->heldout_max);
+      poas__fit_stats s = {g->samples, g->r2, g->heldout_median, g->heldout_max, g->timing_noise};
+      fit_info(&f->gemm_pair[dt][p], &s);
       thin_range(g->thin, &f->gemm_pair[dt][p]);
       widen_thin(&f->gemm[dt], &f->gemm_pair[dt][p]);
     }
@@ -68,8 +69,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
     const poas__transfer_model *t = &m->xfer[dir];
     if (!t->valid)
       continue;
-    fit_info(&f->transfer[dir], t->fit.samples, t->fit.r2, t->fit.heldout_median,
-             t->fit.heldout_max);
+    fit_info(&f->transfer[dir], &t->fit);
     f->latency_s[dir] = t->latency;
     f->bandwidth[dir] = t->bandwidth;
     f->knee_bytes[dir] = t->knee_bytes;
@@ -77,8 +77,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   }
   const poas__transfer_model *t = &m->transpose;
   if (t->valid) {
-    fit_info(&f->transpose, t->fit.samples, t->fit.r2, t->fit.heldout_median,
-             t->fit.heldout_max);
+    fit_info(&f->transpose, &t->fit);
     f->transpose_latency_s = t->latency;
     f->transpose_bandwidth = t->bandwidth;
     f->transpose_knee_bytes = t->knee_bytes;

@@ -216,6 +216,12 @@ typedef struct poas_fit_info {
   double r2;               /* R^2 of the relative-error fit on the training ones */
   double heldout_median;   /* median |predicted - measured| / measured, held out */
   double heldout_max;      /* largest such error on the held-out samples */
+  /* How much the machine moved while calibrating: over the samples, the
+   * median of each one's median |timing - its median| / median across the
+   * sweep's passes. A held-out error near it is the machine's noise, not
+   * the model's; calibrate on a quiet machine. 0 when not measured
+   * (transfers, one pass, profiles written before it was). */
+  double timing_noise;
   /* GEMM models: the smallest and largest factor of the transpose pair's
    * thin-block table (of all its pairs' tables, for a dtype's pooled
    * entry), the time of a block with 1 to 256 rows or columns over what

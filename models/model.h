@@ -38,10 +38,16 @@ typedef enum poas__model_source {
 /* How well a fit describes its measurements: samples measured (training
  * and held out together), R^2 of the weighted fit on the training samples,
  * and the median and largest relative error |predicted - measured| /
- * measured on the held-out samples. All 0 when not calibrated. */
+ * measured on the held-out samples. timing_noise is how much the machine
+ * itself moved while they were measured: over the samples, the median of
+ * each one's median |one timing - its median| / median across the sweep's
+ * passes (poas__timing_noise). A held-out error near it is the machine's,
+ * not the model's. All 0 when not calibrated; timing_noise 0 also when
+ * not measured (one pass, or a profile written before it was). */
 typedef struct poas__fit_stats {
   int samples;
   double r2, heldout_median, heldout_max;
+  double timing_noise;
 } poas__fit_stats;
 
 /* A block with a short side of at most POAS__THIN_MAX rows or columns
@@ -69,9 +75,9 @@ typedef struct poas__gemm_model {
   /* Applied on top of the coefficients' smooth time; NULL: none. Interned,
    * so it outlives every model that points at it. */
   const poas__thin_table *thin;
-  /* Fit quality, from calibration; 0 when not calibrated. */
+  /* Fit quality, from calibration (poas__fit_stats); 0 when not calibrated. */
   int samples;
-  double r2, heldout_median, heldout_max;
+  double r2, heldout_median, heldout_max, timing_noise;
 } poas__gemm_model;
 
 typedef struct poas__transfer_model {

@@ -252,6 +252,11 @@ static int read_fit(reader *r, json_t *obj, const char *path, poas__fit_stats *f
     return -1;
   if (fit->heldout_max < fit->heldout_median)
     return complain(r, "'%s': heldout_max is below heldout_median", path);
+  /* Optional: profiles written before it was measured lack it. */
+  fit->timing_noise = 0;
+  if (json_object_get(obj, "timing_noise") &&
+      get_number(r, obj, path, "timing_noise", 0, 100, &fit->timing_noise))
+    return -1;
   fit->samples = (int)samples;
   return 0;
 }
@@ -331,8 +336,8 @@ static json_t *thin_side_json(const double *f) {
 }
 
 static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_model *gm) {
-  static const char *const known[] = {"coef",           "samples",     "r2",
-                                      "heldout_median", "heldout_max", "thin", NULL};
+  static const char *const known[] = {"coef",        "samples", "r2",   "heldout_median",
+                                      "heldout_max", "thin",    "timing_noise", NULL};
   if (only_keys(r, obj, path, known))
     return -1;
   json_t *coef = member(r, obj, path, "coef", JSON_ARRAY, "an array", 0);
@@ -360,6 +365,7 @@ static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_
   gm->r2 = fit.r2;
   gm->heldout_median = fit.heldout_median;
   gm->heldout_max = fit.heldout_max;
+  gm->timing_noise = fit.timing_noise;
   json_t *thin = member(r, obj, path, "thin", JSON_OBJECT, "an object", 1);
   char tp[300];
   snprintf(tp, sizeof tp, "%.280s.thin", path);
@@ -393,8 +399,8 @@ static int read_gemm(reader *r, json_t *obj, const char *path, poas__device_mode
       return -1;
     char fp[300];
     snprintf(fp, sizeof fp, "%s.fit", p);
-    static const char *const fit_keys[] = {"samples", "r2", "heldout_median", "heldout_max",
-                                           NULL};
+    static const char *const fit_keys[] = {"samples",     "r2",           "heldout_median",
+                                           "heldout_max", "timing_noise", NULL};
     if (only_keys(r, fit, fp, fit_keys) || read_fit(r, fit, fp, &dm->gemm_fit[dt]))
       return -1;
     for (int pair = 0; pair < 4; pair++) {
@@ -420,7 +426,7 @@ static int read_transfer_model(reader *r, json_t *obj, const char *path,
                                poas__transfer_model *tm) {
   static const char *const known[] = {"latency",        "bandwidth",   "knee_bytes",
                                       "bandwidth_beyond", "samples",   "r2",
-                                      "heldout_median", "heldout_max", NULL};
+                                      "heldout_median", "heldout_max", "timing_noise", NULL};
   if (only_keys(r, obj, path, known) ||
       get_number(r, obj, path, "latency", 0, 1, &tm->latency) ||
       get_number(r, obj, path, "bandwidth", 1e3, 1e14, &tm->bandwidth) ||
@@ -732,6 +738,8 @@ static json_t *fit_json(json_t *obj, const poas__fit_stats *fit) {
   json_object_set_new(obj, "r2", json_real(fit->r2));
   json_object_set_new(obj, "heldout_median", json_real(fit->heldout_median));
   json_object_set_new(obj, "heldout_max", json_real(fit->heldout_max));
+  if (fit->timing_noise > 0)
+    json_object_set_new(obj, "timing_noise", json_real(fit->timing_noise));
   return obj;
 }
 
@@ -756,7 +764,8 @@ static json_t *gemm_json(const poas__device_model *dm) {
           json_object_set_new(t, thin_sides[side], thin_side_json(gm->thin->factor[side]));
         json_object_set_new(m, "thin", t);
       }
-      poas__fit_stats fit = {gm->samples, gm->r2, gm->heldout_median, gm->heldout_max};
+      poas__fit_stats fit = {gm->samples, gm->r2, gm->heldout_median, gm->heldout_max,
+                             gm->timing_noise};
       json_object_set_new(d, pair_names[pair], fit_json(m, &fit));
     }
     json_object_set_new(g, dt ? "d" : "s", d);

@@ -34,6 +34,7 @@ typedef struct gemm_sample {
   int64_t m, n, k;
   int heldout;
   double t;
+  double noise; /* poas__timing_noise of its passes; 0 with fewer than 3 */
 } gemm_sample;
 
 /* The transposes of pair index `pair` (see poas__gemm_pair). */
@@ -627,8 +628,10 @@ static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
   double *X = malloc((size_t)ns * POAS__GEMM_NFEAT * sizeof *X);
   double *y = malloc((size_t)ns * sizeof *y);
   int *held = malloc((size_t)ns * sizeof *held);
+  double *noise = malloc((size_t)ns * sizeof *noise); /* by pair, one after another */
   poas__fit_accum *acc = calloc(1, sizeof *acc);
-  int rc = X && y && held && acc ? 0 : POAS_ENOMEM;
+  int rc = X && y && held && noise && acc ? 0 : POAS_ENOMEM;
+  int nall = 0;
   for (int pair = 0; !rc && pair < 4; pair++) {
     int n = 0;
     for (int i = 0; i < ns; i++) {
@@ -637,6 +640,7 @@ static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
       poas__gemm_features(s[i].m, s[i].n, s[i].k, X + n * POAS__GEMM_NFEAT);
       y[n] = s[i].t;
       held[n] = s[i].heldout;
+      noise[nall + n] = s[i].noise;
       n++;
     }
     poas__gemm_model *gm = &out->gemm[dt][pair];
@@ -653,9 +657,14 @@ static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
     gm->r2 = st.r2;
     gm->heldout_median = st.heldout_median;
     gm->heldout_max = st.heldout_max;
+    gm->timing_noise = poas__median(noise + nall, n);
+    nall += n;
   }
-  if (!rc)
+  if (!rc) {
     poas__fit_accum_stats(acc, &out->gemm_fit[dt]);
+    out->gemm_fit[dt].timing_noise = poas__median(noise, nall);
+  }
+  free(noise);
   free(acc);
   free(held);
   free(y);
@@ -739,6 +748,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   }
   for (int i = 0; !rc && i < ns; i++) {
     s[i].t = poas__median(&t[s[i].id * MAX_REPS], reps);
+    s[i].noise = poas__timing_noise(&t[s[i].id * MAX_REPS], reps);
     if (!(s[i].t > 0))
       s[i].t = 1e-9; /* a clock too coarse to see it: count it as a nanosecond */
     poas__debug("calibrate %s %sgemm %d %lld %lld %lld %.6e", bb->dev->info.id,

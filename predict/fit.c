@@ -125,6 +125,17 @@ double poas__median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double poas__timing_noise(double *t, int n) {
+  if (n < 3)
+    return 0;
+  double med = poas__median(t, n);
+  if (!(med > 0))
+    return 0;
+  for (int i = 0; i < n; i++)
+    t[i] = fabs(t[i] - med) / med;
+  return poas__median(t, n);
+}
+
 /* Relative error of a prediction; a prediction of 0 or less is 100% off. */
 static double rel_error(double predicted, double measured) {
   return predicted > 0 ? fabs(predicted - measured) / measured : 1.0;

@@ -116,5 +116,8 @@ int poas__fit_linear(const double *X, const double *y, const int *heldout, int n
 void poas__fit_accum_stats(poas__fit_accum *acc, poas__fit_stats *stats);
 /* The median of v[n] (sorts v); 0 when n is 0. */
 double poas__median(double *v, int n);
+/* How far repeated timings t[n] of one thing stray: the median of |t[i] -
+ * median| / median (overwrites t); 0 when n < 3, where it says nothing. */
+double poas__timing_noise(double *t, int n);
 
 #endif /* POAS_PREDICT_H */

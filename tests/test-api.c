@@ -17,6 +17,7 @@ TEST(init_rejects_bad_selections_with_detail) {
       {"quantum", POAS_ESPEC, "quantum"},
       {"cpu7", POAS_ENODEV, "cpu7"},
       {"sim:memory=-1", POAS_ESPEC, "-1"},
+      {"sim:jitter=1", POAS_ESPEC, "jitter (a number in [0, 1))"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     poas_options o;

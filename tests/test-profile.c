@@ -47,7 +47,8 @@ static void replace_all(char *s, const char *from, const char *to) {
 
 static int gemm_equal(const poas__gemm_model *a, const poas__gemm_model *b) {
   if (a->valid != b->valid || a->samples != b->samples || a->r2 != b->r2 ||
-      a->heldout_median != b->heldout_median || a->heldout_max != b->heldout_max)
+      a->heldout_median != b->heldout_median || a->heldout_max != b->heldout_max ||
+      a->timing_noise != b->timing_noise)
     return 0;
   for (int i = 0; i < POAS__GEMM_NFEAT; i++)
     if (a->coef[i] != b->coef[i])
@@ -81,7 +82,8 @@ static void sample_profile(poas__profile *p) {
     m->source = POAS__MODEL_CALIBRATED;
     m->memory_bytes = (uint64_t)5 << 32;
     for (int dt = 0; dt < 2; dt++) {
-      m->gemm_fit[dt] = (poas__fit_stats){40 + dt, 0.987654321, 0.0123456789, 0.1};
+      /* Timing noise on one dtype: a profile may lack it (0, not written). */
+      m->gemm_fit[dt] = (poas__fit_stats){40 + dt, 0.987654321, 0.0123456789, 0.1, dt ? 0 : 0.0271};
       for (int pair = 0; pair < 4 - 2 * d; pair++) {
         poas__gemm_model *g = &m->gemm[dt][pair];
         poas__gemm_model_from_rate(g, 1e11 / 3 * (dt + 1) + pair, 1.0 / 7e5);
@@ -91,6 +93,7 @@ static void sample_profile(poas__profile *p) {
         g->r2 = 0.9 + pair / 100.0;
         g->heldout_median = 0.01 / 3;
         g->heldout_max = 0.1 / 7;
+        g->timing_noise = pair == 1 ? 0 : 0.01 / 7;
         /* A thin-block table on some pairs, written only when measured, of
          * factors that four significant digits hold exactly. */
         static poas__thin_table thin[2];
@@ -208,6 +211,7 @@ static const struct {
     {"bad-toplevel-array.json", "top level should be an object"},
     {"bad-features.json", "features"},
     {"bad-heldout-order.json", "heldout_max is below"},
+    {"bad-timing-noise.json", "'devices[0].gemm.s.TN.timing_noise' is -0.02, outside [0, 100]"},
     {"bad-negative-dispatch.json", "dispatch_s"},
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},

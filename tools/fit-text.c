@@ -4,6 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *tool_noise_text(double noise, char *buf, size_t cap) {
+  if (noise > 0)
+    snprintf(buf, cap, "%.2f%%", 100 * noise);
+  else
+    snprintf(buf, cap, "-");
+  return buf;
+}
+
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {
   if (cap)
     buf[0] = '\0';

@@ -14,6 +14,10 @@ void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf,
 /* Its on-device transpose model the same way. */
 void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap);
 
+/* A fit's timing noise (poas_fit_info.timing_noise) as "1.23%", or "-"
+ * where it was not measured; returns buf. */
+const char *tool_noise_text(double noise, char *buf, size_t cap);
+
 /* The runtime's costs of a run on the device, as "a run costs 12 us beyond
  * its GEMMs and copies, 450 us more through the engine"; "" when neither
  * was measured. */

@@ -29,6 +29,8 @@ static const char *const pair_names[4] = {"NN", "TN", "NT", "TT"};
 static void json_fit(const poas_fit_info *f) {
   printf("{\"samples\": %d, \"r2\": %.6g, \"heldout_median\": %.6g, \"heldout_max\": %.6g",
          f->samples, f->r2, f->heldout_median, f->heldout_max);
+  if (f->timing_noise > 0)
+    printf(", \"timing_noise\": %.6g", f->timing_noise);
   if (f->thin_max > 0)
     printf(", \"thin_min\": %.6g, \"thin_max\": %.6g", f->thin_min, f->thin_max);
   printf("}");
@@ -145,8 +147,9 @@ static void print_profile_table(poas_context *ctx) {
   }
   if (pi.problem[0])
     printf("  %s: %s\n", pi.loaded ? "partly unused" : "not used", pi.problem);
-  printf("%-10s %-5s %-4s %7s %8s %14s %11s  %s\n", "device", "dtype", "pair", "samples", "R^2",
-         "heldout median", "heldout max", "thin blocks");
+  printf("%-10s %-5s %-4s %7s %8s %14s %11s %6s  %s\n", "device", "dtype", "pair", "samples",
+         "R^2", "heldout median", "heldout max", "noise", "thin blocks");
+  char nb[32];
   for (int i = 0; i < pi.ndevices; i++) {
     const poas_device_fit *f = &pi.dev[i];
     if (!f->calibrated) {
@@ -158,9 +161,9 @@ static void print_profile_table(poas_context *ctx) {
         const poas_fit_info *g = p < 0 ? &f->gemm[dt] : &f->gemm_pair[dt][p];
         if (!g->samples)
           continue;
-        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%", f->id, dt ? "d" : "s",
+        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%% %6s", f->id, dt ? "d" : "s",
                p < 0 ? "all" : pair_names[p], g->samples, g->r2, 100 * g->heldout_median,
-               100 * g->heldout_max);
+               100 * g->heldout_max, tool_noise_text(g->timing_noise, nb, sizeof nb));
         if (g->thin_max > 0)
           printf("  %.2f-%.2fx", g->thin_min, g->thin_max);
         printf("\n");
@@ -170,15 +173,17 @@ static void print_profile_table(poas_context *ctx) {
       char model[128];
       tool_transfer_text(f, (poas_direction)dir, model, sizeof model);
       if (t->samples)
-        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%  %s\n", f->id, dir ? "d2h" : "h2d",
-               "", t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
+        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%% %6s  %s\n", f->id,
+               dir ? "d2h" : "h2d", "", t->samples, t->r2, 100 * t->heldout_median,
+               100 * t->heldout_max, tool_noise_text(t->timing_noise, nb, sizeof nb), model);
     }
     if (f->transpose.samples) {
       const poas_fit_info *t = &f->transpose;
       char model[128];
       tool_transpose_text(f, model, sizeof model);
-      printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%%  %s\n", f->id, "trans", "", t->samples,
-             t->r2, 100 * t->heldout_median, 100 * t->heldout_max, model);
+      printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%% %6s  %s\n", f->id, "trans", "",
+             t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max,
+             tool_noise_text(t->timing_noise, nb, sizeof nb), model);
     }
     char cost[160];
     tool_run_cost_text(f, cost, sizeof cost);

@@ -1,7 +1,8 @@
 /* sim.c: a simulated device. Its operations take the time its parameters
  * say (latency + flops / rate, latency + bytes / bandwidth), times a
- * slowdown that lets tests make a device slower than its model. It computes
- * nothing and allocates nothing real.
+ * slowdown that lets tests make a device slower than its model, and times
+ * a deterministic jitter that makes it as noisy as a busy machine. It
+ * computes nothing and allocates nothing real.
  *
  * When every selected device is simulated (dev->virtual_time), nothing
  * sleeps: each lane keeps a virtual clock that operations advance and
@@ -25,6 +26,7 @@ typedef struct sim_state {
   pthread_mutex_t lock; /* guards the clocks and the allocation count */
   double clock[SIM_LANES];
   uint64_t allocated;
+  uint64_t jitter_state; /* xorshift64* state of the jitter */
 } sim_state;
 
 static int sim_count(void) { return 0; }
@@ -58,6 +60,15 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
     s->p.shares_host_cores = (int)v;
     return 0;
   }
+  if (strcmp(key, "jitter") == 0) {
+    double v;
+    if (poas__parse_double(value, 0, &v) || !(v >= 0 && v < 1)) {
+      snprintf(err, errcap, "sim: bad value '%s' for jitter (a number in [0, 1))", value);
+      return POAS_ESPEC;
+    }
+    s->p.jitter = v;
+    return 0;
+  }
   if (strcmp(key, "profile") == 0) {
     poas__strlcpy(s->profile, value, sizeof s->profile);
     s->p.profile = s->profile;
@@ -77,7 +88,7 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
   }
   snprintf(err, errcap,
            "sim: unknown setting '%s' (known: rate, drate, latency, bandwidth, memory, "
-           "slowdown, shared, profile)",
+           "slowdown, jitter, shared, profile)",
            key);
   return POAS_ESPEC;
 }
@@ -93,6 +104,7 @@ static int sim_open(int index, const poas__spec_entry *e, poas__device **out, ch
   s->p.bandwidth = 1e10;
   s->p.slowdown = 1;
   s->p.memory = (uint64_t)16 << 30;
+  s->jitter_state = 0x2545f4914f6cdd1dull + (uint64_t)index;
   for (int i = 0; e && i < e->nsettings; i++) {
     int rc = set_param(s, e->key[i], e->value[i], err, errcap);
     if (rc) {
@@ -151,6 +163,16 @@ static int spend(poas__device *dev, int lane, double seconds) {
   if (lane < 0 || lane >= SIM_LANES)
     return POAS_EINVAL;
   seconds *= s->p.slowdown;
+  pthread_mutex_lock(&s->lock);
+  if (s->p.jitter > 0) {
+    uint64_t *x = &s->jitter_state;
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    double u = (double)((*x * 2685821657736338717ull) >> 11) * 0x1.0p-52 - 1.0;
+    seconds *= 1 + s->p.jitter * u;
+  }
+  pthread_mutex_unlock(&s->lock);
   if (!dev->virtual_time)
     poas__sleep(seconds);
   pthread_mutex_lock(&s->lock);
