@@ -3,8 +3,14 @@
  * squares, every transpose pair, both dtypes) on one device. Stands on
  * poas.h alone: the context holds that one device, each shape runs through
  * poas_sgemm / poas_dgemm (column-major), and the time kept is the median
- * of the repetitions after a warm-up, as calibration keeps it and as
- * poas-bench reports runs. The prediction is the run's own predicted
+ * of its timed calls. As calibration times its sweep, the shapes are
+ * visited in passes, each in a new shuffled order, each visit a warm-up
+ * call and then timed ones: a burst of load from a neighbour then spoils
+ * one visit of many shapes, not every call of a few. The table ends with
+ * the timing noise of the run, measured as calibration measures its own
+ * (poas__timing_noise of each shape's timings, the median over shapes),
+ * and the median signed error, which tells a model that is off one way
+ * from one that scatters. The prediction is the run's own predicted
  * makespan (poas_last_report): for a device with its own memory that is
  * the whole pipeline, copies in and out included, as the user sees it; the
  * "kernel ms" column is the GEMM model alone (poas_predict_gemm), the same
@@ -18,9 +24,10 @@
  * model: the "kernel" columns, which tell the model's error from the
  * pipeline's.
  *
- *   bench/accuracy [--devices LIST] [--reps N] [--quick]
+ *   bench/accuracy [--devices LIST] [--reps N] [--passes P] [--quick]
  *     -d, --devices LIST  the device to measure, as POAS_DEVICES (default cpu)
- *     -r, --reps N        timed repetitions after a warm-up, 1 to 64 (default 5)
+ *     -r, --reps N        timed calls of each shape, 1 to 64 (default 6)
+ *     -p, --passes P      passes the calls are spread over, 1 to N (default 3)
  *     -q, --quick         half the square shapes
  *     -h, --help          the usage text
  * The profile comes from POAS_PROFILE or the default path. Exit status: 0,
@@ -112,10 +119,12 @@ static int run_call(const timed_call *t) {
                           t->B, ldb, 0, t->C, s->m);
 }
 
-/* The median seconds of `reps` calls after a warm-up; exits on a failure. */
-static double median_time(const timed_call *t, int reps) {
-  double t_rep[MAX_REPS];
+/* The median seconds of `reps` calls after a warm-up, whose times go to
+ * t_rep[reps] when it is not NULL; exits on a failure. */
+static double median_time(const timed_call *t, int reps, double *t_rep) {
+  double own[MAX_REPS];
   reps = reps < MAX_REPS ? reps : MAX_REPS;
+  t_rep = t_rep ? t_rep : own;
   for (int r = 0; r <= reps; r++) {
     double t0 = bench_now();
     int rc = run_call(t);
@@ -128,7 +137,43 @@ static double median_time(const timed_call *t, int reps) {
     if (r > 0) /* the first call is a warm-up */
       t_rep[r - 1] = dt;
   }
-  return bench_median(t_rep, reps);
+  double sorted[MAX_REPS];
+  memcpy(sorted, t_rep, (size_t)reps * sizeof *sorted);
+  return bench_median(sorted, reps);
+}
+
+/* Times every shape end to end through the public API: `passes` visits of
+ * all of them, each pass in a new shuffled order, each visit a warm-up
+ * call and `per_pass` timed ones, into t[i * MAX_REPS + j]; pred[i] is the
+ * shape's predicted makespan from its run's report. Exits on a failure. */
+static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void *const op[2][3],
+                           int passes, int per_pass, double *t, double *pred) {
+  int order[128];
+  for (int i = 0; i < ns; i++)
+    order[i] = i;
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  for (int p = 0; p < passes; p++) {
+    for (int i = ns - 1; i > 0; i--) {
+      int j = (int)((random_unit(&seed) + 1) / 2 * (i + 1));
+      j = j > i ? i : j;
+      int tmp = order[i];
+      order[i] = order[j];
+      order[j] = tmp;
+    }
+    for (int o = 0; o < ns; o++) {
+      int i = order[o];
+      const shape *s = &shapes[i];
+      void *const *m = op[s->dtype == POAS_FLOAT64];
+      timed_call call = {ctx, s, m[0], m[1], m[2], NULL, {NULL}, {NULL}, {NULL}};
+      median_time(&call, per_pass, &t[i * MAX_REPS + p * per_pass]);
+      poas_report rep;
+      if (poas_last_report(ctx, &rep)) {
+        fprintf(stderr, "accuracy: no report: %s\n", poas_error_detail());
+        exit(1);
+      }
+      pred[i] = rep.predicted_s;
+    }
+  }
 }
 
 static void usage(FILE *f) {
@@ -137,8 +182,11 @@ static void usage(FILE *f) {
           "Compare the profile's predicted GEMM times with measured ones on shapes\n"
           "calibration never measured, on one device; print a markdown table.\n\n"
           "  -d, --devices LIST  the device, as POAS_DEVICES (default cpu)\n"
-          "  -r, --reps N        timed repetitions after one warm-up; the median is kept\n"
-          "                      (1 to %d, default 5)\n"
+          "  -r, --reps N        timed calls of each shape; the median is kept\n"
+          "                      (1 to %d, default 6)\n"
+          "  -p, --passes P      visit the shapes P times, each time in a new order,\n"
+          "                      with a warm-up call and N/P timed ones, rounded\n"
+          "                      down (1 to N, default 3)\n"
           "  -q, --quick         half the square shapes\n"
           "  -h, --help          show this help\n\n"
           "The profile comes from POAS_PROFILE or the default path.\n"
@@ -149,6 +197,7 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
   static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
                                            {"reps", required_argument, NULL, 'r'},
+                                           {"passes", required_argument, NULL, 'p'},
                                            {"quick", no_argument, NULL, 'q'},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
@@ -159,8 +208,9 @@ int main(int argc, char **argv) {
    * learned from one shape's run would carry it into the next's
    * prediction. */
   opts.no_adapt = 1;
-  int reps = 5, quick = 0, c;
-  while ((c = getopt_long(argc, argv, "d:r:qh", longopts, NULL)) != -1) {
+  int reps = 6, passes = 3, quick = 0, c;
+  const char *passes_arg = NULL;
+  while ((c = getopt_long(argc, argv, "d:r:p:qh", longopts, NULL)) != -1) {
     if (c == 'd')
       opts.devices = optarg;
     else if (c == 'r') {
@@ -168,7 +218,9 @@ int main(int argc, char **argv) {
       if (bench_parse_long(optarg, 1, MAX_REPS, &v))
         return bench_bad_arg("accuracy", "--reps (1 to " BENCH_XSTR(MAX_REPS) ")", optarg);
       reps = (int)v;
-    } else if (c == 'q')
+    } else if (c == 'p')
+      passes_arg = optarg;
+    else if (c == 'q')
       quick = 1;
     else if (c == 'h') {
       usage(stdout);
@@ -180,6 +232,13 @@ int main(int argc, char **argv) {
   }
   if (optind < argc)
     return bench_bad_arg("accuracy", "argument", argv[optind]);
+  if (passes_arg) { /* checked against --reps, wherever that came */
+    long v;
+    if (bench_parse_long(passes_arg, 1, reps, &v))
+      return bench_bad_arg("accuracy", "--passes (1 to --reps)", passes_arg);
+    passes = (int)v;
+  } else
+    passes = POAS__MIN(passes, reps);
   poas_context *ctx;
   int rc = poas_init(&ctx, &opts);
   if (rc) {
@@ -273,22 +332,21 @@ int main(int argc, char **argv) {
       return 1;
     }
     timed_call on_device = {ctx, s, NULL, NULL, NULL, kd, kmem[0], kmem[1], kmem[2]};
-    kmeas[i] = median_time(&on_device, reps);
+    kmeas[i] = median_time(&on_device, reps, NULL);
   }
+  int per_pass = reps / passes, timed = per_pass * passes; /* timed <= reps */
+  void *const op[2][3] = {{sA, sB, sC}, {dA, dB, dC}};
+  static double t[128 * MAX_REPS];
+  double pred_s[128], noise[128], signed_err[128];
+  time_in_passes(ctx, shapes, ns, op, passes, per_pass, t, pred_s);
   for (int i = 0; i < ns; i++) {
     const shape *s = &shapes[i];
-    timed_call call = s->dtype == POAS_FLOAT32
-                          ? (timed_call){ctx, s, sA, sB, sC, NULL, {NULL}, {NULL}, {NULL}}
-                          : (timed_call){ctx, s, dA, dB, dC, NULL, {NULL}, {NULL}, {NULL}};
-    double kernel = 0, meas = median_time(&call, reps);
-    poas_report rep;
-    if (poas_last_report(ctx, &rep)) {
-      fprintf(stderr, "accuracy: no report: %s\n", poas_error_detail());
-      return 1;
-    }
-    double pred = rep.predicted_s;
+    double kernel = 0, *ti = &t[i * MAX_REPS];
+    double meas = bench_median(ti, timed), pred = pred_s[i];
+    noise[i] = poas__timing_noise(ti, timed);
     poas_predict_gemm(ctx, 0, s->dtype, s->ta, s->tb, s->m, s->n, s->k, &kernel);
-    err[i] = fabs(pred - meas) / meas;
+    signed_err[i] = (pred - meas) / meas;
+    err[i] = fabs(signed_err[i]);
     printf("| %s | %c%c | %lld | %lld | %lld | %.4g | ", s->dtype ? "d" : "s",
            s->ta == POAS_TRANS ? 'T' : 'N', s->tb == POAS_TRANS ? 'T' : 'N', (long long)s->m,
            (long long)s->n, (long long)s->k, 1e3 * kernel);
@@ -312,6 +370,11 @@ int main(int argc, char **argv) {
   printf("\nshapes: %d, median |predicted - measured| / measured: %.2f%%, 90th percentile: "
          "%.2f%%, max: %.2f%%\n",
          ns, 100 * median, 100 * err[(ns * 9) / 10], 100 * err[ns - 1]);
+  printf("median (predicted - measured) / measured: %+.2f%%; timing noise (median over shapes "
+         "of the median |one timing - the shape's median| / median, %d timings in %d passes): "
+         "%.2f%%\n",
+         100 * bench_median(signed_err, ns), timed, passes,
+         100 * (timed >= 3 ? bench_median(noise, ns) : 0));
   free(sA);
   free(sB);
   free(sC);
