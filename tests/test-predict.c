@@ -83,6 +83,20 @@ static void on_progress(void *user, const char *id, const char *step, double f) 
   snprintf(p->last_step, sizeof p->last_step, "%s", step);
 }
 
+/* A quick calibration of ctx's devices in the dtypes of mask `dtypes`,
+ * written to `file` in the test's folder, whose path goes to path[256];
+ * r may be NULL. */
+static int calibrate_quick(poas_context *ctx, int dtypes, const char *file, char *path,
+                           poas_calibration_result *r) {
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = dtypes;
+  snprintf(path, 256, "%s", test_tmp_path(file));
+  o.output = path;
+  return poas_calibrate(ctx, &o, r);
+}
+
 TEST(sim_calibration_recovers_its_parameters) {
   poas_context *ctx = test_open("sim:rate=2e11:drate=5e10:latency=1e-5:bandwidth=8e9");
   CHECK(ctx);
@@ -205,14 +219,8 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
   const char *devs = "sim:rate=1e11:latency=0:shared=1,sim:rate=1e11:latency=0:shared=1";
   poas_context *ctx = test_open(devs);
   CHECK(ctx);
-  poas_calibrate_options o;
-  poas_calibrate_options_init(&o);
-  o.quick = 1;
-  o.dtypes = 1 << POAS_FLOAT32;
   char path[256];
-  snprintf(path, sizeof path, "%s", test_tmp_path("contention.json"));
-  o.output = path;
-  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32, "contention.json", path, NULL));
   poas_finalize(ctx);
   poas__profile *p = malloc(sizeof *p);
   CHECK(p);
@@ -266,18 +274,14 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
 TEST(single_dtype_calibration_keeps_the_other) {
   poas_context *ctx = test_open("sim:rate=1e11:latency=0");
   CHECK(ctx);
-  poas_calibrate_options o;
-  poas_calibrate_options_init(&o);
-  o.quick = 1;
-  o.dtypes = 1 << POAS_FLOAT64;
-  o.output = test_tmp_path("d-only.json");
-  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  char path[256];
+  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT64, "d-only.json", path, NULL));
   double t;
   CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 100, 100, 100,
                              &t));
   CHECK(near(t, 2e6 / 1e11, 1e-9)); /* the sim's exact model, untouched */
   poas__profile *p = malloc(sizeof *p);
-  CHECK_OK(poas__profile_load(o.output, p));
+  CHECK_OK(poas__profile_load(path, p));
   CHECK(!p->dev[0].model.gemm[0][0].valid && p->dev[0].model.gemm[1][0].valid);
   free(p);
   poas_finalize(ctx);
@@ -532,16 +536,10 @@ TEST(timing_noise_is_the_median_relative_deviation) {
 TEST(calibration_reports_a_noisy_machine) {
   poas_context *ctx = test_open("sim:rate=2e11:latency=1e-5:bandwidth=8e9:jitter=0.08");
   CHECK(ctx);
-  poas_calibrate_options o;
-  poas_calibrate_options_init(&o);
-  o.quick = 1;
-  o.dtypes = 1 << POAS_FLOAT32;
-  char path[256];
-  snprintf(path, sizeof path, "%s", test_tmp_path("noisy.json"));
-  o.output = path;
   poas_calibration_result *r = malloc(sizeof *r);
   CHECK(r);
-  CHECK_OK(poas_calibrate(ctx, &o, r));
+  char path[256];
+  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32, "noisy.json", path, r));
   const poas_fit_info *g = &r->dev[0].gemm[POAS_FLOAT32];
   CHECK_MSG(g->timing_noise > 0.012 && g->timing_noise < 0.03, "noise %.4f", g->timing_noise);
   for (int p = 0; p < 4; p++)
