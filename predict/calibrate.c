@@ -751,9 +751,10 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     s[i].noise = poas__timing_noise(&t[s[i].id * MAX_REPS], reps);
     if (!(s[i].t > 0))
       s[i].t = 1e-9; /* a clock too coarse to see it: count it as a nanosecond */
-    poas__debug("calibrate %s %sgemm %d %lld %lld %lld %.6e", bb->dev->info.id,
+    /* The noise last, so that readers of the leading fields still work. */
+    poas__debug("calibrate %s %sgemm %d %lld %lld %lld %.6e noise %.4f", bb->dev->info.id,
                 poas__dtype_letter((poas_dtype)s[i].dtype), s[i].pair, (long long)s[i].m,
-                (long long)s[i].n, (long long)s[i].k, s[i].t);
+                (long long)s[i].n, (long long)s[i].k, s[i].t, s[i].noise);
   }
   free(t);
   return rc;
