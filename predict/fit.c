@@ -144,6 +144,7 @@ static double rel_error(double predicted, double measured) {
 int poas__fit_linear(const double *X, const double *y, const int *heldout, int nrows, int ncols,
                      double *coef, double *train_coef, poas__fit_accum *acc,
                      poas__fit_stats *stats) {
+  *stats = (poas__fit_stats){0}; /* timing_noise is the caller's to set */
   if (ncols > POAS__GEMM_NFEAT || ncols < 1)
     return POAS_EINVAL;
   int *use = calloc((size_t)nrows + 1, sizeof *use);
@@ -201,6 +202,7 @@ out:
 }
 
 void poas__fit_accum_stats(poas__fit_accum *acc, poas__fit_stats *stats) {
+  *stats = (poas__fit_stats){0};
   stats->samples = acc->samples;
   stats->r2 = acc->ss_tot > 0 ? 1 - acc->ss_res / acc->ss_tot : 1;
   stats->heldout_max = 0;

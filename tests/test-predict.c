@@ -121,6 +121,7 @@ TEST(sim_calibration_recovers_its_parameters) {
     CHECK(r->dev[0].gemm[dt].timing_noise == 0); /* virtual time is exact */
   }
   for (int dir = 0; dir < 2; dir++) {
+    CHECK(r->dev[0].transfer[dir].timing_noise == 0); /* not measured for copies */
     CHECK(near(r->dev[0].latency_s[dir], 1e-5, 0.01));
     CHECK(near(r->dev[0].bandwidth[dir], 8e9, 0.01));
   }
@@ -523,6 +524,17 @@ TEST(timing_noise_is_the_median_relative_deviation) {
   CHECK(fabs(poas__timing_noise(burst, 5) - 0.02) < 1e-12);
   double two[] = {1, 2};
   CHECK(poas__timing_noise(two, 2) == 0);
+  /* A fit's figures start from nothing: noise is for the caller to set,
+   * never what the stack held (it once reached a profile as 1.5e-322). */
+  double X[] = {1, 1, 1, 2, 1, 3, 1, 4}, y[] = {3, 5, 7, 9}, coef[2];
+  int held[] = {0, 0, 0, 1};
+  poas__fit_stats st = {.timing_noise = 7};
+  CHECK_OK(poas__fit_linear(X, y, held, 4, 2, coef, NULL, NULL, &st));
+  CHECK(st.timing_noise == 0 && st.samples == 4 && fabs(coef[1] - 2) < 1e-9);
+  poas__fit_accum acc = {0};
+  st.timing_noise = 7;
+  poas__fit_accum_stats(&acc, &st);
+  CHECK(st.timing_noise == 0);
   return 0;
 }
 
