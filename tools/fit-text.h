@@ -6,6 +6,7 @@
 #include "poas.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* A device's transfer model in one direction, as "8.28 us + 15.1 GB/s" or,
  * with a knee, "8.28 us + 15.1 GB/s, 10.2 GB/s past 64 MiB", followed by
@@ -17,6 +18,15 @@ void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap);
 /* A fit's timing noise (poas_fit_info.timing_noise) as "1.23%", or "-"
  * where it was not measured; returns buf. */
 const char *tool_noise_text(double noise, char *buf, size_t cap);
+
+/* Past this timing noise (poas_fit_info.timing_noise) the machine, not
+ * the model, bounds what predictions can reach. */
+#define TOOL_NOISY 0.03
+
+/* Writes to f, after `prefix`, one line for each of the device's GEMM
+ * dtypes calibrated past TOOL_NOISY, saying the machine was busy; returns
+ * how many it wrote. */
+int tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit);
 
 /* The runtime's costs of a run on the device, as "a run costs 12 us beyond
  * its GEMMs and copies, 450 us more through the engine"; "" when neither

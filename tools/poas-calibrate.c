@@ -57,12 +57,6 @@ static int parse_dtype(const char *s, int *mask) {
   return 0;
 }
 
-/* Past this timing noise (poas_fit_info.timing_noise) the machine, not the
- * model, bounds what predictions can reach, and the summary says so: a
- * median 3% off on one timing is most of the CPU's 5% accuracy target, and
- * the 2-core CI VM read 2.3-3.5% on a day its speed drifted by 10%. */
-#define NOISY 0.03
-
 static void print_summary(const poas_calibration_result *r) {
   printf("%-8s %-5s %7s %8s %14s %11s %6s   %s\n", "device", "dtype", "samples", "R^2",
          "heldout median", "heldout max", "noise", "thin blocks");
@@ -108,15 +102,7 @@ static void print_summary(const poas_calibration_result *r) {
   }
   printf("took %.1f s; profile: %s\n", r->seconds, r->output[0] ? r->output : "(not written)");
   for (int i = 0; i < r->ndevices; i++)
-    for (int dt = 0; dt < 2; dt++) {
-      const poas_fit_info *g = &r->dev[i].gemm[dt];
-      if (g->samples && g->timing_noise > NOISY)
-        fprintf(stderr,
-                "poas-calibrate: %s %sgemm: one timing of a sample strayed a median %.1f%% from "
-                "the sample's median: the machine was busy, and predictions can be no better "
-                "than that; calibrate again when it is quiet\n",
-                r->dev[i].id, dt ? "d" : "s", 100 * g->timing_noise);
-    }
+    tool_noise_warnings(stderr, "poas-calibrate: ", &r->dev[i]);
 }
 
 int main(int argc, char **argv) {

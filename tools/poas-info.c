@@ -194,6 +194,9 @@ static void print_profile_table(poas_context *ctx) {
     if (threads[0])
       printf("%-10s %s\n", f->id, threads);
   }
+  for (int i = 0; i < pi.ndevices; i++)
+    if (pi.dev[i].calibrated)
+      tool_noise_warnings(stdout, "note: ", &pi.dev[i]);
 }
 
 static void print_table(poas_context *ctx) {

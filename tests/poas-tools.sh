@@ -1,0 +1,45 @@
+#!/bin/sh
+# poas-tools.sh: poas-calibrate and poas-info as a user meets them: help,
+# a usage error refused with exit 2, and a quick calibration of simulated
+# devices (virtual time, so it takes no time): a quiet one writes no noise
+# and no warning; a noisy one (sim:jitter) is flagged by poas-calibrate's
+# summary, kept in the profile, and flagged again by poas-info, in its
+# table and its JSON.
+set -u
+calibrate="${top_builddir:-.}/tools/poas-calibrate"
+info="${top_builddir:-.}/tools/poas-info"
+fail() { echo "poas-tools.sh: $*" >&2; exit 1; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+"$calibrate" --help | grep -q "Usage: poas-calibrate" || fail "poas-calibrate --help"
+"$info" --help | grep -q "Usage: poas-info" || fail "poas-info --help"
+"$calibrate" --dtype x >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--dtype x accepted"
+grep -q "dtype must be s, d or sd" "$tmp/err" || fail "--dtype x: $(cat "$tmp/err")"
+
+"$calibrate" --quick --devices sim --dtype s --output "$tmp/quiet.json" >"$tmp/out" 2>"$tmp/err" ||
+  fail "quiet calibration failed: $(cat "$tmp/err")"
+grep -q "heldout median heldout max  noise" "$tmp/out" || fail "no noise column: $(cat "$tmp/out")"
+grep -q "machine was busy" "$tmp/err" && fail "a quiet sim called busy: $(cat "$tmp/err")"
+grep -q "timing_noise" "$tmp/quiet.json" && fail "a quiet sim's profile holds timing noise"
+
+"$calibrate" --quick --devices sim:jitter=0.2 --dtype s --output "$tmp/noisy.json" \
+  >"$tmp/out" 2>"$tmp/err" || fail "noisy calibration failed: $(cat "$tmp/err")"
+grep -q "poas-calibrate: sim0 sgemm: .*machine was busy" "$tmp/err" ||
+  fail "a noisy sim not flagged: $(cat "$tmp/out" "$tmp/err")"
+grep -q '"timing_noise"' "$tmp/noisy.json" || fail "the noise is not in the profile"
+
+"$info" --devices "sim:profile=$tmp/noisy.json" >"$tmp/out" 2>&1 || fail "poas-info: $(cat "$tmp/out")"
+grep -q "^note: sim0 sgemm: .*machine was busy" "$tmp/out" ||
+  fail "poas-info does not flag the noisy profile: $(cat "$tmp/out")"
+if command -v python3 >/dev/null 2>&1; then
+  "$info" --json --devices "sim:profile=$tmp/noisy.json" >"$tmp/info.json" || fail "poas-info --json"
+  python3 - "$tmp/info.json" <<'PYEOF' || fail "poas-info --json: no timing noise past 3%"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+fits = [d["gemm"]["s"]["all"] for d in doc["profile"]["devices"] if d["id"] == "sim0"]
+sys.exit(0 if fits and fits[0].get("timing_noise", 0) > 0.03 else 1)
+PYEOF
+fi
+exit 0
