@@ -31,6 +31,8 @@ grep -q "poas-calibrate: sim0 sgemm: .*machine was busy" "$tmp/err" ||
 grep -q '"timing_noise"' "$tmp/noisy.json" || fail "the noise is not in the profile"
 
 "$info" --devices "sim:profile=$tmp/noisy.json" >"$tmp/out" 2>&1 || fail "poas-info: $(cat "$tmp/out")"
+grep -q "profile: (none: simulated devices take theirs from sim:profile=FILE)" "$tmp/out" ||
+  fail "poas-info does not say where simulated devices take their models: $(cat "$tmp/out")"
 grep -q "^note: sim0 sgemm: .*machine was busy" "$tmp/out" ||
   fail "poas-info does not flag the noisy profile: $(cat "$tmp/out")"
 if command -v python3 >/dev/null 2>&1; then

@@ -139,7 +139,16 @@ static void print_profile_table(poas_context *ctx) {
   poas_profile_info pi;
   if (poas_profile_get(ctx, &pi) != 0)
     return;
-  printf("\nprofile: %s\n", pi.path[0] ? pi.path : "(none: built-in estimates requested)");
+  /* Only a set with a real device reads a profile; simulated devices take
+   * theirs with sim:profile=FILE. */
+  int real = 0;
+  for (int i = 0; i < poas_device_count(ctx); i++) {
+    poas_device_info d;
+    real += poas_device_get(ctx, i, &d) == 0 && d.kind != POAS_DEVICE_SIM;
+  }
+  printf("\nprofile: %s\n", pi.path[0] ? pi.path
+                          : real     ? "(none: built-in estimates requested)"
+                                     : "(none: simulated devices take theirs from sim:profile=FILE)");
   if (pi.loaded) {
     printf("  written %s, ", pi.created);
     print_age(pi.age_s);
