@@ -24,10 +24,30 @@
 #define OCL_LANES 3
 #define OCL_ALLOC_QUEUE OCL_LANES
 
+/* What an open device computes through: its context and queues, on the
+ * device or on a sub-device of `cores` compute units. Sessions are never
+ * released, only handed back to a process-wide pool when their device
+ * closes and taken again by the next open of the same device and cores.
+ * PoCL 3.1's pthread driver drops its own reference to a finished
+ * command's event after clFinish has returned: releasing the queues and
+ * the context at close let that late release read freed memory (a worker
+ * thread died in POclReleaseEvent while the next test opened the device,
+ * 2 times in about 360 runs of test-gemm-opencl under load). CLBlast's
+ * compiled programs, which it caches per context, then stay valid too. */
+typedef struct ocl_session {
+  cl_device_id parent;      /* the device as enumerated */
+  int cores;                /* of a sub-device; 0: the whole device */
+  cl_device_id subdevice;   /* created for cores, else NULL */
+  cl_context ctx;
+  cl_command_queue queue[OCL_LANES + 1];
+  int in_use;
+  struct ocl_session *next;
+} ocl_session;
+
 typedef struct ocl_state {
   poas__device dev;
-  cl_device_id device;
-  cl_device_id subdevice;       /* created for cores=N, else NULL */
+  cl_device_id device;          /* the one computing: a sub-device for cores=N */
+  ocl_session *session;         /* ctx and queue are its own, copied */
   cl_context ctx;
   cl_command_queue queue[OCL_LANES + 1];
   uint64_t max_alloc;
@@ -36,12 +56,8 @@ typedef struct ocl_state {
   uint64_t allocated;
 } ocl_state;
 
-/* CLBlast keeps compiled programs, which hold their contexts, in a process
- * cache. It is emptied when the last OpenCL device closes, so that a closed
- * context is really released; the programs are rebuilt from PoCL's or the
- * driver's own binary cache on the next open. */
-static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
-static int open_devices;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static ocl_session *pool; /* guarded by pool_lock */
 
 /* ---------------------------------------------------------------- errors */
 
@@ -189,35 +205,27 @@ static int partitions_by_counts(cl_device_id d) {
 
 /* cores=N: a sub-device of N compute units, for CPU devices that can be
  * partitioned (PoCL's can), so that OpenCL leaves the other cores to the
- * cpu device. */
-static int parse_settings(ocl_state *s, const poas__spec_entry *e, char *err, size_t errcap) {
-  cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);
+ * cpu device. *cores is 0 for the whole device. */
+static int parse_settings(cl_device_id device, const poas__spec_entry *e, int *cores_out,
+                          char *err, size_t errcap) {
+  cl_uint cu = device_uint(device, CL_DEVICE_MAX_COMPUTE_UNITS);
   int cores = 0; /* not given */
+  *cores_out = 0;
   const poas__int_setting known[] = {{"cores", 1, (int64_t)cu, &cores}};
   if (poas__spec_ints("opencl", e, known, 1, err, errcap))
     return POAS_ESPEC;
   if (cores == 0)
     return 0;
   cl_device_type type = 0;
-  clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-  if (!(type & CL_DEVICE_TYPE_CPU) || !partitions_by_counts(s->device)) {
+  clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  if (!(type & CL_DEVICE_TYPE_CPU) || !partitions_by_counts(device)) {
     snprintf(err, errcap,
              "opencl: cores=%d not supported: the device cannot be partitioned by counts", cores);
     return POAS_ESPEC;
   }
   if (cores == (int)cu)
     return 0;
-  cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_COUNTS,
-                                          (cl_device_partition_property)cores,
-                                          CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
-  cl_uint got = 0;
-  cl_int r = clCreateSubDevices(s->device, props, 1, &s->subdevice, &got);
-  if (r != CL_SUCCESS || got != 1) {
-    snprintf(err, errcap, "opencl: cores=%d: clCreateSubDevices failed: %s (%d)", cores,
-             status_name(r), (int)r);
-    return POAS_ESPEC;
-  }
-  s->device = s->subdevice;
+  *cores_out = cores;
   /* PoCL with POCL_AFFINITY=1 pins its workers to the first cores, which the
    * cpu device binds to as well: a 2048 split between one-core PoCL and a
    * one-thread cpu device then ran at 0.46-0.55 of the summed rates. */
@@ -265,15 +273,86 @@ static void fill_info(ocl_state *s) {
   s->max_alloc = device_ulong(s->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
 }
 
-static void release_state(ocl_state *s) {
+/* Releases a session that never reached the pool (its creation failed
+ * part way, so no command ever ran on it). */
+static void release_session(ocl_session *ss) {
   for (int q = OCL_LANES; q >= 0; q--)
-    if (s->queue[q])
-      clReleaseCommandQueue(s->queue[q]);
-  if (s->ctx)
-    clReleaseContext(s->ctx);
-  if (s->subdevice)
-    clReleaseDevice(s->subdevice);
-  free(s);
+    if (ss->queue[q])
+      clReleaseCommandQueue(ss->queue[q]);
+  if (ss->ctx)
+    clReleaseContext(ss->ctx);
+  if (ss->subdevice)
+    clReleaseDevice(ss->subdevice);
+  free(ss);
+}
+
+/* A session for `parent` (cores: 0 or a sub-device's compute units): an
+ * idle one from the pool, else a new one, which joins the pool. */
+static int acquire_session(int index, cl_device_id parent, int cores, ocl_session **out,
+                           char *err, size_t errcap) {
+  pthread_mutex_lock(&pool_lock);
+  for (ocl_session *ss = pool; ss; ss = ss->next)
+    if (!ss->in_use && ss->parent == parent && ss->cores == cores) {
+      ss->in_use = 1;
+      pthread_mutex_unlock(&pool_lock);
+      *out = ss;
+      return 0;
+    }
+  pthread_mutex_unlock(&pool_lock);
+  ocl_session *ss = calloc(1, sizeof *ss);
+  if (!ss)
+    return POAS_ENOMEM;
+  ss->parent = parent;
+  ss->cores = cores;
+  cl_device_id device = parent;
+  cl_int r;
+  if (cores) {
+    cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_COUNTS,
+                                            (cl_device_partition_property)cores,
+                                            CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
+    cl_uint got = 0;
+    r = clCreateSubDevices(parent, props, 1, &ss->subdevice, &got);
+    if (r != CL_SUCCESS || got != 1) {
+      ss->subdevice = NULL;
+      snprintf(err, errcap, "opencl: cores=%d: clCreateSubDevices failed: %s (%d)", cores,
+               status_name(r), (int)r);
+      release_session(ss);
+      return POAS_ESPEC;
+    }
+    device = ss->subdevice;
+  }
+  ss->ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &r);
+  if (!ss->ctx) {
+    snprintf(err, errcap, "opencl%d: clCreateContext failed: %s (%d)", index, status_name(r),
+             (int)r);
+    release_session(ss);
+    return POAS_EDEVICE;
+  }
+  for (int q = 0; q <= OCL_LANES; q++) {
+    ss->queue[q] = clCreateCommandQueue(ss->ctx, device, 0, &r);
+    if (!ss->queue[q]) {
+      snprintf(err, errcap, "opencl%d: clCreateCommandQueue failed: %s (%d)", index,
+               status_name(r), (int)r);
+      release_session(ss);
+      return POAS_EDEVICE;
+    }
+  }
+  ss->in_use = 1;
+  pthread_mutex_lock(&pool_lock);
+  ss->next = pool;
+  pool = ss;
+  pthread_mutex_unlock(&pool_lock);
+  *out = ss;
+  return 0;
+}
+
+/* Hands a session back once its queues are empty. */
+static void return_session(ocl_session *ss) {
+  for (int q = 0; q <= OCL_LANES; q++)
+    clFinish(ss->queue[q]);
+  pthread_mutex_lock(&pool_lock);
+  ss->in_use = 0;
+  pthread_mutex_unlock(&pool_lock);
 }
 
 /* CLBlast runs a GEMM with its direct kernel below XGEMM_MIN_INDIRECT_SIZE
@@ -309,30 +388,20 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   ocl_state *s = calloc(1, sizeof *s);
   if (!s)
     return POAS_ENOMEM;
-  int rc = POAS_ENODEV;
-  if (!walk_devices(index, &s->device)) {
+  int rc = POAS_ENODEV, cores = 0;
+  cl_device_id parent;
+  if (!walk_devices(index, &parent)) {
     snprintf(err, errcap, "opencl%d: no such device", index);
     goto fail;
   }
-  rc = parse_settings(s, e, err, errcap);
+  rc = parse_settings(parent, e, &cores, err, errcap);
+  if (!rc)
+    rc = acquire_session(index, parent, cores, &s->session, err, errcap);
   if (rc)
     goto fail;
-  rc = POAS_EDEVICE;
-  cl_int r;
-  s->ctx = clCreateContext(NULL, 1, &s->device, NULL, NULL, &r);
-  if (!s->ctx) {
-    snprintf(err, errcap, "opencl%d: clCreateContext failed: %s (%d)", index, status_name(r),
-             (int)r);
-    goto fail;
-  }
-  for (int q = 0; q <= OCL_LANES; q++) {
-    s->queue[q] = clCreateCommandQueue(s->ctx, s->device, 0, &r);
-    if (!s->queue[q]) {
-      snprintf(err, errcap, "opencl%d: clCreateCommandQueue failed: %s (%d)", index,
-               status_name(r), (int)r);
-      goto fail;
-    }
-  }
+  s->device = s->session->subdevice ? s->session->subdevice : parent;
+  s->ctx = s->session->ctx;
+  memcpy(s->queue, s->session->queue, sizeof s->queue);
   fill_info(s);
   tune_clblast(s);
   pthread_mutex_init(&s->lock, NULL);
@@ -354,26 +423,18 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   if (s->dev.info.shares_host_cores)
     s->dev.gemm_tile_bytes = device_ulong(s->device, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE) / 8;
   s->dev.priv = s;
-  pthread_mutex_lock(&open_lock);
-  open_devices++;
-  pthread_mutex_unlock(&open_lock);
   *out = &s->dev;
   return 0;
 fail:
-  release_state(s);
+  free(s);
   return rc;
 }
 
 static void ocl_close(poas__device *dev) {
   ocl_state *s = dev->priv;
-  for (int q = 0; q <= OCL_LANES; q++)
-    clFinish(s->queue[q]);
+  return_session(s->session);
   pthread_mutex_destroy(&s->lock);
-  pthread_mutex_lock(&open_lock);
-  if (--open_devices == 0)
-    CLBlastClearCache();
-  pthread_mutex_unlock(&open_lock);
-  release_state(s);
+  free(s);
 }
 
 /* ---------------------------------------------------------------- memory */
