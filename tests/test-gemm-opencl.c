@@ -253,6 +253,39 @@ TEST(opencl_alloc_limits) {
   return 0;
 }
 
+/* A closed device's queues and context go back to a pool, not to the
+ * driver (PoCL's worker still releases events after clFinish returns): the
+ * next open of the same device and cores takes the same queue, a second
+ * device open at the same time gets its own, and other cores another. */
+TEST(opencl_sessions_are_reused) {
+  poas__devset a, b;
+  char err[256];
+  int rc = open_set("opencl0", &a, err, sizeof err);
+  if (rc)
+    return rc;
+  CHECK_OK(poas__devset_open("opencl0", &b, err, sizeof err)); /* both open at once */
+  void *qa = a.dev[0]->be->native_lane(a.dev[0], 1), *qb = b.dev[0]->be->native_lane(b.dev[0], 1);
+  CHECK(qa && qb && qa != qb);
+  poas__devset_close(&b);
+  poas__devset_close(&a);
+  /* Opened again, twice at once: the two idle sessions, no new one. */
+  CHECK_OK(poas__devset_open("opencl0", &a, err, sizeof err));
+  CHECK_OK(poas__devset_open("opencl0", &b, err, sizeof err));
+  void *ra = a.dev[0]->be->native_lane(a.dev[0], 1), *rb = b.dev[0]->be->native_lane(b.dev[0], 1);
+  poas__devset_close(&b);
+  poas__devset_close(&a);
+  CHECK_MSG((ra == qa && rb == qb) || (ra == qb && rb == qa), "queues %p %p, then %p %p", qa, qb,
+            ra, rb);
+  /* Another core count is another session. */
+  rc = poas__devset_open("opencl0:cores=1", &a, err, sizeof err);
+  if (rc == 0) {
+    void *r1 = a.dev[0]->be->native_lane(a.dev[0], 1);
+    poas__devset_close(&a);
+    CHECK(r1 != qa && r1 != qb);
+  }
+  return 0;
+}
+
 #if POAS_HAVE_OPENCL
 /* A task's OpenCL implementation: `value < 0` doubles each float of
  * buffers[0], else it sets the first `count` floats to `value`. It builds
@@ -361,4 +394,5 @@ TEST(opencl_tasks_run_their_kernels) {
 TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding),
           TEST_ENTRY(opencl_lanes_ordered_by_events), TEST_ENTRY(opencl_beta_zero_ignores_c),
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),
-          TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_tasks_run_their_kernels))
+          TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_sessions_are_reused),
+          TEST_ENTRY(opencl_tasks_run_their_kernels))
