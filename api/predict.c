@@ -59,8 +59,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
     fit_info(&f->gemm[dt], &m->gemm_fit[dt]);
     for (int p = 0; p < 4; p++) {
       const poas__gemm_model *g = &m->gemm[dt][p];
-      poas__fit_stats s = {g->samples, g->r2, g->heldout_median, g->heldout_max, g->timing_noise};
-      fit_info(&f->gemm_pair[dt][p], &s);
+      fit_info(&f->gemm_pair[dt][p], &g->fit);
       thin_range(g->thin, &f->gemm_pair[dt][p]);
       widen_thin(&f->gemm[dt], &f->gemm_pair[dt][p]);
     }

@@ -75,9 +75,7 @@ typedef struct poas__gemm_model {
   /* Applied on top of the coefficients' smooth time; NULL: none. Interned,
    * so it outlives every model that points at it. */
   const poas__thin_table *thin;
-  /* Fit quality, from calibration (poas__fit_stats); 0 when not calibrated. */
-  int samples;
-  double r2, heldout_median, heldout_max, timing_noise;
+  poas__fit_stats fit; /* from calibration; all 0 when not calibrated */
 } poas__gemm_model;
 
 typedef struct poas__transfer_model {

@@ -357,15 +357,9 @@ static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_
       return complain(r, "'%s.coef[%d]' is %g, outside [-1, 1]", path, i, x);
     gm->coef[i] = x;
   }
-  poas__fit_stats fit;
-  if (read_fit(r, obj, path, &fit))
+  if (read_fit(r, obj, path, &gm->fit))
     return -1;
   gm->valid = 1;
-  gm->samples = fit.samples;
-  gm->r2 = fit.r2;
-  gm->heldout_median = fit.heldout_median;
-  gm->heldout_max = fit.heldout_max;
-  gm->timing_noise = fit.timing_noise;
   json_t *thin = member(r, obj, path, "thin", JSON_OBJECT, "an object", 1);
   char tp[300];
   snprintf(tp, sizeof tp, "%.280s.thin", path);
@@ -764,9 +758,7 @@ static json_t *gemm_json(const poas__device_model *dm) {
           json_object_set_new(t, thin_sides[side], thin_side_json(gm->thin->factor[side]));
         json_object_set_new(m, "thin", t);
       }
-      poas__fit_stats fit = {gm->samples, gm->r2, gm->heldout_median, gm->heldout_max,
-                             gm->timing_noise};
-      json_object_set_new(d, pair_names[pair], fit_json(m, &fit));
+      json_object_set_new(d, pair_names[pair], fit_json(m, &gm->fit));
     }
     json_object_set_new(g, dt ? "d" : "s", d);
   }

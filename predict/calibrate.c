@@ -653,11 +653,8 @@ static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
       break;
     }
     gm->valid = 1;
-    gm->samples = st.samples;
-    gm->r2 = st.r2;
-    gm->heldout_median = st.heldout_median;
-    gm->heldout_max = st.heldout_max;
-    gm->timing_noise = poas__median(noise + nall, n);
+    gm->fit = st;
+    gm->fit.timing_noise = poas__median(noise + nall, n);
     nall += n;
   }
   if (!rc) {
@@ -1063,8 +1060,8 @@ static double restat_dtype(int dt, const gemm_sample *s, int ns,
     }
     if (!n)
       continue;
-    out->gemm[dt][pair].heldout_max = mx;
-    out->gemm[dt][pair].heldout_median = poas__median(pair_err, n);
+    out->gemm[dt][pair].fit.heldout_max = mx;
+    out->gemm[dt][pair].fit.heldout_median = poas__median(pair_err, n);
     all_max = fmax(all_max, mx);
   }
   if (nall) {

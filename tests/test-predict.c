@@ -565,7 +565,7 @@ TEST(calibration_reports_a_noisy_machine) {
   CHECK(p);
   CHECK_OK(poas__profile_load(path, p));
   CHECK(p->dev[0].model.gemm_fit[POAS_FLOAT32].timing_noise == g->timing_noise);
-  CHECK(p->dev[0].model.gemm[POAS_FLOAT32][1].timing_noise ==
+  CHECK(p->dev[0].model.gemm[POAS_FLOAT32][1].fit.timing_noise ==
         r->dev[0].gemm_pair[POAS_FLOAT32][1].timing_noise);
   free(p);
   free(r);

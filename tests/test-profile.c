@@ -46,9 +46,9 @@ static void replace_all(char *s, const char *from, const char *to) {
 }
 
 static int gemm_equal(const poas__gemm_model *a, const poas__gemm_model *b) {
-  if (a->valid != b->valid || a->samples != b->samples || a->r2 != b->r2 ||
-      a->heldout_median != b->heldout_median || a->heldout_max != b->heldout_max ||
-      a->timing_noise != b->timing_noise)
+  if (a->valid != b->valid || a->fit.samples != b->fit.samples || a->fit.r2 != b->fit.r2 ||
+      a->fit.heldout_median != b->fit.heldout_median ||
+      a->fit.heldout_max != b->fit.heldout_max || a->fit.timing_noise != b->fit.timing_noise)
     return 0;
   for (int i = 0; i < POAS__GEMM_NFEAT; i++)
     if (a->coef[i] != b->coef[i])
@@ -89,11 +89,8 @@ static void sample_profile(poas__profile *p) {
         poas__gemm_model_from_rate(g, 1e11 / 3 * (dt + 1) + pair, 1.0 / 7e5);
         g->coef[3] = 1e-11 / 3;
         g->coef[7] = 2.5e-13;
-        g->samples = 10 + pair;
-        g->r2 = 0.9 + pair / 100.0;
-        g->heldout_median = 0.01 / 3;
-        g->heldout_max = 0.1 / 7;
-        g->timing_noise = pair == 1 ? 0 : 0.01 / 7;
+        g->fit = (poas__fit_stats){10 + pair, 0.9 + pair / 100.0, 0.01 / 3, 0.1 / 7,
+                                   pair == 1 ? 0 : 0.01 / 7};
         /* A thin-block table on some pairs, written only when measured, of
          * factors that four significant digits hold exactly. */
         static poas__thin_table thin[2];
@@ -320,7 +317,7 @@ static int write_cpu_profile(const char *path, double rate) {
   for (int dt = 0; dt < 2; dt++) {
     for (int pair = 0; pair < 4; pair++)
       poas__gemm_model_from_rate(&m->gemm[dt][pair], rate / (dt + 1), 1e-6);
-    m->gemm_fit[dt] = (poas__fit_stats){30, 0.99, 0.02, 0.05};
+    m->gemm_fit[dt] = (poas__fit_stats){30, 0.99, 0.02, 0.05, 0};
   }
   m->threads_by_side[POAS_FLOAT32][1][12] = 1; /* as calibration finds on the CI machine */
   m->threads_by_side[POAS_FLOAT32][0][6] = 1;

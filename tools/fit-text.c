@@ -15,8 +15,7 @@ const char *tool_noise_text(double noise, char *buf, size_t cap) {
 /* A median 3% off on one timing is most of the CPU's 5% accuracy target,
  * and the 2-core CI VM read 2.3-3.5% on a day its speed drifted by 10%
  * (bench/results/timing-noise-ci-2core-2026-11-23.md). */
-int tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit) {
-  int n = 0;
+void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit) {
   for (int dt = 0; dt < 2; dt++) {
     const poas_fit_info *g = &fit->gemm[dt];
     if (!g->samples || !(g->timing_noise > TOOL_NOISY))
@@ -26,9 +25,7 @@ int tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit)
             "sample's median: the machine was busy, and predictions can be no better than "
             "that; calibrate again when it is quiet\n",
             prefix, fit->id, dt ? "d" : "s", 100 * g->timing_noise);
-    n++;
   }
-  return n;
 }
 
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {

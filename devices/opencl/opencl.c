@@ -1,8 +1,9 @@
 /* opencl.c: OpenCL devices as POAS devices, with GEMM through CLBlast.
  * Every device of every platform is one device, in platform order then
  * device order. An open device has one context and four in-order command
- * queues: lanes 0 (host to device), 1 (compute) and 2 (device to host), and
- * a private queue on which mem_alloc touches new buffers so that a lazy
+ * queues, a session taken from a process-wide pool (ocl_session): lanes 0
+ * (host to device), 1 (compute) and 2 (device to host), and a private
+ * queue on which mem_alloc touches new buffers so that a lazy
  * implementation fails at allocation time rather than in the middle of a
  * schedule. Events are OpenCL markers; a lane waits on one with a barrier,
  * never on the host. */
@@ -47,9 +48,7 @@ typedef struct ocl_session {
 typedef struct ocl_state {
   poas__device dev;
   cl_device_id device;          /* the one computing: a sub-device for cores=N */
-  ocl_session *session;         /* ctx and queue are its own, copied */
-  cl_context ctx;
-  cl_command_queue queue[OCL_LANES + 1];
+  ocl_session *session;         /* its context and queues */
   uint64_t max_alloc;
   int has_fp64;
   pthread_mutex_t lock;         /* guards allocated */
@@ -400,8 +399,6 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   if (rc)
     goto fail;
   s->device = s->session->subdevice ? s->session->subdevice : parent;
-  s->ctx = s->session->ctx;
-  memcpy(s->queue, s->session->queue, sizeof s->queue);
   fill_info(s);
   tune_clblast(s);
   pthread_mutex_init(&s->lock, NULL);
@@ -463,7 +460,7 @@ static void unreserve(ocl_state *s, size_t bytes) {
 static cl_int touch(ocl_state *s, cl_mem buf) {
   const unsigned char zero = 0;
   cl_event ev;
-  cl_int r = clEnqueueFillBuffer(s->queue[OCL_ALLOC_QUEUE], buf, &zero, 1, 0, 1, 0, NULL, &ev);
+  cl_int r = clEnqueueFillBuffer(s->session->queue[OCL_ALLOC_QUEUE], buf, &zero, 1, 0, 1, 0, NULL, &ev);
   if (r != CL_SUCCESS)
     return r;
   r = clWaitForEvents(1, &ev);
@@ -482,7 +479,7 @@ static int ocl_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
     return poas__fail(POAS_ENOMEM, "%s: %zu bytes do not fit in the device memory left",
                       dev->info.id, bytes);
   cl_int r;
-  cl_mem buf = clCreateBuffer(s->ctx, CL_MEM_READ_WRITE, bytes, NULL, &r);
+  cl_mem buf = clCreateBuffer(s->session->ctx, CL_MEM_READ_WRITE, bytes, NULL, &r);
   if (buf && (r = touch(s, buf)) != CL_SUCCESS) {
     clReleaseMemObject(buf);
     buf = NULL;
@@ -534,9 +531,9 @@ static int copy_rect(poas__device *dev, int lane, poas_direction dir, cl_mem buf
   static const size_t zero[3] = {0, 0, 0};
   rect(c, origin, region, &hp, &dp);
   cl_int r = dir == POAS_H2D
-                 ? clEnqueueWriteBufferRect(s->queue[lane], buf, CL_FALSE, origin, zero, region,
+                 ? clEnqueueWriteBufferRect(s->session->queue[lane], buf, CL_FALSE, origin, zero, region,
                                             dp, 0, hp, 0, host, 0, NULL, NULL)
-                 : clEnqueueReadBufferRect(s->queue[lane], buf, CL_FALSE, origin, zero, region,
+                 : clEnqueueReadBufferRect(s->session->queue[lane], buf, CL_FALSE, origin, zero, region,
                                            dp, 0, hp, 0, host, 0, NULL, NULL);
   if (r == CL_SUCCESS)
     return 0;
@@ -563,10 +560,10 @@ static CLBlastStatusCode clblast_gemm(ocl_state *s, int lane, const poas__gemm_c
   if (g->dtype == POAS_FLOAT32)
     return CLBlastSgemm(CLBlastLayoutColMajor, ta, tb, (size_t)g->m, (size_t)g->n, k,
                         (float)g->alpha, a, aoff, lda, b, boff, ldb, (float)g->beta,
-                        g->c.mem.ptr, g->c.off / es, (size_t)g->c.ld, &s->queue[lane], NULL);
+                        g->c.mem.ptr, g->c.off / es, (size_t)g->c.ld, &s->session->queue[lane], NULL);
   return CLBlastDgemm(CLBlastLayoutColMajor, ta, tb, (size_t)g->m, (size_t)g->n, k, g->alpha, a,
                       aoff, lda, b, boff, ldb, g->beta, g->c.mem.ptr, g->c.off / es,
-                      (size_t)g->c.ld, &s->queue[lane], NULL);
+                      (size_t)g->c.ld, &s->session->queue[lane], NULL);
 }
 
 /* C = beta C, for k = 0 or alpha = 0, where BLAS reads neither A nor B.
@@ -579,13 +576,13 @@ static int scale_c(poas__device *dev, int lane, const poas__gemm_call *g) {
   size_t es = poas__dtype_size(g->dtype);
   size_t bytes = (size_t)POAS__MAX(g->m, g->n) * es;
   cl_int r;
-  cl_mem zero = clCreateBuffer(s->ctx, CL_MEM_READ_ONLY, bytes, NULL, &r);
+  cl_mem zero = clCreateBuffer(s->session->ctx, CL_MEM_READ_ONLY, bytes, NULL, &r);
   if (!zero)
     return is_out_of_memory(r) ? poas__fail(POAS_ENOMEM, "%s: no room for %zu bytes of zeros",
                                             dev->info.id, bytes)
                                : cl_fail(dev, "clCreateBuffer", r);
   const double pattern = 0;
-  r = clEnqueueFillBuffer(s->queue[lane], zero, &pattern, es, 0, bytes, 0, NULL, NULL);
+  r = clEnqueueFillBuffer(s->session->queue[lane], zero, &pattern, es, 0, bytes, 0, NULL, NULL);
   if (r != CL_SUCCESS) {
     clReleaseMemObject(zero);
     return cl_fail(dev, "clEnqueueFillBuffer", r);
@@ -638,11 +635,11 @@ static int ocl_transpose(poas__device *dev, int lane, const poas__transpose_call
           ? CLBlastSomatcopy(CLBlastLayoutColMajor, CLBlastTransposeYes, (size_t)t->rows,
                              (size_t)t->cols, 1.0f, t->src.mem.ptr, t->src.off / es,
                              (size_t)t->src.ld, t->dst.mem.ptr, t->dst.off / es,
-                             (size_t)t->dst.ld, &s->queue[lane], NULL)
+                             (size_t)t->dst.ld, &s->session->queue[lane], NULL)
           : CLBlastDomatcopy(CLBlastLayoutColMajor, CLBlastTransposeYes, (size_t)t->rows,
                              (size_t)t->cols, 1.0, t->src.mem.ptr, t->src.off / es,
                              (size_t)t->src.ld, t->dst.mem.ptr, t->dst.off / es,
-                             (size_t)t->dst.ld, &s->queue[lane], NULL);
+                             (size_t)t->dst.ld, &s->session->queue[lane], NULL);
   if (st != CLBlastSuccess)
     return cl_fail(dev, t->dtype == POAS_FLOAT32 ? "CLBlastSomatcopy" : "CLBlastDomatcopy", st);
   return 0;
@@ -662,7 +659,7 @@ static int ocl_event_record(poas__device *dev, int lane, poas__event *ev) {
   if (rc)
     return rc;
   cl_event e;
-  cl_int r = clEnqueueMarkerWithWaitList(s->queue[lane], 0, NULL, &e);
+  cl_int r = clEnqueueMarkerWithWaitList(s->session->queue[lane], 0, NULL, &e);
   if (r != CL_SUCCESS)
     return cl_fail(dev, "clEnqueueMarkerWithWaitList", r);
   if (ev->u.handle)
@@ -679,7 +676,7 @@ static int ocl_lane_wait(poas__device *dev, int lane, poas__event *ev) {
   if (rc || !ev->u.handle)
     return rc;
   cl_event e = ev->u.handle;
-  cl_int r = clEnqueueBarrierWithWaitList(s->queue[lane], 1, &e, NULL);
+  cl_int r = clEnqueueBarrierWithWaitList(s->session->queue[lane], 1, &e, NULL);
   return r == CL_SUCCESS ? 0 : cl_fail(dev, "clEnqueueBarrierWithWaitList", r);
 }
 
@@ -708,13 +705,13 @@ static int ocl_lane_sync(poas__device *dev, int lane) {
   int rc = check_lane(dev, lane);
   if (rc)
     return rc;
-  cl_int r = clFinish(s->queue[lane]);
+  cl_int r = clFinish(s->session->queue[lane]);
   return r == CL_SUCCESS ? 0 : cl_fail(dev, "clFinish", r);
 }
 
 static void *ocl_native_lane(poas__device *dev, int lane) {
   ocl_state *s = dev->priv;
-  return lane >= 0 && lane < dev->nlanes ? (void *)s->queue[lane] : NULL;
+  return lane >= 0 && lane < dev->nlanes ? (void *)s->session->queue[lane] : NULL;
 }
 
 const poas__backend poas__backend_opencl = {

@@ -163,16 +163,16 @@ static int spend(poas__device *dev, int lane, double seconds) {
   if (lane < 0 || lane >= SIM_LANES)
     return POAS_EINVAL;
   seconds *= s->p.slowdown;
-  pthread_mutex_lock(&s->lock);
-  if (s->p.jitter > 0) {
+  if (s->p.jitter > 0) { /* the state is shared by the lanes */
+    pthread_mutex_lock(&s->lock);
     uint64_t *x = &s->jitter_state;
     *x ^= *x >> 12;
     *x ^= *x << 25;
     *x ^= *x >> 27;
     double u = (double)((*x * 2685821657736338717ull) >> 11) * 0x1.0p-52 - 1.0;
+    pthread_mutex_unlock(&s->lock);
     seconds *= 1 + s->p.jitter * u;
   }
-  pthread_mutex_unlock(&s->lock);
   if (!dev->virtual_time)
     poas__sleep(seconds);
   pthread_mutex_lock(&s->lock);
