@@ -30,28 +30,19 @@ static void count_host_cores(void) {
 }
 
 /* A device must shorten the predicted makespan by at least this much to
- * take part, or by the held-out median error of the devices' calibrated
- * GEMM models for the dtype when that is larger (capped at
- * POAS__MAX_MIN_GAIN). Below it the gain is inside the models' error,
+ * take part, or by the devices' calibrated model errors when those are
+ * larger (weighted by share in optimize/: poas__opt_device.model_error).
+ * Below it the gain is inside what the runtime costs and the models miss,
  * while the device still costs: it needs host threads to feed it or
- * shares the host's cores and memory bandwidth with the others. On an H100
- * machine the 16-core CPU would add 2% to sgemm at n = 8192, yet running
- * beside the GPU it took 4x its predicted time and the pair ran at 0.5x of
- * the GPU alone in dgemm; with a 3% bar it still took 5.6% of sgemm at
- * n = 4096 and made the pair 7% slower than the GPU alone, whose model
- * errs by 8% (held out). */
+ * shares the host's cores and memory bandwidth with the others. */
 #define POAS__MIN_GAIN 0.03
-#define POAS__MAX_MIN_GAIN 0.15
 
-/* The bar for a plan of `dtype` on the context's devices. */
-static double plan_min_gain(const poas_context *ctx, poas_dtype dtype) {
-  double g = POAS__MIN_GAIN;
-  for (int i = 0; i < ctx->devices.ndev; i++) {
-    const poas__device_model *dm = &ctx->models[i];
-    if (dm->source == POAS__MODEL_CALIBRATED)
-      g = POAS__MAX(g, dm->gemm_fit[dtype == POAS_FLOAT64].heldout_median);
-  }
-  return POAS__MIN(g, POAS__MAX_MIN_GAIN);
+/* How far device i's GEMM model can be off for dtype: its held-out median
+ * when calibrated, else 0 (not known). */
+static double model_error(const poas_context *ctx, int i, poas_dtype dtype) {
+  const poas__device_model *dm = &ctx->models[i];
+  return dm->source == POAS__MODEL_CALIBRATED ? dm->gemm_fit[dtype == POAS_FLOAT64].heldout_median
+                                              : 0;
 }
 
 /* What a run through the engine (several devices, or several tiles on
@@ -95,7 +86,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
                                   .m = p->m, .n = p->n, .k = p->k, .reads_c = p->beta != 0,
                                   .reads_ab = p->k > 0 && p->alpha != 0,
                                   .host_cores = host_cores(),
-                                  .min_gain = plan_min_gain(ctx, p->dtype),
+                                  .min_gain = POAS__MIN_GAIN,
                                   .engine_s = plan_engine_s(ctx),
                                   .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
@@ -129,6 +120,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .wants_bt = ctx->devices.dev[i]->gemm_wants_bt,
         .tile_bytes_max = ctx->devices.dev[i]->gemm_tile_bytes,
         .unit_align = ctx->devices.dev[i]->gemm_align,
+        .model_error = model_error(ctx, i, p->dtype),
         .supports_dtype =
             (info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED) &&
             (p->only == 0 || p->only == i + 1),

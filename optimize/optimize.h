@@ -30,7 +30,9 @@ typedef struct poas__opt_problem {
   int64_t tile_max;   /* largest tile in units; 0: no limit but memory (tests) */
   int host_cores;     /* cores of the host, for devices that share them */
   double min_gain;    /* a device whose part shortens the predicted makespan
-                         by less than this fraction is left out; 0: none is */
+                         by less than this fraction is left out, or by less
+                         than the devices' model errors when those are
+                         larger (poas__opt_device.model_error); 0: none is */
   double engine_s;    /* what a run through the engine costs beyond the
                          models (several devices, or several tiles), where
                          one device with one tile runs on the caller's
@@ -57,6 +59,10 @@ typedef struct poas__opt_device {
   /* Units its GEMM computes in one block (poas__device.gemm_align): the
    * granule is made a multiple of it; 0 or 1: none. */
   int64_t unit_align;
+  /* How far its GEMM model can be off for this dtype (calibration's
+   * held-out median relative error); 0: not known. Raises the bar
+   * min_gain sets, weighted by the device's share (see drop_marginal). */
+  double model_error;
 } poas__opt_device;
 
 /* Whether a device that wants_bt gets the shared operand of `split`

@@ -313,6 +313,41 @@ TEST(devices_that_add_too_little_are_left_out) {
   return 0;
 }
 
+/* The bar rises to the devices' model errors, each weighted by its share
+ * against the largest: a helper 11 times slower than the main device
+ * saves about 8%. Its own model off by 14% does not keep it out (it moves
+ * only its 8% of the work); the main device's 14% does, and says so. */
+TEST(model_errors_raise_the_bar_by_share) {
+  poas__device_model big, helper;
+  rate_model(&big, 1.1e12, 0, 0, 1e30);
+  rate_model(&helper, 1e11, 0, 0, 1e30);
+  poas__opt_device d[2] = {device("big", &big, 1), device("helper", &helper, 1)};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 4096);
+  p.min_gain = 0.03;
+  d[0].model_error = 0.034;
+  d[1].model_error = 0.14;
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  double share = (double)(r.dev[1].u1 - r.dev[1].u0) / (double)r.total_units;
+  CHECK_MSG(!r.dev[1].excluded && share > 0.06 && share < 0.1, "helper share %.4f: %s", share,
+            r.dev[1].reason);
+  d[0].model_error = 0.14;
+  d[1].model_error = 0;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_MSG(r.dev[1].excluded && strstr(r.dev[1].reason, "less than the 14%"), "%s",
+            r.dev[1].reason);
+  /* Past MAX_GAIN_BAR (15%) an error counts as that much. */
+  d[0].model_error = 0.6;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_MSG(r.dev[1].excluded && strstr(r.dev[1].reason, "less than the 15%"), "%s",
+            r.dev[1].reason);
+  /* With no bar (min_gain 0) errors leave every helping device in. */
+  p.min_gain = 0;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK(!r.dev[1].excluded);
+  return 0;
+}
+
 TEST(plan_on_sim_devices_gives_arithmetic_shares) {
   poas_context *ctx = test_open("sim:rate=1e9:latency=0:bandwidth=1e18,"
                                "sim:rate=3e9:latency=0:bandwidth=1e18");
@@ -645,6 +680,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(copies_both_w
           TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
           TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
+          TEST_ENTRY(model_errors_raise_the_bar_by_share),
           TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),
           TEST_ENTRY(useless_and_unfit_devices_are_excluded_with_reasons),
