@@ -301,6 +301,29 @@ static int open_context(const char *selection, poas_context **ctx) {
   return rc;
 }
 
+/* Says on stderr when a real device plans with the built-in estimate
+ * rather than a calibrated model: its predictions, shares and the
+ * prediction-error column are then rough until runs have taught the
+ * context better (a profile calibrated with other OpenBLAS kernels read
+ * 2x slow for the CI machine's cpu:threads=1, and nothing said so). */
+static void note_estimates(poas_context *ctx, const poas_device_info *devs, int ndevs) {
+  char ids[256] = "";
+  for (int i = 0; i < ndevs; i++)
+    if (!devs[i].has_model && devs[i].kind != POAS_DEVICE_SIM) {
+      size_t len = strlen(ids);
+      snprintf(ids + len, sizeof ids - len, "%s%s", len ? ", " : "", devs[i].id);
+    }
+  if (!ids[0])
+    return;
+  poas_profile_info *pi = malloc(sizeof *pi);
+  int known = pi && poas_profile_get(ctx, pi) == 0 && pi->problem[0];
+  fprintf(stderr,
+          "poas-bench: %s: no calibrated model%s%s%s; predictions and shares are rough until "
+          "runs correct them: run poas-calibrate\n",
+          ids, known ? " (" : "", known ? pi->problem : "", known ? ")" : "");
+  free(pi);
+}
+
 /* Opens each device alone and, when there are several, all of them. */
 static int open_sets(bench *b) {
   poas_context *all;
@@ -312,6 +335,7 @@ static int open_sets(bench *b) {
     poas_device_get(all, i, &b->devs[i]);
     has_sim |= b->devs[i].kind == POAS_DEVICE_SIM;
   }
+  note_estimates(all, b->devs, b->ndevs);
   if (b->ndevs == 1) {
     b->sets[0] = (devset){"", all, BENCH_DEVICE, has_sim, !b->devs[0].host_memory};
     snprintf(b->sets[0].label, sizeof b->sets[0].label, "%s", b->devs[0].id);

@@ -123,6 +123,14 @@ for r in rows[1:]:
     assert r["numerical_error"] is None and "not checked" in r["note"], r
 print("co-executed row format: ok")
 PYEOF
+# The tests run with no profile (Makefile.am): the real device says it plans
+# on the built-in estimate and why; the simulated one, which has its own
+# model, is not named.
+grep -q "^poas-bench: cpu0: no calibrated model (no profile at " "$tmp/err" ||
+  { echo "no note of cpu0's estimate:"; cat "$tmp/err"; exit 1; }
+if grep -q "sim0.*no calibrated model" "$tmp/err"; then
+  echo "sim0 named as uncalibrated:"; cat "$tmp/err"; exit 1
+fi
 
 # --alone-limit: a device alone predicted over the limit runs a row block,
 # checked on its rows, and says so; its row keeps the whole problem's shape.
