@@ -61,7 +61,7 @@ typedef struct poas__opt_device {
   int64_t unit_align;
   /* How far its GEMM model can be off for this dtype (calibration's
    * held-out median relative error); 0: not known. Raises the bar
-   * min_gain sets, weighted by the device's share (see drop_marginal). */
+   * min_gain sets, weighted by the device's share (gain_bar in split.c). */
   double model_error;
 } poas__opt_device;
 
