@@ -668,7 +668,7 @@ static double gain_bar(const solver *s, const poas__opt_device *d) {
   for (int ci = 0; ci < s->ncand; ci++)
     most = POAS__MAX(most, s->n[ci]);
   double err = 0;
-  for (int ci = 0; ci < s->ncand && most > 0; ci++) {
+  for (int ci = 0; ci < s->ncand; ci++) {
     double e = d[s->c[ci].dev].model_error;
     if (s->n[ci] > 0 && e > 0)
       err = fmax(err, e * (double)s->n[ci] / (double)most);
