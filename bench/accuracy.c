@@ -17,6 +17,14 @@
  * as the makespan on the CPU. Prints a markdown table of |predicted -
  * measured| / measured per shape and the median.
  *
+ * With --adapt the context learns from its runs, as the library does by
+ * default (POAS_ADAPT): the models are scaled by what the device's recent
+ * runs implied. A VM whose speed drifts by more than the models' error
+ * between calibration and use (the CI machine class: 5-20% within
+ * minutes) is then predicted from how it runs now. Each shape's
+ * prediction is its first call's, planned before any run of that shape,
+ * so it learned from the other shapes' runs only.
+ *
  * On a device with its own memory it also times the GEMM alone, on
  * operands already in device memory (through the backend, as calibration
  * times it, and like calibration in the sustained regime: every kernel
@@ -24,11 +32,12 @@
  * model: the "kernel" columns, which tell the model's error from the
  * pipeline's.
  *
- *   bench/accuracy [--devices LIST] [--reps N] [--passes P] [--quick]
+ *   bench/accuracy [--devices LIST] [--reps N] [--passes P] [--quick] [--adapt]
  *     -d, --devices LIST  the device to measure, as POAS_DEVICES (default cpu)
  *     -r, --reps N        timed calls of each shape, 1 to 64 (default 6)
  *     -p, --passes P      passes the calls are spread over, 1 to N (default 3)
  *     -q, --quick         half the square shapes
+ *     -a, --adapt         the library's default predictions (below)
  *     -h, --help          the usage text
  * The profile comes from POAS_PROFILE or the default path. Exit status: 0,
  * 1 when a run failed, 2 on a usage error. */
@@ -119,9 +128,21 @@ static int run_call(const timed_call *t) {
                           t->B, ldb, 0, t->C, s->m);
 }
 
+/* The predicted makespan of the context's last run; exits when there is
+ * none. */
+static double last_predicted(poas_context *ctx) {
+  poas_report rep;
+  if (poas_last_report(ctx, &rep)) {
+    fprintf(stderr, "accuracy: no report: %s\n", poas_error_detail());
+    exit(1);
+  }
+  return rep.predicted_s;
+}
+
 /* The median seconds of `reps` calls after a warm-up, whose times go to
- * t_rep[reps] when it is not NULL; exits on a failure. */
-static double median_time(const timed_call *t, int reps, double *t_rep) {
+ * t_rep[reps] when it is not NULL, and the warm-up run's predicted
+ * makespan to *warm_pred when that is not NULL; exits on a failure. */
+static double median_time(const timed_call *t, int reps, double *t_rep, double *warm_pred) {
   double own[MAX_REPS];
   reps = reps < MAX_REPS ? reps : MAX_REPS;
   t_rep = t_rep ? t_rep : own;
@@ -136,6 +157,8 @@ static double median_time(const timed_call *t, int reps, double *t_rep) {
     }
     if (r > 0) /* the first call is a warm-up */
       t_rep[r - 1] = dt;
+    else if (warm_pred)
+      *warm_pred = last_predicted(t->ctx);
   }
   double sorted[MAX_REPS];
   memcpy(sorted, t_rep, (size_t)reps * sizeof *sorted);
@@ -145,9 +168,12 @@ static double median_time(const timed_call *t, int reps, double *t_rep) {
 /* Times every shape end to end through the public API: `passes` visits of
  * all of them, each pass in a new shuffled order, each visit a warm-up
  * call and `per_pass` timed ones, into t[i * MAX_REPS + j]; pred[i] is the
- * shape's predicted makespan from its run's report. Exits on a failure. */
+ * shape's predicted makespan from its run's report. With `adapting` (a
+ * context that learns from its runs), pred[i] is the prediction of the
+ * shape's first call, planned before any run of it: learned from the
+ * other shapes' runs alone. Exits on a failure. */
 static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void *const op[2][3],
-                           int passes, int per_pass, double *t, double *pred) {
+                           int passes, int per_pass, int adapting, double *t, double *pred) {
   int order[128];
   for (int i = 0; i < ns; i++)
     order[i] = i;
@@ -165,13 +191,10 @@ static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void 
       const shape *s = &shapes[i];
       void *const *m = op[s->dtype == POAS_FLOAT64];
       timed_call call = {ctx, s, m[0], m[1], m[2], NULL, {NULL}, {NULL}, {NULL}};
-      median_time(&call, per_pass, &t[i * MAX_REPS + p * per_pass]);
-      poas_report rep;
-      if (poas_last_report(ctx, &rep)) {
-        fprintf(stderr, "accuracy: no report: %s\n", poas_error_detail());
-        exit(1);
-      }
-      pred[i] = rep.predicted_s;
+      median_time(&call, per_pass, &t[i * MAX_REPS + p * per_pass],
+                  adapting && p == 0 ? &pred[i] : NULL);
+      if (!adapting)
+        pred[i] = last_predicted(ctx);
     }
   }
 }
@@ -188,6 +211,10 @@ static void usage(FILE *f) {
           "                      with a warm-up call and N/P timed ones, rounded\n"
           "                      down (1 to N, default 3)\n"
           "  -q, --quick         half the square shapes\n"
+          "  -a, --adapt         predict as the library does by default: with the\n"
+          "                      models scaled by what the context learned from its\n"
+          "                      runs (POAS_ADAPT), each shape's prediction taken\n"
+          "                      before its own first run\n"
           "  -h, --help          show this help\n\n"
           "The profile comes from POAS_PROFILE or the default path.\n"
           "Exit status: 0, 1 when a run failed, 2 on a usage error.\n",
@@ -199,18 +226,19 @@ int main(int argc, char **argv) {
                                            {"reps", required_argument, NULL, 'r'},
                                            {"passes", required_argument, NULL, 'p'},
                                            {"quick", no_argument, NULL, 'q'},
+                                           {"adapt", no_argument, NULL, 'a'},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   poas_options opts;
   poas_options_init(&opts);
   opts.devices = "cpu";
-  /* The calibrated models are what is measured here: a context that
-   * learned from one shape's run would carry it into the next's
-   * prediction. */
+  /* The calibrated models are what is measured here unless --adapt: a
+   * context that learned from one shape's run would carry it into the
+   * next's prediction. */
   opts.no_adapt = 1;
-  int reps = 6, passes = 3, quick = 0, c;
+  int reps = 6, passes = 3, quick = 0, adapting = 0, c;
   const char *passes_arg = NULL;
-  while ((c = getopt_long(argc, argv, "d:r:p:qh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "d:r:p:qah", longopts, NULL)) != -1) {
     if (c == 'd')
       opts.devices = optarg;
     else if (c == 'r') {
@@ -222,6 +250,8 @@ int main(int argc, char **argv) {
       passes_arg = optarg;
     else if (c == 'q')
       quick = 1;
+    else if (c == 'a')
+      adapting = 1, opts.no_adapt = 0;
     else if (c == 'h') {
       usage(stdout);
       return 0;
@@ -293,8 +323,12 @@ int main(int argc, char **argv) {
         return 1;
       }
   }
-  printf("device: %s (%s), profile: %s (written %s), sizes scaled by %lld\n\n", info.id,
+  printf("device: %s (%s), profile: %s (written %s), sizes scaled by %lld\n", info.id,
          info.name, pi.path, pi.created, (long long)scale);
+  printf("predictions: %s\n\n",
+         adapting ? "the context's (--adapt): the models scaled by what it learned from the runs "
+                    "of the shapes before, taken before each shape's first run"
+                  : "the calibrated models alone");
   if (kd) {
     printf("| dtype | op | m | n | k | kernel ms | kernel measured ms | kernel error | "
            "predicted ms | measured ms | error |\n");
@@ -332,13 +366,13 @@ int main(int argc, char **argv) {
       return 1;
     }
     timed_call on_device = {ctx, s, NULL, NULL, NULL, kd, kmem[0], kmem[1], kmem[2]};
-    kmeas[i] = median_time(&on_device, reps, NULL);
+    kmeas[i] = median_time(&on_device, reps, NULL, NULL);
   }
   int per_pass = reps / passes, timed = per_pass * passes; /* timed <= reps */
   void *const op[2][3] = {{sA, sB, sC}, {dA, dB, dC}};
   static double t[128 * MAX_REPS];
   double pred_s[128], noise[128], signed_err[128];
-  time_in_passes(ctx, shapes, ns, op, passes, per_pass, t, pred_s);
+  time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s);
   for (int i = 0; i < ns; i++) {
     const shape *s = &shapes[i];
     double kernel = 0, *ti = &t[i * MAX_REPS];
