@@ -3,10 +3,12 @@
 # and opencl0 when there is one), checking what it writes rather than how
 # fast it ran: the table, the CSV and the JSON are produced, parse, agree
 # row for row, and every reported numerical error is within its bound. Also
-# that usage errors exit with 2. No timing is asserted.
+# that usage errors exit with 2, of bench/accuracy too. No timing is
+# asserted.
 set -u
 builddir=${top_builddir:-.}
 bench=$(cd "$builddir" && pwd)/bench/poas-bench
+accuracy=$(cd "$builddir" && pwd)/bench/accuracy
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is needed to parse the output"; exit 77; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -190,6 +192,25 @@ if [ -n "$(ls)" ]; then
   exit 1
 fi
 echo "usage errors: ok"
+
+# bench/accuracy: its usage, --adapt among its options, usage errors exit
+# with 2, and a simulated device, whose calls alone take virtual time, is
+# refused by name rather than measured as taking none.
+"$accuracy" --help >"$tmp/acc-help" 2>&1 && grep -q -- "--adapt" "$tmp/acc-help" ||
+  { echo "FAIL: accuracy --help: $(cat "$tmp/acc-help")"; exit 1; }
+for args in "--frobnicate" "--reps 0" "--reps 4 --passes 5" "extra"; do
+  # shellcheck disable=SC2086
+  "$accuracy" $args >/dev/null 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] || { echo "FAIL: 'accuracy $args' exited with $rc: $(cat "$tmp/err")"; exit 1; }
+done
+"$accuracy" --devices sim --adapt >"$tmp/acc-out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 1 ] || ! grep -q "sim0 is simulated" "$tmp/err" || [ -s "$tmp/acc-out" ]; then
+  echo "FAIL: accuracy on a sim device gave $rc: $(cat "$tmp/err")"
+  exit 1
+fi
+echo "accuracy usage and a sim device refused: ok"
 
 # poas-bench plot: the CSV written above plots again (when gnuplot is
 # there), and a file that is not a poas-bench CSV is refused by name.
