@@ -223,6 +223,16 @@ static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_
   return rc;
 }
 
+/* The time the devices' own steps have, from the start of a calibration:
+ * a quick one may take 60 s on the 2-core CI machine class and a full one
+ * 10 minutes, and the contention and run-cost probes after the devices
+ * took 5 s there. On a slow day the GEMM sweeps run fewer passes to keep
+ * to it (poas__calib_opts.end_s): a quick calibration of cpu0 and PoCL
+ * took 55.8 and 58.4 s on one such VM, 23.6 s of it cpu0's and 29.8 s
+ * PoCL's. */
+#define QUICK_DEVICES_S 52.0
+#define FULL_DEVICES_S 560.0
+
 int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                    poas_calibration_result *out) {
   poas__clear_detail();
@@ -249,11 +259,15 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   if (!fresh)
     return POAS_ENOMEM;
   double t0 = poas__now();
+  double devices_end = t0 + (opts->quick ? QUICK_DEVICES_S : FULL_DEVICES_S);
   for (int i = 0, done = 0; !rc && i < ctx->devices.ndev; i++) {
     if (!sel[i])
       continue;
+    /* Each device has an equal part of the time the devices have left. */
+    double now = poas__now();
     poas__calib_opts co = {opts->quick, mask, opts->progress, opts->progress_user,
-                           (double)done / nsel, (double)(done + 1) / nsel};
+                           (double)done / nsel, (double)(done + 1) / nsel,
+                           now + POAS__MAX(devices_end - now, 0) / (nsel - done)};
     rc = poas__calibrate_device(ctx->devices.dev[i], &co, &fresh[i]);
     done++;
   }

@@ -719,12 +719,32 @@ static void shuffle(gemm_sample *s, int ns, uint64_t *rng) {
   }
 }
 
+/* The fewest passes a sweep cut short for time keeps (of the five it
+ * has): enough for a median that ignores one disturbed pass, and for a
+ * noise figure. */
+#define SWEEP_MIN_PASSES 3
+
+/* Whether a sweep that has run `passes` passes in `elapsed` seconds and
+ * done `work` units of work must stop so that the device's calibration
+ * ends by pg->o->end_s: one more pass, then `after_work` units of the
+ * steps still to come at the sweep's seconds per unit, would end later. */
+static int sweep_out_of_time(const progress *pg, int passes, double elapsed, double work,
+                             double after_work) {
+  double end = pg->o->end_s;
+  if (!(end > 0) || passes < SWEEP_MIN_PASSES || !(work > 0))
+    return 0;
+  double per_pass = elapsed / passes, per_work = elapsed / work;
+  return poas__now() + per_pass + after_work * per_work > end;
+}
+
 /* Times every sample once per pass, each pass in a new random order, and
  * keeps each sample's median over the passes: a burst of load from a
  * neighbour spoils one repetition of many samples rather than every
- * repetition of a few, and the median then ignores it. */
+ * repetition of a few, and the median then ignores it. With after_work >
+ * 0 the sweep keeps to the device's time (sweep_out_of_time), running at
+ * least SWEEP_MIN_PASSES of its passes. */
 static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
-                        const char *const step[2]) {
+                        const char *const step[2], double after_work) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
   int nid = 0; /* timings are kept by sample id, which may exceed ns */
   for (int i = 0; i < ns; i++)
@@ -734,6 +754,9 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     return POAS_ENOMEM;
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   int rc = 0;
+  double t0 = poas__now(), pass_work = 0;
+  for (int i = 0; i < ns; i++)
+    pass_work += gemm_work(&s[i]);
   for (int r = 0; !rc && r < reps; r++) {
     shuffle(s, ns, &rng);
     for (int i = 0; !rc && i < ns; i++) {
@@ -741,6 +764,14 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
       rc = time_gemm(bb, &s[i], &ti);
       t[s[i].id * MAX_REPS + r] = ti;
       report(pg, step[s[i].dtype != 0], gemm_work(&s[i]));
+    }
+    if (!rc && r + 1 < reps && after_work > 0 &&
+        sweep_out_of_time(pg, r + 1, poas__now() - t0, (r + 1) * pass_work, after_work)) {
+      poas__info("%s: GEMM sweep cut to %d of its %d passes to keep to the time calibration "
+                 "has",
+                 bb->dev->info.id, r + 1, reps);
+      report(pg, step[s[0].dtype != 0], (reps - r - 1) * pass_work);
+      reps = r + 1;
     }
   }
   for (int i = 0; !rc && i < ns; i++) {
@@ -987,7 +1018,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
    * without one, an H100 VM's tables held factors of 20 (cuBLAS loading a
    * kernel the sweep had not used) and its 16-core CPU's of 5 to 9. */
   static const char *const step[2] = {"sthin", "dthin"};
-  int rc = measure_gemm(bb, &few, s, ns, pg, step);
+  int rc = measure_gemm(bb, &few, s, ns, pg, step, 0);
   double knot[4][2][THIN_KNOTS];
   if (!rc)
     thin_factors(out, dt, s, ns, knot);
@@ -1000,7 +1031,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   }
   if (!rc && nspike) {
     few.reps = 3;
-    rc = measure_gemm(bb, &few, s, nspike, pg, step);
+    rc = measure_gemm(bb, &few, s, nspike, pg, step, 0);
     if (!rc)
       thin_factors(out, dt, s, nspike, knot);
     poas__info("%s: %d of %d thin-block probes timed again", bb->dev->info.id, nspike, ns);
@@ -1122,8 +1153,9 @@ static void keep_thin_if_better(const poas__device *dev, int dt, const gemm_samp
              dev->info.id, poas__dtype_letter((poas_dtype)dt), 100 * with, 100 * without);
 }
 
+/* after_work: the thin-block probes' work, which follows the sweep. */
 static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sample *s, int ns,
-                          progress *pg, poas__device_model *out) {
+                          double after_work, progress *pg, poas__device_model *out) {
   /* One large warm-up per dtype: threads spun up, pages touched; a GPU
    * brought to its sustained regime. */
   for (int dt = 0; dt < 2; dt++) {
@@ -1141,7 +1173,7 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
       return rc;
   }
   static const char *const step[2] = {"sgemm", "dgemm"};
-  int rc = measure_gemm(bb, sw, s, ns, pg, step);
+  int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work);
   for (int dt = 0; !rc && dt < 2; dt++) {
     if (!(dtype_mask & (1 << dt)))
       continue;
@@ -1318,7 +1350,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   if (!rc)
     rc = calibrate_threads(&bb, &sw, o->dtype_mask, &pg, &m);
   if (!rc)
-    rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, &pg, &m);
+    rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, POAS__MAX(probe_work, 1e-9), &pg, &m);
   bench_free(&bb);
   free(s);
   if (rc)

@@ -44,6 +44,10 @@ typedef struct poas__calib_opts {
   void (*progress)(void *user, const char *device_id, const char *step, double fraction);
   void *user;
   double frac0, frac1;     /* the slice of overall progress this device spans */
+  /* poas__now() by which the device's calibration should end; its GEMM
+   * sweep then runs fewer passes where the machine is slow (three of its
+   * five at the least). 0: no limit. */
+  double end_s;
 } poas__calib_opts;
 
 /* Fits a transfer model to n timed copies: X holds rows (1, bytes), y the

@@ -481,6 +481,41 @@ TEST(runs_teach_a_context_how_slow_a_device_really_is) {
   return 0;
 }
 
+/* Virtual seconds a sim device has spent on all its lanes. */
+static double sim_busy(const poas__device *d) {
+  return poas__sim_lane_clock(d, 0) + poas__sim_lane_clock(d, 1) + poas__sim_lane_clock(d, 2);
+}
+
+/* A device whose calibration is due before its GEMM sweep ends runs the
+ * sweep's fewest passes (three of its five), and its model is still whole
+ * and right: the same sim device calibrated without a limit
+ * and with one already past. */
+TEST(a_calibration_short_of_time_runs_fewer_sweep_passes) {
+  poas_context *ctx = test_open("sim:rate=2e11:drate=5e10:latency=1e-5:bandwidth=8e9");
+  CHECK(ctx);
+  poas__device *d = ctx->devices.dev[0];
+  poas__calib_opts o = {.quick = 1, .dtype_mask = 3, .frac1 = 1};
+  poas__device_model *m = calloc(2, sizeof *m);
+  CHECK(m);
+  double c0 = sim_busy(d);
+  CHECK_OK(poas__calibrate_device(d, &o, &m[0]));
+  double c1 = sim_busy(d);
+  o.end_s = poas__now(); /* due already */
+  CHECK_OK(poas__calibrate_device(d, &o, &m[1]));
+  double c2 = sim_busy(d);
+  fprintf(stderr, "  device seconds: %.3f without a limit, %.3f past it\n", c1 - c0, c2 - c1);
+  CHECK_MSG(c2 - c1 < 0.9 * (c1 - c0), "%.3f s against %.3f s", c2 - c1, c1 - c0);
+  for (int i = 0; i < 2; i++) {
+    double t = poas__model_gemm_time(&m[i], POAS_FLOAT32, POAS_TRANS, POAS_NO_TRANS, 3000, 2000,
+                                     1000);
+    CHECK_MSG(near(t, 1e-5 + 1.2e10 / 2e11, 0.01), "calibration %d: %g s", i, t);
+    CHECK(m[i].gemm_fit[1].samples >= 100 && m[i].gemm_fit[1].heldout_max < 0.01);
+  }
+  free(m);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* The factor a context plans with is the median of what its last runs
  * implied: the first sets it, one slow run among steady ones does not
  * move it, and a lasting change takes over once it fills half the
@@ -620,6 +655,7 @@ TEST(calls_on_fewer_threads_are_predicted_as_measured) {
 TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
           TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),
+          TEST_ENTRY(a_calibration_short_of_time_runs_fewer_sweep_passes),
           TEST_ENTRY(calls_on_fewer_threads_are_predicted_as_measured),
           TEST_ENTRY(timing_noise_is_the_median_relative_deviation),
           TEST_ENTRY(sim_calibration_recovers_its_parameters),
