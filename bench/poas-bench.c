@@ -4,7 +4,8 @@
  * host memory), beside the vendor libraries alone (OpenBLAS through cblas
  * with every core, CLBlast, cuBLAS with synchronous copies). Each
  * measurement is one warm-up and then the median of --repeat runs, taken
- * in rounds that run every device set and baseline once (run_problem);
+ * in rounds that run every device set and baseline once, each round in a
+ * new order (run_problem);
  * every run's result is checked numerically. The table, a CSV file and
  * optionally JSON and an SVG plot report rates, speedup over the best
  * single device, efficiency against the sum of the single-device rates,
@@ -797,9 +798,29 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
   }
   for (int i = 0; i < total; i++)
     measure_run(b, &ms[i], ref, -1);
-  for (int run = 0; run < b->o.repeat; run++)
+  /* Each round in a new order: whatever a run leaves behind (an OpenCL
+   * driver's threads winding down, caches, pages) then falls on a
+   * different runner each round. Rounds that only rotated one order kept
+   * every runner behind the same one: the cpu device always ran right
+   * after CLBlast, cblas after the co-executed run. */
+  int *order = malloc((size_t)total * sizeof *order);
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  for (int j = 0; order && j < total; j++)
+    order[j] = j;
+  for (int run = 0; order && run < b->o.repeat; run++) {
+    for (int j = total - 1; j > 0; j--) { /* Fisher-Yates, xorshift64* */
+      seed ^= seed >> 12, seed ^= seed << 25, seed ^= seed >> 27;
+      int k = (int)((seed * 2685821657736338717ull >> 33) % (uint64_t)(j + 1));
+      int tmp = order[j];
+      order[j] = order[k], order[k] = tmp;
+    }
     for (int j = 0; j < total; j++)
-      measure_run(b, &ms[(j + run) % total], ref, run);
+      measure_run(b, &ms[order[j]], ref, run);
+  }
+  for (int run = 0; !order && run < b->o.repeat; run++) /* no memory: one order */
+    for (int j = 0; j < total; j++)
+      measure_run(b, &ms[j], ref, run);
+  free(order);
   for (int i = 0; i < total; i++)
     measure_finish(b, &ms[i]);
   for (int i = 0; i < n; i++) {
