@@ -284,10 +284,12 @@ int main(int argc, char **argv) {
             "accuracy: %s is simulated: alone, its calls take virtual time and there is nothing "
             "to measure; give a real device with --devices\n",
             info.id);
+    poas_finalize(ctx);
     return 1;
   }
   if (!info.has_model) {
     fprintf(stderr, "accuracy: %s has no calibrated model (%s)\n", info.id, pi.problem);
+    poas_finalize(ctx);
     return 1;
   }
   /* The scale: the cube root of the device's predicted 512^3 sgemm rate
