@@ -266,6 +266,11 @@ typedef struct poas_device_fit {
    * one). */
   unsigned char threads_by_cols[2][33];
   unsigned char threads_by_rows[2][33];
+  /* Passes the calibration timed its GEMM samples in, and the passes it
+   * planned: fewer where the machine ran too slowly for the calibration's
+   * time (--quick: a minute on the 2-core CI machine class). Both 0 for a
+   * loaded profile, which keeps neither. */
+  int sweep_passes, sweep_planned;
 } poas_device_fit;
 
 /* Progress of a calibration: the device being measured, the step ("memory",

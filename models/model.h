@@ -131,6 +131,10 @@ typedef struct poas__device_model {
    * costs beyond that: its threads and their hand-offs. Measured the same
    * way with the engine forced; 0 when not measured. */
   double engine_s;
+  /* Passes of calibration's GEMM sweep, timed and planned: fewer timed
+   * where the calibration ran short of its time (poas__calib_opts.end_s).
+   * Both 0 when not known (a model from a profile, which keeps neither). */
+  int sweep_passes, sweep_planned;
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */

@@ -744,7 +744,7 @@ static int sweep_out_of_time(const progress *pg, int passes, double elapsed, dou
  * 0 the sweep keeps to the device's time (sweep_out_of_time), running at
  * least SWEEP_MIN_PASSES of its passes. */
 static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
-                        const char *const step[2], double after_work) {
+                        const char *const step[2], double after_work, int *timed_passes) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
   int nid = 0; /* timings are kept by sample id, which may exceed ns */
   for (int i = 0; i < ns; i++)
@@ -774,6 +774,8 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
       reps = r + 1;
     }
   }
+  if (timed_passes)
+    *timed_passes = reps;
   for (int i = 0; !rc && i < ns; i++) {
     s[i].t = poas__median(&t[s[i].id * MAX_REPS], reps);
     s[i].noise = poas__timing_noise(&t[s[i].id * MAX_REPS], reps);
@@ -1018,7 +1020,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
    * without one, an H100 VM's tables held factors of 20 (cuBLAS loading a
    * kernel the sweep had not used) and its 16-core CPU's of 5 to 9. */
   static const char *const step[2] = {"sthin", "dthin"};
-  int rc = measure_gemm(bb, &few, s, ns, pg, step, 0);
+  int rc = measure_gemm(bb, &few, s, ns, pg, step, 0, NULL);
   double knot[4][2][THIN_KNOTS];
   if (!rc)
     thin_factors(out, dt, s, ns, knot);
@@ -1031,7 +1033,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   }
   if (!rc && nspike) {
     few.reps = 3;
-    rc = measure_gemm(bb, &few, s, nspike, pg, step, 0);
+    rc = measure_gemm(bb, &few, s, nspike, pg, step, 0, NULL);
     if (!rc)
       thin_factors(out, dt, s, nspike, knot);
     poas__info("%s: %d of %d thin-block probes timed again", bb->dev->info.id, nspike, ns);
@@ -1173,7 +1175,8 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
       return rc;
   }
   static const char *const step[2] = {"sgemm", "dgemm"};
-  int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work);
+  out->sweep_planned = POAS__MIN(sw->reps, MAX_REPS);
+  int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work, &out->sweep_passes);
   for (int dt = 0; !rc && dt < 2; dt++) {
     if (!(dtype_mask & (1 << dt)))
       continue;

@@ -505,6 +505,11 @@ TEST(a_calibration_short_of_time_runs_fewer_sweep_passes) {
   double c2 = sim_busy(d);
   fprintf(stderr, "  device seconds: %.3f without a limit, %.3f past it\n", c1 - c0, c2 - c1);
   CHECK_MSG(c2 - c1 < 0.9 * (c1 - c0), "%.3f s against %.3f s", c2 - c1, c1 - c0);
+  /* The model says what it was timed in. */
+  CHECK_MSG(m[0].sweep_passes == 5 && m[0].sweep_planned == 5 && m[1].sweep_passes == 3 &&
+                m[1].sweep_planned == 5,
+            "passes %d of %d, then %d of %d", m[0].sweep_passes, m[0].sweep_planned,
+            m[1].sweep_passes, m[1].sweep_planned);
   for (int i = 0; i < 2; i++) {
     double t = poas__model_gemm_time(&m[i], POAS_FLOAT32, POAS_TRANS, POAS_NO_TRANS, 3000, 2000,
                                      1000);

@@ -26,6 +26,11 @@ void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit
             "that; calibrate again when it is quiet\n",
             prefix, fit->id, dt ? "d" : "s", 100 * g->timing_noise);
   }
+  if (fit->sweep_passes > 0 && fit->sweep_passes < fit->sweep_planned)
+    fprintf(f,
+            "%s%s: its GEMM samples were timed in %d passes, not %d, to keep to the "
+            "calibration's time: the machine ran slowly; calibrate again when it is quiet\n",
+            prefix, fit->id, fit->sweep_passes, fit->sweep_planned);
 }
 
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {

@@ -24,7 +24,8 @@ const char *tool_noise_text(double noise, char *buf, size_t cap);
 #define TOOL_NOISY 0.03
 
 /* Writes to f, after `prefix`, one line for each of the device's GEMM
- * dtypes calibrated past TOOL_NOISY, saying the machine was busy. */
+ * dtypes calibrated past TOOL_NOISY, saying the machine was busy, and one
+ * when its GEMM sweep ran fewer passes than planned to keep to the time. */
 void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit);
 
 /* The runtime's costs of a run on the device, as "a run costs 12 us beyond
