@@ -87,6 +87,9 @@ typedef struct bench_row {
 size_t bench_dtype_size(poas_dtype dtype);
 /* Fills n elements with deterministic values in [-1, 1) from `seed`. */
 void bench_fill(void *x, poas_dtype dtype, size_t n, uint64_t seed);
+/* Puts order[n] in a random order drawn from *state (deterministic for a
+ * seed), as the benchmarks visit what they time. */
+void bench_shuffle(int *order, int n, uint64_t *state);
 /* Sets n elements to NaN, so that elements a run leaves unwritten show. */
 void bench_poison(void *x, poas_dtype dtype, size_t n);
 

@@ -760,9 +760,11 @@ static void free_measurements(measurement *ms, int n) {
  * taking the drift between one runner's runs and the next's. */
 static void run_problem(bench *b, const bench_problem *p, const bench_reference *ref) {
   int first = b->nrows, n = b->nsets + b->nbl, total = n;
-  /* The runners, then their companions (at most one each). */
+  /* The runners, then their companions (at most one each), and the order
+   * of a round. */
   measurement *ms = calloc((size_t)(2 * n), sizeof *ms);
-  int ok = ms != NULL;
+  int *order = malloc((size_t)(2 * n) * sizeof *order);
+  int ok = ms && order;
   for (int i = 0; ok && i < n; i++) {
     measurement *m = &ms[i];
     m->r = runner_of(b, i);
@@ -791,6 +793,7 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
     ok = m->t && (m->r.role != BENCH_COEXEC || m->reports);
   }
   if (!ok) {
+    free(order);
     free_measurements(ms, 2 * n);
     b->nrows = first;
     skip_problem(b, p, "out of host memory for the timings");
@@ -803,23 +806,14 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
    * different runner each round. Rounds that only rotated one order kept
    * every runner behind the same one: the cpu device always ran right
    * after CLBlast, cblas after the co-executed run. */
-  int *order = malloc((size_t)total * sizeof *order);
-  uint64_t seed = 0x9e3779b97f4a7c15ull;
-  for (int j = 0; order && j < total; j++)
+  uint64_t seed = 1;
+  for (int j = 0; j < total; j++)
     order[j] = j;
-  for (int run = 0; order && run < b->o.repeat; run++) {
-    for (int j = total - 1; j > 0; j--) { /* Fisher-Yates, xorshift64* */
-      seed ^= seed >> 12, seed ^= seed << 25, seed ^= seed >> 27;
-      int k = (int)((seed * 2685821657736338717ull >> 33) % (uint64_t)(j + 1));
-      int tmp = order[j];
-      order[j] = order[k], order[k] = tmp;
-    }
+  for (int run = 0; run < b->o.repeat; run++) {
+    bench_shuffle(order, total, &seed);
     for (int j = 0; j < total; j++)
       measure_run(b, &ms[order[j]], ref, run);
   }
-  for (int run = 0; !order && run < b->o.repeat; run++) /* no memory: one order */
-    for (int j = 0; j < total; j++)
-      measure_run(b, &ms[j], ref, run);
   free(order);
   for (int i = 0; i < total; i++)
     measure_finish(b, &ms[i]);

@@ -37,6 +37,14 @@ void bench_fill(void *x, poas_dtype dtype, size_t n, uint64_t seed) {
       ((float *)x)[i] = (float)uniform(&state);
 }
 
+void bench_shuffle(int *order, int n, uint64_t *state) {
+  for (int i = n - 1; i > 0; i--) { /* Fisher-Yates */
+    int j = (int)(next_random(state) % (uint64_t)(i + 1));
+    int tmp = order[i];
+    order[i] = order[j], order[j] = tmp;
+  }
+}
+
 void bench_poison(void *x, poas_dtype dtype, size_t n) {
   if (dtype == POAS_FLOAT64)
     for (size_t i = 0; i < n; i++)
