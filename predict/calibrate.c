@@ -740,9 +740,10 @@ static int sweep_out_of_time(const progress *pg, int passes, double elapsed, dou
 /* Times every sample once per pass, each pass in a new random order, and
  * keeps each sample's median over the passes: a burst of load from a
  * neighbour spoils one repetition of many samples rather than every
- * repetition of a few, and the median then ignores it. With after_work >
- * 0 the sweep keeps to the device's time (sweep_out_of_time), running at
- * least SWEEP_MIN_PASSES of its passes. */
+ * repetition of a few, and the median then ignores it. With after_work
+ * >= 0 (the work of the steps that follow) the sweep keeps to the
+ * device's time (sweep_out_of_time), running at least SWEEP_MIN_PASSES of
+ * its passes; below 0 it runs them all. */
 static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
                         const char *const step[2], double after_work, int *timed_passes) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
@@ -765,7 +766,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
       t[s[i].id * MAX_REPS + r] = ti;
       report(pg, step[s[i].dtype != 0], gemm_work(&s[i]));
     }
-    if (!rc && r + 1 < reps && after_work > 0 &&
+    if (!rc && r + 1 < reps && after_work >= 0 &&
         sweep_out_of_time(pg, r + 1, poas__now() - t0, (r + 1) * pass_work, after_work)) {
       poas__info("%s: GEMM sweep cut to %d of its %d passes to keep to the time calibration "
                  "has",
@@ -1020,7 +1021,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
    * without one, an H100 VM's tables held factors of 20 (cuBLAS loading a
    * kernel the sweep had not used) and its 16-core CPU's of 5 to 9. */
   static const char *const step[2] = {"sthin", "dthin"};
-  int rc = measure_gemm(bb, &few, s, ns, pg, step, 0, NULL);
+  int rc = measure_gemm(bb, &few, s, ns, pg, step, -1, NULL);
   double knot[4][2][THIN_KNOTS];
   if (!rc)
     thin_factors(out, dt, s, ns, knot);
@@ -1033,7 +1034,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   }
   if (!rc && nspike) {
     few.reps = 3;
-    rc = measure_gemm(bb, &few, s, nspike, pg, step, 0, NULL);
+    rc = measure_gemm(bb, &few, s, nspike, pg, step, -1, NULL);
     if (!rc)
       thin_factors(out, dt, s, nspike, knot);
     poas__info("%s: %d of %d thin-block probes timed again", bb->dev->info.id, nspike, ns);
@@ -1353,7 +1354,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   if (!rc)
     rc = calibrate_threads(&bb, &sw, o->dtype_mask, &pg, &m);
   if (!rc)
-    rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, POAS__MAX(probe_work, 1e-9), &pg, &m);
+    rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, probe_work, &pg, &m);
   bench_free(&bb);
   free(s);
   if (rc)
