@@ -219,6 +219,13 @@ static void plot_script(FILE *g, const char *path, const bench_row *rows, int nr
   fprintf(g, "\nset title 'poas-bench gemm: end to end, operands in host memory'\n"
              "set xlabel 'size (n; cube root of m n k for other shapes)'\n"
              "set ylabel 'GFLOP/s'\nset logscale x 2\nset grid\nset key outside right top\n");
+  /* One size only: gnuplot cannot scale an empty range and says so on
+   * stderr (into recorded runs); give it half an octave either side. */
+  double lo = INFINITY, hi = -INFINITY;
+  for (int i = 0; i < nrows; i++)
+    lo = fmin(lo, plot_size(&rows[i])), hi = fmax(hi, plot_size(&rows[i]));
+  if (nrows > 0 && lo == hi)
+    fprintf(g, "set xrange [%.6g:%.6g]\n", lo / sqrt(2.0), hi * sqrt(2.0));
   int id = 0;
   for (int i = 0; i < nrows; i++)
     for (int ideal = 0; opens_series(rows, i) && ideal <= (rows[i].role == BENCH_COEXEC); ideal++)
