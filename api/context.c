@@ -87,6 +87,10 @@ void poas__adapt_reset(poas_context *ctx) {
     for (int dt = 0; dt < 2; dt++) {
       ctx->adapt[i][dt] = 1;
       ctx->learned[i][dt] = (poas__learned){0};
+      for (int c = 0; c < POAS__SHAPE_CLASSES; c++) {
+        ctx->adapt_shape[i][dt][c] = 0;
+        ctx->learned_shape[i][dt][c] = (poas__learned){0};
+      }
     }
   pthread_mutex_unlock(&ctx->adapt_lock);
 }

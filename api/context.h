@@ -86,6 +86,17 @@ typedef struct poas__learned {
  * change wins once it fills half the window. */
 double poas__learn(poas__learned *l, double implied);
 
+/* GEMM calls by shape, for learning: whole ones, and those whose C has a
+ * short side of at most POAS__THIN_MAX rows or columns. A machine does
+ * not drift alike for both: on the 2-vCPU CI VM, while its second vCPU was
+ * contended, OpenBLAS's 12-row sgemm calls on two threads took 3x their
+ * usual time and 1024^3 ones 1.2x, and such spells come and go within
+ * seconds (bench/results/learned-shapes-ci-2core-2026-11-23.md). */
+enum { POAS__SHAPE_WHOLE = 0, POAS__SHAPE_ROWS = 1, POAS__SHAPE_COLS = 2, POAS__SHAPE_CLASSES = 3 };
+
+/* The class of a call whose C is m x n. */
+int poas__shape_class(int64_t m, int64_t n);
+
 struct poas_context {
   poas__devset devices;
   poas__device_model models[POAS_MAX_DEVICES]; /* models[i] for devices.dev[i] */
@@ -106,6 +117,11 @@ struct poas_context {
   int adapt_off;           /* POAS_ADAPT=0 */
   double adapt[POAS_MAX_DEVICES][2];
   poas__learned learned[POAS_MAX_DEVICES][2];
+  /* The same by the class of the calls (POAS__SHAPE_*): a call of a
+   * class that has runs of its own plans with that class's factor, the
+   * others with adapt[][], which learns from all. 0: none learned. */
+  double adapt_shape[POAS_MAX_DEVICES][2][POAS__SHAPE_CLASSES];
+  poas__learned learned_shape[POAS_MAX_DEVICES][2][POAS__SHAPE_CLASSES];
 };
 
 /* Forgets what runs taught (the models changed: calibration). */

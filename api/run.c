@@ -78,6 +78,12 @@ static int host_cores(void) {
   return host_core_count;
 }
 
+int poas__shape_class(int64_t m, int64_t n) {
+  int side;
+  return poas__short_side(m, n, POAS__THIN_MAX, &side) ? POAS__SHAPE_ROWS + side
+                                                       : POAS__SHAPE_WHOLE;
+}
+
 int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__gemm_plan *out) {
   /* The scaled models at the end are written where used: not cleared on
    * every call. */
@@ -90,9 +96,14 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
                                   .engine_s = plan_engine_s(ctx),
                                   .names_swapped = p->row_major};
   int nd = ctx->devices.ndev;
+  /* Thin calls learn apart from whole ones (POAS__SHAPE_*): a call plans
+   * with its class's factor where that class has runs of its own. */
+  int shape = poas__shape_class(p->m, p->n);
   pthread_mutex_lock(&ctx->adapt_lock);
-  for (int i = 0; i < nd; i++)
-    out->learned[i] = ctx->adapt[i][p->dtype];
+  for (int i = 0; i < nd; i++) {
+    double own = ctx->adapt_shape[i][p->dtype][shape];
+    out->learned[i] = own > 0 ? own : ctx->adapt[i][p->dtype];
+  }
   pthread_mutex_unlock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
     const poas_device_info *info = &ctx->devices.dev[i]->info;
@@ -188,7 +199,10 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * does not move it (moving halfway, one run of cpu0 at 1.33x its usual
  * time on the CI VM once took a fixed-budget row from 0.94 to 0.81 of the
  * summed rates; bench/results/bench-ci-2core-cpu1-opencl1-20261123-085636-
- * 6dee492e91c8.md). Left out: a device's first run in a dtype (it pays
+ * 6dee492e91c8.md). Calls of few rows or columns keep factors of their
+ * own beside the one learned from all (POAS__SHAPE_*): a thin call on two
+ * OpenBLAS threads can run 3x its model while squares run 1.2x. Left
+ * out: a device's first run in a dtype (it pays
  * one-time costs, kernel compilation among them), runs in which it was
  * busy under ADAPT_MIN_S (fixed costs, not rate), and failed devices. A
  * run's factor is at most ADAPT_STEP times the one it was planned with,
@@ -213,6 +227,7 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
   if (ctx->adapt_off)
     return;
   poas_dtype dt = plan->prob.dtype;
+  int shape = poas__shape_class(plan->prob.m, plan->prob.n);
   double total = (double)plan->res.total_units;
   pthread_mutex_lock(&ctx->adapt_lock);
   for (int i = 0; i < r->ndevices && i < plan->res.ndev; i++) {
@@ -226,13 +241,20 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
     if (l->runs++ == 0)
       continue;
     /* The plan's time for the units it computed, at the plan's rate (its
-     * models scaled by plan->learned[i]). */
+     * models scaled by plan->learned[i], the factor of the call's class). */
     double ratio = d->busy_s / (sh->time.total_s * done / planned);
     ratio = POAS__MIN(POAS__MAX(ratio, 1 / ADAPT_STEP), ADAPT_STEP);
-    double f = poas__learn(l, plan->learned[i] * ratio);
+    double implied = plan->learned[i] * ratio;
+    double f = poas__learn(l, implied);
     ctx->adapt[i][dt] = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
-    poas__debug("%s: %sgemm ran %.3fx its plan's rate; models now scaled by %.3f", d->id,
-                poas__dtype_letter(dt), ratio, ctx->adapt[i][dt]);
+    f = poas__learn(&ctx->learned_shape[i][dt][shape], implied);
+    ctx->adapt_shape[i][dt][shape] = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
+    poas__debug("%s: %sgemm ran %.3fx its plan's rate; models now scaled by %.3f, %s by %.3f",
+                d->id, poas__dtype_letter(dt), ratio, ctx->adapt[i][dt],
+                shape == POAS__SHAPE_WHOLE  ? "whole calls"
+                : shape == POAS__SHAPE_ROWS ? "calls of few rows"
+                                            : "calls of few columns",
+                ctx->adapt_shape[i][dt][shape]);
   }
   pthread_mutex_unlock(&ctx->adapt_lock);
 }

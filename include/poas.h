@@ -182,7 +182,9 @@ typedef struct poas_device_report {
   uint64_t bytes_h2d, bytes_d2h;
   int failed;              /* it failed during the run; its work moved */
   double learned;          /* the factor its models were scaled by, learned from the
-                              context's earlier runs (POAS_ADAPT); 1 when none */
+                              context's earlier runs (POAS_ADAPT) of calls of the same
+                              class (of at most 256 rows, of at most 256 columns, or
+                              neither); 1 when none */
 } poas_device_report;
 
 /* What one run did: per device and in all. */
@@ -384,7 +386,8 @@ typedef struct poas_plan_device {
   double corun;
   /* Its models' times are multiplied by this too: how much slower (above
    * 1) or faster than its models the context's earlier runs found it
-   * (POAS_ADAPT); 1 when none. */
+   * (POAS_ADAPT), in calls of this one's class (at most 256 rows, at most
+   * 256 columns, or neither) where it has run such calls; 1 when none. */
   double learned;
 } poas_plan_device;
 
