@@ -324,6 +324,14 @@ int main(int argc, char **argv) {
          adapting ? "the context's (--adapt): the models scaled by what it learned from the runs "
                     "of the shapes before, taken before each shape's first run"
                   : "the calibrated models alone");
+  /* On the CPU, the host's state before and after the passes: thin calls
+   * on several threads run up to 3x slower while it holds a core back. */
+  if (info.host_memory) {
+    bench_handoff before;
+    bench_handoff_probe(&before);
+    bench_handoff_print(stdout, "accuracy", "before the passes", &before);
+    printf("\n");
+  }
   if (kd) {
     printf("| dtype | op | m | n | k | kernel ms | kernel measured ms | kernel error | "
            "predicted ms | measured ms | error |\n");
@@ -368,6 +376,9 @@ int main(int argc, char **argv) {
   static double t[128 * MAX_REPS];
   double pred_s[128], noise[128], signed_err[128];
   time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s);
+  bench_handoff after = {0};
+  if (info.host_memory)
+    bench_handoff_probe(&after);
   for (int i = 0; i < ns; i++) {
     const shape *s = &shapes[i];
     double kernel = 0, *ti = &t[i * MAX_REPS];
@@ -404,6 +415,8 @@ int main(int argc, char **argv) {
          "%.2f%%\n",
          100 * bench_median(signed_err, ns), timed, passes,
          100 * (timed >= 3 ? bench_median(noise, ns) : 0));
+  if (info.host_memory)
+    bench_handoff_print(stdout, "accuracy", "after the passes", &after);
   free(sA);
   free(sB);
   free(sC);

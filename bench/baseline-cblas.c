@@ -2,10 +2,13 @@
  * process may run on. POAS's cpu device binds OpenBLAS's threads (and the
  * calling thread) to its own cores, and those settings are process-wide, so
  * each run first gives the caller and every worker back the whole mask the
- * process started with. */
+ * process started with. Also the probe of how quickly the host hands work
+ * between OpenBLAS's threads (bench_handoff_probe). */
 #include "config.h"
 
 #include "bench/bench.h"
+
+#include "bench/timing.h"
 
 #include <cblas.h>
 #include <sched.h>
@@ -58,3 +61,66 @@ static void cblas_close(void *state) { free(state); }
 
 const bench_baseline bench_baseline_cblas = {
     .name = "cblas", .open = cblas_open, .gemm = cblas_gemm, .close = cblas_close};
+
+/* --------------------------------------------------- the hand-off probe */
+
+#define HANDOFF_M 12
+#define HANDOFF_N 900
+#define HANDOFF_K 1400
+#define HANDOFF_BLOCK 5  /* calls on one thread count before switching */
+#define HANDOFF_BLOCKS 3 /* blocks of each, alternated */
+/* Hand-offs are called slow where every core takes this much longer than
+ * one: quick ones made the thin call 0.8-0.9x one thread's time. */
+#define HANDOFF_SLOW 1.2
+
+static double handoff_call(const float *a, const float *b, float *c) {
+  double t0 = bench_now();
+  cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, HANDOFF_M, HANDOFF_N, HANDOFF_K, 1.0f,
+              a, HANDOFF_M, b, HANDOFF_K, 0.0f, c, HANDOFF_M);
+  return bench_now() - t0;
+}
+
+void bench_handoff_probe(bench_handoff *out) {
+  *out = (bench_handoff){0};
+  cblas_state s;
+  if (sched_getaffinity(0, sizeof s.mask, &s.mask) != 0)
+    return;
+  s.threads = CPU_COUNT(&s.mask);
+  size_t na = (size_t)HANDOFF_M * HANDOFF_K, nb = (size_t)HANDOFF_K * HANDOFF_N;
+  float *a = malloc(sizeof *a * (na + nb + (size_t)HANDOFF_M * HANDOFF_N));
+  if (!a)
+    return;
+  float *b = a + na, *c = b + nb;
+  bench_fill(a, POAS_FLOAT32, na + nb, 21);
+  double t[2][HANDOFF_BLOCK * HANDOFF_BLOCKS];
+  for (int blk = -1; blk < HANDOFF_BLOCKS; blk++) /* block -1: a warm-up of each */
+    for (int one = 0; one < 2; one++) {
+      if (one)
+        openblas_set_num_threads(1);
+      else
+        use_all_cores(&s);
+      for (int i = 0; i < HANDOFF_BLOCK; i++) {
+        double d = handoff_call(a, b, c);
+        if (blk >= 0)
+          t[one][blk * HANDOFF_BLOCK + i] = d;
+      }
+    }
+  use_all_cores(&s);
+  free(a);
+  out->threads = s.threads;
+  out->all_s = bench_median(t[0], HANDOFF_BLOCK * HANDOFF_BLOCKS);
+  out->one_s = bench_median(t[1], HANDOFF_BLOCK * HANDOFF_BLOCKS);
+}
+
+void bench_handoff_print(FILE *f, const char *tool, const char *when, const bench_handoff *h) {
+  if (h->threads < 2)
+    return;
+  int slow = h->all_s > HANDOFF_SLOW * h->one_s;
+  fprintf(f,
+          "%s: hand-off probe %s: sgemm %d x %d x %d took %.3f ms on %d OpenBLAS threads, %.3f "
+          "ms on one: %s\n",
+          tool, when, HANDOFF_M, HANDOFF_N, HANDOFF_K, 1e3 * h->all_s, h->threads, 1e3 * h->one_s,
+          slow ? "hand-offs slow (calls on several threads, thin ones most, run slower than "
+                 "while they are quick; a VM's host taking a vCPU away for short spells)"
+               : "hand-offs quick");
+}

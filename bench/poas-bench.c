@@ -938,10 +938,17 @@ static int gemm_main(int argc, char **argv) {
     return 1;
   }
   bench_csv_header(out.csv);
+  /* The host's state before and after, since a run's ratios depend on it
+   * and it can change while they are taken. */
+  bench_handoff handoff;
+  bench_handoff_probe(&handoff);
+  bench_handoff_print(stderr, "poas-bench", "before", &handoff);
   bench_table_header(out.table);
   for (int i = 0; i < b.o.nshapes; i++)
     for (int j = 0; j < b.o.ndtypes; j++)
       run_shape(&b, b.o.shapes[i], b.o.dtypes[j], &out);
+  bench_handoff_probe(&handoff);
+  bench_handoff_print(stderr, "poas-bench", "after", &handoff);
   close_all(&b);
   fclose(out.csv);
   const char *plot = b.o.plot;
