@@ -87,6 +87,8 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->engine_s = m->engine_s;
   f->sweep_passes = m->sweep_passes;
   f->sweep_planned = m->sweep_planned;
+  f->handoff_start = m->handoff[0];
+  f->handoff_end = m->handoff[1];
   f->duplex = m->duplex > 1 ? m->duplex : 1;
   _Static_assert(sizeof f->threads_by_rows == sizeof m->threads_by_side[0],
                  "poas_device_fit.threads_by_rows follows POAS__FEW_SIDE");

@@ -64,14 +64,15 @@ const bench_baseline bench_baseline_cblas = {
 
 /* --------------------------------------------------- the hand-off probe */
 
+/* The same probe as calibration's (predict/calibrate.c, handoff_probe),
+ * on OpenBLAS directly: poas-bench stands on poas.h, which does not offer
+ * it, and the shape and the threshold (POAS_HANDOFF_SLOW) are the same. */
+
 #define HANDOFF_M 12
 #define HANDOFF_N 900
 #define HANDOFF_K 1400
 #define HANDOFF_BLOCK 5  /* calls on one thread count before switching */
 #define HANDOFF_BLOCKS 3 /* blocks of each, alternated */
-/* Hand-offs are called slow where every core takes this much longer than
- * one: quick ones made the thin call 0.8-0.9x one thread's time. */
-#define HANDOFF_SLOW 1.2
 
 static double handoff_call(const float *a, const float *b, float *c) {
   double t0 = bench_now();
@@ -115,7 +116,7 @@ void bench_handoff_probe(bench_handoff *out) {
 void bench_handoff_print(FILE *f, const char *tool, const char *when, const bench_handoff *h) {
   if (h->threads < 2)
     return;
-  int slow = h->all_s > HANDOFF_SLOW * h->one_s;
+  int slow = h->all_s > POAS_HANDOFF_SLOW * h->one_s;
   fprintf(f,
           "%s: hand-off probe %s: sgemm %d x %d x %d took %.3f ms on %d OpenBLAS threads, %.3f "
           "ms on one: %s\n",

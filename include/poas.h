@@ -273,7 +273,19 @@ typedef struct poas_device_fit {
    * time (--quick: a minute on the 2-core CI machine class). Both 0 for a
    * loaded profile, which keeps neither. */
   int sweep_passes, sweep_planned;
+  /* On a device that computes on several host threads: a thin sgemm's
+   * time on all of them over its time on one, at the start of its
+   * calibration and at the end. Around 0.75-0.9 where the host hands work
+   * between threads quickly; above POAS_HANDOFF_SLOW where it is slow (a
+   * VM whose host takes a vCPU away for short spells: 2.5-3 on the CI
+   * machine class), and then calls on several threads, thin ones most,
+   * run slower than they do when it is quick. Both 0 when not measured
+   * (a loaded profile keeps neither). */
+  double handoff_start, handoff_end;
 } poas_device_fit;
+
+/* Above this, poas_device_fit.handoff_* say hand-offs were slow. */
+#define POAS_HANDOFF_SLOW 1.2
 
 /* Progress of a calibration: the device being measured, the step ("memory",
  * "h2d", "d2h", "transpose", "sthreads" and "dthreads" for the per-call

@@ -135,6 +135,11 @@ typedef struct poas__device_model {
    * where the calibration ran short of its time (poas__calib_opts.end_s).
    * Both 0 when not known (a model from a profile, which keeps neither). */
   int sweep_passes, sweep_planned;
+  /* How the host handed work between the device's threads at the start
+   * of its calibration and at the end: a thin sgemm's time on all its
+   * threads over its time on one (predict/calibrate.c, handoff_probe).
+   * 0 where not measured (one thread, a sim device, a loaded profile). */
+  double handoff[2];
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */

@@ -791,6 +791,59 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   return rc;
 }
 
+/* ------------------------------------------------ the hand-off probe */
+
+/* How quickly the host hands work between a device's threads, at the
+ * start of its calibration and at the end: a thin sgemm (HANDOFF_M x
+ * HANDOFF_N x HANDOFF_K, whose threads synchronise often) on all of them
+ * over the same on one (through threads_by_side), alternated in blocks,
+ * medians. The CI VM has a state in which every hand-off is slow: that
+ * call took 1.5 ms on two threads instead of 0.5, while it took 0.6 ms on
+ * one in both, and a 1024^3 one took 1.2x as long on two. The VM enters
+ * and leaves the state within seconds
+ * (bench/results/learned-shapes-ci-2core-2026-11-23.md). A calibration
+ * fits whichever state it saw, so the two readings tell the user which
+ * one that was, and whether it changed during the calibration (poas-
+ * calibrate warns). About 40 calls, tens of milliseconds. */
+#define HANDOFF_M 12
+#define HANDOFF_N 900
+#define HANDOFF_K 1400
+#define HANDOFF_BLOCK 3
+#define HANDOFF_BLOCKS 3
+
+static int handoff_probe(bench *bb, double *ratio) {
+  *ratio = 0;
+  poas__device *dev = bb->dev;
+  size_t need = (size_t)HANDOFF_K * HANDOFF_N * sizeof(float);
+  if (dev->max_threads <= 1 || dev->virtual_time || bb->cap < need)
+    return 0;
+  gemm_sample g = {.dtype = POAS_FLOAT32, .m = HANDOFF_M, .n = HANDOFF_N, .k = HANDOFF_K};
+  uint8_t *entry = &dev->threads_by_side[POAS_FLOAT32][0][HANDOFF_M];
+  uint8_t kept = *entry;
+  double t[2][HANDOFF_BLOCK * HANDOFF_BLOCKS], d;
+  int rc = 0;
+  for (int blk = -1; !rc && blk < HANDOFF_BLOCKS; blk++) /* -1: a warm-up of each */
+    for (int one = 0; !rc && one < 2; one++) {
+      *entry = (uint8_t)one; /* 0: all the device's threads */
+      poas__gemm_call c = sample_call(bb, &g);
+      for (int i = 0; !rc && i < HANDOFF_BLOCK; i++) {
+        rc = timed_call(dev, &c, &d);
+        if (blk >= 0)
+          t[one][blk * HANDOFF_BLOCK + i] = d;
+      }
+    }
+  *entry = kept;
+  if (rc)
+    return gemm_failed(dev, &g, rc);
+  double all = poas__median(t[0], HANDOFF_BLOCK * HANDOFF_BLOCKS);
+  double one = poas__median(t[1], HANDOFF_BLOCK * HANDOFF_BLOCKS);
+  *ratio = one > 0 ? all / one : 0;
+  poas__debug("calibrate %s: hand-off probe: sgemm %d x %d x %d %.4g s on %d threads, %.4g s "
+              "on one",
+              dev->info.id, HANDOFF_M, HANDOFF_N, HANDOFF_K, all, dev->max_threads, one);
+  return 0;
+}
+
 /* ----------------------------------------------- threads by short side */
 
 /* For a device that runs its GEMM on several host threads, whether a call
@@ -1352,9 +1405,13 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   if (!rc && transposes)
     rc = calibrate_transpose(dev, transpose_top(dev, o->quick), &sw, &pg, &m.transpose);
   if (!rc)
+    rc = handoff_probe(&bb, &m.handoff[0]);
+  if (!rc)
     rc = calibrate_threads(&bb, &sw, o->dtype_mask, &pg, &m);
   if (!rc)
     rc = calibrate_gemm(&bb, &sw, o->dtype_mask, s, ns, probe_work, &pg, &m);
+  if (!rc)
+    rc = handoff_probe(&bb, &m.handoff[1]);
   bench_free(&bb);
   free(s);
   if (rc)

@@ -2,7 +2,10 @@
  * every bad argument returns its own code and leaves C unchanged, byte for
  * byte. */
 #include "harness.h"
+#include "tools/fit-text.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 TEST(init_rejects_bad_selections_with_detail) {
@@ -121,5 +124,53 @@ TEST(gemm_quick_returns) {
   return 0;
 }
 
+/* What tool_handoff_warning writes for a device fit with these readings. */
+static char *handoff_text(double start, double end) {
+  poas_device_fit fit = {.id = "cpu0", .calibrated = 1, .handoff_start = start,
+                         .handoff_end = end};
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return NULL;
+  tool_handoff_warning(f, "poas-calibrate: ", &fit);
+  fclose(f);
+  return buf;
+}
+
+/* poas-calibrate says when the host handed work between a device's
+ * threads slowly during its calibration, which way it changed, and what
+ * to do; nothing when hand-offs were quick or not measured. */
+TEST(calibration_says_when_thread_handoffs_were_slow) {
+  static const struct {
+    double start, end;
+    const char *says; /* NULL: nothing */
+  } cases[] = {
+      {0, 0, NULL},
+      {0.85, 0.9, NULL},
+      {0.85, 2.9, "quick at the start of its calibration and slow at the end"},
+      {2.8, 0.9, "slow at the start of its calibration and quick at the end"},
+      {2.8, 2.9, "slow throughout its calibration"},
+      {0.9, 0, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = handoff_text(cases[i].start, cases[i].end);
+    CHECK(text);
+    if (cases[i].says) {
+      CHECK_MSG(strstr(text, cases[i].says) && strstr(text, "poas-calibrate: cpu0: ") == text &&
+                    strstr(text, "cpu:threads=1"),
+                "%g, %g: %s", cases[i].start, cases[i].end, text);
+      CHECK_MSG(strstr(text, cases[i].start > 1.2 && cases[i].end > 1.2 ? "fit that slow state"
+                                                                         : "mix the two states"),
+                "%s", text);
+    } else {
+      CHECK_MSG(text[0] == '\0', "%g, %g: %s", cases[i].start, cases[i].end, text);
+    }
+    free(text);
+  }
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device_queries),
-          TEST_ENTRY(gemm_validation), TEST_ENTRY(gemm_quick_returns))
+          TEST_ENTRY(gemm_validation), TEST_ENTRY(gemm_quick_returns),
+          TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow))

@@ -120,6 +120,8 @@ TEST(sim_calibration_recovers_its_parameters) {
     CHECK(r->dev[0].gemm[dt].heldout_max < 0.01);
     CHECK(r->dev[0].gemm[dt].timing_noise == 0); /* virtual time is exact */
   }
+  /* One thread: no hand-offs between threads to probe. */
+  CHECK(r->dev[0].handoff_start == 0 && r->dev[0].handoff_end == 0);
   for (int dir = 0; dir < 2; dir++) {
     CHECK(r->dev[0].transfer[dir].timing_noise == 0); /* not measured for copies */
     CHECK(near(r->dev[0].latency_s[dir], 1e-5, 0.01));

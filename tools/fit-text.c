@@ -31,6 +31,31 @@ void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit
             "%s%s: its GEMM samples were timed in %d passes, not %d, to keep to the "
             "calibration's time: the machine ran slowly; calibrate again when it is quiet\n",
             prefix, fit->id, fit->sweep_passes, fit->sweep_planned);
+  tool_handoff_warning(f, prefix, fit);
+}
+
+/* The CI VM enters and leaves a state of slow hand-offs between threads
+ * within seconds (bench/results/learned-shapes-ci-2core-2026-11-23.md);
+ * a calibration that saw it, or saw it change, says so, with what the
+ * user can do: calls on one thread do not depend on it. */
+void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fit) {
+  double a = fit->handoff_start, b = fit->handoff_end;
+  if (!(a > 0) || !(b > 0))
+    return;
+  int slow_a = a > POAS_HANDOFF_SLOW, slow_b = b > POAS_HANDOFF_SLOW;
+  if (!slow_a && !slow_b)
+    return;
+  fprintf(f,
+          "%s%s: hand-offs between its threads were %s (a thin sgemm on all of them took "
+          "%.2fx its time on one at the start, %.2fx at the end: another process or a VM's "
+          "host held a core back); its models %s, and calls on several threads, thin ones "
+          "most, run off them when that changes; calibrate again when the machine is quiet, "
+          "or give the device threads=1 (cpu:threads=1), whose calls do not depend on it\n",
+          prefix, fit->id,
+          slow_a && slow_b ? "slow throughout its calibration"
+          : slow_a         ? "slow at the start of its calibration and quick at the end"
+                           : "quick at the start of its calibration and slow at the end",
+          a, b, slow_a && slow_b ? "fit that slow state" : "mix the two states");
 }
 
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {

@@ -24,9 +24,15 @@ const char *tool_noise_text(double noise, char *buf, size_t cap);
 #define TOOL_NOISY 0.03
 
 /* Writes to f, after `prefix`, one line for each of the device's GEMM
- * dtypes calibrated past TOOL_NOISY, saying the machine was busy, and one
- * when its GEMM sweep ran fewer passes than planned to keep to the time. */
+ * dtypes calibrated past TOOL_NOISY, saying the machine was busy, one
+ * when its GEMM sweep ran fewer passes than planned to keep to the time,
+ * and tool_handoff_warning's. */
 void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit);
+
+/* One line when the host handed work between the device's threads slowly
+ * at the start or the end of its calibration (poas_device_fit.handoff_*
+ * above POAS_HANDOFF_SLOW): which, and what to do. */
+void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fit);
 
 /* The runtime's costs of a run on the device, as "a run costs 12 us beyond
  * its GEMMs and copies, 450 us more through the engine"; "" when neither
