@@ -4,8 +4,8 @@
  * ones; each checked exactly), and what the runs measured beside what was
  * predicted. The warm calls are reported by their median: one call's time
  * on a shared machine says as much about the machine's moment as about
- * the prediction (on the CI VM, back-to-back 2048^3 calls have taken
- * 0.09 to 0.17 s), and their spread is printed beside it. */
+ * the prediction (on the CI VM, 2048^3 calls minutes apart have taken
+ * 0.086 to 0.166 s), and their spread is printed beside it. */
 #include "poas.h"
 
 #include <getopt.h>
