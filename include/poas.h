@@ -280,7 +280,7 @@ typedef struct poas_device_fit {
    * VM whose host takes a vCPU away for short spells: 2.5-3 on the CI
    * machine class), and then calls on several threads, thin ones most,
    * run slower than they do when it is quick. Both 0 when not measured
-   * (a loaded profile keeps neither). */
+   * (one thread, or a profile written before it was). */
   double handoff_start, handoff_end;
 } poas_device_fit;
 

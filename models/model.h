@@ -138,7 +138,8 @@ typedef struct poas__device_model {
   /* How the host handed work between the device's threads at the start
    * of its calibration and at the end: a thin sgemm's time on all its
    * threads over its time on one (predict/calibrate.c, handoff_probe).
-   * 0 where not measured (one thread, a sim device, a loaded profile). */
+   * Kept in profiles. 0 where not measured (one thread, a sim device, a
+   * profile written before it was). */
   double handoff[2];
 } poas__device_model;
 

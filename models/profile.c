@@ -538,7 +538,7 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   static const char *const known[] = {"id",         "name",       "memory_bytes", "gemm",
                                       "transfer",   "transpose",  "contention",   "duplex",
                                       "dispatch_s", "engine_s",   "threads_by_cols",
-                                      "threads_by_rows", NULL};
+                                      "threads_by_rows", "handoff_start", "handoff_end", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -594,6 +594,15 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   if (json_object_get(obj, "engine_s") &&
       get_number(r, obj, path, "engine_s", 0, 1, &dm->engine_s))
     return -1;
+  /* Optional: devices with several threads, since calibration probes how
+   * quickly work is handed between them (a ratio of two times). */
+  static const char *const handoff_keys[2] = {"handoff_start", "handoff_end"};
+  for (int i = 0; i < 2; i++) {
+    dm->handoff[i] = 0;
+    if (json_object_get(obj, handoff_keys[i]) &&
+        get_number(r, obj, path, handoff_keys[i], 0.01, 100, &dm->handoff[i]))
+      return -1;
+  }
   return 0;
 }
 
@@ -823,6 +832,10 @@ static json_t *device_json(const poas__profile_device *pd) {
     json_object_set_new(d, "dispatch_s", json_real(pd->model.dispatch_s));
   if (pd->model.engine_s > 0)
     json_object_set_new(d, "engine_s", json_real(pd->model.engine_s));
+  if (pd->model.handoff[0] > 0 && pd->model.handoff[1] > 0) {
+    json_object_set_new(d, "handoff_start", json_real(pd->model.handoff[0]));
+    json_object_set_new(d, "handoff_end", json_real(pd->model.handoff[1]));
+  }
   return d;
 }
 

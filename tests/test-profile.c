@@ -129,6 +129,9 @@ static void sample_profile(poas__profile *p) {
     /* Written only when measured (> 0); read back as 0 otherwise. */
     m->dispatch_s = d ? 4.7e-5 / 3 : 0;
     m->engine_s = d ? 4.5e-4 / 7 : 0;
+    /* Written only when both were measured. */
+    m->handoff[0] = d ? 0.0 : 0.8 + 1.0 / 7;
+    m->handoff[1] = d ? 0.0 : 2.5 + 1.0 / 3;
   }
 }
 
@@ -166,6 +169,7 @@ TEST(round_trip_is_exact) {
                  sizeof x->model.threads_by_side) == 0);
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
     CHECK(x->model.engine_s == y->model.engine_s);
+    CHECK(x->model.handoff[0] == y->model.handoff[0] && x->model.handoff[1] == y->model.handoff[1]);
   }
   /* Written again, the file is byte for byte the same. */
   const char *again = test_tmp_path("again.json");
@@ -210,6 +214,7 @@ static const struct {
     {"bad-heldout-order.json", "heldout_max is below"},
     {"bad-timing-noise.json", "'devices[0].gemm.s.TN.timing_noise' is -0.02, outside [0, 100]"},
     {"bad-negative-dispatch.json", "dispatch_s"},
+    {"bad-handoff.json", "'devices[0].handoff_end' is -2, outside"},
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},
