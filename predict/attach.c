@@ -22,10 +22,11 @@
 /* Copies the parts a profile device has over a model: each dtype with a
  * model (thin-block tables included), the transfers and the transpose
  * when measured, the memory, the contention, the two-way copy factor, the
- * per-call thread counts and the runtime's costs of a run (dispatch_s,
- * engine_s). All of them: what is left out here, plans from a loaded
- * profile never see (the contention and the run costs once were left
- * out, and only a context that had just calibrated used them). */
+ * per-call thread counts, the runtime's costs of a run (dispatch_s,
+ * engine_s) and the hand-off probes. All of them: what is left out here,
+ * plans and poas-info from a loaded profile never see (the contention and
+ * the run costs once were left out, and only a context that had just
+ * calibrated used them). */
 static void overlay(poas__device_model *dst, const poas__device_model *src) {
   for (int dt = 0; dt < 2; dt++) {
     if (!src->gemm[dt][0].valid)
@@ -47,6 +48,7 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
   memcpy(dst->threads_by_side, src->threads_by_side, sizeof dst->threads_by_side);
   dst->dispatch_s = src->dispatch_s;
   dst->engine_s = src->engine_s;
+  memcpy(dst->handoff, src->handoff, sizeof dst->handoff);
   dst->source = POAS__MODEL_CALIBRATED;
 }
 

@@ -234,6 +234,7 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
     p->dev[d].model.duplex = 1.5 + d;
     p->dev[d].model.dispatch_s = 3e-3;
     p->dev[d].model.engine_s = 1e-3;
+    p->dev[d].model.handoff[0] = 0.8, p->dev[d].model.handoff[1] = 2.5 + d;
     p->dev[d].model.transpose = (poas__transfer_model){
         .valid = 1, .latency = 1e-5, .bandwidth = 3e9 + d, .fit = {10, 0.9, 0.01, 0.02}};
   }
@@ -268,6 +269,9 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
               info->dev[d].transpose.samples, info->dev[d].transpose_bandwidth);
     CHECK_MSG(info->dev[d].duplex == 1.5 + d, "%s: duplex %g", info->dev[d].id,
               info->dev[d].duplex);
+    CHECK_MSG(info->dev[d].handoff_start == 0.8 && info->dev[d].handoff_end == 2.5 + d,
+              "%s: hand-offs %g, %g", info->dev[d].id, info->dev[d].handoff_start,
+              info->dev[d].handoff_end);
   }
   free(info);
   poas_finalize(ctx);
