@@ -25,7 +25,7 @@ cat "$tmp/table.txt"
 [ $rc -eq 0 ] || { echo "FAIL: poas-bench gemm exited with $rc"; exit 1; }
 
 python3 - "$tmp" <<'PYEOF' || exit 1
-import csv, json, math, sys
+import csv, json, math, os, sys
 
 tmp = sys.argv[1]
 columns = ["m", "n", "k", "dtype", "devices", "role", "repeat", "measured_s", "gflops",
@@ -94,6 +94,12 @@ for line, r in zip(body, rows):
 text = open(tmp + "/table.txt").read().splitlines()
 header = [l for l in text if l.split()[:3] == ["size", "dtype", "devices"]]
 check(len(header) == 1, "table header missing")
+# The host's hand-off state, before and after, where there are cores to hand off between.
+if len(os.sched_getaffinity(0)) > 1:
+    for when in ("before", "after"):
+        probe = [l for l in text if l.startswith("poas-bench: hand-off probe %s: " % when)]
+        check(len(probe) == 1 and ("hand-offs quick" in probe[0] or "hand-offs slow" in probe[0]),
+              "hand-off probe %s: %r" % (when, probe))
 lines = [l.split() for l in text if l.startswith("256x256x256")]
 check([(l[1], l[2]) for l in lines] == expected, "table rows %r" % [(l[1], l[2]) for l in lines])
 
