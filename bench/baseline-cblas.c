@@ -65,19 +65,16 @@ const bench_baseline bench_baseline_cblas = {
 /* --------------------------------------------------- the hand-off probe */
 
 /* The same probe as calibration's (predict/calibrate.c, handoff_probe),
- * on OpenBLAS directly: poas-bench stands on poas.h, which does not offer
- * it, and the shape and the threshold (POAS_HANDOFF_SLOW) are the same. */
+ * on OpenBLAS directly: poas-bench stands on poas.h, which gives the
+ * shape and the threshold (POAS_HANDOFF_*) but not the probe. */
 
-#define HANDOFF_M 12
-#define HANDOFF_N 900
-#define HANDOFF_K 1400
 #define HANDOFF_BLOCK 5  /* calls on one thread count before switching */
 #define HANDOFF_BLOCKS 3 /* blocks of each, alternated */
 
 static double handoff_call(const float *a, const float *b, float *c) {
   double t0 = bench_now();
-  cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, HANDOFF_M, HANDOFF_N, HANDOFF_K, 1.0f,
-              a, HANDOFF_M, b, HANDOFF_K, 0.0f, c, HANDOFF_M);
+  cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, POAS_HANDOFF_M, POAS_HANDOFF_N,
+              POAS_HANDOFF_K, 1.0f, a, POAS_HANDOFF_M, b, POAS_HANDOFF_K, 0.0f, c, POAS_HANDOFF_M);
   return bench_now() - t0;
 }
 
@@ -87,8 +84,9 @@ void bench_handoff_probe(bench_handoff *out) {
   if (sched_getaffinity(0, sizeof s.mask, &s.mask) != 0)
     return;
   s.threads = CPU_COUNT(&s.mask);
-  size_t na = (size_t)HANDOFF_M * HANDOFF_K, nb = (size_t)HANDOFF_K * HANDOFF_N;
-  float *a = malloc(sizeof *a * (na + nb + (size_t)HANDOFF_M * HANDOFF_N));
+  size_t na = (size_t)POAS_HANDOFF_M * POAS_HANDOFF_K;
+  size_t nb = (size_t)POAS_HANDOFF_K * POAS_HANDOFF_N;
+  float *a = malloc(sizeof *a * (na + nb + (size_t)POAS_HANDOFF_M * POAS_HANDOFF_N));
   if (!a)
     return;
   float *b = a + na, *c = b + nb;
@@ -120,7 +118,8 @@ void bench_handoff_print(FILE *f, const char *tool, const char *when, const benc
   fprintf(f,
           "%s: hand-off probe %s: sgemm %d x %d x %d took %.3f ms on %d OpenBLAS threads, %.3f "
           "ms on one: %s\n",
-          tool, when, HANDOFF_M, HANDOFF_N, HANDOFF_K, 1e3 * h->all_s, h->threads, 1e3 * h->one_s,
+          tool, when, POAS_HANDOFF_M, POAS_HANDOFF_N, POAS_HANDOFF_K, 1e3 * h->all_s, h->threads,
+          1e3 * h->one_s,
           slow ? "hand-offs slow (calls on several threads, thin ones most, run slower than "
                  "while they are quick; a VM's host taking a vCPU away for short spells)"
                : "hand-offs quick");

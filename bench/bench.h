@@ -45,9 +45,9 @@ typedef struct bench_baseline {
 extern const bench_baseline bench_baseline_cblas, bench_baseline_clblast, bench_baseline_cublas;
 
 /* How quickly the host hands work between OpenBLAS's threads, to tell
- * which state a run met: the median time of a thin sgemm (12 x 900 x
- * 1400, whose threads synchronise often) on every core the process may
- * use and on one, alternated in blocks. On the CI VM the first took
+ * which state a run met: the median time of the thin sgemm of
+ * POAS_HANDOFF_M/N/K (whose threads synchronise often) on every core the
+ * process may use and on one, alternated in blocks. On the CI VM the first took
  * 0.5 ms in one state and 1.5 ms in another, entered and left within
  * seconds, while the second stayed at 0.6 ms; larger calls on two threads
  * slowed 1.2x with it (bench/results/learned-shapes-ci-2core-2026-11-23.md).
@@ -59,8 +59,8 @@ typedef struct bench_handoff {
 } bench_handoff;
 void bench_handoff_probe(bench_handoff *out);
 /* One line on f saying what the probe found `when` ("before", "after"),
- * and whether hand-offs were slow (all_s above one_s); nothing on one core
- * or when the probe could not run. */
+ * and whether hand-offs were slow (all_s above POAS_HANDOFF_SLOW times
+ * one_s); nothing on one core or when the probe could not run. */
 void bench_handoff_print(FILE *f, const char *tool, const char *when, const bench_handoff *h);
 
 /* The role of a row in a size's group. */

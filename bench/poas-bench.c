@@ -613,17 +613,18 @@ static void efficiency_factors(bench_row *co, const bench_row *rows, int n) {
 
 /* The ratios inside one size's rows: they come from the same run. */
 static void compare(bench_row *rows, int n) {
-  double best = NAN, ideal = 0, cblas = NAN;
-  const bench_row *best_row = NULL;
+  double ideal = 0, cblas = NAN;
+  const bench_row *best_row = NULL; /* the fastest device alone */
   for (int i = 0; i < n; i++) {
     if (rows[i].role == BENCH_DEVICE && !isnan(rows[i].gflops)) {
-      if (isnan(best) || rows[i].gflops > best)
-        best = rows[i].gflops, best_row = &rows[i];
+      if (!best_row || rows[i].gflops > best_row->gflops)
+        best_row = &rows[i];
       ideal += rows[i].gflops;
     }
     if (rows[i].role == BENCH_BASELINE && strcmp(rows[i].label, "cblas") == 0)
       cblas = rows[i].gflops;
   }
+  double best = best_row ? best_row->gflops : NAN;
   for (int i = 0; i < n; i++) {
     rows[i].speedup = rows[i].gflops / best;
     rows[i].vs_cblas = rows[i].gflops / cblas;
@@ -634,7 +635,7 @@ static void compare(bench_row *rows, int n) {
        * where it did, first, rather than leave it to the speedup column,
        * and whether the loss is within what that device's own runs spread
        * (its slowest run took at least the co-executed median). */
-      if (rows[i].speedup < 1 && best_row)
+      if (rows[i].speedup < 1)
         append(rows[i].note, sizeof rows[i].note, "%sslower than %s alone (%.2fx%s)",
                rows[i].note[0] ? "; " : "", best_row->label, rows[i].speedup,
                best_row->slowest_s >= rows[i].seconds ? ", within its runs' spread" : "");

@@ -273,9 +273,10 @@ typedef struct poas_device_fit {
    * time (--quick: a minute on the 2-core CI machine class). Both 0 for a
    * loaded profile, which keeps neither. */
   int sweep_passes, sweep_planned;
-  /* On a device that computes on several host threads: a thin sgemm's
-   * time on all of them over its time on one, at the start of its
-   * calibration and at the end. Around 0.75-0.9 where the host hands work
+  /* On a device that computes on several host threads: the time of a
+   * POAS_HANDOFF_M x POAS_HANDOFF_N x POAS_HANDOFF_K sgemm (thin, so its
+   * threads synchronise often) on all of them over its time on one, at
+   * the start of its calibration and at the end. Around 0.75-0.9 where the host hands work
    * between threads quickly; above POAS_HANDOFF_SLOW where it is slow (a
    * VM whose host takes a vCPU away for short spells: 2.5-3 on the CI
    * machine class), and then calls on several threads, thin ones most,
@@ -284,7 +285,11 @@ typedef struct poas_device_fit {
   double handoff_start, handoff_end;
 } poas_device_fit;
 
-/* Above this, poas_device_fit.handoff_* say hand-offs were slow. */
+/* The hand-off probe's sgemm (poas_device_fit.handoff_*), and the ratio
+ * above which it says hand-offs were slow. */
+#define POAS_HANDOFF_M 12
+#define POAS_HANDOFF_N 900
+#define POAS_HANDOFF_K 1400
 #define POAS_HANDOFF_SLOW 1.2
 
 /* Progress of a calibration: the device being measured, the step ("memory",

@@ -794,10 +794,10 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
 /* ------------------------------------------------ the hand-off probe */
 
 /* How quickly the host hands work between a device's threads, at the
- * start of its calibration and at the end: a thin sgemm (HANDOFF_M x
- * HANDOFF_N x HANDOFF_K, whose threads synchronise often) on all of them
- * over the same on one (through threads_by_side), alternated in blocks,
- * medians. The CI VM has a state in which every hand-off is slow: that
+ * start of its calibration and at the end: the thin sgemm of
+ * POAS_HANDOFF_M/N/K (poas.h; its threads synchronise often) on all of
+ * them over the same on one (through threads_by_side), alternated in
+ * blocks, medians. The CI VM has a state in which every hand-off is slow: that
  * call took 1.5 ms on two threads instead of 0.5, while it took 0.6 ms on
  * one in both, and a 1024^3 one took 1.2x as long on two. The VM enters
  * and leaves the state within seconds
@@ -805,20 +805,18 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
  * fits whichever state it saw, so the two readings tell the user which
  * one that was, and whether it changed during the calibration (poas-
  * calibrate warns). About 40 calls, tens of milliseconds. */
-#define HANDOFF_M 12
-#define HANDOFF_N 900
-#define HANDOFF_K 1400
 #define HANDOFF_BLOCK 3
 #define HANDOFF_BLOCKS 3
 
 static int handoff_probe(bench *bb, double *ratio) {
   *ratio = 0;
   poas__device *dev = bb->dev;
-  size_t need = (size_t)HANDOFF_K * HANDOFF_N * sizeof(float);
+  size_t need = (size_t)POAS_HANDOFF_K * POAS_HANDOFF_N * sizeof(float);
   if (dev->max_threads <= 1 || dev->virtual_time || bb->cap < need)
     return 0;
-  gemm_sample g = {.dtype = POAS_FLOAT32, .m = HANDOFF_M, .n = HANDOFF_N, .k = HANDOFF_K};
-  uint8_t *entry = &dev->threads_by_side[POAS_FLOAT32][0][HANDOFF_M];
+  gemm_sample g = {.dtype = POAS_FLOAT32, .m = POAS_HANDOFF_M, .n = POAS_HANDOFF_N,
+                   .k = POAS_HANDOFF_K};
+  uint8_t *entry = &dev->threads_by_side[POAS_FLOAT32][0][POAS_HANDOFF_M];
   uint8_t kept = *entry;
   double t[2][HANDOFF_BLOCK * HANDOFF_BLOCKS], d;
   int rc = 0;
@@ -840,7 +838,8 @@ static int handoff_probe(bench *bb, double *ratio) {
   *ratio = one > 0 ? all / one : 0;
   poas__debug("calibrate %s: hand-off probe: sgemm %d x %d x %d %.4g s on %d threads, %.4g s "
               "on one",
-              dev->info.id, HANDOFF_M, HANDOFF_N, HANDOFF_K, all, dev->max_threads, one);
+              dev->info.id, POAS_HANDOFF_M, POAS_HANDOFF_N, POAS_HANDOFF_K, all, dev->max_threads,
+              one);
   return 0;
 }
 
