@@ -426,7 +426,9 @@ static void apply_contention(const poas__opt_device *d, const int *idx, int ns, 
 static double solve_subset(solver *s, const poas__opt_device *d, int nd, const int *use,
                            const screen *sc, poas__opt_result *r) {
   unsigned mask = 0;
-  for (int j = 0; j < s->ns; j++)
+  /* s->ns never exceeds MAX_SHARING (sharing_devices); saying so here
+   * also keeps GCC's bounds check from reading the shift as up to 32. */
+  for (int j = 0; j < s->ns && j < MAX_SHARING; j++)
     mask |= (unsigned)(use[s->sharing[j]] != 0) << j;
   apply_contention(d, s->sharing, s->ns, mask, s->base, r);
   s->ncand = 0;
