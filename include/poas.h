@@ -273,6 +273,10 @@ typedef struct poas_device_fit {
    * time (--quick: a minute on the 2-core CI machine class). Both 0 for a
    * loaded profile, which keeps neither. */
   int sweep_passes, sweep_planned;
+  /* 1: a quick calibration short of its time left out the thin-block
+   * probes, and with them the thin tables (poas_fit_info.thin_min and
+   * thin_max are then 0); 0 otherwise, and for a loaded profile. */
+  int thin_skipped;
   /* On a device that computes on several host threads: the time of a
    * POAS_HANDOFF_M x POAS_HANDOFF_N x POAS_HANDOFF_K sgemm (thin, so its
    * threads synchronise often) on all of them over its time on one, at
@@ -292,7 +296,9 @@ typedef struct poas_device_fit {
 #define POAS_HANDOFF_K 1400
 #define POAS_HANDOFF_SLOW 1.2
 
-/* Progress of a calibration: the device being measured, the step ("memory",
+/* Progress of a calibration: the device being measured, the step
+ * ("kernels" while a device builds its kernels before any is measured,
+ * which can take tens of seconds on a machine's first calibration, "memory",
  * "h2d", "d2h", "transpose", "sthreads" and "dthreads" for the per-call
  * thread counts, "sgemm", "dgemm", "sthin" and "dthin" for the thin-block
  * tables, "fit", "done") and the fraction of the

@@ -135,6 +135,10 @@ typedef struct poas__device_model {
    * where the calibration ran short of its time (poas__calib_opts.end_s).
    * Both 0 when not known (a model from a profile, which keeps neither). */
   int sweep_passes, sweep_planned;
+  /* 1: a quick calibration short of its time left the thin-block probes
+   * out (the model then has no thin tables beyond the threads step's).
+   * Not kept in profiles. */
+  int thin_skipped;
   /* How the host handed work between the device's threads at the start
    * of its calibration and at the end: a thin sgemm's time on all its
    * threads over its time on one (predict/calibrate.c, handoff_probe).

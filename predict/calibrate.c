@@ -720,19 +720,30 @@ static void shuffle(gemm_sample *s, int ns, uint64_t *rng) {
 }
 
 /* The fewest passes a sweep cut short for time keeps (of the five it
- * has): enough for a median that ignores one disturbed pass, and for a
- * noise figure. */
-#define SWEEP_MIN_PASSES 3
+ * has): three, enough for a median that ignores one disturbed pass and
+ * for a noise figure; two in a quick calibration, whose minute would not
+ * hold otherwise. On a new CI machine (building PoCL's kernels took 25-31
+ * s) a quick calibration of cpu0 and PoCL with three passes and no
+ * thin-block probes took 60.6 and 61.2 s. Two passes give the mean of
+ * two timings and no noise figure. */
+static int sweep_min_passes(int quick) { return quick ? 2 : 3; }
 
 /* Whether a sweep that has run `passes` passes in `elapsed` seconds and
  * done `work` units of work must stop so that the device's calibration
  * ends by pg->o->end_s: one more pass, then `after_work` units of the
- * steps still to come at the sweep's seconds per unit, would end later. */
+ * steps still to come at the sweep's seconds per unit, would end later.
+ * The order in which a quick calibration short of time gives things up:
+ * passes beyond the third, then the thin-block probes, then the third
+ * pass. */
 static int sweep_out_of_time(const progress *pg, int passes, double elapsed, double work,
                              double after_work) {
   double end = pg->o->end_s;
-  if (!(end > 0) || passes < SWEEP_MIN_PASSES || !(work > 0))
+  if (!(end > 0) || passes < sweep_min_passes(pg->o->quick) || !(work > 0))
     return 0;
+  /* A quick calibration puts a third pass before the steps that follow:
+   * the thin-block probes, which it can leave out (thin_out_of_time). */
+  if (passes < 3)
+    after_work = 0;
   double per_pass = elapsed / passes, per_work = elapsed / work;
   return poas__now() + per_pass + after_work * per_work > end;
 }
@@ -742,8 +753,8 @@ static int sweep_out_of_time(const progress *pg, int passes, double elapsed, dou
  * neighbour spoils one repetition of many samples rather than every
  * repetition of a few, and the median then ignores it. With after_work
  * >= 0 (the work of the steps that follow) the sweep keeps to the
- * device's time (sweep_out_of_time), running at least SWEEP_MIN_PASSES of
- * its passes; below 0 it runs them all. */
+ * device's time (sweep_out_of_time), running at least sweep_min_passes()
+ * of its passes; below 0 it runs them all. */
 static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
                         const char *const step[2], double after_work, int *timed_passes) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
@@ -1208,6 +1219,20 @@ static void keep_thin_if_better(const poas__device *dev, int dt, const gemm_samp
              dev->info.id, poas__dtype_letter((poas_dtype)dt), 100 * with, 100 * without);
 }
 
+/* Whether a quick calibration whose sweep ran at `per_work` seconds per
+ * unit of work must leave out the thin-block probes' `work` units to end
+ * by pg->o->end_s. The probes refine the model of blocks with few rows or
+ * columns (and a quick calibration of the CI machine kept them for one
+ * dtype in two), while a minute is what --quick promises: on that machine's
+ * first calibration, with 25 s of building PoCL's kernels, cpu0 and PoCL's
+ * probes took 15 s of a calibration that then took 68 s. A full
+ * calibration always runs them. */
+static int thin_out_of_time(const progress *pg, double per_work, double work) {
+  double end = pg->o->end_s;
+  return pg->o->quick && end > 0 && work > 0 && per_work > 0 &&
+         poas__now() + work * per_work > end;
+}
+
 /* after_work: the thin-block probes' work, which follows the sweep. */
 static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sample *s, int ns,
                           double after_work, progress *pg, poas__device_model *out) {
@@ -1229,15 +1254,25 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
   }
   static const char *const step[2] = {"sgemm", "dgemm"};
   out->sweep_planned = POAS__MIN(sw->reps, MAX_REPS);
+  double sweep_t0 = poas__now(), pass_work = 0;
+  for (int i = 0; i < ns; i++)
+    pass_work += gemm_work(&s[i]);
   int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work, &out->sweep_passes);
+  if (!rc && thin_out_of_time(pg, (poas__now() - sweep_t0) / (out->sweep_passes * pass_work),
+                              after_work)) {
+    out->thin_skipped = 1;
+    poas__info("%s: thin-block probes left out to keep to the time calibration has",
+               bb->dev->info.id);
+    report(pg, "fit", after_work);
+  }
   for (int dt = 0; !rc && dt < 2; dt++) {
     if (!(dtype_mask & (1 << dt)))
       continue;
     double train[4][POAS__GEMM_NFEAT];
     rc = fit_dtype(bb->dev, dt, s, ns, out, train);
-    if (!rc)
+    if (!rc && !out->thin_skipped)
       rc = measure_thin(bb, sw, dt, pg, out);
-    if (!rc)
+    if (!rc && !out->thin_skipped)
       keep_thin_if_better(bb->dev, dt, s, ns, train, out);
     /* Calls moved to fewer threads are predicted from the threads step's
      * larger timings (see poas__threads_thin_table). */
@@ -1270,23 +1305,31 @@ static void bench_free(bench *bb) {
   free(bb->host);
 }
 
+/* Buffers a, b and c of `bytes` each on the device (and a host staging
+ * buffer as large for a device with its own memory), loaded with random
+ * operands; bench_free releases what was allocated, on failure too. */
+static int small_bench(poas__device *dev, size_t bytes, bench *bb) {
+  *bb = (bench){.dev = dev, .cap = bytes};
+  int rc = dev->be->mem_alloc(dev, bytes, &bb->a);
+  if (!rc)
+    rc = dev->be->mem_alloc(dev, bytes, &bb->b);
+  if (!rc)
+    rc = dev->be->mem_alloc(dev, bytes, &bb->c);
+  if (!rc && !dev->info.host_memory) {
+    bb->host_cap = bytes;
+    if (!(bb->host = malloc(bytes)))
+      rc = POAS_ENOMEM;
+  }
+  return rc ? rc : load_operands(bb);
+}
+
 /* The device's sgemm rate in flop/s on a 512^3 problem, after one warm-up
- * call (which also compiles kernels on OpenCL devices); 0 when it cannot
- * be measured, which leaves the sweep unscaled. */
+ * call; 0 when it cannot be measured, which leaves the sweep unscaled. */
 static double probe_rate(poas__device *dev) {
   enum { N = 512 };
-  size_t bytes = (size_t)N * N * sizeof(float);
-  bench bb = {.dev = dev, .cap = bytes};
+  bench bb;
   double rate = 0;
-  if (dev->be->mem_alloc(dev, bytes, &bb.a) || dev->be->mem_alloc(dev, bytes, &bb.b) ||
-      dev->be->mem_alloc(dev, bytes, &bb.c))
-    goto done;
-  if (!dev->info.host_memory) {
-    bb.host_cap = bytes;
-    if (!(bb.host = malloc(bytes)))
-      goto done;
-  }
-  if (load_operands(&bb))
+  if (small_bench(dev, (size_t)N * N * sizeof(float), &bb))
     goto done;
   /* The fastest of three: the probe sets every later size, and one
    * disturbed call must not shrink them all (on an H100 VM a single timing
@@ -1303,6 +1346,49 @@ static double probe_rate(poas__device *dev) {
 done:
   bench_free(&bb);
   return rate;
+}
+
+/* The shapes poas__calibrate_build runs for each dtype and transpose pair:
+ * below CLBlast's direct-kernel limit on PoCL (128^3, devices/opencl/), and
+ * above it with sides that are whole tiles and sides that are not (the
+ * indirect kernel then pads its operands with kernels of their own). */
+static const int64_t build_sides[] = {60, 250, 256};
+
+int poas__calibrate_build(poas__device *dev, int dtype_mask) {
+  enum { SIDE = 256 };
+  if (dev->virtual_time)
+    return 0;
+  bench bb;
+  int rc = small_bench(dev, (size_t)SIDE * SIDE * sizeof(double), &bb);
+  for (int dt = 0; !rc && dt < 2; dt++) {
+    if (!(dtype_mask & (1 << dt)))
+      continue;
+    for (int pair = 0; !rc && pair < 4; pair++)
+      for (size_t i = 0; !rc && i < sizeof build_sides / sizeof *build_sides; i++) {
+        int64_t n = build_sides[i];
+        gemm_sample g = {.dtype = dt, .pair = pair, .m = n, .n = n, .k = n};
+        poas__gemm_call call = sample_call(&bb, &g);
+        double t0 = poas__now();
+        rc = dev->be->gemm(dev, 0, &call);
+        if (!rc)
+          rc = poas__dev_sync_all(dev);
+        poas__debug("calibrate %s: built %sgemm %s %lld^3 in %.3f s", dev->info.id,
+                    poas__dtype_letter((poas_dtype)dt), pair_name(pair), (long long)n,
+                    poas__now() - t0);
+      }
+    if (!rc && dev->gemm_wants_bt) {
+      poas__transpose_call t = {.dtype = (poas_dtype)dt, .rows = SIDE, .cols = SIDE,
+                                .src = {bb.a, 0, SIDE}, .dst = {bb.b, 0, SIDE}};
+      rc = dev->be->transpose(dev, 0, &t);
+    }
+  }
+  if (!rc)
+    rc = poas__dev_sync_all(dev);
+  bench_free(&bb);
+  if (rc)
+    return poas__fail(rc, "%s: GEMMs failed while building the device's kernels",
+                      dev->info.id);
+  return 0;
 }
 
 /* The sweep for a device: the nominal one scaled to its speed, but never

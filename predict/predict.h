@@ -46,7 +46,8 @@ typedef struct poas__calib_opts {
   double frac0, frac1;     /* the slice of overall progress this device spans */
   /* poas__now() by which the device's calibration should end; its GEMM
    * sweep then runs fewer passes where the machine is slow (three of its
-   * five at the least). 0: no limit. */
+   * five at the least, two in a quick calibration, which also leaves out
+   * its thin-block probes when late). 0: no limit. */
   double end_s;
 } poas__calib_opts;
 
@@ -71,6 +72,15 @@ int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
  * the buffers hold no 256^2 square. Returns 0 or the backend's error. */
 int poas__gemm_sustain(poas__device *dev, int lane, poas_dtype dtype, poas__mem a, poas__mem b,
                        poas__mem c, size_t bytes, double seconds);
+
+/* Runs one small GEMM of each dtype in the mask and each transpose pair,
+ * at sizes that take each of a BLAS's kernels, and on devices whose GEMM
+ * wants B transposed one transpose of each dtype: a device that builds its
+ * kernels on first use builds them here. CLBlast over PoCL does, and on
+ * the CI machine class with an empty kernel cache (a new machine's first
+ * calibration) that took 25 s, which calibration spends before it divides
+ * its time between the devices. Nothing on simulated devices. */
+int poas__calibrate_build(poas__device *dev, int dtype_mask);
 
 /* Measures one device (memory, transfers when it has its own memory, GEMM
  * for each dtype in the mask and each transpose pair) and fits its model

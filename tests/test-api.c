@@ -171,6 +171,49 @@ TEST(calibration_says_when_thread_handoffs_were_slow) {
   return 0;
 }
 
+/* What tool_noise_warnings writes for a device fit timed in `passes` of 5
+ * passes, with its thin-block probes skipped or not. */
+static char *time_text(int passes, int thin_skipped) {
+  poas_device_fit fit = {.id = "opencl0", .calibrated = 1, .sweep_passes = passes,
+                         .sweep_planned = 5, .thin_skipped = thin_skipped};
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return NULL;
+  tool_noise_warnings(f, "poas-calibrate: ", &fit);
+  fclose(f);
+  return buf;
+}
+
+/* poas-calibrate says what a calibration short of its time left out: sweep
+ * passes, the thin-block probes, or both; nothing when it left out none. */
+TEST(calibration_says_what_it_cut_for_time) {
+  static const struct {
+    int passes, thin_skipped;
+    const char *says; /* NULL: nothing */
+  } cases[] = {
+      {5, 0, NULL},
+      {0, 0, NULL},
+      {3, 0, "opencl0: its GEMM samples were timed in 3 passes, not 5, to keep"},
+      {5, 1, "opencl0: its thin-block probes were left out to keep"},
+      {3, 1, "timed in 3 passes, not 5, and its thin-block probes were left out, to keep"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = time_text(cases[i].passes, cases[i].thin_skipped);
+    CHECK(text);
+    if (cases[i].says)
+      CHECK_MSG(strstr(text, cases[i].says) && strstr(text, "poas-calibrate: ") == text &&
+                    strstr(text, "calibrate again when it is quiet"),
+                "%d, %d: %s", cases[i].passes, cases[i].thin_skipped, text);
+    else
+      CHECK_MSG(text[0] == '\0', "%d, %d: %s", cases[i].passes, cases[i].thin_skipped, text);
+    free(text);
+  }
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device_queries),
           TEST_ENTRY(gemm_validation), TEST_ENTRY(gemm_quick_returns),
-          TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow))
+          TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
+          TEST_ENTRY(calibration_says_what_it_cut_for_time))

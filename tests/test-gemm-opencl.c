@@ -8,6 +8,7 @@
 
 #include "devices/device.h"
 #include "gemm-cases.h"
+#include "predict/predict.h"
 #include "harness.h"
 
 #include <string.h>
@@ -191,6 +192,27 @@ TEST(opencl_cores_subdevice) {
   CHECK(strcmp(d->info.id, "opencl0") == 0);
   CHECK(0 == run_device_case(d, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 64, 48, 32, 1.0, 0.5, 0,
                            31));
+  poas__devset_close(&set);
+  return 0;
+}
+
+/* Calibration first builds the device's kernels (CLBlast's programs and
+ * PoCL's per-launch variants: 23-31 s on a new CI machine) through
+ * poas__calibrate_build: its calls all succeed, in one dtype or both, and
+ * leave the device computing right. */
+TEST(opencl_calibration_builds_its_kernels) {
+  poas__devset set;
+  char err[256];
+  int rc = open_set("opencl0:cores=1", &set, err, sizeof err);
+  if (rc)
+    return rc;
+  poas__device *d = set.dev[0];
+  CHECK_OK(poas__calibrate_build(d, 1 << POAS_FLOAT64));
+  CHECK_OK(poas__calibrate_build(d, 3));
+  CHECK_OK(poas__calibrate_build(d, 0));
+  for (int dt = 0; dt < 2; dt++)
+    CHECK(0 == run_device_case(d, (poas_dtype)dt, POAS_TRANS, POAS_NO_TRANS, 250, 60, 256, 1.0,
+                               0.5, 0, 41 + dt));
   poas__devset_close(&set);
   return 0;
 }
@@ -395,4 +417,5 @@ TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding)
           TEST_ENTRY(opencl_lanes_ordered_by_events), TEST_ENTRY(opencl_beta_zero_ignores_c),
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),
           TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_sessions_are_reused),
-          TEST_ENTRY(opencl_tasks_run_their_kernels))
+          TEST_ENTRY(opencl_tasks_run_their_kernels),
+          TEST_ENTRY(opencl_calibration_builds_its_kernels))

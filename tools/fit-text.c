@@ -26,11 +26,21 @@ void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit
             "that; calibrate again when it is quiet\n",
             prefix, fit->id, dt ? "d" : "s", 100 * g->timing_noise);
   }
-  if (fit->sweep_passes > 0 && fit->sweep_passes < fit->sweep_planned)
+  int cut = fit->sweep_passes > 0 && fit->sweep_passes < fit->sweep_planned;
+  if (cut || fit->thin_skipped) {
+    char what[160];
+    if (!cut)
+      snprintf(what, sizeof what, "its thin-block probes were left out");
+    else
+      snprintf(what, sizeof what, "its GEMM samples were timed in %d passes, not %d,%s",
+               fit->sweep_passes, fit->sweep_planned,
+               fit->thin_skipped ? " and its thin-block probes were left out," : "");
     fprintf(f,
-            "%s%s: its GEMM samples were timed in %d passes, not %d, to keep to the "
-            "calibration's time: the machine ran slowly; calibrate again when it is quiet\n",
-            prefix, fit->id, fit->sweep_passes, fit->sweep_planned);
+            "%s%s: %s to keep to the calibration's time: the machine ran slowly, or its "
+            "kernels were built first (a first calibration on it); calibrate again when it "
+            "is quiet\n",
+            prefix, fit->id, what);
+  }
   tool_handoff_warning(f, prefix, fit);
 }
 

@@ -65,8 +65,11 @@ static void print_summary(const poas_calibration_result *r) {
     const poas_device_fit *f = &r->dev[i];
     for (int dt = 0; dt < 2; dt++) {
       const poas_fit_info *g = &f->gemm[dt];
-      /* No table: calibration left them out, as worse on held-out samples. */
-      char thin[64] = "none (worse held out)";
+      /* No table: calibration left them out, as worse on held-out samples,
+       * or did not probe them, short of time. */
+      char thin[64];
+      snprintf(thin, sizeof thin, "none (%s)",
+               f->thin_skipped ? "not probed, short of time" : "worse held out");
       if (g->thin_max > 0)
         snprintf(thin, sizeof thin, "%.2f-%.2fx", g->thin_min, g->thin_max);
       if (g->samples)
