@@ -88,6 +88,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->sweep_passes = m->sweep_passes;
   f->sweep_planned = m->sweep_planned;
   f->thin_skipped = m->thin_skipped;
+  f->build_s = m->build_s;
   f->handoff_start = m->handoff[0];
   f->handoff_end = m->handoff[1];
   f->duplex = m->duplex > 1 ? m->duplex : 1;
@@ -270,6 +271,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   double devices_end = t0 + (opts->quick ? QUICK_DEVICES_S : FULL_DEVICES_S);
   /* Kernels first, so that what building them takes comes out of every
    * device's time and not only out of the device that builds them. */
+  double build_s[POAS_MAX_DEVICES] = {0};
   for (int i = 0; !rc && i < ctx->devices.ndev; i++) {
     if (!sel[i])
       continue;
@@ -278,10 +280,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
       opts->progress(opts->progress_user, d->info.id, "kernels", 0);
     double b0 = poas__now();
     rc = poas__calibrate_build(d, mask);
-    if (poas__now() - b0 > 1)
-      poas__info("%s: building its kernels took %.1f s (a first run on this machine, or a "
-                 "new version of its libraries)",
-                 d->info.id, poas__now() - b0);
+    build_s[i] = poas__now() - b0;
   }
   for (int i = 0, done = 0; !rc && i < ctx->devices.ndev; i++) {
     if (!sel[i])
@@ -292,6 +291,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                            (double)done / nsel, (double)(done + 1) / nsel,
                            now + POAS__MAX(devices_end - now, 0) / (nsel - done)};
     rc = poas__calibrate_device(ctx->devices.dev[i], &co, &fresh[i]);
+    fresh[i].build_s = build_s[i];
     done++;
   }
   if (!rc)

@@ -277,6 +277,10 @@ typedef struct poas_device_fit {
    * probes, and with them the thin tables (poas_fit_info.thin_min and
    * thin_max are then 0); 0 otherwise, and for a loaded profile. */
   int thin_skipped;
+  /* Seconds the calibration spent having the device build its kernels
+   * before measuring (tens of seconds for PoCL on a machine's first
+   * calibration, when its kernel cache is empty); 0 for a loaded profile. */
+  double build_s;
   /* On a device that computes on several host threads: the time of a
    * POAS_HANDOFF_M x POAS_HANDOFF_N x POAS_HANDOFF_K sgemm (thin, so its
    * threads synchronise often) on all of them over its time on one, at

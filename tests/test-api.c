@@ -213,7 +213,37 @@ TEST(calibration_says_what_it_cut_for_time) {
   return 0;
 }
 
+/* poas-calibrate's "took" line names the seconds spent building kernels
+ * and the devices that spent them, when they reach a second. */
+TEST(calibration_says_how_long_building_kernels_took) {
+  poas_calibration_result *r = calloc(1, sizeof *r);
+  CHECK(r);
+  r->ndevices = 2;
+  snprintf(r->dev[0].id, sizeof r->dev[0].id, "cpu0");
+  snprintf(r->dev[1].id, sizeof r->dev[1].id, "opencl0");
+  r->seconds = 52.74;
+  r->dev[0].build_s = 0.02;
+  char text[512];
+  tool_took_text(r, text, sizeof text);
+  CHECK_MSG(strcmp(text, "took 52.7 s") == 0, "%s", text);
+  r->dev[1].build_s = 26.08;
+  tool_took_text(r, text, sizeof text);
+  static const char want[] =
+      "took 52.7 s (26.1 s of it building kernels: opencl0 26.1 s; a first run";
+  CHECK_MSG(strncmp(text, want, sizeof want - 1) == 0 && text[strlen(text) - 1] == ')', "%s", text);
+  r->dev[0].build_s = 3.0;
+  tool_took_text(r, text, sizeof text);
+  CHECK_MSG(strstr(text, "(29.1 s of it building kernels: cpu0 3.0 s, opencl0 26.1 s; "), "%s",
+            text);
+  char tiny[20];
+  tool_took_text(r, tiny, sizeof tiny); /* truncated, still a string */
+  CHECK_MSG(strlen(tiny) < sizeof tiny && strncmp(tiny, "took 52.7 s", 11) == 0, "%s", tiny);
+  free(r);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device_queries),
           TEST_ENTRY(gemm_validation), TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
-          TEST_ENTRY(calibration_says_what_it_cut_for_time))
+          TEST_ENTRY(calibration_says_what_it_cut_for_time),
+          TEST_ENTRY(calibration_says_how_long_building_kernels_took))

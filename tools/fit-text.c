@@ -36,12 +36,30 @@ void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit
                fit->sweep_passes, fit->sweep_planned,
                fit->thin_skipped ? " and its thin-block probes were left out," : "");
     fprintf(f,
-            "%s%s: %s to keep to the calibration's time: the machine ran slowly, or its "
-            "kernels were built first (a first calibration on it); calibrate again when it "
-            "is quiet\n",
+            "%s%s: %s to keep to the calibration's time: the machine ran slowly, or building "
+            "kernels took part of that time (a first calibration on this machine); calibrate "
+            "again when it is quiet\n",
             prefix, fit->id, what);
   }
   tool_handoff_warning(f, prefix, fit);
+}
+
+void tool_took_text(const poas_calibration_result *r, char *buf, size_t cap) {
+  double build = 0;
+  for (int i = 0; i < r->ndevices; i++)
+    build += r->dev[i].build_s;
+  int len = snprintf(buf, cap, "took %.1f s", r->seconds);
+  if (!(build >= 1) || len < 0 || (size_t)len >= cap)
+    return;
+  len += snprintf(buf + len, cap - (size_t)len, " (%.1f s of it building kernels:", build);
+  for (int i = 0; i < r->ndevices && len > 0 && (size_t)len < cap; i++)
+    if (r->dev[i].build_s >= 0.1)
+      len += snprintf(buf + len, cap - (size_t)len, " %s %.1f s,", r->dev[i].id,
+                      r->dev[i].build_s);
+  if (len > 0 && (size_t)len < cap)
+    snprintf(buf + len - 1, cap - (size_t)len + 1,
+             "; a first run on this machine, or new drivers: the next calibration finds them "
+             "built and measures more)");
 }
 
 /* The CI VM enters and leaves a state of slow hand-offs between threads

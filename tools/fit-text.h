@@ -44,4 +44,9 @@ void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap);
  * on all threads. */
 void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap);
 
+/* How long a calibration took, as "took 52.7 s" and, when its devices
+ * spent a second or more building their kernels first, " (26.1 s of it
+ * building kernels: opencl0 26.1 s; ...)". */
+void tool_took_text(const poas_calibration_result *r, char *buf, size_t cap);
+
 #endif

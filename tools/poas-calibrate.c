@@ -103,7 +103,9 @@ static void print_summary(const poas_calibration_result *r) {
     if (threads[0])
       printf("%-8s %s\n", f->id, threads);
   }
-  printf("took %.1f s; profile: %s\n", r->seconds, r->output[0] ? r->output : "(not written)");
+  char took[512];
+  tool_took_text(r, took, sizeof took);
+  printf("%s; profile: %s\n", took, r->output[0] ? r->output : "(not written)");
   for (int i = 0; i < r->ndevices; i++)
     tool_noise_warnings(stderr, "poas-calibrate: ", &r->dev[i]);
 }
