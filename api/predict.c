@@ -276,10 +276,9 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     if (!sel[i])
       continue;
     poas__device *d = ctx->devices.dev[i];
-    if (opts->progress)
-      opts->progress(opts->progress_user, d->info.id, "kernels", 0);
+    poas__calib_opts bo = {opts->quick, mask, opts->progress, opts->progress_user, 0, 0, 0};
     double b0 = poas__now();
-    rc = poas__calibrate_build(d, mask);
+    rc = poas__calibrate_build(d, mask, &bo);
     build_s[i] = poas__now() - b0;
   }
   for (int i = 0, done = 0; !rc && i < ctx->devices.ndev; i++) {

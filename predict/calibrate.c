@@ -1354,8 +1354,10 @@ done:
  * indirect kernel then pads its operands with kernels of their own). */
 static const int64_t build_sides[] = {60, 250, 256};
 
-int poas__calibrate_build(poas__device *dev, int dtype_mask) {
+int poas__calibrate_build(poas__device *dev, int dtype_mask, const poas__calib_opts *o) {
   enum { SIDE = 256 };
+  if (o && o->progress)
+    o->progress(o->user, dev->info.id, "kernels", o->frac0);
   if (dev->virtual_time)
     return 0;
   bench bb;
@@ -1375,6 +1377,8 @@ int poas__calibrate_build(poas__device *dev, int dtype_mask) {
         poas__debug("calibrate %s: built %sgemm %s %lld^3 in %.3f s", dev->info.id,
                     poas__dtype_letter((poas_dtype)dt), pair_name(pair), (long long)n,
                     poas__now() - t0);
+        if (o && o->progress) /* a sign of life: one call may take seconds */
+          o->progress(o->user, dev->info.id, "kernels", o->frac0);
       }
     if (!rc && dev->gemm_wants_bt) {
       poas__transpose_call t = {.dtype = (poas_dtype)dt, .rows = SIDE, .cols = SIDE,

@@ -79,8 +79,9 @@ int poas__gemm_sustain(poas__device *dev, int lane, poas_dtype dtype, poas__mem 
  * kernels on first use builds them here. CLBlast over PoCL does, and on
  * the CI machine class with an empty kernel cache (a new machine's first
  * calibration) that took 25 s, which calibration spends before it divides
- * its time between the devices. Nothing on simulated devices. */
-int poas__calibrate_build(poas__device *dev, int dtype_mask);
+ * its time between the devices. Nothing on simulated devices. Reports the
+ * step "kernels" at o->frac0 through o->progress (o may be NULL). */
+int poas__calibrate_build(poas__device *dev, int dtype_mask, const poas__calib_opts *o);
 
 /* Measures one device (memory, transfers when it has its own memory, GEMM
  * for each dtype in the mask and each transpose pair) and fits its model

@@ -25,13 +25,17 @@ static void usage(FILE *f) {
           "  -V, --version       show the version\n");
 }
 
-/* Redraws the progress line at most ten times a second. */
+/* Redraws the progress line at most ten times a second, with the seconds
+ * since the first call: a step can sit at one fraction for a while (PoCL
+ * building its kernels on a machine's first calibration: 25 s). */
 static void progress(void *user, const char *device, const char *step, double fraction) {
-  static double last;
+  static double first, last;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
   (void)user;
+  if (first == 0)
+    first = now;
   if (now - last < 0.1 && fraction < 1)
     return;
   last = now;
@@ -41,7 +45,8 @@ static void progress(void *user, const char *device, const char *step, double fr
   for (int i = 0; i < WIDTH; i++)
     bar[i] = i < filled ? '#' : '.';
   bar[WIDTH] = '\0';
-  fprintf(stderr, "\r%-8s %-7s [%s] %3.0f%%", device, step, bar, 100 * fraction);
+  fprintf(stderr, "\r%-8s %-7s [%s] %3.0f%% %4.0f s", device, step, bar, 100 * fraction,
+          now - first);
   fflush(stderr);
 }
 
