@@ -124,18 +124,25 @@ TEST(gemm_quick_returns) {
   return 0;
 }
 
-/* What tool_handoff_warning writes for a device fit with these readings. */
-static char *handoff_text(double start, double end) {
-  poas_device_fit fit = {.id = "cpu0", .calibrated = 1, .handoff_start = start,
-                         .handoff_end = end};
+/* What one of poas-calibrate's warnings writes for `fit`; the caller
+ * frees it. */
+static char *warning_text(void (*warn)(FILE *, const char *, const poas_device_fit *),
+                          const poas_device_fit *fit) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f)
     return NULL;
-  tool_handoff_warning(f, "poas-calibrate: ", &fit);
+  warn(f, "poas-calibrate: ", fit);
   fclose(f);
   return buf;
+}
+
+/* What tool_handoff_warning writes for a device fit with these readings. */
+static char *handoff_text(double start, double end) {
+  poas_device_fit fit = {.id = "cpu0", .calibrated = 1, .handoff_start = start,
+                         .handoff_end = end};
+  return warning_text(tool_handoff_warning, &fit);
 }
 
 /* poas-calibrate says when the host handed work between a device's
@@ -176,14 +183,7 @@ TEST(calibration_says_when_thread_handoffs_were_slow) {
 static char *time_text(int passes, int thin_skipped) {
   poas_device_fit fit = {.id = "opencl0", .calibrated = 1, .sweep_passes = passes,
                          .sweep_planned = 5, .thin_skipped = thin_skipped};
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f)
-    return NULL;
-  tool_noise_warnings(f, "poas-calibrate: ", &fit);
-  fclose(f);
-  return buf;
+  return warning_text(tool_noise_warnings, &fit);
 }
 
 /* poas-calibrate says what a calibration short of its time left out: sweep
