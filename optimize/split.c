@@ -189,6 +189,8 @@ static void trim(solver *s) {
       if (t > tw)
         tw = t, worst = i;
     }
+    if (worst < 0) /* no time to compare (NaN models): leave the shares be */
+      break;
     s->n[worst]--, sum--;
   }
 }
