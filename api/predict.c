@@ -88,7 +88,6 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->sweep_passes = m->sweep_passes;
   f->sweep_planned = m->sweep_planned;
   f->thin_skipped = m->thin_skipped;
-  f->build_s = m->build_s;
   f->handoff_start = m->handoff[0];
   f->handoff_end = m->handoff[1];
   f->duplex = m->duplex > 1 ? m->duplex : 1;
@@ -275,10 +274,10 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   for (int i = 0; !rc && i < ctx->devices.ndev; i++) {
     if (!sel[i])
       continue;
-    poas__device *d = ctx->devices.dev[i];
-    poas__calib_opts bo = {opts->quick, mask, opts->progress, opts->progress_user, 0, 0, 0};
+    poas__calib_opts bo = {.quick = opts->quick, .dtype_mask = mask,
+                           .progress = opts->progress, .user = opts->progress_user};
     double b0 = poas__now();
-    rc = poas__calibrate_build(d, mask, &bo);
+    rc = poas__calibrate_build(ctx->devices.dev[i], &bo);
     build_s[i] = poas__now() - b0;
   }
   for (int i = 0, done = 0; !rc && i < ctx->devices.ndev; i++) {
@@ -290,7 +289,6 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                            (double)done / nsel, (double)(done + 1) / nsel,
                            now + POAS__MAX(devices_end - now, 0) / (nsel - done)};
     rc = poas__calibrate_device(ctx->devices.dev[i], &co, &fresh[i]);
-    fresh[i].build_s = build_s[i];
     done++;
   }
   if (!rc)
@@ -335,9 +333,12 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
              sizeof ctx->devices.dev[i]->threads_by_side);
   if (!rc && out) {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < ctx->devices.ndev; i++)
-      if (sel[i])
-        device_fit(ctx->devices.dev[i], &fresh[i], &out->dev[out->ndevices++]);
+    for (int i = 0; i < ctx->devices.ndev; i++) {
+      if (!sel[i])
+        continue;
+      device_fit(ctx->devices.dev[i], &fresh[i], &out->dev[out->ndevices]);
+      out->dev[out->ndevices++].build_s = build_s[i];
+    }
     out->seconds = poas__now() - t0;
     if (opts->output)
       poas__strlcpy(out->output, opts->output, sizeof out->output);

@@ -279,7 +279,8 @@ typedef struct poas_device_fit {
   int thin_skipped;
   /* Seconds the calibration spent having the device build its kernels
    * before measuring (tens of seconds for PoCL on a machine's first
-   * calibration, when its kernel cache is empty); 0 for a loaded profile. */
+   * calibration, when its kernel cache is empty): in
+   * poas_calibration_result only, 0 elsewhere. */
   double build_s;
   /* On a device that computes on several host threads: the time of a
    * POAS_HANDOFF_M x POAS_HANDOFF_N x POAS_HANDOFF_K sgemm (thin, so its

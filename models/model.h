@@ -139,9 +139,6 @@ typedef struct poas__device_model {
    * out (the model then has no thin tables beyond the threads step's).
    * Not kept in profiles. */
   int thin_skipped;
-  /* Seconds calibration spent building the device's kernels before it
-   * measured anything (poas__calibrate_build). Not kept in profiles. */
-  double build_s;
   /* How the host handed work between the device's threads at the start
    * of its calibration and at the end: a thin sgemm's time on all its
    * threads over its time on one (predict/calibrate.c, handoff_probe).

@@ -754,9 +754,12 @@ static int sweep_out_of_time(const progress *pg, int passes, double elapsed, dou
  * repetition of a few, and the median then ignores it. With after_work
  * >= 0 (the work of the steps that follow) the sweep keeps to the
  * device's time (sweep_out_of_time), running at least sweep_min_passes()
- * of its passes; below 0 it runs them all. */
+ * of its passes; below 0 it runs them all. The passes it timed go to
+ * *timed_passes and its seconds per unit of work to *per_work, where not
+ * NULL. */
 static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
-                        const char *const step[2], double after_work, int *timed_passes) {
+                        const char *const step[2], double after_work, int *timed_passes,
+                        double *per_work) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
   int nid = 0; /* timings are kept by sample id, which may exceed ns */
   for (int i = 0; i < ns; i++)
@@ -788,6 +791,8 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   }
   if (timed_passes)
     *timed_passes = reps;
+  if (per_work)
+    *per_work = pass_work > 0 ? (poas__now() - t0) / (reps * pass_work) : 0;
   for (int i = 0; !rc && i < ns; i++) {
     s[i].t = poas__median(&t[s[i].id * MAX_REPS], reps);
     s[i].noise = poas__timing_noise(&t[s[i].id * MAX_REPS], reps);
@@ -1084,7 +1089,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
    * without one, an H100 VM's tables held factors of 20 (cuBLAS loading a
    * kernel the sweep had not used) and its 16-core CPU's of 5 to 9. */
   static const char *const step[2] = {"sthin", "dthin"};
-  int rc = measure_gemm(bb, &few, s, ns, pg, step, -1, NULL);
+  int rc = measure_gemm(bb, &few, s, ns, pg, step, -1, NULL, NULL);
   double knot[4][2][THIN_KNOTS];
   if (!rc)
     thin_factors(out, dt, s, ns, knot);
@@ -1097,7 +1102,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   }
   if (!rc && nspike) {
     few.reps = 3;
-    rc = measure_gemm(bb, &few, s, nspike, pg, step, -1, NULL);
+    rc = measure_gemm(bb, &few, s, nspike, pg, step, -1, NULL, NULL);
     if (!rc)
       thin_factors(out, dt, s, nspike, knot);
     poas__info("%s: %d of %d thin-block probes timed again", bb->dev->info.id, nspike, ns);
@@ -1254,12 +1259,9 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
   }
   static const char *const step[2] = {"sgemm", "dgemm"};
   out->sweep_planned = POAS__MIN(sw->reps, MAX_REPS);
-  double sweep_t0 = poas__now(), pass_work = 0;
-  for (int i = 0; i < ns; i++)
-    pass_work += gemm_work(&s[i]);
-  int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work, &out->sweep_passes);
-  if (!rc && thin_out_of_time(pg, (poas__now() - sweep_t0) / (out->sweep_passes * pass_work),
-                              after_work)) {
+  double per_work;
+  int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work, &out->sweep_passes, &per_work);
+  if (!rc && thin_out_of_time(pg, per_work, after_work)) {
     out->thin_skipped = 1;
     poas__info("%s: thin-block probes left out to keep to the time calibration has",
                bb->dev->info.id);
@@ -1354,16 +1356,16 @@ done:
  * indirect kernel then pads its operands with kernels of their own). */
 static const int64_t build_sides[] = {60, 250, 256};
 
-int poas__calibrate_build(poas__device *dev, int dtype_mask, const poas__calib_opts *o) {
+int poas__calibrate_build(poas__device *dev, const poas__calib_opts *o) {
   enum { SIDE = 256 };
-  if (o && o->progress)
+  if (o->progress)
     o->progress(o->user, dev->info.id, "kernels", o->frac0);
   if (dev->virtual_time)
     return 0;
   bench bb;
   int rc = small_bench(dev, (size_t)SIDE * SIDE * sizeof(double), &bb);
   for (int dt = 0; !rc && dt < 2; dt++) {
-    if (!(dtype_mask & (1 << dt)))
+    if (!(o->dtype_mask & (1 << dt)))
       continue;
     for (int pair = 0; !rc && pair < 4; pair++)
       for (size_t i = 0; !rc && i < sizeof build_sides / sizeof *build_sides; i++) {
@@ -1377,7 +1379,7 @@ int poas__calibrate_build(poas__device *dev, int dtype_mask, const poas__calib_o
         poas__debug("calibrate %s: built %sgemm %s %lld^3 in %.3f s", dev->info.id,
                     poas__dtype_letter((poas_dtype)dt), pair_name(pair), (long long)n,
                     poas__now() - t0);
-        if (o && o->progress) /* a sign of life: one call may take seconds */
+        if (o->progress) /* a sign of life: one call may take seconds */
           o->progress(o->user, dev->info.id, "kernels", o->frac0);
       }
     if (!rc && dev->gemm_wants_bt) {

@@ -73,15 +73,15 @@ int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
 int poas__gemm_sustain(poas__device *dev, int lane, poas_dtype dtype, poas__mem a, poas__mem b,
                        poas__mem c, size_t bytes, double seconds);
 
-/* Runs one small GEMM of each dtype in the mask and each transpose pair,
+/* Runs one small GEMM of each dtype in o->dtype_mask and each transpose pair,
  * at sizes that take each of a BLAS's kernels, and on devices whose GEMM
  * wants B transposed one transpose of each dtype: a device that builds its
  * kernels on first use builds them here. CLBlast over PoCL does, and on
  * the CI machine class with an empty kernel cache (a new machine's first
  * calibration) that took 25 s, which calibration spends before it divides
  * its time between the devices. Nothing on simulated devices. Reports the
- * step "kernels" at o->frac0 through o->progress (o may be NULL). */
-int poas__calibrate_build(poas__device *dev, int dtype_mask, const poas__calib_opts *o);
+ * step "kernels" at o->frac0 through o->progress when set. */
+int poas__calibrate_build(poas__device *dev, const poas__calib_opts *o);
 
 /* Measures one device (memory, transfers when it has its own memory, GEMM
  * for each dtype in the mask and each transpose pair) and fits its model

@@ -207,9 +207,10 @@ TEST(opencl_calibration_builds_its_kernels) {
   if (rc)
     return rc;
   poas__device *d = set.dev[0];
-  CHECK_OK(poas__calibrate_build(d, 1 << POAS_FLOAT64, NULL));
-  CHECK_OK(poas__calibrate_build(d, 3, NULL));
-  CHECK_OK(poas__calibrate_build(d, 0, NULL));
+  for (int mask = 0; mask < 4; mask++) { /* none, s, d, both */
+    poas__calib_opts o = {.dtype_mask = mask};
+    CHECK_OK(poas__calibrate_build(d, &o));
+  }
   for (int dt = 0; dt < 2; dt++)
     CHECK(0 == run_device_case(d, (poas_dtype)dt, POAS_TRANS, POAS_NO_TRANS, 250, 60, 256, 1.0,
                                0.5, 0, 41 + dt));
