@@ -148,8 +148,18 @@ void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices,
                 const char *const *baselines, int nbaselines, const bench_row *rows, int nrows,
                 const char *csv_path, const char *plot_path);
 /* Plots GFLOP/s against size through gnuplot into an SVG file. Returns 0,
- * or -1 with the reason in `why`. */
+ * or -1 with the reason in `why` (the path is the caller's to name). */
 int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap);
+/* Whether gnuplot can take `path` as its output's name (no quotes or
+ * newlines): checked with the arguments, a bad name being a usage error. */
+int bench_plot_name_ok(const char *path);
+/* Whether bench_plot could write `path`, checked before a run so that a
+ * plot that cannot be written fails it at once: 0, or -1 with the reason
+ * in `why`. */
+int bench_plot_check(const char *path, char *why, size_t cap);
+/* Whether `path` can be opened for writing, leaving it as it was: 0, or
+ * the errno that says why not. */
+int bench_can_write(const char *path);
 /* Appends the rows of a CSV that poas-bench wrote (what the plot needs:
  * shape, dtype, devices, role, time, rates) to rows[*nrows..cap). 0, or -1
  * with why[] saying which file and line is wrong. */

@@ -17,6 +17,7 @@
 #include "bench/timing.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -127,8 +128,8 @@ static void usage(FILE *f) {
           "poas-bench plot draws the same plot from CSV files that earlier runs wrote\n"
           "(several runs' rows join, series by series), for results recorded on a\n"
           "machine without gnuplot.\n\n"
-          "Exit status: 0, 1 when a run failed or a result exceeded its error bound,\n"
-          "2 on a usage error.\n");
+          "Exit status: 0, 1 when a run failed, a result exceeded its error bound or an\n"
+          "output could not be written, 2 on a usage error.\n");
 }
 
 /* ------------------------------------------------------------- options */
@@ -231,7 +232,11 @@ static int parse_options(int argc, char **argv, options *o) {
       o->repeat = (int)v;
       break;
     case 'c': o->csv = optarg; break;
-    case 'p': o->plot = optarg; break;
+    case 'p':
+      if (!bench_plot_name_ok(optarg))
+        return bad("--plot (a name without quotes or newlines)", optarg);
+      o->plot = optarg;
+      break;
     case 'j': o->json = 1; break;
     case 'a': {
       char *end;
@@ -932,9 +937,19 @@ static int gemm_main(int argc, char **argv) {
     close_all(&b);
     return rc ? rc : 1;
   }
+  /* The outputs written after the run are checked before it, which could
+   * take minutes and then be lost. */
+  char why[256];
+  int err = bench_can_write(csv_path);
+  if (err || (b.o.plot && bench_plot_check(b.o.plot, why, sizeof why) != 0)) {
+    fprintf(stderr, "poas-bench: cannot write the %s %s: %s\n", err ? "CSV" : "plot",
+            err ? csv_path : b.o.plot, err ? strerror(err) : why);
+    close_all(&b);
+    return 1;
+  }
   bench_output out = {b.o.json ? stderr : stdout, fopen(csv_path, "w"), b.o.json};
   if (!out.csv) {
-    fprintf(stderr, "poas-bench: cannot write %s\n", csv_path);
+    fprintf(stderr, "poas-bench: cannot write the CSV %s: %s\n", csv_path, strerror(errno));
     close_all(&b);
     return 1;
   }
@@ -963,16 +978,16 @@ static int gemm_main(int argc, char **argv) {
   close_all(&b);
   fclose(out.csv);
   const char *plot = b.o.plot;
-  char why[256];
-  if (plot && bench_plot(plot, b.rows, b.nrows, why, sizeof why) != 0) {
-    fprintf(stderr, "poas-bench: no plot written: %s\n", why);
+  int plot_failed = plot && bench_plot(plot, b.rows, b.nrows, why, sizeof why) != 0;
+  if (plot_failed) {
+    fprintf(stderr, "poas-bench: cannot write the plot %s: %s\n", plot, why);
     plot = NULL;
   }
   if (b.o.json)
     write_json(&b, argc, argv, csv_path, plot);
   int failures = report_failures(&b);
   free(b.rows);
-  return failures ? 1 : 0;
+  return failures || plot_failed ? 1 : 0;
 }
 
 /* poas-bench plot --plot FILE.svg CSV... */
@@ -1003,7 +1018,7 @@ static int plot_main(int argc, char **argv) {
     return 2;
   }
   if (bench_plot(out, rows, nrows, why, sizeof why) != 0) {
-    fprintf(stderr, "poas-bench plot: %s\n", why);
+    fprintf(stderr, "poas-bench plot: cannot write the plot %s: %s\n", out, why);
     return 1;
   }
   return 0;

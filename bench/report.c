@@ -8,10 +8,12 @@
 #include "tools/json-out.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -246,24 +248,53 @@ static void plot_script(FILE *g, const char *path, const bench_row *rows, int nr
   fprintf(g, "\n");
 }
 
-int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap) {
-  if (!POAS_GNUPLOT[0]) {
+int bench_plot_name_ok(const char *path) { return !strchr(path, '\'') && !strchr(path, '\n'); }
+
+int bench_can_write(const char *path) {
+  /* An existing file is opened without truncating it; a new one is made
+   * and removed again, so that a check leaves nothing behind. */
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0)
+      unlink(path);
+  }
+  if (fd < 0)
+    return errno;
+  close(fd);
+  return 0;
+}
+
+int bench_plot_check(const char *path, char *why, size_t cap) {
+  int err;
+  if (!POAS_GNUPLOT[0])
     snprintf(why, cap, "gnuplot was not found when POAS was configured");
-    return -1;
-  }
-  if (strchr(path, '\'') || strchr(path, '\n')) {
+  else if (!bench_plot_name_ok(path))
     snprintf(why, cap, "the plot's file name may not hold quotes or newlines");
-    return -1;
-  }
+  else if ((err = bench_can_write(path)) != 0)
+    snprintf(why, cap, "%s", strerror(err));
+  else
+    return 0;
+  return -1;
+}
+
+/* Runs gnuplot on the script of the plot. Its stdout is /dev/null: a
+ * gnuplot that cannot open the file named by `set output` writes the SVG
+ * to its stdout instead, which is ours, and it would have corrupted the
+ * table or the JSON there. */
+static int run_gnuplot(const char *path, const bench_row *rows, int nrows, char *why,
+                       size_t cap) {
   int fd[2];
   if (pipe(fd) != 0) {
-    snprintf(why, cap, "cannot make a pipe to gnuplot");
+    snprintf(why, cap, "cannot make a pipe to gnuplot: %s", strerror(errno));
     return -1;
   }
   pid_t pid = fork();
   if (pid == 0) {
-    dup2(fd[0], STDIN_FILENO);
-    close(fd[0]), close(fd[1]);
+    int null = open("/dev/null", O_WRONLY);
+    if (null < 0 || dup2(null, STDOUT_FILENO) < 0 || dup2(fd[0], STDIN_FILENO) < 0)
+      _exit(127);
+    close(null), close(fd[0]), close(fd[1]);
     execl(POAS_GNUPLOT, "gnuplot", (char *)NULL);
     _exit(127);
   }
@@ -281,6 +312,18 @@ int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, si
   int status;
   if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     snprintf(why, cap, "%s failed", POAS_GNUPLOT);
+    return -1;
+  }
+  return 0;
+}
+
+int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap) {
+  if (bench_plot_check(path, why, cap) != 0 || run_gnuplot(path, rows, nrows, why, cap) != 0)
+    return -1;
+  /* gnuplot can exit 0 having written nothing where it was told to. */
+  struct stat st;
+  if (stat(path, &st) != 0 || st.st_size == 0) {
+    snprintf(why, cap, "%s wrote nothing to it", POAS_GNUPLOT);
     return -1;
   }
   return 0;

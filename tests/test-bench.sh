@@ -184,7 +184,8 @@ cd "$tmp" || exit 1
 mkdir usage && cd usage || exit 1
 for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" \
             "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" \
-            "gemm --alone-limit 0" "gemm --alone-limit x" "plot" "plot --plot"; do
+            "gemm --alone-limit 0" "gemm --alone-limit x" "gemm --plot a'b.svg" "plot" \
+            "plot --plot"; do
   # shellcheck disable=SC2086
   "$bench" $args >/dev/null 2>"$tmp/err"
   rc=$?
@@ -237,3 +238,32 @@ if [ $rc -ne 1 ] || ! grep -q "bad.csv" "$tmp/err"; then
   exit 1
 fi
 echo "plot of a foreign CSV refused: ok"
+
+# An output that cannot be written fails the run before it starts, naming
+# the path and why, and leaves stdout alone: gnuplot, told to write where
+# it could not, wrote the SVG to the stdout it shared with the JSON.
+for plot in "$tmp/missing/x.svg" "$tmp"; do
+  "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv "$tmp/p.csv" \
+    --plot "$plot" --json >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || [ -e "$tmp/p.csv" ] ||
+     ! grep -qF "cannot write the plot $plot: " "$tmp/err"; then
+    echo "FAIL: --plot $plot gave $rc, $(wc -c <"$tmp/out") bytes on stdout: $(cat "$tmp/err")"
+    exit 1
+  fi
+done
+"$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv "$tmp/missing/x.csv" \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 1 ] || [ -s "$tmp/out" ] ||
+   ! grep -qF "cannot write the CSV $tmp/missing/x.csv: No such file or directory" "$tmp/err"; then
+  echo "FAIL: --csv in a missing folder gave $rc: $(cat "$tmp/err")"
+  exit 1
+fi
+"$bench" plot --plot "$tmp/missing/x.svg" "$tmp/x.csv" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || ! grep -qF "$tmp/missing/x.svg" "$tmp/err"; then
+  echo "FAIL: poas-bench plot into a missing folder gave $rc: $(cat "$tmp/err")"
+  exit 1
+fi
+echo "outputs that cannot be written: ok"
