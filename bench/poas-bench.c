@@ -270,7 +270,10 @@ static int parse_options(int argc, char **argv, options *o) {
  * the selection entry that opened it ("cpu:threads=1" gives
  * "cpu0:threads=1"). Entries open their devices in order, an id or a sim
  * entry one each and a bare kind every remaining device of that kind, so
- * walking the entries and the devices together pairs them. */
+ * walking the entries and the devices together pairs them. Blanks around
+ * an entry are dropped, as the library's parser drops them: "cpu, sim:..."
+ * otherwise paired no kind with " sim:..." and ran sim0 alone without its
+ * settings. */
 static void single_selections(const char *selection, const poas_device_info *d, int n,
                               char (*out)[512]) {
   for (int i = 0; i < n; i++)
@@ -282,6 +285,10 @@ static void single_selections(const char *selection, const poas_device_info *d, 
   int pos = 0;
   char *save = NULL;
   for (char *e = strtok_r(buf, ",", &save); e && pos < n; e = strtok_r(NULL, ",", &save)) {
+    while (isspace((unsigned char)*e))
+      e++;
+    for (char *end = e + strlen(e); end > e && isspace((unsigned char)end[-1]);)
+      *--end = '\0';
     const char *settings = strchr(e, ':');
     size_t word = settings ? (size_t)(settings - e) : strlen(e), kind = word;
     while (kind > 0 && isdigit((unsigned char)e[kind - 1]))

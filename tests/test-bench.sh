@@ -267,3 +267,24 @@ if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || ! grep -qF "$tmp/missing/x.svg" "$tmp/e
   exit 1
 fi
 echo "outputs that cannot be written: ok"
+
+# Each device alone keeps its entry's settings, blanks around the entry or
+# not, from --devices or POAS_DEVICES alike: sim1 at 1e9 flop/s runs, alone,
+# at most 1 GFLOP/s (virtual time), not at the default 100.
+for how in devices env; do
+  sel=" sim:rate=1e12, sim:rate=1e9 "
+  if [ $how = devices ]; then
+    "$bench" gemm --sizes 128 --repeat 1 --baselines none --devices "$sel" --csv "$tmp/s.csv" \
+      --json >"$tmp/sel.json" 2>"$tmp/err"
+  else
+    POAS_DEVICES=$sel "$bench" gemm --sizes 128 --repeat 1 --baselines none --csv "$tmp/s.csv" \
+      --json >"$tmp/sel.json" 2>"$tmp/err"
+  fi || { cat "$tmp/err"; exit 1; }
+  python3 - "$tmp/sel.json" <<'PYEOF' || { echo "FAIL: the selection by $how"; exit 1; }
+import json, sys
+rows = {r["devices"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+assert 0.5 < rows["sim1"]["gflops"] <= 1.0001, rows["sim1"]
+assert rows["sim0"]["gflops"] > 10, rows["sim0"]
+PYEOF
+done
+echo "each device alone keeps its settings, blanks or not: ok"
