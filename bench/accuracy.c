@@ -47,6 +47,7 @@
 #include "devices/device.h"
 #include "poas.h"
 #include "predict/predict.h"
+#include "tools/stdout-check.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -241,7 +242,7 @@ int main(int argc, char **argv) {
       adapting = 1, opts.no_adapt = 0;
     else if (c == 'h') {
       usage(stdout);
-      return 0;
+      return tool_stdout_status("accuracy", 0);
     } else { /* getopt_long has named the option */
       fprintf(stderr, "Try 'accuracy --help' for more information.\n");
       return 2;
@@ -424,5 +425,5 @@ int main(int argc, char **argv) {
   free(dB);
   free(dC);
   poas_finalize(ctx);
-  return 0;
+  return tool_stdout_status("accuracy", 0);
 }

@@ -135,12 +135,14 @@ typedef struct bench_output {
   FILE *table;
   FILE *csv;
   int json;
+  int csv_err; /* the errno of the CSV's first failed write, or 0 */
 } bench_output;
 
 void bench_table_header(FILE *f);
 void bench_table_rows(FILE *f, const bench_row *rows, int nrows);
-void bench_csv_header(FILE *f);
-void bench_csv_rows(FILE *f, const bench_row *rows, int nrows);
+/* The CSV's header and rows, flushed: 0, or the errno of a failed write. */
+int bench_csv_header(FILE *f);
+int bench_csv_rows(FILE *f, const bench_row *rows, int nrows);
 /* The JSON object of the whole run, to stdout; `devices` are the POAS
  * devices of the co-executed set, `baselines` the descriptions of the
  * baselines that ran. */

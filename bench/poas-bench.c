@@ -15,6 +15,7 @@
 
 #include "bench/bench.h"
 #include "bench/timing.h"
+#include "tools/stdout-check.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -245,8 +246,10 @@ static int parse_options(int argc, char **argv, options *o) {
         return bad("--alone-limit (seconds > 0)", optarg);
       break;
     }
-    case 'h': usage(stdout); exit(0);
-    case 'V': printf("poas-bench (POAS) %s\n", poas_version()); exit(0);
+    case 'h': usage(stdout); exit(tool_stdout_status("poas-bench", 0));
+    case 'V':
+      printf("poas-bench (POAS) %s\n", poas_version());
+      exit(tool_stdout_status("poas-bench", 0));
     default: usage(stderr); return 2;
     }
   }
@@ -850,7 +853,7 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
   compare(b->rows + first, b->nrows - first);
 }
 
-static void run_shape(bench *b, shape s, poas_dtype dtype, const bench_output *out) {
+static void run_shape(bench *b, shape s, poas_dtype dtype, bench_output *out) {
   size_t es = bench_dtype_size(dtype);
   bench_problem p = {dtype, s.m, s.n, s.k, NULL, NULL, NULL};
   void *a = malloc((size_t)(s.m * s.k) * es), *bm = malloc((size_t)(s.k * s.n) * es),
@@ -872,7 +875,8 @@ static void run_shape(bench *b, shape s, poas_dtype dtype, const bench_output *o
   if (b->tty)
     fprintf(stderr, "\r\033[K");
   bench_table_rows(out->table, b->rows + first, b->nrows - first);
-  bench_csv_rows(out->csv, b->rows + first, b->nrows - first);
+  int err = bench_csv_rows(out->csv, b->rows + first, b->nrows - first);
+  out->csv_err = out->csv_err ? out->csv_err : err;
 }
 
 /* --------------------------------------------------------------- main */
@@ -882,6 +886,18 @@ static void close_all(bench *b) {
     poas_finalize(b->sets[i].ctx);
   for (int i = b->nbl - 1; i >= 0; i--)
     b->bl[i].b->close(b->bl[i].state);
+}
+
+/* Closes the CSV; 0, or -1 having said on stderr why it could not be
+ * written (a full disk: the run's rows are lost, and a script reading the
+ * file would trust what was left of it). `err` is the errno of an earlier
+ * failed write, or 0. */
+static int close_csv(FILE *f, const char *path, int err) {
+  if (fclose(f) != 0 && !err)
+    err = errno;
+  if (err)
+    fprintf(stderr, "poas-bench: cannot write the CSV %s: %s\n", path, strerror(err));
+  return err ? -1 : 0;
 }
 
 static void default_csv_name(char *buf, size_t cap) {
@@ -954,7 +970,7 @@ static int gemm_main(int argc, char **argv) {
     close_all(&b);
     return 1;
   }
-  bench_output out = {b.o.json ? stderr : stdout, fopen(csv_path, "w"), b.o.json};
+  bench_output out = {b.o.json ? stderr : stdout, fopen(csv_path, "w"), b.o.json, 0};
   if (!out.csv) {
     fprintf(stderr, "poas-bench: cannot write the CSV %s: %s\n", csv_path, strerror(errno));
     close_all(&b);
@@ -970,7 +986,13 @@ static int gemm_main(int argc, char **argv) {
     fclose(out.csv);
     return 1;
   }
-  bench_csv_header(out.csv);
+  /* A CSV that takes no header (a full disk) would take no rows either. */
+  if ((err = bench_csv_header(out.csv)) != 0) {
+    close_all(&b);
+    close_csv(out.csv, csv_path, err);
+    free(b.rows);
+    return 1;
+  }
   /* The host's state before and after, since a run's ratios depend on it
    * and it can change while they are taken. */
   bench_handoff handoff;
@@ -983,7 +1005,7 @@ static int gemm_main(int argc, char **argv) {
   bench_handoff_probe(&handoff);
   bench_handoff_print(stderr, "poas-bench", "after", &handoff);
   close_all(&b);
-  fclose(out.csv);
+  int csv_failed = close_csv(out.csv, csv_path, out.csv_err) != 0;
   const char *plot = b.o.plot;
   int plot_failed = plot && bench_plot(plot, b.rows, b.nrows, why, sizeof why) != 0;
   if (plot_failed) {
@@ -994,7 +1016,7 @@ static int gemm_main(int argc, char **argv) {
     write_json(&b, argc, argv, csv_path, plot);
   int failures = report_failures(&b);
   free(b.rows);
-  return failures || plot_failed ? 1 : 0;
+  return failures || csv_failed || plot_failed ? 1 : 0;
 }
 
 /* poas-bench plot --plot FILE.svg CSV... */
@@ -1034,16 +1056,16 @@ static int plot_main(int argc, char **argv) {
 int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "";
   if (strcmp(cmd, "gemm") == 0)
-    return gemm_main(argc, argv);
+    return tool_stdout_status("poas-bench", gemm_main(argc, argv));
   if (strcmp(cmd, "plot") == 0)
-    return plot_main(argc, argv);
+    return tool_stdout_status("poas-bench", plot_main(argc, argv));
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     usage(stdout);
-    return 0;
+    return tool_stdout_status("poas-bench", 0);
   }
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
     printf("poas-bench (POAS) %s\n", poas_version());
-    return 0;
+    return tool_stdout_status("poas-bench", 0);
   }
   fprintf(stderr, "poas-bench: %s%s%s (the commands are gemm and plot; see poas-bench --help)\n",
           *cmd ? "unknown command '" : "no command given", cmd, *cmd ? "'" : "");

@@ -72,10 +72,19 @@ static void row_numbers(const bench_row *r, double out[NNUMBERS]) {
   memcpy(out, v, sizeof v);
 }
 
-void bench_csv_header(FILE *f) {
+/* Flushes f: 0, or the errno of the write that failed. */
+static int flush_status(FILE *f) {
+  errno = 0;
+  if (fflush(f) == 0 && !ferror(f))
+    return 0;
+  return errno ? errno : EIO;
+}
+
+int bench_csv_header(FILE *f) {
   for (int i = 0; i < NCOLUMNS; i++)
     fprintf(f, "%s%s", i ? "," : "", columns[i]);
   fputc('\n', f);
+  return flush_status(f);
 }
 
 static void csv_text(FILE *f, const char *s) {
@@ -88,7 +97,7 @@ static void csv_text(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-void bench_csv_rows(FILE *f, const bench_row *rows, int nrows) {
+int bench_csv_rows(FILE *f, const bench_row *rows, int nrows) {
   for (int i = 0; i < nrows; i++) {
     const bench_row *r = &rows[i];
     fprintf(f, "%lld,%lld,%lld,%s,%s,%s,%d", (long long)r->m, (long long)r->n, (long long)r->k,
@@ -101,7 +110,7 @@ void bench_csv_rows(FILE *f, const bench_row *rows, int nrows) {
     csv_text(f, r->note);
     fputc('\n', f);
   }
-  fflush(f);
+  return flush_status(f);
 }
 
 /* ---------------------------------------------------------------- JSON */

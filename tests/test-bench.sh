@@ -288,3 +288,28 @@ assert rows["sim0"]["gflops"] > 10, rows["sim0"]
 PYEOF
 done
 echo "each device alone keeps its settings, blanks or not: ok"
+
+# Output lost to a full disk fails the run and says so: the CSV, the JSON
+# on stdout, and accuracy's stdout (its full run needs a calibrated
+# profile, so its --help stands in).
+if [ -w /dev/full ]; then
+  for out in csv json; do
+    if [ $out = csv ]; then
+      "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv /dev/full \
+        >/dev/null 2>"$tmp/err"
+    else
+      "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv "$tmp/f.csv" \
+        --json >/dev/full 2>"$tmp/err"
+    fi
+    rc=$?
+    if [ $rc -ne 1 ] || ! grep -q "^poas-bench: cannot write " "$tmp/err"; then
+      echo "FAIL: the $out on a full disk gave $rc: $(cat "$tmp/err")"
+      exit 1
+    fi
+  done
+  "$accuracy" --help >/dev/full 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "^accuracy: cannot write" "$tmp/err" ||
+    { echo "FAIL: accuracy --help on a full disk gave $rc: $(cat "$tmp/err")"; exit 1; }
+  echo "output on a full disk: ok"
+fi
