@@ -17,6 +17,9 @@ static int gemm_check(const poas__gemm_problem *p) {
   if (p->m < 0 || p->n < 0 || p->k < 0)
     return poas__fail(POAS_ESIZE, "gemm: negative size (m=%lld n=%lld k=%lld)",
                       (long long)p->m, (long long)p->n, (long long)p->k);
+  if (p->row_major ? poas__gemm_sizes_overflow("gemm", p->dtype, p->n, p->m, p->k)
+                   : poas__gemm_sizes_overflow("gemm", p->dtype, p->m, p->n, p->k))
+    return POAS_EINVAL;
   int64_t a_rows, a_cols, b_rows, b_cols;
   poas__operand_dims(p, 'a', &a_rows, &a_cols);
   poas__operand_dims(p, 'b', &b_rows, &b_cols);

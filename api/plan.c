@@ -16,7 +16,7 @@ static int plan_check(poas_dtype dtype, poas_op transa, poas_op transb, int64_t 
   if (m < 0 || n < 0 || k < 0)
     return poas__fail(POAS_ESIZE, "plan: negative size (m=%lld n=%lld k=%lld)", (long long)m,
                       (long long)n, (long long)k);
-  return 0;
+  return poas__gemm_sizes_overflow("plan", dtype, m, n, k) ? POAS_EINVAL : 0;
 }
 
 /* The public plan from the solver's result. */

@@ -72,6 +72,14 @@ void poas__sleep(double seconds);
 
 /* a*b into *out, or nonzero on int64 overflow or a negative operand. */
 int poas__mul_overflow(int64_t a, int64_t b, int64_t *out);
+/* Whether an m x n x k GEMM's matrices (op(A) m x k, op(B) k x n, C
+ * m x n, in the caller's terms) hold more bytes of `dtype` than int64 and
+ * size_t count: no such matrices exist, and every size derived from them
+ * would wrap (a plan for m = 2^63 - 1 once never ended). When they do,
+ * fails with POAS_EINVAL and a detail that names the sizes, starting with
+ * `who`, and returns nonzero. Negative sizes are left to the caller. */
+int poas__gemm_sizes_overflow(const char *who, poas_dtype dtype, int64_t m, int64_t n,
+                              int64_t k);
 /* Bytes in one element of dtype (4 or 8), 0 for an unknown dtype. */
 size_t poas__dtype_size(poas_dtype dtype);
 /* "s" / "d" and "float32" / "float64". */

@@ -40,6 +40,41 @@ int poas__mul_overflow(int64_t a, int64_t b, int64_t *out) {
   return __builtin_mul_overflow(a, b, out);
 }
 
+/* Bytes of a rows x cols matrix of `elem`-byte elements into *out, or
+ * nonzero when they overflow int64 or size_t. */
+static int matrix_bytes_overflow(int64_t rows, int64_t cols, size_t elem, int64_t *out) {
+  int64_t count;
+  if (poas__mul_overflow(rows, cols, &count) || poas__mul_overflow(count, (int64_t)elem, out))
+    return 1;
+#if SIZE_MAX < INT64_MAX
+  if ((uint64_t)*out > SIZE_MAX)
+    return 1;
+#endif
+  return 0;
+}
+
+int poas__gemm_sizes_overflow(const char *who, poas_dtype dtype, int64_t m, int64_t n,
+                              int64_t k) {
+  if (m < 0 || n < 0 || k < 0)
+    return 0;
+  const struct {
+    const char *name;
+    int64_t rows, cols;
+  } mat[3] = {{"A (m x k)", m, k}, {"B (k x n)", k, n}, {"C (m x n)", m, n}};
+  size_t elem = poas__dtype_size(dtype);
+  for (int i = 0; i < 3; i++) {
+    int64_t bytes;
+    if (matrix_bytes_overflow(mat[i].rows, mat[i].cols, elem, &bytes)) {
+      poas__fail(POAS_EINVAL,
+                 "%s: sizes too large (m=%lld n=%lld k=%lld): the bytes of %s, in %zu-byte "
+                 "elements, overflow a 64-bit size",
+                 who, (long long)m, (long long)n, (long long)k, mat[i].name, elem);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 size_t poas__dtype_size(poas_dtype dtype) {
   switch (dtype) {
   case POAS_FLOAT32:

@@ -124,8 +124,12 @@ static int64_t tile_fit(const poas__opt_device *d, const poas__opt_problem *p,
   return t > (double)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)t;
 }
 
+/* a / b rounded up, for a >= 0 and b > 0, without the overflow of
+ * (a + b - 1) / b near INT64_MAX. */
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
 static int64_t auto_granule(int64_t total) {
-  int64_t g = (total + 255) / 256;
+  int64_t g = ceil_div(total, 256);
   if (g >= 32)
     g = (g + 31) / 32 * 32;
   return POAS__MAX(g, 1);
@@ -315,8 +319,8 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
   double best = INFINITY, one = INFINITY;
   for (int64_t ntiles = PIPE_DEPTH; ntiles >= 1; ntiles /= 2) {
     /* Whole granules, within what memory holds (then rounded down). */
-    int64_t t = (share + ntiles - 1) / ntiles;
-    t = (t + r->granule - 1) / r->granule * r->granule;
+    int64_t t = ceil_div(share, ntiles);
+    t = ceil_div(t, r->granule) * r->granule;
     if (t > fit)
       t = fit > r->granule ? fit / r->granule * r->granule : fit;
     if (p->tile_max > 0)
@@ -344,7 +348,7 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
 /* A share of the units when ncand devices take even shares: the first
  * guess at a device's share, before the solve says what it is. */
 static int64_t even_share(const poas__opt_result *r, int ncand) {
-  return POAS__MIN((r->total_units + ncand - 1) / POAS__MAX(ncand, 1), r->total_units);
+  return POAS__MIN(ceil_div(r->total_units, POAS__MAX(ncand, 1)), r->total_units);
 }
 
 /* Chooses the tiles of the copy devices still in sc->ok again for their
@@ -393,6 +397,10 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
   for (int i = 0; i < nd && p->granule <= 0; i++)
     if (sc->ok[i] && d[i].unit_align > 1 && r->granule % d[i].unit_align)
       r->granule = (r->granule + d[i].unit_align - 1) / d[i].unit_align * d[i].unit_align;
+  /* An empty C gives no device work, so nothing is tiled; its other side
+   * may be as long as int64 goes, which rounding tiles up would wrap. */
+  if (p->m == 0 || p->n == 0)
+    return too_big;
   int ncand = 0;
   for (int i = 0; i < nd; i++)
     ncand += sc->ok[i];
@@ -839,7 +847,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   solver s;
   s.p = p, s.total = out->total_units, s.granule = out->granule;
   s.ncand = s.ns = 0;
-  s.ngran = (s.total + s.granule - 1) / s.granule;
+  s.ngran = ceil_div(s.total, s.granule);
 
   int *idx = s.sharing;
   int ns = s.ns = sharing_devices(d, nd, &sc, idx);

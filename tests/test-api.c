@@ -107,6 +107,38 @@ TEST(gemm_validation) {
   return bad;
 }
 
+/* Sizes whose matrices hold more bytes than int64 counts are refused
+ * before anything is planned or touched, by every GEMM entry, with the
+ * sizes in the detail. */
+TEST(gemm_refuses_sizes_that_overflow) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  test_fill(C, POAS_FLOAT32, M * N, 3);
+  const poas_layout CM = POAS_COL_MAJOR, RM = POAS_ROW_MAJOR;
+  const poas_op NT = POAS_NO_TRANS;
+  const int64_t big = INT64_MAX, half = INT64_MAX / 2;
+  int bad = 0;
+  bad |= expect(ctx, POAS_EINVAL, CM, NT, NT, big, 1, 1, A, big, B, 1, C, big, "m huge");
+  bad |= expect(ctx, POAS_EINVAL, RM, NT, NT, 1, big, 1, A, 1, B, big, C, big, "n huge, RM");
+  bad |= expect(ctx, POAS_EINVAL, CM, NT, NT, 1, 1, big, A, 1, B, big, C, 1, "k huge");
+  bad |= expect(ctx, POAS_EINVAL, CM, NT, NT, half, 2, 0, A, half, B, 1, C, half,
+                "C's bytes overflow, A and B empty");
+  if (bad)
+    return bad;
+  CHECK_MSG(strstr(poas_error_detail(), "m=4611686018427387903 n=2 k=0") &&
+                strstr(poas_error_detail(), "C (m x n)"),
+            "'%s'", poas_error_detail());
+  CHECK_RC(poas_dgemm(ctx, CM, NT, NT, big / 4, 1, 1, 1, (const double *)A, big / 4,
+                      (const double *)B, 1, 0, (double *)C, big / 4),
+           POAS_EINVAL);
+  poas_task *task = NULL;
+  CHECK_RC(poas_sgemm_async(ctx, RM, NT, NT, big, 1, 1, 1, A, 1, B, 1, 0, C, 1, &task),
+           POAS_EINVAL);
+  CHECK(task == NULL);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* BLAS quick returns: with alpha = 0 A and B are not read and may be NULL;
  * with m = 0 nothing is touched. */
 TEST(gemm_quick_returns) {
@@ -243,7 +275,8 @@ TEST(calibration_says_how_long_building_kernels_took) {
 }
 
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device_queries),
-          TEST_ENTRY(gemm_validation), TEST_ENTRY(gemm_quick_returns),
+          TEST_ENTRY(gemm_validation), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
+          TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
           TEST_ENTRY(calibration_says_what_it_cut_for_time),
           TEST_ENTRY(calibration_says_how_long_building_kernels_took))

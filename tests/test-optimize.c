@@ -675,6 +675,60 @@ TEST(empty_problems_plan_nothing) {
   return 0;
 }
 
+/* The largest problems the public entries accept (each matrix's bytes fit
+ * in int64) plan in a moment, covering every unit; poas_plan_gemm
+ * refuses larger ones with the sizes named, where a plan for m = 2^63 - 1
+ * once never ended. Under -fsanitize=undefined this also shows that the
+ * solver's arithmetic does not wrap. */
+TEST(huge_problems_plan_or_are_refused_without_overflow) {
+  poas__device_model dm;
+  rate_model(&dm, 1e11, 1e-5, 1e-5, 1e10);
+  poas__opt_device d[2] = {device("cpu0", &dm, 1), device("sim0", &dm, 0)};
+  const int64_t quarter = INT64_MAX / 4, side = (int64_t)1 << 30;
+  const int64_t sizes[][3] = {{quarter, 1, 1}, {1, quarter, 1}, {1, 1, quarter},
+                              {side, side, side}, {INT64_MAX, 0, 0}, {0, 0, INT64_MAX}};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    for (int nd = 1; nd <= 2; nd++) {
+      poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
+                             .transb = POAS_NO_TRANS, .m = sizes[i][0], .n = sizes[i][1],
+                             .k = sizes[i][2], .reads_c = 1, .reads_ab = sizes[i][2] > 0,
+                             .host_cores = 1, .engine_s = 5e-4};
+      poas__opt_result r;
+      int rc = poas__optimize(d + 2 - nd, nd, &p, &r);
+      CHECK_MSG(rc == 0 || rc == POAS_ETOOBIG, "%lld x %lld x %lld: %s", (long long)p.m,
+                (long long)p.n, (long long)p.k, poas_err_name(rc));
+      int64_t covered = 0;
+      for (int j = 0; rc == 0 && j < nd; j++)
+        covered += r.dev[j].u1 - r.dev[j].u0;
+      CHECK(rc != 0 || covered == (p.m && p.n ? r.total_units : 0));
+    }
+
+  poas_context *ctx = test_open("sim,sim:rate=1e12");
+  CHECK(ctx);
+  poas_plan plan;
+  const int64_t too_big[][3] = {{INT64_MAX, 1, 1}, {1, INT64_MAX, 1}, {1, 1, INT64_MAX},
+                                {INT64_MAX - 8, INT64_MAX - 8, INT64_MAX - 8},
+                                {INT64_MAX / 4 + 1, 1, 0}, {(int64_t)1 << 31, (int64_t)1 << 31, 0}};
+  for (size_t i = 0; i < sizeof too_big / sizeof *too_big; i++) {
+    const int64_t *z = too_big[i];
+    CHECK_RC(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                            z[0], z[1], z[2], &plan),
+             POAS_EINVAL);
+    char sizes_text[96];
+    snprintf(sizes_text, sizeof sizes_text, "m=%lld n=%lld k=%lld", (long long)z[0],
+             (long long)z[1], (long long)z[2]);
+    CHECK_MSG(strstr(poas_error_detail(), sizes_text), "'%s'", poas_error_detail());
+  }
+  /* float64 halves what fits. */
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                          INT64_MAX / 4, 1, 1, &plan));
+  CHECK_RC(poas_plan_gemm(ctx, POAS_FLOAT64, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                          INT64_MAX / 4, 1, 1, &plan),
+           POAS_EINVAL);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates), TEST_ENTRY(plans_predict_what_their_policy_runs),
           TEST_ENTRY(the_balanced_makespan_is_the_even_split_of_whole_granules),
           TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
@@ -690,4 +744,5 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(copies_both_w
           TEST_ENTRY(thin_block_tables_are_applied_and_the_solver_still_places_everything),
           TEST_ENTRY(unusable_models_give_conservative_finite_plans),
           TEST_ENTRY(problem_that_fits_nowhere_is_a_clear_error),
-          TEST_ENTRY(empty_problems_plan_nothing))
+          TEST_ENTRY(empty_problems_plan_nothing),
+          TEST_ENTRY(huge_problems_plan_or_are_refused_without_overflow))
