@@ -263,6 +263,22 @@ int main(int argc, char **argv) {
     fprintf(stderr, "accuracy: %s: %s\n", poas_strerror(rc), poas_error_detail());
     return 1;
   }
+  int ndev = poas_device_count(ctx);
+  if (ndev > 1) { /* measuring the first alone would say nothing of the others */
+    char ids[256] = "";
+    for (int i = 0; i < ndev; i++) {
+      poas_device_info d;
+      size_t len = strlen(ids);
+      if (poas_device_get(ctx, i, &d) == 0)
+        snprintf(ids + len, sizeof ids - len, "%s%s", len ? ", " : "", d.id);
+    }
+    fprintf(stderr,
+            "accuracy: --devices '%s' selects %d devices (%s); accuracy measures one: give one "
+            "of them\n",
+            opts.devices, ndev, ids);
+    poas_finalize(ctx);
+    return 2;
+  }
   poas_profile_info pi;
   poas_profile_get(ctx, &pi);
   poas_device_info info;

@@ -170,7 +170,8 @@ static int parse_shapes(const char *text, const char *kind, options *o) {
     if (o->nshapes == MAX_SHAPES || (*p && *p != ','))
       return -1;
     o->shapes[o->nshapes++] = s;
-    p += *p == ',';
+    if (*p == ',' && !*++p)
+      return -1; /* "64,": an empty last entry */
   }
   return o->nshapes ? 0 : -1;
 }
@@ -391,11 +392,14 @@ static int open_baselines(bench *b) {
   const char *list = b->o.baselines;
   if (strcmp(list, "none") == 0)
     return 0;
-  char buf[256];
+  char buf[256], *rest = buf;
   snprintf(buf, sizeof buf, "%s", list);
   int want[3] = {0, 0, 0};
-  char *save = NULL;
-  for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+  /* strsep, not strtok: an empty list or entry ("", "cblas,") is refused
+   * instead of skipped, which made "" or "," mean none. */
+  for (char *w; (w = strsep(&rest, ",")) != NULL;) {
+    if (!*w)
+      return bad("--baselines (an empty entry)", list);
     int found = 0;
     for (int i = 0; i < 3; i++)
       if (strcmp(w, "all") == 0 || strcmp(w, all_baselines[i]->name) == 0)

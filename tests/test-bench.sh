@@ -184,7 +184,8 @@ cd "$tmp" || exit 1
 mkdir usage && cd usage || exit 1
 for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" \
             "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" \
-            "gemm --alone-limit 0" "gemm --alone-limit x" "gemm --plot a'b.svg" "plot" \
+            "gemm --alone-limit 0" "gemm --alone-limit x" "gemm --plot a'b.svg" \
+            "gemm --baselines ," "gemm --baselines cblas," "gemm --sizes 64," "plot" \
             "plot --plot"; do
   # shellcheck disable=SC2086
   "$bench" $args >/dev/null 2>"$tmp/err"
@@ -194,6 +195,9 @@ for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" 
     exit 1
   fi
 done
+"$bench" gemm --baselines '' >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] || { echo "FAIL: 'poas-bench gemm --baselines \'\'' exited with $rc: $(cat "$tmp/err")"; exit 1; }
 if [ -n "$(ls)" ]; then
   echo "FAIL: usage errors left files behind: $(ls)"
   exit 1
@@ -205,12 +209,14 @@ echo "usage errors: ok"
 # refused by name rather than measured as taking none.
 "$accuracy" --help >"$tmp/acc-help" 2>&1 && grep -q -- "--adapt" "$tmp/acc-help" ||
   { echo "FAIL: accuracy --help: $(cat "$tmp/acc-help")"; exit 1; }
-for args in "--frobnicate" "--reps 0" "--reps 4 --passes 5" "extra"; do
+for args in "--frobnicate" "--reps 0" "--reps 4 --passes 5" "extra" "--devices cpu,sim"; do
   # shellcheck disable=SC2086
   "$accuracy" $args >/dev/null 2>"$tmp/err"
   rc=$?
   [ $rc -eq 2 ] || { echo "FAIL: 'accuracy $args' exited with $rc: $(cat "$tmp/err")"; exit 1; }
 done
+grep -q "selects 2 devices (cpu0, sim0); accuracy measures one" "$tmp/err" ||
+  { echo "FAIL: accuracy on two devices: $(cat "$tmp/err")"; exit 1; }
 "$accuracy" --devices sim --adapt >"$tmp/acc-out" 2>"$tmp/err"
 rc=$?
 if [ $rc -ne 1 ] || ! grep -q "sim0 is simulated" "$tmp/err" || [ -s "$tmp/acc-out" ]; then
