@@ -1023,32 +1023,42 @@ static int gemm_main(int argc, char **argv) {
   return failures || csv_failed || plot_failed ? 1 : 0;
 }
 
-/* poas-bench plot --plot FILE.svg CSV... */
+/* `poas-bench plot --plot FILE.svg CSV...`: argv[1] is "plot", whose
+ * options and CSV files follow. */
 static int plot_main(int argc, char **argv) {
-  const char *out = NULL;
+  static const struct option longopts[] = {{"plot", required_argument, NULL, 'p'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, 'V'},
+                                           {NULL, 0, NULL, 0}};
   static bench_row rows[4096];
-  int nrows = 0, ncsv = 0;
+  const char *out = NULL;
+  int nrows = 0, c;
   char why[512];
-  for (int i = 2; i < argc; i++) {
-    if (strcmp(argv[i], "--plot") == 0 || strcmp(argv[i], "-p") == 0) {
-      if (++i == argc) {
-        fprintf(stderr, "poas-bench plot: %s needs a file name\n", argv[i - 1]);
-        return 2;
-      }
-      out = argv[i];
-    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      usage(stdout);
-      return 0;
-    } else if (bench_read_csv(argv[i], rows, 4096, &nrows, why, sizeof why) != 0) {
-      fprintf(stderr, "poas-bench plot: %s\n", why);
-      return 1;
-    } else {
-      ncsv++;
+  argc--, argv++;
+  while ((c = getopt_long(argc, argv, "p:hV", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'p': out = optarg; break;
+    case 'h': usage(stdout); return 0;
+    case 'V': printf("poas-bench (POAS) %s\n", poas_version()); return 0;
+    default: usage(stderr); return 2;
     }
   }
-  if (!out || ncsv == 0) {
+  if (!out || optind == argc) {
     fprintf(stderr, "poas-bench plot: need --plot FILE.svg and at least one CSV\n");
     return 2;
+  }
+  if (!bench_plot_name_ok(out))
+    return bad("--plot (a name without quotes or newlines)", out);
+  for (int i = optind; i < argc; i++) {
+    int before = nrows;
+    if (bench_read_csv(argv[i], rows, 4096, &nrows, why, sizeof why) != 0) {
+      fprintf(stderr, "poas-bench plot: %s\n", why);
+      return 1;
+    }
+    if (nrows == before) {
+      fprintf(stderr, "poas-bench plot: no rows to plot in %s\n", argv[i]);
+      return 1;
+    }
   }
   if (bench_plot(out, rows, nrows, why, sizeof why) != 0) {
     fprintf(stderr, "poas-bench plot: cannot write the plot %s: %s\n", out, why);

@@ -409,6 +409,11 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
     r->ideal_gflops = csv_number(fld[11]);
     r->status = "ok";
   }
+  /* A folder opens, and says what it is only when read. */
+  if (rc == 0 && ferror(f)) {
+    snprintf(why, whycap, "%s: %s", path, strerror(errno));
+    rc = -1;
+  }
   fclose(f);
   return rc;
 }

@@ -186,7 +186,7 @@ for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" 
             "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" \
             "gemm --alone-limit 0" "gemm --alone-limit x" "gemm --plot a'b.svg" \
             "gemm --baselines ," "gemm --baselines cblas," "gemm --sizes 64," "plot" \
-            "plot --plot"; do
+            "plot --plot" "plot --foo x.csv" "plot -x x.csv" "plot --plot a'b.svg x.csv"; do
   # shellcheck disable=SC2086
   "$bench" $args >/dev/null 2>"$tmp/err"
   rc=$?
@@ -226,8 +226,9 @@ fi
 echo "accuracy usage and a sim device refused: ok"
 
 # poas-bench plot: the CSV written above plots again (when gnuplot is
-# there), and a file that is not a poas-bench CSV is refused by name.
-if "$bench" plot --plot "$tmp/again.svg" "$tmp/x.csv" 2>"$tmp/err"; then
+# there; --plot=FILE was once read as a CSV's name), and a file that is not
+# a poas-bench CSV, or holds no rows, is refused by name.
+if "$bench" plot --plot="$tmp/again.svg" "$tmp/x.csv" 2>"$tmp/err"; then
   grep -q "<svg" "$tmp/again.svg" || { echo "FAIL: poas-bench plot wrote no SVG"; exit 1; }
   echo "plot from CSV: ok"
 elif grep -q "gnuplot was not found" "$tmp/err"; then
@@ -243,7 +244,17 @@ if [ $rc -ne 1 ] || ! grep -q "bad.csv" "$tmp/err"; then
   echo "FAIL: a foreign CSV gave $rc: $(cat "$tmp/err")"
   exit 1
 fi
-echo "plot of a foreign CSV refused: ok"
+head -n 1 "$tmp/x.csv" >"$tmp/header.csv"
+: >"$tmp/empty.csv"
+for csv in "$tmp/header.csv" "$tmp/empty.csv" "$tmp"; do
+  "$bench" plot --plot "$tmp/bad.svg" "$csv" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -qE "no rows to plot in $csv\$|$csv: Is a directory" "$tmp/err"; then
+    echo "FAIL: poas-bench plot of $csv gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+done
+echo "plot of a foreign CSV, or one without rows, refused: ok"
 
 # An output that cannot be written fails the run before it starts, naming
 # the path and why, and leaves stdout alone: gnuplot, told to write where
