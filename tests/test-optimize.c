@@ -151,6 +151,32 @@ TEST(small_problems_run_on_one_device_in_one_tile) {
   return 0;
 }
 
+/* A device that a useless one leaves with all the work is planned as it
+ * is alone: one tile and no engine cost, which is how it runs (on the
+ * caller's thread, or in virtual time for sims). It kept the four tiles
+ * of an even share once, and the engine's 0.5 ms with them: a 256^3
+ * sgemm on a sim beside a sim of 1e3 flop/s was predicted 0.96 ms where
+ * it ran 0.44 ms. */
+TEST(a_device_left_alone_by_the_solve_is_planned_as_alone) {
+  poas_context *both = test_open("sim,sim:rate=1e3"), *alone = test_open("sim");
+  CHECK(both && alone);
+  poas_plan pb, pa;
+  CHECK_OK(poas_plan_gemm(both, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 256,
+                          256, 256, &pb));
+  CHECK_OK(poas_plan_gemm(alone, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 256,
+                          256, 256, &pa));
+  CHECK(pb.ndevices == 1 && pb.nexcluded == 1 && pa.ndevices == 1);
+  CHECK_MSG(pb.dev[0].tiles == 1 && pb.dev[0].tile == pa.dev[0].tile,
+            "beside a useless device: %lld tiles of %lld, alone: %lld tiles of %lld",
+            (long long)pb.dev[0].tiles, (long long)pb.dev[0].tile, (long long)pa.dev[0].tiles,
+            (long long)pa.dev[0].tile);
+  CHECK_MSG(pb.makespan_s == pa.makespan_s, "%.9g s beside a useless device, %.9g alone",
+            pb.makespan_s, pa.makespan_s);
+  poas_finalize(both);
+  poas_finalize(alone);
+  return 0;
+}
+
 /* A copy device that ends up with nearly all of the work beside a slow one
  * runs the tiles of its own share, not those of the even share the solve
  * started from: eight tiles of half the problem, which the pipeline model
@@ -733,6 +759,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(copies_both_w
           TEST_ENTRY(the_balanced_makespan_is_the_even_split_of_whole_granules),
           TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
           TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),
+          TEST_ENTRY(a_device_left_alone_by_the_solve_is_planned_as_alone),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
           TEST_ENTRY(model_errors_raise_the_bar_by_share),
           TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
