@@ -59,10 +59,40 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
     for (int i = 0; i < e->nsettings; i++)
       if (strcmp(e->key[i], kv) == 0)
         return fail(err, errcap, "setting '%s' given twice", kv);
+    /* Cut short, a sim:profile= path named another file, which was then
+     * reported missing under the shortened name. */
+    size_t len = strlen(eq + 1);
+    if (len >= sizeof e->value[0]) {
+      if (err && errcap)
+        snprintf(err, errcap, "value of setting '%s' too long (%zu characters, at most %zu)",
+                 kv, len, sizeof e->value[0] - 1);
+      return POAS_ESPEC;
+    }
     poas__strlcpy(e->key[e->nsettings], kv, sizeof e->key[0]);
-    poas__strlcpy(e->value[e->nsettings], eq + 1, sizeof e->value[0]);
+    memcpy(e->value[e->nsettings], eq + 1, len + 1);
     e->nsettings++;
   }
+  return 0;
+}
+
+/* Whether an earlier entry of `spec` names the same device as `e` ("cpu"
+ * twice, or "opencl1" twice), which is then an error: a repeated kind
+ * once selected nothing more while a repeated id was refused. Each "sim"
+ * entry is a simulated device of its own, so sims may repeat. */
+static int selected_before(const poas__spec *spec, const poas__spec_entry *e, char *err,
+                           size_t errcap) {
+  if (strcmp(e->kind, "sim") == 0)
+    return 0;
+  for (int i = 0; i < spec->nentries; i++)
+    if (strcmp(spec->entry[i].kind, e->kind) == 0 && spec->entry[i].index == e->index) {
+      if (err && errcap) {
+        if (e->index < 0)
+          snprintf(err, errcap, "device '%s' selected twice", e->kind);
+        else
+          snprintf(err, errcap, "device '%s%d' selected twice", e->kind, e->index);
+      }
+      return 1;
+    }
   return 0;
 }
 
@@ -93,6 +123,8 @@ int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap
     int rc = parse_entry(start, &spec.entry[spec.nentries], err, errcap);
     if (rc)
       return rc;
+    if (selected_before(&spec, &spec.entry[spec.nentries], err, errcap))
+      return POAS_ESPEC;
     spec.nentries++;
     if (!comma)
       break;

@@ -80,6 +80,45 @@ TEST(spec_rejects_and_names_bad_tokens) {
   return 0;
 }
 
+/* A device named twice is refused alike, as a kind or as an id; sims, each
+ * entry a device of its own, may repeat. */
+TEST(spec_refuses_a_device_named_twice) {
+  static const char *const twice[] = {"cpu,cpu", "cpu0,cpu0", "opencl:x=1, opencl",
+                                      "cuda1,cpu,cuda1"};
+  static poas__spec s;
+  for (size_t i = 0; i < sizeof twice / sizeof *twice; i++) {
+    char err[256] = "";
+    CHECK_RC(poas__spec_parse(twice[i], &s, err, sizeof err), POAS_ESPEC);
+    CHECK_MSG(strstr(err, "selected twice"), "'%s' gave '%s'", twice[i], err);
+  }
+  char err[256] = "";
+  CHECK_OK(poas__spec_parse("sim,sim:rate=1e12,sim", &s, err, sizeof err));
+  CHECK(s.nentries == 3);
+  CHECK_OK(poas__spec_parse("cpu0,cpu,opencl1,opencl0", &s, err, sizeof err));
+  return 0;
+}
+
+/* A value is kept whole or refused: cut short, a sim:profile= path named
+ * another file, reported missing under the shortened name. */
+TEST(spec_refuses_values_too_long_to_keep) {
+  static poas__spec s;
+  char text[POAS__SPEC_TOKEN + 64], err[256] = "";
+  for (size_t len = POAS__SPEC_TOKEN - 1; len <= POAS__SPEC_TOKEN; len++) {
+    int n = snprintf(text, sizeof text, "sim:profile=");
+    memset(text + n, 'p', len);
+    text[n + len] = '\0';
+    int rc = poas__spec_parse(text, &s, err, sizeof err);
+    if (len < POAS__SPEC_TOKEN) {
+      CHECK_OK(rc);
+      CHECK(strcmp(setting(&s.entry[0], "profile"), text + n) == 0);
+    } else {
+      CHECK_RC(rc, POAS_ESPEC);
+      CHECK_MSG(strstr(err, "'profile' too long"), "'%s'", err);
+    }
+  }
+  return 0;
+}
+
 /* A failure a probe expects (the allocation that ends a memory probe)
  * sets the detail but is no warning; any other failure still warns. */
 TEST(expected_failures_are_not_warnings) {
@@ -169,5 +208,7 @@ TEST(host_copy_moves_every_byte_of_a_block) {
 TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
           TEST_ENTRY(spec_parses_entries_and_settings),
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
+          TEST_ENTRY(spec_refuses_a_device_named_twice),
+          TEST_ENTRY(spec_refuses_values_too_long_to_keep),
           TEST_ENTRY(expected_failures_are_not_warnings),
           TEST_ENTRY(host_copy_moves_every_byte_of_a_block))
