@@ -39,8 +39,10 @@
  *     -q, --quick         half the square shapes
  *     -a, --adapt         the library's default predictions (below)
  *     -h, --help          the usage text
+ *     -V, --version       the version
  * The profile comes from POAS_PROFILE or the default path. Exit status: 0,
- * 1 when a run failed, 2 on a usage error. */
+ * 1 when a run failed, 2 on a usage error (a malformed --devices among
+ * them). */
 #include "bench/bench.h"
 #include "bench/cli.h"
 #include "bench/timing.h"
@@ -203,7 +205,8 @@ static void usage(FILE *f) {
           "                      models scaled by what the context learned from its\n"
           "                      runs (POAS_ADAPT), each shape's prediction taken\n"
           "                      before its own first run\n"
-          "  -h, --help          show this help\n\n"
+          "  -h, --help          show this help\n"
+          "  -V, --version       show the version\n\n"
           "The profile comes from POAS_PROFILE or the default path.\n"
           "Exit status: 0, 1 when a run failed, 2 on a usage error.\n",
           MAX_REPS);
@@ -216,6 +219,7 @@ int main(int argc, char **argv) {
                                            {"quick", no_argument, NULL, 'q'},
                                            {"adapt", no_argument, NULL, 'a'},
                                            {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, 'V'},
                                            {NULL, 0, NULL, 0}};
   poas_options opts;
   poas_options_init(&opts);
@@ -226,7 +230,7 @@ int main(int argc, char **argv) {
   opts.no_adapt = 1;
   int reps = 6, passes = 3, quick = 0, adapting = 0, c;
   const char *passes_arg = NULL;
-  while ((c = getopt_long(argc, argv, "d:r:p:qah", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "d:r:p:qahV", longopts, NULL)) != -1) {
     if (c == 'd')
       opts.devices = optarg;
     else if (c == 'r') {
@@ -242,6 +246,9 @@ int main(int argc, char **argv) {
       adapting = 1, opts.no_adapt = 0;
     else if (c == 'h') {
       usage(stdout);
+      return tool_stdout_status("accuracy", 0);
+    } else if (c == 'V') {
+      printf("accuracy (POAS) %s\n", poas_version());
       return tool_stdout_status("accuracy", 0);
     } else { /* getopt_long has named the option */
       fprintf(stderr, "Try 'accuracy --help' for more information.\n");
@@ -261,7 +268,7 @@ int main(int argc, char **argv) {
   int rc = poas_init(&ctx, &opts);
   if (rc) {
     fprintf(stderr, "accuracy: %s: %s\n", poas_strerror(rc), poas_error_detail());
-    return 1;
+    return rc == POAS_ESPEC ? 2 : 1;
   }
   int ndev = poas_device_count(ctx);
   if (ndev > 1) { /* measuring the first alone would say nothing of the others */

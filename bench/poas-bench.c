@@ -130,7 +130,8 @@ static void usage(FILE *f) {
           "(several runs' rows join, series by series), for results recorded on a\n"
           "machine without gnuplot.\n\n"
           "Exit status: 0, 1 when a run failed, a result exceeded its error bound or an\n"
-          "output could not be written, 2 on a usage error.\n");
+          "output could not be written, 2 on a usage error (a malformed --devices or\n"
+          "POAS_DEVICES among them).\n");
 }
 
 /* ------------------------------------------------------------- options */
@@ -312,9 +313,13 @@ static int open_context(const char *selection, poas_context **ctx) {
   poas_options_init(&po);
   po.devices = selection;
   int rc = poas_init(ctx, &po);
-  if (rc)
-    fprintf(stderr, "poas-bench: devices '%s': %s: %s\n", selection ? selection : "(default)",
-            poas_strerror(rc), poas_error_detail());
+  if (rc) { /* named as the user gave it: --devices, POAS_DEVICES or neither */
+    const char *env = getenv("POAS_DEVICES");
+    int from_env = !selection && env && *env;
+    fprintf(stderr, "poas-bench: %s '%s': %s: %s\n", from_env ? "POAS_DEVICES" : "devices",
+            selection ? selection : from_env ? env : "(default)", poas_strerror(rc),
+            poas_error_detail());
+  }
   return rc;
 }
 
@@ -341,11 +346,13 @@ static void note_estimates(poas_context *ctx, const poas_device_info *devs, int 
   free(pi);
 }
 
-/* Opens each device alone and, when there are several, all of them. */
+/* Opens each device alone and, when there are several, all of them: 0,
+ * or the POAS error code. */
 static int open_sets(bench *b) {
   poas_context *all;
-  if (open_context(b->o.devices, &all))
-    return -1;
+  int rc = open_context(b->o.devices, &all);
+  if (rc)
+    return rc;
   b->ndevs = poas_device_count(all);
   int has_sim = 0;
   for (int i = 0; i < b->ndevs; i++) {
@@ -362,7 +369,7 @@ static int open_sets(bench *b) {
   char(*single)[512] = malloc(sizeof *single * (size_t)b->ndevs);
   if (!single) {
     poas_finalize(all);
-    return -1;
+    return POAS_ENOMEM;
   }
   const char *selection = b->o.devices ? b->o.devices : getenv("POAS_DEVICES");
   single_selections(selection, b->devs, b->ndevs, single);
@@ -375,12 +382,12 @@ static int open_sets(bench *b) {
     snprintf(s->label, sizeof s->label, "%s", b->devs[i].id);
     size_t len = strlen(co->label);
     snprintf(co->label + len, sizeof co->label - len, "%s%s", i ? "+" : "", b->devs[i].id);
-    if (open_context(single[i], &s->ctx)) {
+    if ((rc = open_context(single[i], &s->ctx)) != 0) {
       for (int j = i - 1; j >= 0; j--)
         poas_finalize(b->sets[j].ctx);
       poas_finalize(all);
       free(single);
-      return -1;
+      return rc;
     }
   }
   free(single);
@@ -960,9 +967,11 @@ static int gemm_main(int argc, char **argv) {
   /* The baselines open first: cblas records the process's CPU mask before
    * any POAS device has bound a thread. The CSV is created only once the
    * run can start, so that a bad argument leaves no empty file behind. */
-  if ((rc = open_baselines(&b)) != 0 || open_sets(&b) != 0) {
+  if ((rc = open_baselines(&b)) == 0 && (rc = open_sets(&b)) != 0)
+    rc = rc == POAS_ESPEC ? 2 : 1; /* a malformed selection is a usage error */
+  if (rc) {
     close_all(&b);
-    return rc ? rc : 1;
+    return rc;
   }
   /* The outputs written after the run are checked before it, which could
    * take minutes and then be lost. */

@@ -3,8 +3,9 @@
 # and opencl0 when there is one), checking what it writes rather than how
 # fast it ran: the table, the CSV and the JSON are produced, parse, agree
 # row for row, and every reported numerical error is within its bound. Also
-# that usage errors exit with 2, of bench/accuracy too. No timing is
-# asserted.
+# that usage errors exit with 2, of bench/accuracy too, that outputs that
+# cannot be written fail with 1 and say why, and that each device alone
+# keeps its selection entry's settings. No timing is asserted.
 set -u
 builddir=${top_builddir:-.}
 bench=$(cd "$builddir" && pwd)/bench/poas-bench
@@ -186,7 +187,8 @@ for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" 
             "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" \
             "gemm --alone-limit 0" "gemm --alone-limit x" "gemm --plot a'b.svg" \
             "gemm --baselines ," "gemm --baselines cblas," "gemm --sizes 64," "plot" \
-            "plot --plot" "plot --foo x.csv" "plot -x x.csv" "plot --plot a'b.svg x.csv"; do
+            "plot --plot" "plot --foo x.csv" "plot -x x.csv" "plot --plot a'b.svg x.csv" \
+            "gemm --baselines none --devices bogus"; do
   # shellcheck disable=SC2086
   "$bench" $args >/dev/null 2>"$tmp/err"
   rc=$?
@@ -198,18 +200,26 @@ done
 "$bench" gemm --baselines '' >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc -eq 2 ] || { echo "FAIL: 'poas-bench gemm --baselines \'\'' exited with $rc: $(cat "$tmp/err")"; exit 1; }
+POAS_DEVICES=bogus "$bench" gemm --baselines none >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "^poas-bench: POAS_DEVICES 'bogus': " "$tmp/err" ||
+  { echo "FAIL: POAS_DEVICES=bogus gave $rc: $(cat "$tmp/err")"; exit 1; }
 if [ -n "$(ls)" ]; then
   echo "FAIL: usage errors left files behind: $(ls)"
   exit 1
 fi
 echo "usage errors: ok"
 
-# bench/accuracy: its usage, --adapt among its options, usage errors exit
-# with 2, and a simulated device, whose calls alone take virtual time, is
-# refused by name rather than measured as taking none.
+# bench/accuracy: its usage and version, --adapt among its options, usage
+# errors exit with 2 (more than one device among them), and a simulated
+# device, whose calls alone take virtual time, is refused by name rather
+# than measured as taking none.
 "$accuracy" --help >"$tmp/acc-help" 2>&1 && grep -q -- "--adapt" "$tmp/acc-help" ||
   { echo "FAIL: accuracy --help: $(cat "$tmp/acc-help")"; exit 1; }
-for args in "--frobnicate" "--reps 0" "--reps 4 --passes 5" "extra" "--devices cpu,sim"; do
+"$accuracy" --version >"$tmp/acc-help" 2>&1 && grep -q "^accuracy (POAS) " "$tmp/acc-help" ||
+  { echo "FAIL: accuracy --version: $(cat "$tmp/acc-help")"; exit 1; }
+for args in "--frobnicate" "--reps 0" "--reps 4 --passes 5" "extra" "--devices bogus" \
+            "--devices cpu,sim"; do
   # shellcheck disable=SC2086
   "$accuracy" $args >/dev/null 2>"$tmp/err"
   rc=$?
