@@ -199,7 +199,8 @@ for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" 
 done
 "$bench" gemm --baselines '' >/dev/null 2>"$tmp/err"
 rc=$?
-[ $rc -eq 2 ] || { echo "FAIL: 'poas-bench gemm --baselines \'\'' exited with $rc: $(cat "$tmp/err")"; exit 1; }
+[ $rc -eq 2 ] ||
+  { echo "FAIL: poas-bench gemm with an empty --baselines exited with $rc: $(cat "$tmp/err")"; exit 1; }
 POAS_DEVICES=bogus "$bench" gemm --baselines none >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "^poas-bench: POAS_DEVICES 'bogus': " "$tmp/err" ||
