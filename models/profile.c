@@ -11,6 +11,7 @@
 #include "models/profile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +97,26 @@ int poas__profile_device_matches(const poas__profile_device *pd, const poas_devi
   return 0;
 }
 
+int poas__profile_same_machine(const poas__profile *p, const poas__profile *here,
+                               const poas_device_info *const devs[], int ndev, char *why,
+                               size_t cap) {
+  if (strcmp(p->cpu_model, here->cpu_model) != 0)
+    snprintf(why, cap, "its CPU is '%s', this machine's '%s'", p->cpu_model, here->cpu_model);
+  else if (p->cores != here->cores)
+    snprintf(why, cap, "it has %d cores, this machine %d", p->cores, here->cores);
+  else if (strcmp(p->blas, here->blas) != 0)
+    snprintf(why, cap, "its BLAS is '%s', this machine's '%s'", p->blas, here->blas);
+  else {
+    for (int i = 0; i < ndev; i++) {
+      const poas__profile_device *pd = poas__profile_find(p, devs[i]->id);
+      if (pd && !poas__profile_device_matches(pd, devs[i], why, cap))
+        return 0;
+    }
+    return 1;
+  }
+  return 0;
+}
+
 const poas__profile_device *poas__profile_find(const poas__profile *p, const char *id) {
   for (int i = 0; i < p->ndev; i++)
     if (strcmp(p->dev[i].id, id) == 0)
@@ -130,10 +151,8 @@ int poas__profile_default_path(char *buf, size_t cap) {
 
 /* ----------------------------------------------------------------- reader */
 
-/* Where the reader is: the file's name for messages and the first problem
- * found. */
+/* The reader's state: the first problem found. */
 typedef struct reader {
-  const char *name;
   char problem[400];
 } reader;
 
@@ -687,32 +706,48 @@ static int read_profile(reader *r, json_t *root, poas__profile *p) {
   return 0;
 }
 
-int poas__profile_parse(const char *text, size_t len, const char *name, poas__profile *out) {
-  if (len > POAS__PROFILE_MAX_BYTES)
-    return poas__fail(POAS_EPROFILE, "%s: %zu bytes is too large for a profile", name, len);
+/* Parses and validates text[len] into *out: 0, POAS_ENOMEM, or
+ * POAS_EPROFILE with the problem, not naming the file, in problem[cap]. */
+static int parse_profile(const char *text, size_t len, poas__profile *out, char *problem,
+                         size_t cap) {
+  if (len > POAS__PROFILE_MAX_BYTES) {
+    snprintf(problem, cap, "%zu bytes is too large for a profile", len);
+    return POAS_EPROFILE;
+  }
   json_error_t jerr;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root)
-    return poas__fail(POAS_EPROFILE, "%s: not valid JSON (line %d, column %d: %s)", name,
-                      jerr.line, jerr.column, jerr.text);
+  if (!root) {
+    snprintf(problem, cap, "not valid JSON (line %d, column %d: %s)", jerr.line, jerr.column,
+             jerr.text);
+    return POAS_EPROFILE;
+  }
   poas__profile *tmp = calloc(1, sizeof *tmp);
   if (!tmp) {
     json_decref(root);
     return POAS_ENOMEM;
   }
-  reader r = {.name = name};
+  reader r = {0};
   int bad = read_profile(&r, root, tmp);
   json_decref(root);
-  if (bad) {
-    free(tmp);
-    return poas__fail(POAS_EPROFILE, "%s: %s", name, r.problem);
-  }
-  *out = *tmp;
+  if (bad)
+    snprintf(problem, cap, "%s", r.problem);
+  else
+    *out = *tmp;
   free(tmp);
-  return 0;
+  return bad ? POAS_EPROFILE : 0;
 }
 
-int poas__profile_load(const char *path, poas__profile *out) {
+int poas__profile_parse(const char *text, size_t len, const char *name, poas__profile *out) {
+  char problem[512];
+  int rc = parse_profile(text, len, out, problem, sizeof problem);
+  if (rc == POAS_EPROFILE)
+    return poas__fail(rc, "%s: %s", name, problem);
+  return rc;
+}
+
+/* The first POAS__PROFILE_MAX_BYTES + 1 bytes of a file, into *text (to
+ * free) and *len: POAS_EIO (errno kept) when it cannot be opened or read. */
+static int read_text(const char *path, char **text, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     int e = errno;
@@ -725,13 +760,64 @@ int poas__profile_load(const char *path, poas__profile *out) {
     fclose(f);
     return POAS_ENOMEM;
   }
-  size_t len = fread(buf, 1, POAS__PROFILE_MAX_BYTES + 1, f);
-  int rerr = ferror(f);
+  *len = fread(buf, 1, POAS__PROFILE_MAX_BYTES + 1, f);
+  int e = ferror(f) ? (errno ? errno : EIO) : 0;
   fclose(f);
-  int rc = rerr ? poas__fail(POAS_EIO, "%s: read error", path)
-                : poas__profile_parse(buf, len, path, out);
-  free(buf);
+  if (e) {
+    free(buf);
+    poas__fail(POAS_EIO, "%s: read error: %s", path, strerror(e));
+    errno = e;
+    return POAS_EIO;
+  }
+  *text = buf;
+  return 0;
+}
+
+int poas__profile_load(const char *path, poas__profile *out) {
+  char *text;
+  size_t len;
+  int rc = read_text(path, &text, &len);
+  if (rc)
+    return rc;
+  rc = poas__profile_parse(text, len, path, out);
+  free(text);
   return rc;
+}
+
+/* Whether text[len] is JSON that says it is a POAS profile, valid or not. */
+static int says_poas_profile(const char *text, size_t len) {
+  json_t *root = json_loadb(text, len, 0, NULL);
+  json_t *format = json_object_get(root, "format");
+  int yes = json_is_string(format) && strcmp(json_string_value(format), POAS__PROFILE_FORMAT) == 0;
+  json_decref(root);
+  return yes;
+}
+
+int poas__profile_examine(const char *path, poas__profile *out, poas__profile_found *found,
+                          char *why, size_t cap) {
+  *found = POAS__FOUND_NOTHING;
+  why[0] = '\0';
+  char *text;
+  size_t len;
+  int rc = read_text(path, &text, &len);
+  if (rc == POAS_EIO && errno == ENOENT) {
+    poas__clear_detail();
+    return 0;
+  }
+  if (rc == POAS_EIO)
+    return poas__fail(POAS_EIO, "%s: cannot read it to see whether it is a profile: %s", path,
+                      strerror(errno));
+  if (rc)
+    return rc;
+  if (len > 0) {
+    rc = parse_profile(text, len, out, why, cap);
+    if (rc == 0)
+      *found = POAS__FOUND_PROFILE;
+    else if (rc == POAS_EPROFILE)
+      *found = says_poas_profile(text, len) ? POAS__FOUND_UNUSABLE : POAS__FOUND_OTHER;
+  }
+  free(text);
+  return rc == POAS_EPROFILE ? 0 : rc;
 }
 
 /* ----------------------------------------------------------------- writer */
@@ -869,10 +955,19 @@ static json_t *profile_json(const poas__profile *p) {
   return root;
 }
 
-/* mkdir -p of the directory part of `path`. */
-static int make_parents(const char *path) {
+/* Profiles are replaced, never written in place: the new text goes to a
+ * file beside the one it replaces, which is then renamed over it, so that
+ * a reader never sees half a profile. What is replaced is the file the
+ * path names in the end: a symbolic link is followed (replacing the link
+ * itself would leave its target as it was and the link gone), and
+ * anything other than a regular file is refused (a device node renamed
+ * over became a regular file). */
+
+/* mkdir -p of the directory part of `target`; `path` (the caller's name
+ * for it) starts the message. */
+static int make_parents(const char *path, const char *target) {
   char dir[1024];
-  poas__strlcpy(dir, path, sizeof dir);
+  poas__strlcpy(dir, target, sizeof dir);
   for (char *s = dir + 1; *s; s++) {
     if (*s != '/')
       continue;
@@ -885,27 +980,135 @@ static int make_parents(const char *path) {
   return 0;
 }
 
+/* `path` with the symbolic links it ends in followed, into target[cap]:
+ * a link's target, whether it exists or not. */
+static int follow_links(const char *path, char *target, size_t cap) {
+  if (strlen(path) >= cap)
+    return poas__fail(POAS_EINVAL, "%s: profile path too long", path);
+  poas__strlcpy(target, path, cap);
+  for (int hops = 0; hops < 40; hops++) {
+    struct stat st;
+    if (lstat(target, &st) != 0 || !S_ISLNK(st.st_mode))
+      return 0;
+    char link[1024];
+    ssize_t n = readlink(target, link, sizeof link);
+    if (n < 0 || (size_t)n >= sizeof link)
+      return poas__fail(POAS_EIO, "%s: cannot read the link %s: %s", path, target,
+                        n < 0 ? strerror(errno) : "target too long");
+    link[n] = '\0';
+    /* A relative link is relative to the folder the link is in. */
+    const char *slash = strrchr(target, '/');
+    size_t keep = link[0] == '/' || !slash ? 0 : (size_t)(slash - target) + 1;
+    if (keep + (size_t)n >= cap)
+      return poas__fail(POAS_EINVAL, "%s: profile path too long once links are followed", path);
+    memcpy(target + keep, link, (size_t)n + 1);
+  }
+  return poas__fail(POAS_EIO, "%s: too many levels of symbolic links", path);
+}
+
+static const char *file_type(mode_t mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "something else";
+}
+
+/* The file beside `target` that a profile is written to first. */
+static void temp_path(const char *target, char *tmp, size_t cap) {
+  snprintf(tmp, cap, "%s.tmp.%ld", target, (long)getpid());
+}
+
+/* The folder of `target`, for messages. */
+static void folder_of(const char *target, char *dir, size_t cap) {
+  const char *slash = strrchr(target, '/');
+  if (!slash)
+    poas__strlcpy(dir, ".", cap);
+  else if (slash == target)
+    poas__strlcpy(dir, "/", cap);
+  else
+    snprintf(dir, cap, "%.*s", (int)(slash - target), target);
+}
+
+/* Follows the links, refuses what is not a regular file and creates the
+ * parent folders. */
+static int prepare_target(const char *path, char *target, size_t cap) {
+  int rc = follow_links(path, target, cap);
+  if (rc)
+    return rc;
+  struct stat st;
+  if (stat(target, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (strcmp(path, target) == 0)
+      return poas__fail(POAS_EINVAL, "%s is %s, not a regular file: a profile is only written "
+                                     "to a regular file", path, file_type(st.st_mode));
+    return poas__fail(POAS_EINVAL, "%s links to %s, which is %s, not a regular file: a profile "
+                                   "is only written to a regular file",
+                      path, target, file_type(st.st_mode));
+  }
+  return make_parents(path, target);
+}
+
+int poas__profile_check_writable(const char *path, char *target, size_t cap) {
+  int rc = prepare_target(path, target, cap);
+  if (rc)
+    return rc;
+  char tmp[1100], dir[1024];
+  temp_path(target, tmp, sizeof tmp);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int e = errno;
+    folder_of(target, dir, sizeof dir);
+    return poas__fail(POAS_EIO, "%s: cannot write a file in %s: %s", path, dir, strerror(e));
+  }
+  close(fd);
+  unlink(tmp);
+  return 0;
+}
+
+/* Writes text to a new file `tmp` with the permissions of the file it is
+ * to replace (0644, less the umask, for a new one): 0 or an errno. */
+static int write_file(const char *tmp, const char *target, const char *text) {
+  struct stat st;
+  int replacing = stat(target, &st) == 0;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return errno;
+  int e = replacing && fchmod(fd, st.st_mode & 07777) != 0 ? errno : 0;
+  for (size_t len = strlen(text), done = 0; !e && done < len;) {
+    ssize_t n = write(fd, text + done, len - done);
+    if (n < 0 && errno != EINTR)
+      e = errno;
+    else if (n > 0)
+      done += (size_t)n;
+  }
+  /* Some file systems report a full disk only here. */
+  if (!e && fsync(fd) != 0 && errno != EINVAL)
+    e = errno;
+  if (close(fd) != 0 && !e)
+    e = errno;
+  return e;
+}
+
 int poas__profile_write(const char *path, const poas__profile *p) {
-  if (strlen(path) >= 1000)
-    return poas__fail(POAS_EINVAL, "profile path too long");
-  int rc = make_parents(path);
+  char target[1024];
+  int rc = prepare_target(path, target, sizeof target);
   if (rc)
     return rc;
   json_t *root = profile_json(p);
-  if (!root)
+  char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(root);
+  if (!text)
     return POAS_ENOMEM;
   char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
-    json_decref(root);
+  temp_path(target, tmp, sizeof tmp);
+  int e = write_file(tmp, target, text);
+  free(text);
+  if (!e && rename(tmp, target) != 0)
+    e = errno;
+  if (e) {
     unlink(tmp);
-    return poas__fail(POAS_EIO, "%s: cannot write the profile", tmp);
-  }
-  json_decref(root);
-  if (rename(tmp, path) != 0) {
-    int e = errno;
-    unlink(tmp);
-    return poas__fail(POAS_EIO, "%s: cannot rename %s into place: %s", path, tmp, strerror(e));
+    return poas__fail(POAS_EIO, "%s: cannot write the profile: %s", path, strerror(e));
   }
   return 0;
 }

@@ -47,6 +47,12 @@ int poas__profile_device_matches(const poas__profile_device *pd, const poas_devi
                                  char *why, size_t cap);
 /* The device with this id, or NULL. */
 const poas__profile_device *poas__profile_find(const poas__profile *p, const char *id);
+/* Whether profile p was measured on the machine `here` fingerprints (CPU
+ * model, cores, BLAS) with these devices, as far as the devices both list
+ * tell: 1, or 0 with the first difference in why[cap]. */
+int poas__profile_same_machine(const poas__profile *p, const poas__profile *here,
+                               const poas_device_info *const devs[], int ndev, char *why,
+                               size_t cap);
 
 /* Parses and validates a profile held in text[len]; `name` (the file, or
  * "<buffer>") starts every error message. On success *out is filled; on
@@ -57,8 +63,31 @@ int poas__profile_parse(const char *text, size_t len, const char *name, poas__pr
  * callers can tell a missing file), POAS_EPROFILE when it is not a valid
  * profile. */
 int poas__profile_load(const char *path, poas__profile *out);
-/* Writes a profile as JSON, creating the parent directories; the file is
- * replaced atomically (written beside it, then renamed). */
+/* What a file about to be replaced holds (poas__profile_examine). */
+typedef enum poas__profile_found {
+  POAS__FOUND_NOTHING, /* no file, or an empty one */
+  POAS__FOUND_PROFILE, /* a profile this POAS reads */
+  POAS__FOUND_UNUSABLE, /* a POAS profile this POAS refuses (another version, a bad field) */
+  POAS__FOUND_OTHER    /* something that is not a POAS profile */
+} poas__profile_found;
+/* Reads the file at `path` (links followed) to say what it holds: *out
+ * gets a profile, why[cap] the problem (without the file's name) of a
+ * file that is not a usable one. POAS_EIO when the file is there but
+ * cannot be read. */
+int poas__profile_examine(const char *path, poas__profile *out, poas__profile_found *found,
+                          char *why, size_t cap);
+/* Checks before anything is measured that a profile can be written to
+ * `path`: follows the symbolic links it ends in (their final target, whose
+ * path goes to target[cap], is the file replaced), refuses an existing
+ * file that is not a regular one (POAS_EINVAL), creates the parent
+ * folders and a file beside the target, which it removes (POAS_EIO, with
+ * `path` and the reason, when it cannot). */
+int poas__profile_check_writable(const char *path, char *target, size_t cap);
+/* Writes a profile as JSON, creating the parent directories. The file
+ * `path` ends at, once its symbolic links are followed, is replaced
+ * atomically (written beside it, then renamed) and keeps its permissions;
+ * one that is not a regular file is refused (POAS_EINVAL). Errors name
+ * `path` and the reason. */
 int poas__profile_write(const char *path, const poas__profile *p);
 /* The default profile path: $POAS_PROFILE, else
  * $XDG_DATA_HOME/poas/<hostname>.json, else ~/.local/share/poas/<hostname>.json. */
