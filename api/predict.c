@@ -6,6 +6,7 @@
 #include "schedule/tasks.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,24 +126,122 @@ static int select_devices(const poas_context *ctx, const char *list, int sel[]) 
   return 0;
 }
 
-/* The profile of the devices just measured. */
-static int write_profile(const poas_context *ctx, const int sel[], const poas__device_model *m,
-                         const char *path, char created[32]) {
-  poas__profile *p = calloc(1, sizeof *p);
-  if (!p)
-    return POAS_ENOMEM;
+/* The context's device with this id: its index, or -1. */
+static int device_index(const poas_context *ctx, const char *id) {
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    if (strcmp(ctx->devices.dev[i]->info.id, id) == 0)
+      return i;
+  return -1;
+}
+
+/* The mask of the dtypes a model has GEMM models for. */
+static int model_dtypes(const poas__device_model *m) {
+  return (m->gemm[0][0].valid ? 1 : 0) | (m->gemm[1][0].valid ? 2 : 0);
+}
+
+/* Gives dst the GEMM models of src (with the thread counts they were
+ * fitted to) in the dtypes dst has none in; returns their mask. */
+static int keep_dtypes(poas__device_model *dst, const poas__device_model *src) {
+  int kept = 0;
+  for (int dt = 0; dt < 2; dt++) {
+    if (dst->gemm[dt][0].valid || !src->gemm[dt][0].valid)
+      continue;
+    memcpy(dst->gemm[dt], src->gemm[dt], sizeof dst->gemm[dt]);
+    dst->gemm_fit[dt] = src->gemm_fit[dt];
+    memcpy(dst->threads_by_side[dt], src->threads_by_side[dt], sizeof dst->threads_by_side[dt]);
+    kept |= 1 << dt;
+  }
+  return kept;
+}
+
+/* Devices a profile lists once `keep`'s are kept beside those selected. */
+static int merged_count(const poas_context *ctx, const int sel[], const poas__profile *keep) {
+  int n = keep->ndev;
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    n += sel[i] && !poas__profile_find(keep, ctx->devices.dev[i]->info.id);
+  return n;
+}
+
+/* Checks, before anything is measured, the file a calibration is to
+ * write: that it can be written, and what it holds. *keep gets the
+ * profile of this machine there, whose models the new one keeps where it
+ * does not measure them (NULL when there is none); replaced[cap] why what
+ * is there is replaced whole. A file that is not a POAS profile is
+ * refused: it may be anything of the user's. */
+static int examine_output(const poas_context *ctx, const int sel[], const char *path,
+                          poas__profile **keep, char *replaced, size_t cap) {
+  *keep = NULL;
+  replaced[0] = '\0';
+  char target[1024], why[400];
+  int rc = poas__profile_check_writable(path, target, sizeof target);
+  if (rc)
+    return rc;
+  poas__profile *old = malloc(sizeof *old), *here = calloc(1, sizeof *here);
+  poas__profile_found found = POAS__FOUND_NOTHING;
+  rc = old && here ? poas__profile_examine(target, old, &found, why, sizeof why) : POAS_ENOMEM;
+  if (!rc && found == POAS__FOUND_OTHER)
+    rc = poas__fail(POAS_EPROFILE, "%s is not a POAS profile: %s; not replacing it (remove it, "
+                                   "or write the profile elsewhere)", path, why);
+  if (!rc && found == POAS__FOUND_UNUSABLE)
+    snprintf(replaced, cap, "a profile this POAS cannot use (%s)", why);
+  if (!rc && found == POAS__FOUND_PROFILE) {
+    const poas_device_info *devs[POAS_MAX_DEVICES];
+    for (int i = 0; i < ctx->devices.ndev; i++)
+      devs[i] = &ctx->devices.dev[i]->info;
+    poas__profile_fingerprint_host(here);
+    if (!poas__profile_same_machine(old, here, devs, ctx->devices.ndev, why, sizeof why))
+      snprintf(replaced, cap, "a profile of another machine (%s)", why);
+    else if (merged_count(ctx, sel, old) > POAS_MAX_DEVICES)
+      rc = poas__fail(POAS_EINVAL, "%s: its devices and those measured now are more than %d",
+                      path, POAS_MAX_DEVICES);
+    else
+      *keep = old, old = NULL;
+  }
+  free(old);
+  free(here);
+  return rc;
+}
+
+/* The profile of a calibration into p: the devices measured, with what
+ * `keep` (the profile of this machine it replaces; may be NULL) has that
+ * they were not measured in, and keep's other devices whole; in keep's
+ * order, devices new to it after. What was kept goes to kept[]. */
+static void merge_profile(const poas_context *ctx, const int sel[],
+                          const poas__device_model fresh[], const poas__profile *keep,
+                          poas__profile *p, poas_kept_device kept[], int *nkept) {
   poas__profile_fingerprint_host(p);
+  p->ndev = *nkept = 0;
+  for (int j = 0; keep && j < keep->ndev; j++) {
+    const poas__profile_device *od = &keep->dev[j];
+    poas__profile_device *pd = &p->dev[p->ndev++];
+    poas_kept_device *k = &kept[*nkept];
+    poas__strlcpy(k->id, od->id, sizeof k->id);
+    int i = device_index(ctx, od->id);
+    if (i < 0 || !sel[i]) {
+      *pd = *od;
+      k->measured = 0;
+      k->dtypes = model_dtypes(&od->model);
+      ++*nkept;
+      continue;
+    }
+    poas__profile_device_identify(pd, &ctx->devices.dev[i]->info);
+    pd->model = fresh[i];
+    k->measured = 1;
+    k->dtypes = keep_dtypes(&pd->model, &od->model);
+    *nkept += k->dtypes != 0;
+    /* A device measured without the devices it shares the host's cores
+     * with (contention 0: not measured) keeps the factor measured with
+     * them. */
+    if (pd->model.contention == 0)
+      pd->model.contention = od->model.contention;
+  }
   for (int i = 0; i < ctx->devices.ndev; i++) {
-    if (!sel[i])
+    if (!sel[i] || poas__profile_find(p, ctx->devices.dev[i]->info.id))
       continue;
     poas__profile_device *pd = &p->dev[p->ndev++];
     poas__profile_device_identify(pd, &ctx->devices.dev[i]->info);
-    pd->model = m[i];
+    pd->model = fresh[i];
   }
-  int rc = poas__profile_write(path, p);
-  poas__strlcpy(created, p->created, 32);
-  free(p);
-  return rc;
 }
 
 /* The runtime's fixed cost of a run on each selected device (dispatch_s):
@@ -258,14 +357,26 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   int rc = select_devices(ctx, opts->devices, sel);
   if (rc)
     return rc;
+  /* Whether the profile can be written, and what of the file there to
+   * keep, is known before the minutes of measuring. */
+  poas__profile *keep = NULL;
+  char replaced[512] = "";
+  if (opts->output && (rc = examine_output(ctx, sel, opts->output, &keep, replaced,
+                                           sizeof replaced)))
+    return rc;
   /* Calibration has the devices to itself: outstanding tasks finish first. */
   if (ctx->tasks)
     poas__tasks_wait_all(ctx->tasks);
   for (int i = 0; i < ctx->devices.ndev; i++)
     nsel += sel[i];
   poas__device_model *fresh = calloc(POAS_MAX_DEVICES, sizeof *fresh);
-  if (!fresh)
+  poas__profile *merged = calloc(1, sizeof *merged);
+  if (!fresh || !merged) {
+    free(fresh);
+    free(merged);
+    free(keep);
     return POAS_ENOMEM;
+  }
   double t0 = poas__now();
   double devices_end = t0 + (opts->quick ? QUICK_DEVICES_S : FULL_DEVICES_S);
   /* Kernels first, so that what building them takes comes out of every
@@ -297,20 +408,25 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   poas__adapt_reset(ctx);
   if (!rc)
     rc = calibrate_dispatch(ctx, sel, fresh, mask);
-  char created[32] = "";
-  if (!rc && opts->output)
-    rc = write_profile(ctx, sel, fresh, opts->output, created);
+  poas_kept_device kept[POAS_MAX_DEVICES];
+  int nkept = 0;
+  if (!rc) {
+    merge_profile(ctx, sel, fresh, keep, merged, kept, &nkept);
+    if (opts->output)
+      rc = poas__profile_write(opts->output, merged);
+  }
   if (!rc) {
     for (int i = 0; i < ctx->devices.ndev; i++) {
       if (!sel[i])
         continue;
-      /* Dtypes not measured keep the model they had. */
-      for (int dt = 0; dt < 2; dt++)
-        if (!fresh[i].gemm[dt][0].valid) {
-          memcpy(fresh[i].gemm[dt], ctx->models[i].gemm[dt], sizeof fresh[i].gemm[dt]);
-          fresh[i].gemm_fit[dt] = ctx->models[i].gemm_fit[dt];
-        }
-      ctx->models[i] = fresh[i];
+      poas__device_model m = poas__profile_find(merged, ctx->devices.dev[i]->info.id)->model;
+      /* Dtypes neither measured nor kept from the file keep the model
+       * they had. */
+      keep_dtypes(&m, &ctx->models[i]);
+      ctx->models[i] = m;
+      /* The device runs its calls as its models were fitted to. */
+      memcpy(ctx->devices.dev[i]->threads_by_side, m.threads_by_side,
+             sizeof ctx->devices.dev[i]->threads_by_side);
       ctx->devices.dev[i]->info.has_model = 1;
     }
     /* What runs taught was about the old models. */
@@ -320,7 +436,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
       poas__strlcpy(st->path, opts->output, sizeof st->path);
       st->loaded = 1;
       st->age_s = 0;
-      poas__strlcpy(st->created, created, sizeof st->created);
+      poas__strlcpy(st->created, merged->created, sizeof st->created);
       st->problem[0] = '\0';
     }
   }
@@ -342,7 +458,12 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     out->seconds = poas__now() - t0;
     if (opts->output)
       poas__strlcpy(out->output, opts->output, sizeof out->output);
+    out->nkept = nkept;
+    memcpy(out->kept, kept, (size_t)nkept * sizeof *kept);
+    poas__strlcpy(out->replaced, replaced, sizeof out->replaced);
   }
+  free(merged);
+  free(keep);
   free(fresh);
   return rc;
 }

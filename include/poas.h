@@ -331,22 +331,55 @@ typedef struct poas_calibrate_options {
  * output file, no progress callback. */
 void poas_calibrate_options_init(poas_calibrate_options *opts);
 
+/* A device of the profile a calibration replaced whose models the new
+ * profile keeps (poas_calibration_result.kept). */
+typedef struct poas_kept_device {
+  char id[POAS_ID_LEN];
+  /* 1: measured now, and only the GEMM models of the dtypes in `dtypes`
+   * were kept; 0: not measured now, and all its models were kept (the
+   * GEMM ones of `dtypes`). */
+  int measured;
+  int dtypes;              /* a mask as poas_calibrate_options.dtypes */
+} poas_kept_device;
+
 /* What poas_calibrate measured. */
 typedef struct poas_calibration_result {
   int ndevices;
   poas_device_fit dev[POAS_MAX_DEVICES];
   double seconds;          /* wall time the calibration took */
   char output[512];        /* the profile written, "" when none */
+  /* What the profile written kept of the profile of this machine it
+   * replaced: the models this calibration did not measure. */
+  int nkept;
+  poas_kept_device kept[POAS_MAX_DEVICES];
+  /* Why nothing was kept of the file replaced, when there was one: "a
+   * profile of another machine (...)" or "a profile this POAS cannot use
+   * (...)"; "" otherwise. */
+  char replaced[512];
 } poas_calibration_result;
 
 /* Measures the selected devices (memory, transfers, GEMM over squares,
  * thin row and column blocks and every transpose pair), fits their models,
- * writes the profile when opts->output is set (creating its directory;
- * the file holds the devices measured now) and makes the context use the
- * new models at once. opts may be NULL (defaults); out may be NULL.
- * Errors: POAS_EINVAL for an unknown device id or dtype mask, POAS_EFIT
- * when a fit fails, POAS_EIO when the file cannot be written; the
- * context's models are then left as they were. */
+ * writes the profile when opts->output is set and makes the context use
+ * the new models at once. opts may be NULL (defaults); out may be NULL.
+ *
+ * The output is checked before anything is measured: a symbolic link is
+ * followed (its target is replaced, written beside it and renamed over
+ * it), the directory is created, and a file there that is not a regular
+ * file, or that is not a POAS profile (an empty one aside), is refused,
+ * as is a folder where no file can be created. When the file holds a
+ * profile of this machine (same CPU, cores and BLAS, and the devices of
+ * the context that it lists match their fingerprints), the new profile
+ * keeps what this calibration did not measure: its other devices, and
+ * the other dtypes of the devices measured (out->kept says which); a
+ * profile of another machine, or one this POAS cannot read, is replaced
+ * whole (out->replaced says why).
+ *
+ * Errors: POAS_EINVAL for an unknown device id or dtype mask, or an
+ * output that is not a regular file; POAS_EPROFILE for an output that
+ * holds something other than a POAS profile; POAS_EIO when the output
+ * cannot be written (before measuring, or after) or read; POAS_EFIT when
+ * a fit fails. The context's models are then left as they were. */
 int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                    poas_calibration_result *out);
 

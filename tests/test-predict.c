@@ -11,10 +11,13 @@
 #include "harness.h"
 #include "predict/predict.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int near(double got, double want, double rel) { return fabs(got - want) <= rel * want; }
 
@@ -334,6 +337,186 @@ TEST(single_dtype_calibration_keeps_the_other) {
   poas__profile *p = malloc(sizeof *p);
   CHECK_OK(poas__profile_load(path, p));
   CHECK(!p->dev[0].model.gemm[0][0].valid && p->dev[0].model.gemm[1][0].valid);
+  free(p);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* The output of a calibration is checked before anything is measured. A
+ * symbolic link is followed: its target is replaced and the link stays. A
+ * FIFO or a folder is not replaced (a device node renamed over once became
+ * a regular file), and a folder where no file can be made fails at once,
+ * naming the path and the reason, not after the minutes of measuring. */
+TEST(calibration_checks_its_output_before_measuring) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0");
+  CHECK(ctx);
+  char dir[256], link[300], target[300], path[300];
+  snprintf(dir, sizeof dir, "%s", test_tmp_path("output"));
+  CHECK(mkdir(dir, 0755) == 0);
+  snprintf(target, sizeof target, "%s/target.json", dir);
+  snprintf(link, sizeof link, "%s/link.json", dir);
+  CHECK(symlink("target.json", link) == 0);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  o.output = link;
+  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  struct stat st;
+  CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(target, p));
+  CHECK(p->ndev == 1 && p->dev[0].model.gemm[0][0].valid);
+
+  step_log *log = calloc(1, sizeof *log);
+  CHECK(log);
+  o.progress = on_step;
+  o.progress_user = log;
+  snprintf(path, sizeof path, "%s/fifo", dir);
+  CHECK(mkfifo(path, 0644) == 0);
+  o.output = path;
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EINVAL);
+  CHECK_MSG(strstr(poas_error_detail(), path) && strstr(poas_error_detail(), "FIFO"), "%s",
+            poas_error_detail());
+  CHECK(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode));
+  o.output = dir;
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EINVAL);
+  CHECK(strstr(poas_error_detail(), "directory"));
+  /* A folder that cannot be made: a regular file is in the way. */
+  snprintf(path, sizeof path, "%s/target.json/profile.json", dir);
+  o.output = path;
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EIO);
+  CHECK_MSG(strstr(poas_error_detail(), path) && strstr(poas_error_detail(), strerror(ENOTDIR)),
+            "%s", poas_error_detail());
+  CHECK_MSG(log->text[0] == '\0', "steps ran: %s", log->text);
+  /* The context keeps the model it had. */
+  poas_profile_info *pi = malloc(sizeof *pi);
+  CHECK(pi);
+  CHECK_OK(poas_profile_get(ctx, pi));
+  CHECK(strcmp(pi->path, link) == 0);
+  free(pi);
+  free(log);
+  free(p);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* A calibration of part of a machine keeps the rest of the profile it
+ * replaces: the devices it did not measure, whole, and the dtypes it did
+ * not measure of those it did. */
+TEST(calibration_keeps_what_it_did_not_measure) {
+  const char *devs = "sim:rate=1e11:latency=0,sim:rate=2e11:latency=0";
+  poas_context *ctx = test_open(devs);
+  CHECK(ctx);
+  char path[256];
+  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32, "keep.json", path, NULL));
+  poas_finalize(ctx);
+  poas__profile *before = malloc(sizeof *before), *after = malloc(sizeof *after);
+  CHECK(before && after);
+  CHECK_OK(poas__profile_load(path, before));
+
+  CHECK(ctx = test_open(devs));
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.devices = "sim1";
+  o.dtypes = 1 << POAS_FLOAT64;
+  o.output = path;
+  poas_calibration_result *r = malloc(sizeof *r);
+  CHECK(r);
+  CHECK_OK(poas_calibrate(ctx, &o, r));
+  CHECK(r->ndevices == 1 && r->replaced[0] == '\0');
+  CHECK_MSG(r->nkept == 2 && strcmp(r->kept[0].id, "sim0") == 0 && !r->kept[0].measured &&
+                r->kept[0].dtypes == 1 << POAS_FLOAT32 && strcmp(r->kept[1].id, "sim1") == 0 &&
+                r->kept[1].measured && r->kept[1].dtypes == 1 << POAS_FLOAT32,
+            "%d kept", r->nkept);
+  /* What it measured is all the result shows. */
+  CHECK(r->dev[0].gemm[POAS_FLOAT32].samples == 0 && r->dev[0].gemm[POAS_FLOAT64].samples > 0);
+  CHECK_OK(poas__profile_load(path, after));
+  CHECK(after->ndev == 2 && strcmp(after->dev[0].id, "sim0") == 0);
+  CHECK(memcmp(&after->dev[0].model.gemm, &before->dev[0].model.gemm,
+               sizeof after->dev[0].model.gemm) == 0);
+  const poas__device_model *m1 = &after->dev[1].model;
+  CHECK(m1->gemm[POAS_FLOAT64][0].valid);
+  CHECK(memcmp(m1->gemm[POAS_FLOAT32], before->dev[1].model.gemm[POAS_FLOAT32],
+               sizeof m1->gemm[POAS_FLOAT32]) == 0);
+  /* The context uses the kept model as a new one would load it. */
+  poas_profile_info *pi = malloc(sizeof *pi);
+  CHECK(pi);
+  CHECK_OK(poas_profile_get(ctx, pi));
+  CHECK(pi->dev[1].gemm[POAS_FLOAT32].samples == before->dev[1].model.gemm_fit[0].samples);
+  free(pi);
+  free(r);
+  free(before);
+  free(after);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* A profile of another machine is replaced whole, and the result says so;
+ * a file that is not a POAS profile is not replaced at all (it may be
+ * anything of the user's), and nothing is measured; an empty file is
+ * nothing to keep. */
+TEST(calibration_replaces_only_profiles) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0");
+  CHECK(ctx);
+  char path[256];
+  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32, "other.json", path, NULL));
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(path, p));
+  snprintf(p->cpu_model, sizeof p->cpu_model, "Another CPU");
+  snprintf(p->dev[0].id, sizeof p->dev[0].id, "sim7");
+  CHECK_OK(poas__profile_write(path, p));
+  poas_calibration_result *r = malloc(sizeof *r);
+  CHECK(r);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT64;
+  o.output = path;
+  CHECK_OK(poas_calibrate(ctx, &o, r));
+  CHECK_MSG(r->nkept == 0 && strstr(r->replaced, "another machine") &&
+                strstr(r->replaced, "Another CPU"),
+            "%d kept; replaced: %s", r->nkept, r->replaced);
+  CHECK_OK(poas__profile_load(path, p));
+  CHECK(p->ndev == 1 && strcmp(p->dev[0].id, "sim0") == 0 && !p->dev[0].model.gemm[0][0].valid);
+
+  static const char notes[] = "my notes, not a profile\n";
+  FILE *f = fopen(path, "w");
+  CHECK(f && fputs(notes, f) >= 0 && fclose(f) == 0);
+  step_log *log = calloc(1, sizeof *log);
+  CHECK(log);
+  o.progress = on_step;
+  o.progress_user = log;
+  CHECK_RC(poas_calibrate(ctx, &o, r), POAS_EPROFILE);
+  CHECK_MSG(strstr(poas_error_detail(), path) && strstr(poas_error_detail(), "not a POAS profile"),
+            "%s", poas_error_detail());
+  CHECK_MSG(log->text[0] == '\0', "steps ran: %s", log->text);
+  char text[64] = "";
+  f = fopen(path, "r");
+  CHECK(f && fread(text, 1, sizeof text - 1, f) == strlen(notes) && fclose(f) == 0);
+  CHECK(strcmp(text, notes) == 0);
+
+  /* A POAS profile this POAS cannot read is replaced, and said. */
+  static char old[1 << 16];
+  f = fopen(test_src_path("tests/profiles/bad-version.json"), "r");
+  size_t len = f ? fread(old, 1, sizeof old, f) : 0;
+  CHECK(f && fclose(f) == 0 && len > 0);
+  f = fopen(path, "w");
+  CHECK(f && fwrite(old, 1, len, f) == len && fclose(f) == 0);
+  CHECK_OK(poas_calibrate(ctx, &o, r));
+  CHECK_MSG(strstr(r->replaced, "cannot use") && strstr(r->replaced, "version"), "%s",
+            r->replaced);
+
+  f = fopen(path, "w");
+  CHECK(f && fclose(f) == 0);
+  CHECK_OK(poas_calibrate(ctx, &o, r));
+  CHECK(r->nkept == 0 && r->replaced[0] == '\0');
+  CHECK_OK(poas__profile_load(path, p));
+  free(log);
+  free(r);
   free(p);
   poas_finalize(ctx);
   return 0;
@@ -806,5 +989,8 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(calibration_reports_a_noisy_machine),
           TEST_ENTRY(calibration_measures_the_runtime_cost_of_a_run),
           TEST_ENTRY(a_loaded_profile_keeps_contention_and_run_costs),
-          TEST_ENTRY(single_dtype_calibration_keeps_the_other), TEST_ENTRY(sim_replays_a_profile),
+          TEST_ENTRY(single_dtype_calibration_keeps_the_other),
+          TEST_ENTRY(calibration_checks_its_output_before_measuring),
+          TEST_ENTRY(calibration_keeps_what_it_did_not_measure),
+          TEST_ENTRY(calibration_replaces_only_profiles), TEST_ENTRY(sim_replays_a_profile),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies))
