@@ -1,9 +1,12 @@
 /* poas-calibrate: measures the devices, fits their models and writes the
- * profile poas_init loads. A thin tool over poas_calibrate(): on a terminal
- * it draws a progress line (device, step, bar); either way it ends with a
- * summary table of each fit's quality. */
+ * profile poas_init loads. A thin tool over poas_calibrate(), which checks
+ * the output before measuring and keeps what it does not measure of this
+ * machine's profile there: on a terminal it draws a progress line (device,
+ * step, bar); either way it ends with a summary table of each fit's
+ * quality and a line on what of the old profile was kept or replaced. */
 #include "poas.h"
 #include "tools/fit-text.h"
+#include "tools/stdout-check.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -17,10 +20,13 @@ static void usage(FILE *f) {
           "Usage: poas-calibrate [--quick] [--devices LIST] [--dtype s|d|sd] [--output FILE]\n"
           "Measure the devices and write the profile POAS uses to predict them.\n\n"
           "  -q, --quick         short sweep (about a minute) instead of the full one\n"
-          "  -d, --devices LIST  devices to open, as POAS_DEVICES (default: all)\n"
+          "  -d, --devices LIST  devices to open, as POAS_DEVICES (default: $POAS_DEVICES,\n"
+          "                      else all)\n"
           "  -t, --dtype T       s, d or sd (default sd)\n"
           "  -o, --output FILE   profile to write (default: $POAS_PROFILE, else\n"
-          "                      $XDG_DATA_HOME/poas/<hostname>.json)\n"
+          "                      $XDG_DATA_HOME/poas/<hostname>.json); a profile of this\n"
+          "                      machine there keeps the devices and dtypes not measured\n"
+          "                      now, and a file that is not a profile is not replaced\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n");
 }
@@ -60,6 +66,27 @@ static int parse_dtype(const char *s, int *mask) {
   else
     return -1;
   return 0;
+}
+
+/* One line on the profile replaced: what of it was kept ("opencl0 (s,
+ * d)": a device kept whole; "cpu0 d": a dtype of a device measured now),
+ * or why nothing was. */
+static void print_kept(const poas_calibration_result *r) {
+  if (r->replaced[0])
+    printf("replaced %s\n", r->replaced);
+  if (!r->nkept)
+    return;
+  static const char *const dtypes[4] = {"", "s", "d", "s, d"};
+  printf("kept from the existing profile:");
+  for (int i = 0; i < r->nkept; i++) {
+    const poas_kept_device *k = &r->kept[i];
+    const char *dt = dtypes[k->dtypes & 3];
+    if (k->measured)
+      printf("%s %s %s", i ? "," : "", k->id, dt);
+    else
+      printf("%s %s%s%s%s", i ? "," : "", k->id, *dt ? " (" : "", dt, *dt ? ")" : "");
+  }
+  putchar('\n');
 }
 
 static void print_summary(const poas_calibration_result *r) {
@@ -108,6 +135,7 @@ static void print_summary(const poas_calibration_result *r) {
     if (threads[0])
       printf("%-8s %s\n", f->id, threads);
   }
+  print_kept(r);
   char took[512];
   tool_took_text(r, took, sizeof took);
   printf("%s; profile: %s\n", took, r->output[0] ? r->output : "(not written)");
@@ -149,10 +177,10 @@ int main(int argc, char **argv) {
       break;
     case 'h':
       usage(stdout);
-      return 0;
+      return tool_stdout_status("poas-calibrate", 0);
     case 'V':
       printf("poas-calibrate (POAS) %s\n", poas_version());
-      return 0;
+      return tool_stdout_status("poas-calibrate", 0);
     default:
       usage(stderr);
       return 2;
@@ -197,5 +225,5 @@ int main(int argc, char **argv) {
     print_summary(res);
   free(res);
   poas_finalize(ctx);
-  return rc ? 1 : 0;
+  return tool_stdout_status("poas-calibrate", rc ? 1 : 0);
 }
