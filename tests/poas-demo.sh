@@ -1,7 +1,9 @@
 #!/bin/sh
-# poas-demo.sh: the README's demo: help, a bad size and a bad call count
-# refused, and small runs on the CPU that print their plan, the first call
-# and the warm ones (their median, or the one), each call checked exactly.
+# poas-demo.sh: the README's demo: help, a bad size, a bad call count and
+# a stray word refused, and small runs on the CPU that print their plan,
+# the first call and the warm ones (their median, or the one), each call
+# checked exactly. On sim devices, which compute nothing, the results are
+# not checked.
 set -u
 demo="${top_builddir:-.}/tools/poas-demo"
 fail() { echo "poas-demo.sh: $*" >&2; exit 1; }
@@ -11,6 +13,8 @@ fail() { echo "poas-demo.sh: $*" >&2; exit 1; }
 [ $? -eq 2 ] || fail "--n 0 accepted"
 "$demo" --calls 0 2>/dev/null
 [ $? -eq 2 ] || fail "--calls 0 accepted"
+"$demo" -n 16 -c 1 extra 2>/dev/null
+[ $? -eq 2 ] || fail "a stray argument accepted"
 out=$(POAS_PROFILE=/nonexistent-poas-profile.json "$demo" --devices cpu -n 192 2>&1) ||
   fail "run failed: $out"
 for line in 'plan for sgemm 192 x 192 x 192' 'first call: ' 'warm calls: 5, median ' \
@@ -22,4 +26,15 @@ out=$(POAS_PROFILE=/nonexistent-poas-profile.json "$demo" --devices cpu -n 64 --
 for line in 'warm call: ' '0 wrong elements in all 2 calls'; do
   printf '%s' "$out" | grep -q "$line" || fail "output lacks '$line': $out"
 done
+
+out=$("$demo" --devices sim -n 16 -c 1 2>&1) || fail "a run on sim failed: $out"
+printf '%s' "$out" | grep -q 'not checked (sim devices compute nothing)' ||
+  fail "a run on sim does not say its results are not checked: $out"
+printf '%s' "$out" | grep -q 'wrong elements' && fail "a run on sim counts wrong elements: $out"
+printf '%s' "$out" | grep -q ' 0\.0000 s' && fail "small times printed as 0.0000 s: $out"
+
+if [ -w /dev/full ]; then
+  "$demo" --devices sim -n 16 -c 1 >/dev/full 2>/dev/null
+  [ $? -eq 1 ] || fail "output lost to a full disk, yet exit 0"
+fi
 exit 0
