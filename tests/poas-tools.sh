@@ -4,7 +4,8 @@
 # devices (virtual time, so it takes no time): a quiet one writes no noise
 # and no warning; a noisy one (sim:jitter) is flagged by poas-calibrate's
 # summary, kept in the profile, and flagged again by poas-info, in its
-# table and its JSON.
+# table and its JSON. poas-info also refuses a device selected twice, and
+# fails when its output is lost.
 set -u
 calibrate="${top_builddir:-.}/tools/poas-calibrate"
 info="${top_builddir:-.}/tools/poas-info"
@@ -31,8 +32,11 @@ grep -q "poas-calibrate: sim0 sgemm: .*machine was busy" "$tmp/err" ||
 grep -q '"timing_noise"' "$tmp/noisy.json" || fail "the noise is not in the profile"
 
 "$info" --devices "sim:profile=$tmp/noisy.json" >"$tmp/out" 2>&1 || fail "poas-info: $(cat "$tmp/out")"
-grep -q "profile: (none: simulated devices take theirs from sim:profile=FILE)" "$tmp/out" ||
-  fail "poas-info does not say where simulated devices take their models: $(cat "$tmp/out")"
+grep -q "profile: (none: only simulated devices; sim0 replays the profile its sim:profile=FILE names" \
+  "$tmp/out" || fail "poas-info does not say where sim0 takes its models: $(cat "$tmp/out")"
+"$info" --devices sim >"$tmp/plain" 2>&1 || fail "poas-info: $(cat "$tmp/plain")"
+grep -q "profile: (none: simulated devices take theirs from sim:profile=FILE)" "$tmp/plain" ||
+  fail "poas-info does not say where simulated devices take their models: $(cat "$tmp/plain")"
 grep -q "^note: sim0 sgemm: .*machine was busy" "$tmp/out" ||
   fail "poas-info does not flag the noisy profile: $(cat "$tmp/out")"
 if command -v python3 >/dev/null 2>&1; then
@@ -43,5 +47,13 @@ doc = json.load(open(sys.argv[1]))
 fits = [d["gemm"]["s"]["all"] for d in doc["profile"]["devices"] if d["id"] == "sim0"]
 sys.exit(0 if fits and fits[0].get("timing_noise", 0) > 0.03 else 1)
 PYEOF
+fi
+
+"$info" --devices cpu,cpu >"$tmp/out" 2>&1
+[ $? -eq 1 ] && grep -q "device 'cpu' selected twice" "$tmp/out" ||
+  fail "a device selected twice accepted: $(cat "$tmp/out")"
+if [ -w /dev/full ]; then
+  "$info" --json --devices sim >/dev/full 2>/dev/null
+  [ $? -eq 1 ] || fail "poas-info: output lost to a full disk, yet exit 0"
 fi
 exit 0

@@ -5,6 +5,7 @@
 #include "poas.h"
 #include "tools/fit-text.h"
 #include "tools/json-out.h"
+#include "tools/stdout-check.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -140,15 +141,31 @@ static void print_profile_table(poas_context *ctx) {
   if (poas_profile_get(ctx, &pi) != 0)
     return;
   /* Only a set with a real device reads a profile; simulated devices take
-   * theirs with sim:profile=FILE. */
+   * theirs with sim:profile=FILE, which is no profile of this machine's:
+   * those that do are named, so that "none" does not read as if their
+   * FILE had been left unread. */
   int real = 0;
+  char replay[160] = "";
   for (int i = 0; i < poas_device_count(ctx); i++) {
     poas_device_info d;
-    real += poas_device_get(ctx, i, &d) == 0 && d.kind != POAS_DEVICE_SIM;
+    if (poas_device_get(ctx, i, &d) != 0)
+      continue;
+    real += d.kind != POAS_DEVICE_SIM;
+    if (d.kind == POAS_DEVICE_SIM && i < pi.ndevices && pi.dev[i].calibrated) {
+      size_t len = strlen(replay);
+      snprintf(replay + len, sizeof replay - len, "%s%s", len ? ", " : "", d.id);
+    }
   }
-  printf("\nprofile: %s\n", pi.path[0] ? pi.path
-                          : real     ? "(none: built-in estimates requested)"
-                                     : "(none: simulated devices take theirs from sim:profile=FILE)");
+  if (pi.path[0])
+    printf("\nprofile: %s\n", pi.path);
+  else if (real)
+    printf("\nprofile: (none: built-in estimates requested)\n");
+  else if (replay[0])
+    printf("\nprofile: (none: only simulated devices; %s replay%s the profile %s "
+           "sim:profile=FILE names, whose models follow)\n",
+           replay, strchr(replay, ',') ? "" : "s", strchr(replay, ',') ? "each one's" : "its");
+  else
+    printf("\nprofile: (none: simulated devices take theirs from sim:profile=FILE)\n");
   if (pi.loaded) {
     printf("  written %s, ", pi.created);
     print_age(pi.age_s);
@@ -239,10 +256,10 @@ int main(int argc, char **argv) {
       break;
     case 'h':
       usage(stdout);
-      return 0;
+      return tool_stdout_status("poas-info", 0);
     case 'V':
       printf("poas-info (POAS) %s\n", poas_version());
-      return 0;
+      return tool_stdout_status("poas-info", 0);
     default:
       usage(stderr);
       return 2;
@@ -266,5 +283,5 @@ int main(int argc, char **argv) {
     print_profile_table(ctx);
   }
   poas_finalize(ctx);
-  return 0;
+  return tool_stdout_status("poas-info", 0);
 }
