@@ -55,7 +55,10 @@ static void describe(const poas_context *ctx, const poas__gemm_problem *p,
     d->compute_s = sh->time.compute_s;
     d->transfer_s = sh->time.transfer_s;
     d->predicted_s = sh->time.total_s;
-    d->estimated = sh->estimated;
+    /* A built-in estimate from a device's peak is as rough as the
+     * solver's stand-in for an unusable model (a sim's own is exact). */
+    d->estimated = sh->estimated || ctx->models[i].source == POAS__MODEL_BUILTIN ||
+                   ctx->models[i].source == POAS__MODEL_NONE;
     d->corun = sh->corun;
     d->learned = plan->learned[i];
   }

@@ -1,9 +1,14 @@
 #!/bin/sh
 # poas-plan.sh: the poas-plan tool: help, the JSON fields scripts rely on,
-# the same plan twice, and a clear error for a problem that fits nowhere.
+# the same plan twice, and clear errors for a problem that fits nowhere,
+# for sizes whose matrices no 64-bit size holds, and for a profile named
+# by --profile that cannot be read; without a profile, devices planned
+# with built-in estimates are said to be.
 set -u
 plan="${top_builddir:-.}/tools/poas-plan"
 fail() { echo "poas-plan.sh: $*" >&2; exit 1; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
 
 "$plan" --help | grep -q "Usage: poas-plan" || fail "--help"
 "$plan" --version | grep -q "poas-plan (POAS)" || fail "--version"
@@ -23,4 +28,31 @@ again=$("$plan" --m 4096 --n 1024 --k 1024 --devices "$devs" --json)
 err=$("$plan" --m 100000 --n 100000 --k 1000 --devices sim:memory=1Mi 2>&1)
 [ $? -eq 1 ] || fail "a problem that fits nowhere did not fail"
 printf '%s' "$err" | grep -q "fits nowhere" || fail "unclear error: $err"
+
+# Planning it once never ended: a time limit where the system has one.
+limit=; command -v timeout >/dev/null 2>&1 && limit="timeout 60"
+err=$($limit "$plan" --m 9223372036854775807 --n 1 --k 1 --devices sim 2>&1)
+[ $? -eq 1 ] || fail "sizes that overflow were not refused: $err"
+printf '%s' "$err" | grep -q "sizes too large (m=9223372036854775807 n=1 k=1)" ||
+  fail "unclear error for sizes that overflow: $err"
+
+for bad in "$tmp/missing.json" "$tmp"; do
+  err=$("$plan" --m 64 --n 64 --k 64 --devices cpu --profile "$bad" 2>&1)
+  [ $? -eq 1 ] || fail "--profile $bad, which cannot be read, accepted: $err"
+  printf '%s' "$err" | grep -q "profile named by --profile cannot be used: .*$bad" ||
+    fail "--profile $bad: unclear error: $err"
+done
+out=$(unset POAS_PROFILE POAS_LOG; XDG_DATA_HOME="$tmp" "$plan" --m 64 --n 64 --k 64 \
+        --devices cpu --json 2>"$tmp/err") || fail "a plan without a profile failed"
+printf '%s' "$out" | grep -q '"estimated": true' ||
+  fail "a device without a calibrated model is not marked estimated: $out"
+grep -q "note: no profile at .*: the times of cpu0 are rough built-in estimates" "$tmp/err" ||
+  fail "no note that the times are estimates: $(cat "$tmp/err")"
+printf '%s' "$("$plan" --m 64 --n 64 --k 64 --devices sim --json)" |
+  grep -q '"estimated": false' || fail "a sim's exact model marked estimated"
+
+if [ -w /dev/full ]; then
+  "$plan" --m 8 --n 8 --k 8 --devices sim --json >/dev/full 2>/dev/null
+  [ $? -eq 1 ] || fail "output lost to a full disk, yet exit 0"
+fi
 exit 0

@@ -8,6 +8,7 @@
  * the prediction (on the CI VM, 2048^3 calls minutes apart have taken
  * 0.086 to 0.166 s), and their spread is printed beside it. */
 #include "poas.h"
+#include "tools/profile-note.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -133,6 +134,11 @@ int main(int argc, char **argv) {
   int rc = poas_init(&ctx, &opts);
   if (rc) {
     fprintf(stderr, "poas-demo: %s: %s\n", poas_strerror(rc), poas_error_detail());
+    return 1;
+  }
+  const char *env_profile = getenv("POAS_PROFILE");
+  if (tool_profile_check("poas-demo", ctx, env_profile && *env_profile ? "POAS_PROFILE" : NULL)) {
+    poas_finalize(ctx);
     return 1;
   }
   print_plan(ctx, n);

@@ -4,6 +4,8 @@
  * out and why. As a table or, with --json, as one JSON object for scripts. */
 #include "poas.h"
 #include "tools/json-out.h"
+#include "tools/profile-note.h"
+#include "tools/stdout-check.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -25,7 +27,8 @@ static void usage(FILE *f) {
           "  -k, --k K            inner dimension\n"
           "  -t, --dtype s|d      float32 (s, the default) or float64 (d)\n"
           "  -d, --devices LIST   device selection, as POAS_DEVICES (e.g. cpu,sim:rate=1e12)\n"
-          "  -p, --profile FILE   calibration profile, as POAS_PROFILE\n"
+          "  -p, --profile FILE   calibration profile, as POAS_PROFILE (an error when it\n"
+          "                       cannot be read)\n"
           "  -j, --json           print one JSON object instead of a table\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n");
@@ -80,7 +83,8 @@ static void print_table(const poas_plan *p) {
     printf("%-10s %-21s %6.1f%% %6lld %7lld %10.1f %10.1f %10.4g %10.4g %11.4g %6.3fx%s\n",
            d->id, range, 100 * d->share, (long long)d->tiles, (long long)d->tile,
            (double)d->bytes_h2d / 1048576.0, (double)d->bytes_d2h / 1048576.0, d->compute_s,
-           d->transfer_s, d->predicted_s, d->corun, d->estimated ? "  (no model: estimate)" : "");
+           d->transfer_s, d->predicted_s, d->corun,
+           d->estimated ? "  (no calibrated model: estimate)" : "");
   }
   double latest = 0;
   for (int i = 0; i < p->ndevices; i++)
@@ -148,10 +152,10 @@ int main(int argc, char **argv) {
       break;
     case 'h':
       usage(stdout);
-      return 0;
+      return tool_stdout_status("poas-plan", 0);
     case 'V':
       printf("poas-plan (POAS) %s\n", poas_version());
-      return 0;
+      return tool_stdout_status("poas-plan", 0);
     default:
       usage(stderr);
       return 2;
@@ -171,6 +175,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "poas-plan: %s: %s\n", poas_strerror(rc), poas_error_detail());
     return 1;
   }
+  const char *env_profile = getenv("POAS_PROFILE");
+  if (tool_profile_check("poas-plan", ctx,
+                         opts.profile                    ? "--profile"
+                         : env_profile && *env_profile ? "POAS_PROFILE"
+                                                        : NULL)) {
+    poas_finalize(ctx);
+    return 1;
+  }
   poas_plan *plan = malloc(sizeof *plan);
   if (!plan) {
     poas_finalize(ctx);
@@ -186,5 +198,5 @@ int main(int argc, char **argv) {
     print_table(plan);
   free(plan);
   poas_finalize(ctx);
-  return rc ? 1 : 0;
+  return tool_stdout_status("poas-plan", rc ? 1 : 0);
 }

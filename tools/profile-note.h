@@ -1,0 +1,59 @@
+/* profile-note.h: what poas-plan and poas-demo say about the profile
+ * behind their predictions, once, on stderr. A profile the user named
+ * (--profile, or POAS_PROFILE) that cannot be read is an error: planning
+ * on with built-in estimates, as they once did for a missing, empty or
+ * truncated file, gave predictions that looked calibrated and were not.
+ * Without a profile, or with one that does not cover a device, they say
+ * which devices' times are rough estimates. Header-only, over poas.h. */
+#ifndef POAS_TOOLS_PROFILE_NOTE_H
+#define POAS_TOOLS_PROFILE_NOTE_H
+
+#include "poas.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether the library has said it already: with POAS_LOG at 1 or more it
+ * warns that a missing or partial profile leaves rough estimates. */
+static inline int tool_library_warns(void) {
+  const char *level = getenv("POAS_LOG");
+  return level && atoi(level) >= 1;
+}
+
+/* Checks the context's profile. `named_by` says who named it ("--profile"
+ * or "POAS_PROFILE"), NULL when it is the default path. Returns 1 after
+ * saying why when a named profile cannot be read (missing, a directory,
+ * not a valid profile), else 0, after a note naming the real devices that
+ * plan with built-in estimates, if any (sim devices' own models are
+ * exact). */
+static inline int tool_profile_check(const char *prog, const poas_context *ctx,
+                                     const char *named_by) {
+  static poas_profile_info pi;
+  /* No path: only simulated devices, or no profile asked for. */
+  if (poas_profile_get(ctx, &pi) != 0 || !pi.path[0])
+    return 0;
+  /* A profile that was read has a creation time, even when no device of
+   * this machine matches it. */
+  if (named_by && !pi.loaded && !pi.created[0] && pi.problem[0]) {
+    fprintf(stderr, "%s: the profile named by %s cannot be used: %s\n", prog, named_by,
+            pi.problem);
+    return 1;
+  }
+  char ids[256] = "";
+  for (int i = 0; i < pi.ndevices; i++) {
+    poas_device_info d;
+    if (pi.dev[i].calibrated || poas_device_get(ctx, i, &d) != 0 || d.kind == POAS_DEVICE_SIM)
+      continue;
+    size_t len = strlen(ids);
+    snprintf(ids + len, sizeof ids - len, "%s%s", len ? ", " : "", d.id);
+  }
+  if (ids[0] && !tool_library_warns())
+    fprintf(stderr,
+            "%s: note: %s: the times of %s are rough built-in estimates (run poas-calibrate "
+            "for accurate ones)\n",
+            prog, pi.problem[0] ? pi.problem : "no calibrated model", ids);
+  return 0;
+}
+
+#endif
