@@ -439,7 +439,8 @@ typedef struct poas_plan_device {
   double compute_s;        /* predicted GEMM time, summed over its tiles */
   double transfer_s;       /* predicted copy time, summed (overlaps compute) */
   double predicted_s;      /* predicted time of its whole pipeline */
-  int estimated;           /* no usable model: a conservative estimate */
+  int estimated;           /* no calibrated model: a built-in or conservative
+                              estimate */
   /* Its models' times are multiplied by this for computing beside other
    * devices that share the host's cores (caches, memory bandwidth, the
    * host's scheduler): the profile's contention; 1 when no such device

@@ -137,7 +137,9 @@ int poas__profile_default_path(char *buf, size_t cap) {
   const char *xdg = getenv("XDG_DATA_HOME");
   const char *home = getenv("HOME");
   int n;
-  if (xdg && *xdg)
+  /* The XDG base directory spec: a relative XDG_DATA_HOME is invalid and
+   * is ignored, rather than read against whatever folder a tool runs in. */
+  if (xdg && xdg[0] == '/')
     n = snprintf(buf, cap, "%s/poas/%s.json", xdg, host);
   else if (home && *home)
     n = snprintf(buf, cap, "%s/.local/share/poas/%s.json", home, host);

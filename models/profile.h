@@ -90,7 +90,8 @@ int poas__profile_check_writable(const char *path, char *target, size_t cap);
  * `path` and the reason. */
 int poas__profile_write(const char *path, const poas__profile *p);
 /* The default profile path: $POAS_PROFILE, else
- * $XDG_DATA_HOME/poas/<hostname>.json, else ~/.local/share/poas/<hostname>.json. */
+ * $XDG_DATA_HOME/poas/<hostname>.json (an absolute XDG_DATA_HOME: the XDG
+ * spec has a relative one ignored), else ~/.local/share/poas/<hostname>.json. */
 int poas__profile_default_path(char *buf, size_t cap);
 
 #endif /* POAS_PROFILE_H */

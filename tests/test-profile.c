@@ -459,6 +459,11 @@ TEST(default_path_follows_environment) {
   CHECK_OK(poas_default_profile_path(buf, sizeof buf));
   snprintf(want, sizeof want, "/home/someone/.local/share/poas/%s.json", host);
   CHECK(strcmp(buf, want) == 0);
+  /* A relative XDG_DATA_HOME is invalid (the XDG spec) and ignored. */
+  setenv("XDG_DATA_HOME", "data", 1);
+  CHECK_OK(poas_default_profile_path(buf, sizeof buf));
+  CHECK(strcmp(buf, want) == 0);
+  unsetenv("XDG_DATA_HOME");
   CHECK_RC(poas_default_profile_path(buf, 8), POAS_EINVAL);
   CHECK_RC(poas_default_profile_path(NULL, 8), POAS_ENULL);
   /* No profile there: built-in estimates, and the status says so. */
