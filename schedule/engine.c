@@ -331,7 +331,8 @@ static int execute(poas__worker *w, issue *is, poas__event *ev) {
 }
 
 /* Retires a worker's device after an error; its queued nodes are cancelled
- * as they are popped. Locked. */
+ * as they are popped. Only device workers are retired: the host pool runs
+ * the task API's calls, whose errors are their own (see run_node). Locked. */
 static void fail_device(poas__engine *e, poas__worker *w, int rc) {
   if (w->failed)
     return;
@@ -377,7 +378,10 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
   n->ran = !injected;
   n->t0 = t0, n->t1 = t1;
   if (rc) {
-    fail_device(e, w, rc);
+    /* A host call that fails (a task, an asynchronous GEMM) says nothing
+     * about the threads that ran it: the next one runs as usual. */
+    if (w->dev)
+      fail_device(e, w, rc);
     finish_node(e, id, rc);
     return;
   }

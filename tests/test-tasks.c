@@ -303,6 +303,71 @@ TEST(async_gemm_chain_keeps_c_on_the_device) {
   return 0;
 }
 
+static void set42_fn(void **buffers, void *arg) {
+  (void)arg;
+  *(int *)buffers[0] = 42;
+}
+
+/* An asynchronous GEMM that fails when it runs (no plan fits a 1 GiB sim)
+ * reports its error to its waiter, and the context's task runtime goes on:
+ * a later task and a later GEMM run as usual. The operands are never read
+ * (a sim computes nothing, and no plan is made), so addresses suffice. */
+TEST(failed_task_leaves_later_tasks_alone) {
+  poas_context *ctx = test_open("sim:memory=1Gi");
+  CHECK(ctx);
+  const int64_t n = 100000;
+  float *A = (float *)(uintptr_t)0x100000000000ull, *B = (float *)(uintptr_t)0x200000000000ull,
+        *C = (float *)(uintptr_t)0x300000000000ull;
+  poas_task *k;
+  for (int round = 0; round < 2; round++) {
+    CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A,
+                              n, B, n, 0, C, n, &k));
+    CHECK_RC(poas_task_wait(k), POAS_ETOOBIG);
+    int x = 0;
+    poas_buffer *b;
+    CHECK_OK(poas_buffer_register(ctx, &x, sizeof x, &b));
+    poas_task_desc d = rw_task(b, 0, 0, set42_fn, NULL, POAS_W);
+    CHECK_OK(poas_task_submit(ctx, &d, &k));
+    CHECK_OK(poas_task_wait(k));
+    CHECK(x == 42);
+    CHECK_OK(poas_buffer_unregister(b));
+    float a[4] = {1, 1, 1, 1}, bb[4] = {1, 1, 1, 1}, c[4];
+    CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2, 2, 2, 1, a, 2,
+                              bb, 2, 0, c, 2, &k));
+    CHECK_OK(poas_task_wait(k));
+  }
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* The same on the CPU, with a run that fails after computing: its trace
+ * cannot be written. */
+TEST(failed_trace_leaves_later_tasks_alone) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu";
+  o.no_profile = 1;
+  o.trace = "/nonexistent-poas-dir/trace.json";
+  poas_context *ctx;
+  CHECK_OK(poas_init(&ctx, &o));
+  float a[4] = {1, 2, 3, 4}, bb[4] = {1, 0, 0, 1}, c[4] = {0};
+  poas_task *k;
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2, 2, 2, 1, a, 2,
+                            bb, 2, 0, c, 2, &k));
+  CHECK(poas_task_wait(k) < 0);
+  int x = 0;
+  poas_buffer *b;
+  CHECK_OK(poas_buffer_register(ctx, &x, sizeof x, &b));
+  poas_task_desc d = rw_task(b, 0, 0, set42_fn, NULL, POAS_W);
+  CHECK_OK(poas_task_submit(ctx, &d, &k));
+  CHECK_OK(poas_task_wait(k));
+  CHECK(x == 42);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_concurrent),
           TEST_ENTRY(tasks_wait_all_and_finalize_wait), TEST_ENTRY(tasks_argument_checks),
-          TEST_ENTRY(async_gemm_chain), TEST_ENTRY(async_gemm_chain_keeps_c_on_the_device))
+          TEST_ENTRY(async_gemm_chain), TEST_ENTRY(async_gemm_chain_keeps_c_on_the_device),
+          TEST_ENTRY(failed_task_leaves_later_tasks_alone),
+          TEST_ENTRY(failed_trace_leaves_later_tasks_alone))
