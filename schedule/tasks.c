@@ -1,7 +1,8 @@
 /* tasks.c: the task runtime (see tasks.h). A task is a recycled record
  * holding its call and arguments; its node runs on the engine's host pool.
  * Handles are released by poas_task_wait, or by the runtime for tasks
- * nobody holds. */
+ * nobody holds. A task's error detail is set on the worker thread that ran
+ * it; the record carries it to the thread that waits. */
 #include "schedule/tasks.h"
 
 #include <stdlib.h>
@@ -12,6 +13,7 @@ struct poas_task {
   poas__tasks *rt;
   int (*fn)(void *payload);
   int done, rc, held;
+  char *detail;            /* the failed task's poas_error_detail(), or NULL */
   poas_task *next_free;
   _Alignas(16) unsigned char payload[POAS__TASK_PAYLOAD];
 };
@@ -110,12 +112,20 @@ poas__region poas__tasks_devices_region(const poas__tasks *t) {
   return (poas__region){t->devices_buf, 0, 1, 0, 1};
 }
 
+/* Runs on a worker thread, unlocked; the record is the task's until
+ * task_done. */
 static int task_run(void *arg) {
   poas_task *k = arg;
-  return k->fn(k->payload);
+  poas__clear_detail();
+  int rc = k->fn(k->payload);
+  if (rc && poas_error_detail()[0])
+    k->detail = strdup(poas_error_detail());
+  return rc;
 }
 
 static void task_release(poas__tasks *t, poas_task *k) {
+  free(k->detail);
+  k->detail = NULL;
   k->next_free = t->free_tasks;
   t->free_tasks = k;
 }
@@ -145,7 +155,7 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
     poas__engine_unlock(t->e);
     return POAS_ENOMEM;
   }
-  k->rt = t, k->fn = fn, k->done = 0, k->rc = 0, k->held = out != NULL;
+  k->rt = t, k->fn = fn, k->done = 0, k->rc = 0, k->held = out != NULL, k->detail = NULL;
   memcpy(k->payload, payload, payload_bytes);
   poas__ins in = {.kind = POAS__INS_HOST, .device = POAS__HOST_ANY, .chunk = -1,
                   .naccess = nacc};
@@ -176,6 +186,7 @@ unsigned poas__tasks_epoch(poas__tasks *t) {
 }
 
 int poas_task_wait(poas_task *k) {
+  poas__clear_detail();
   if (!k)
     return poas__fail(POAS_ENULL, "poas_task_wait: task is NULL");
   poas__tasks *t = k->rt;
@@ -186,8 +197,20 @@ int poas_task_wait(poas_task *k) {
     t->waiters--;
   }
   int rc = k->rc;
+  char *detail = k->detail;
+  k->detail = NULL;
   task_release(t, k);
   t->epoch++;
   poas__engine_unlock(t->e);
+  if (rc) {
+    /* The worker logged it when the task failed: here it is only set. */
+    poas__failures_expected(1);
+    if (detail)
+      poas__fail(rc, "%s", detail);
+    else
+      poas__fail(rc, "the task failed: %s", poas_strerror(rc));
+    poas__failures_expected(0);
+  }
+  free(detail);
   return rc;
 }

@@ -8,6 +8,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -309,7 +310,7 @@ static void set42_fn(void **buffers, void *arg) {
 }
 
 /* An asynchronous GEMM that fails when it runs (no plan fits a 1 GiB sim)
- * reports its error to its waiter, and the context's task runtime goes on:
+ * reports its error and its detail to its waiter, and the context's task runtime goes on:
  * a later task and a later GEMM run as usual. The operands are never read
  * (a sim computes nothing, and no plan is made), so addresses suffice. */
 TEST(failed_task_leaves_later_tasks_alone) {
@@ -323,6 +324,8 @@ TEST(failed_task_leaves_later_tasks_alone) {
     CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A,
                               n, B, n, 0, C, n, &k));
     CHECK_RC(poas_task_wait(k), POAS_ETOOBIG);
+    CHECK_MSG(strstr(poas_error_detail(), "plan"), "the waiter's detail is '%s', not the plan's",
+              poas_error_detail());
     int x = 0;
     poas_buffer *b;
     CHECK_OK(poas_buffer_register(ctx, &x, sizeof x, &b));
@@ -340,21 +343,19 @@ TEST(failed_task_leaves_later_tasks_alone) {
   return 0;
 }
 
-/* The same on the CPU, with a run that fails after computing: its trace
- * cannot be written. */
-TEST(failed_trace_leaves_later_tasks_alone) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "cpu";
-  o.no_profile = 1;
-  o.trace = "/nonexistent-poas-dir/trace.json";
-  poas_context *ctx;
-  CHECK_OK(poas_init(&ctx, &o));
+/* The same on the CPU, with a run that fails on its device (an injected
+ * fault); once the fault is gone, a later GEMM computes. */
+TEST(failed_run_leaves_later_tasks_alone) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
   float a[4] = {1, 2, 3, 4}, bb[4] = {1, 0, 0, 1}, c[4] = {0};
   poas_task *k;
+  setenv("POAS_FAULT", "cpu0:after=0", 1);
   CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2, 2, 2, 1, a, 2,
                             bb, 2, 0, c, 2, &k));
-  CHECK(poas_task_wait(k) < 0);
+  int rc = poas_task_wait(k);
+  unsetenv("POAS_FAULT");
+  CHECK_RC(rc, POAS_EDEVICE);
   int x = 0;
   poas_buffer *b;
   CHECK_OK(poas_buffer_register(ctx, &x, sizeof x, &b));
@@ -362,6 +363,11 @@ TEST(failed_trace_leaves_later_tasks_alone) {
   CHECK_OK(poas_task_submit(ctx, &d, &k));
   CHECK_OK(poas_task_wait(k));
   CHECK(x == 42);
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2, 2, 2, 1, a, 2,
+                            bb, 2, 0, c, 2, &k));
+  CHECK_OK(poas_task_wait(k));
+  for (int i = 0; i < 4; i++)
+    CHECK_MSG(c[i] == a[i], "c[%d] = %g, not %g", i, c[i], a[i]);
   poas_finalize(ctx);
   return 0;
 }
@@ -370,4 +376,4 @@ TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_co
           TEST_ENTRY(tasks_wait_all_and_finalize_wait), TEST_ENTRY(tasks_argument_checks),
           TEST_ENTRY(async_gemm_chain), TEST_ENTRY(async_gemm_chain_keeps_c_on_the_device),
           TEST_ENTRY(failed_task_leaves_later_tasks_alone),
-          TEST_ENTRY(failed_trace_leaves_later_tasks_alone))
+          TEST_ENTRY(failed_run_leaves_later_tasks_alone))
