@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A registration names the memory that tasks' accesses are offsets into;
+ * tasks are ordered by the bytes they touch, so the runtime keeps nothing
+ * of it. */
 struct poas_buffer {
   poas_context *ctx;
-  int id;
   char *ptr;
   size_t bytes;
   poas_buffer *next;
@@ -44,18 +46,9 @@ int poas_buffer_register(poas_context *ctx, void *ptr, size_t bytes, poas_buffer
                       !ctx ? "ctx" : !ptr ? "ptr" : "out");
   if (bytes == 0)
     return poas__fail(POAS_EINVAL, "poas_buffer_register: empty buffer");
-  poas__tasks *t;
-  int rc = poas__context_tasks(ctx, &t);
-  if (rc)
-    return rc;
   poas_buffer *b = calloc(1, sizeof *b);
   if (!b)
     return POAS_ENOMEM;
-  rc = poas__tasks_buffer_add(t, ptr, bytes, &b->id);
-  if (rc) {
-    free(b);
-    return rc;
-  }
   b->ctx = ctx, b->ptr = ptr, b->bytes = bytes;
   b->next = ctx->buffers;
   ctx->buffers = b;
@@ -68,7 +61,8 @@ int poas_buffer_unregister(poas_buffer *buf) {
   if (!buf)
     return poas__fail(POAS_ENULL, "poas_buffer_unregister: buf is NULL");
   poas_context *ctx = buf->ctx;
-  poas__tasks_wait_all(ctx->tasks);
+  if (ctx->tasks)
+    poas__tasks_wait_all(ctx->tasks);
   for (poas_buffer **p = &ctx->buffers; *p; p = &(*p)->next)
     if (*p == buf) {
       *p = buf->next;
@@ -222,8 +216,8 @@ int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **
     const poas_task_access *a = &desc->access[i];
     size_t len = a->length ? a->length : a->buffer->bytes - a->offset;
     call.host[i] = a->buffer->ptr + a->offset, call.len[i] = len, call.mode[i] = (int)a->mode;
-    acc[i] = (poas__access){{a->buffer->id, 0, 1, a->offset, a->offset + len},
-                            (poas__access_mode)a->mode};
+    uintptr_t lo = (uintptr_t)call.host[i];
+    acc[i] = (poas__access){poas__tasks_host_region(t, lo, lo + len), (poas__access_mode)a->mode};
   }
   if (device < 0)
     return poas__tasks_submit(t, cpu_trampoline, &call, sizeof call, acc, desc->naccess, out);

@@ -22,12 +22,11 @@ struct poas__tasks {
   poas__engine *e;
   pthread_cond_t done;     /* a task that someone waits for finished */
   int waiters;
+  /* Every host access is a byte range of space_buf: the engine compares a
+   * new access with every unfinished one, a cost linear in the accesses in
+   * flight that buys ordering by bytes, whatever registration (if any)
+   * named them. */
   int space_buf, devices_buf;
-  int nreg, cap_reg;
-  struct reg {
-    uintptr_t lo, hi;
-    int buf;
-  } *reg;
   poas_task *free_tasks;
   unsigned epoch;          /* waits the caller has returned from */
 };
@@ -71,41 +70,11 @@ void poas__tasks_destroy(poas__tasks *t) {
     free(k);
   }
   pthread_cond_destroy(&t->done);
-  free(t->reg);
   free(t);
 }
 
-int poas__tasks_buffer_add(poas__tasks *t, void *ptr, size_t bytes, int *id) {
-  poas__gbuf b = {.device = -1, .host = ptr, .pitch = bytes, .lines = 1};
-  poas__engine_lock(t->e);
-  int rc = 0;
-  if (t->nreg == t->cap_reg) {
-    int ncap = t->cap_reg ? 2 * t->cap_reg : 8;
-    struct reg *p = realloc(t->reg, (size_t)ncap * sizeof *p);
-    if (!p)
-      rc = POAS_ENOMEM;
-    else
-      t->reg = p, t->cap_reg = ncap;
-  }
-  int buf = rc ? rc : poas__engine_add_buffer(t->e, &b);
-  if (buf >= 0) {
-    t->reg[t->nreg++] = (struct reg){(uintptr_t)ptr, (uintptr_t)ptr + bytes, buf};
-    *id = buf;
-  }
-  poas__engine_unlock(t->e);
-  return buf < 0 ? buf : 0;
-}
-
-poas__region poas__tasks_host_region(poas__tasks *t, uintptr_t lo, uintptr_t hi) {
-  poas__engine_lock(t->e);
-  poas__region r = {t->space_buf, 0, 1, lo, hi};
-  for (int i = 0; i < t->nreg; i++)
-    if (t->reg[i].lo <= lo && hi <= t->reg[i].hi) {
-      r = (poas__region){t->reg[i].buf, 0, 1, lo - t->reg[i].lo, hi - t->reg[i].lo};
-      break;
-    }
-  poas__engine_unlock(t->e);
-  return r;
+poas__region poas__tasks_host_region(const poas__tasks *t, uintptr_t lo, uintptr_t hi) {
+  return (poas__region){t->space_buf, 0, 1, lo, hi};
 }
 
 poas__region poas__tasks_devices_region(const poas__tasks *t) {

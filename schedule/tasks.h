@@ -1,9 +1,10 @@
 /* tasks.h: the context-level runtime behind the task API: one engine whose
  * workers persist from the first task to poas_finalize. Tasks are host
  * calls with declared accesses; they are ordered by inference exactly as a
- * GEMM run's instructions are. Memory the caller registered is tracked per
- * buffer; other host memory (an asynchronous GEMM's operands) by address
- * range, in one buffer standing for the whole address space. */
+ * GEMM run's instructions are. Every host access, to registered memory or
+ * not (an asynchronous GEMM's operands), is a byte range of one buffer
+ * standing for the whole address space: accesses are ordered by the bytes
+ * they touch, whichever registration (if any) named them. */
 #ifndef POAS_TASKS_H
 #define POAS_TASKS_H
 
@@ -18,11 +19,8 @@ int poas__tasks_create(const poas__devset *set, poas__tasks **out);
 /* Waits for every task, stops the workers; NULL is allowed. */
 void poas__tasks_destroy(poas__tasks *t);
 
-/* Registers [ptr, ptr + bytes) as a buffer; *id names it in regions. */
-int poas__tasks_buffer_add(poas__tasks *t, void *ptr, size_t bytes, int *id);
-/* The region for bytes [lo, hi) of host memory: in the registered buffer
- * that contains them, else in the address-space buffer. */
-poas__region poas__tasks_host_region(poas__tasks *t, uintptr_t lo, uintptr_t hi);
+/* The region for bytes [lo, hi) of host memory. */
+poas__region poas__tasks_host_region(const poas__tasks *t, uintptr_t lo, uintptr_t hi);
 /* A region standing for the context's devices, which runs that drive them
  * write so that they run one at a time. */
 poas__region poas__tasks_devices_region(const poas__tasks *t);

@@ -372,8 +372,101 @@ TEST(failed_run_leaves_later_tasks_alone) {
   return 0;
 }
 
+/* Reads the first float of its access into *arg, after a pause when
+ * asked (a later writer's chance to overtake it). */
+typedef struct peek_arg {
+  int pause_us;
+  float seen;
+} peek_arg;
+
+static void peek_fn(void **buffers, void *arg) {
+  peek_arg *p = arg;
+  usleep((useconds_t)p->pause_us);
+  p->seen = *(const float *)buffers[0];
+}
+
+typedef struct poke_arg {
+  int pause_us;
+  float value;
+} poke_arg;
+
+static void poke_fn(void **buffers, void *arg) {
+  poke_arg *p = arg;
+  usleep((useconds_t)p->pause_us);
+  *(float *)buffers[0] = p->value;
+}
+
+/* A task reading C's first element waits for the asynchronous GEMM that
+ * writes C, however C was registered: only its first column (the GEMM's C
+ * is not inside that buffer), or whole after an earlier registration of
+ * the same memory was dropped (whose stale entry the lookup once found). */
+TEST(async_gemm_ordered_by_bytes_not_buffers) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  enum { N = 1024 };
+  static float A[N * N], B[N * N], C[N * N];
+  for (int i = 0; i < N * N; i++)
+    A[i] = B[i] = 1;
+  for (int shape = 0; shape < 2; shape++) {
+    for (int i = 0; i < N * N; i++)
+      C[i] = -1;
+    poas_buffer *cb;
+    if (shape == 0) {
+      CHECK_OK(poas_buffer_register(ctx, C, N * sizeof *C, &cb));
+    } else {
+      CHECK_OK(poas_buffer_register(ctx, C, sizeof C, &cb));
+      CHECK_OK(poas_buffer_unregister(cb));
+      CHECK_OK(poas_buffer_register(ctx, C, sizeof C, &cb));
+    }
+    poas_task *g, *k;
+    CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1, A,
+                              N, B, N, 0, C, N, &g));
+    peek_arg p = {0, 0};
+    poas_task_desc d = rw_task(cb, 0, sizeof(float), peek_fn, &p, POAS_R);
+    CHECK_OK(poas_task_submit(ctx, &d, &k));
+    CHECK_OK(poas_task_wait(k));
+    CHECK_OK(poas_task_wait(g));
+    CHECK_MSG(p.seen == N, "%s: the task saw C[0] = %g, not %d",
+              shape == 0 ? "first column registered" : "registered again", p.seen, N);
+    CHECK_OK(poas_buffer_unregister(cb));
+  }
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* Two registrations of the same bytes, or of overlapping ones: a writer
+ * through one and a reader through the other are ordered, the reader
+ * second, though the writer pauses first. */
+TEST(tasks_ordered_across_overlapping_registrations) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  float x[8] = {0};
+  poas_buffer *same1, *same2, *whole, *tail;
+  CHECK_OK(poas_buffer_register(ctx, x, 4 * sizeof *x, &same1));
+  CHECK_OK(poas_buffer_register(ctx, x, 4 * sizeof *x, &same2));
+  CHECK_OK(poas_buffer_register(ctx, x, sizeof x, &whole));
+  CHECK_OK(poas_buffer_register(ctx, x + 4, 4 * sizeof *x, &tail));
+  poke_arg w1 = {20000, 42}, w2 = {20000, 7};
+  peek_arg r1 = {0, 0}, r2 = {0, 0};
+  poas_task_desc d = rw_task(same1, 0, 0, poke_fn, &w1, POAS_W);
+  CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  d = rw_task(same2, 0, 0, peek_fn, &r1, POAS_R);
+  CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  d = rw_task(whole, 4 * sizeof *x, sizeof *x, poke_fn, &w2, POAS_W);
+  CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  d = rw_task(tail, 0, sizeof *x, peek_fn, &r2, POAS_R);
+  CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK_MSG(r1.seen == 42, "through the same bytes registered twice the reader saw %g", r1.seen);
+  CHECK_MSG(r2.seen == 7, "through an overlapping registration the reader saw %g", r2.seen);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_concurrent),
           TEST_ENTRY(tasks_wait_all_and_finalize_wait), TEST_ENTRY(tasks_argument_checks),
           TEST_ENTRY(async_gemm_chain), TEST_ENTRY(async_gemm_chain_keeps_c_on_the_device),
           TEST_ENTRY(failed_task_leaves_later_tasks_alone),
-          TEST_ENTRY(failed_run_leaves_later_tasks_alone))
+          TEST_ENTRY(failed_run_leaves_later_tasks_alone),
+          TEST_ENTRY(async_gemm_ordered_by_bytes_not_buffers),
+          TEST_ENTRY(tasks_ordered_across_overlapping_registrations))
