@@ -11,13 +11,19 @@
 
 /* A registration names the memory that tasks' accesses are offsets into;
  * tasks are ordered by the bytes they touch, so the runtime keeps nothing
- * of it. */
+ * of it. The context lists the records (ctx->buffers); the caller holds a
+ * handle to one (schedule/tasks.h), never its address. */
 struct poas_buffer {
   poas_context *ctx;
   char *ptr;
   size_t bytes;
+  uintptr_t handle;
   poas_buffer *next;
 };
+
+static poas_buffer *registration_of(const poas_buffer *handle) {
+  return poas__handle_get((uintptr_t)handle, POAS__HANDLE_BUFFER);
+}
 
 int poas__context_tasks(poas_context *ctx, poas__tasks **out) {
   if (!ctx->tasks) {
@@ -35,6 +41,7 @@ void poas__context_tasks_close(poas_context *ctx) {
   while (ctx->buffers) {
     poas_buffer *b = ctx->buffers;
     ctx->buffers = b->next;
+    poas__handle_take(b->handle, POAS__HANDLE_BUFFER);
     free(b);
   }
 }
@@ -47,22 +54,30 @@ int poas_buffer_register(poas_context *ctx, void *ptr, size_t bytes, poas_buffer
   if (bytes == 0)
     return poas__fail(POAS_EINVAL, "poas_buffer_register: empty buffer");
   poas_buffer *b = calloc(1, sizeof *b);
-  if (!b)
-    return POAS_ENOMEM;
+  if (!b || !(b->handle = poas__handle_new(b, POAS__HANDLE_BUFFER))) {
+    free(b);
+    return poas__fail(POAS_ENOMEM, "poas_buffer_register: out of memory");
+  }
   b->ctx = ctx, b->ptr = ptr, b->bytes = bytes;
   b->next = ctx->buffers;
   ctx->buffers = b;
-  *out = b;
+  *out = (poas_buffer *)b->handle;
   return 0;
 }
 
-int poas_buffer_unregister(poas_buffer *buf) {
+int poas_buffer_unregister(poas_buffer *handle) {
   poas__clear_detail();
-  if (!buf)
+  if (!handle)
     return poas__fail(POAS_ENULL, "poas_buffer_unregister: buf is NULL");
+  poas_buffer *buf = registration_of(handle);
+  if (!buf)
+    return poas__fail(POAS_EINVAL, "poas_buffer_unregister: not a registered buffer "
+                      "(unregistered already, or its context finalized)");
   poas_context *ctx = buf->ctx;
   if (ctx->tasks)
     poas__tasks_wait_all(ctx->tasks);
+  if (poas__handle_take((uintptr_t)handle, POAS__HANDLE_BUFFER) != buf)
+    return poas__fail(POAS_EINVAL, "poas_buffer_unregister: unregistered meanwhile");
   for (poas_buffer **p = &ctx->buffers; *p; p = &(*p)->next)
     if (*p == buf) {
       *p = buf->next;
@@ -132,7 +147,10 @@ static int task_device(const poas_context *ctx, const poas_task_desc *d, int *de
                     d->opencl ? "OpenCL" : "");
 }
 
-static int task_check(const poas_context *ctx, const poas_task_desc *d, int *device) {
+/* Checks a task and finds the registrations its accesses name (reg[i] for
+ * access i). */
+static int task_check(const poas_context *ctx, const poas_task_desc *d, int *device,
+                      const poas_buffer *reg[]) {
   int rc = task_device(ctx, d, device);
   if (rc)
     return rc;
@@ -143,13 +161,16 @@ static int task_check(const poas_context *ctx, const poas_task_desc *d, int *dev
     const poas_task_access *a = &d->access[i];
     if (!a->buffer)
       return poas__fail(POAS_ENULL, "task: access %d has no buffer", i);
-    if (a->buffer->ctx != ctx)
+    const poas_buffer *b = reg[i] = registration_of(a->buffer);
+    if (!b)
+      return poas__fail(POAS_EINVAL, "task: access %d names a buffer that is not registered", i);
+    if (b->ctx != ctx)
       return poas__fail(POAS_EINVAL, "task: access %d names another context's buffer", i);
     if (a->mode != POAS_R && a->mode != POAS_W && a->mode != POAS_RW)
       return poas__fail(POAS_EINVAL, "task: access %d has mode %d", i, (int)a->mode);
-    if (a->offset >= a->buffer->bytes || a->length > a->buffer->bytes - a->offset)
+    if (a->offset >= b->bytes || a->length > b->bytes - a->offset)
       return poas__fail(POAS_ERANGE, "task: access %d [%zu, +%zu) outside its %zu-byte buffer",
-                        i, a->offset, a->length, a->buffer->bytes);
+                        i, a->offset, a->length, b->bytes);
   }
   return 0;
 }
@@ -205,7 +226,8 @@ int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **
   if (!ctx || !desc)
     return poas__fail(POAS_ENULL, "poas_task_submit: %s is NULL", ctx ? "desc" : "ctx");
   int device;
-  int rc = task_check(ctx, desc, &device);
+  const poas_buffer *reg[POAS_TASK_MAX_ACCESS];
+  int rc = task_check(ctx, desc, &device, reg);
   poas__tasks *t;
   if (rc || (rc = poas__context_tasks(ctx, &t)))
     return rc;
@@ -214,8 +236,8 @@ int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **
   poas__access acc[POAS_TASK_MAX_ACCESS + 1];
   for (int i = 0; i < desc->naccess; i++) {
     const poas_task_access *a = &desc->access[i];
-    size_t len = a->length ? a->length : a->buffer->bytes - a->offset;
-    call.host[i] = a->buffer->ptr + a->offset, call.len[i] = len, call.mode[i] = (int)a->mode;
+    size_t len = a->length ? a->length : reg[i]->bytes - a->offset;
+    call.host[i] = reg[i]->ptr + a->offset, call.len[i] = len, call.mode[i] = (int)a->mode;
     uintptr_t lo = (uintptr_t)call.host[i];
     acc[i] = (poas__access){poas__tasks_host_region(t, lo, lo + len), (poas__access_mode)a->mode};
   }

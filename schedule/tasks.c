@@ -1,20 +1,105 @@
-/* tasks.c: the task runtime (see tasks.h). A task is a recycled record
- * holding its call and arguments; its node runs on the engine's host pool.
- * Handles are released by poas_task_wait, or by the runtime for tasks
- * nobody holds. A task's error detail is set on the worker thread that ran
- * it; the record carries it to the thread that waits. */
+/* tasks.c: the task runtime (see tasks.h), and the handles of the task
+ * API. A task is a record holding its call and arguments, recycled once
+ * poas_task_wait has released it (or once it finished, when nobody holds
+ * it) and freed with the runtime; its node runs on the engine's host pool.
+ * A task's error detail is set on the worker thread that ran it; the
+ * record carries it to the thread that waits. */
 #include "schedule/tasks.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-struct poas_task {
+/* ---------------------------------------------------------------- handles */
+
+/* A handle is a slot's index in its low bits and the slot's generation in
+ * the others; the generation moves on when the handle is released, so an
+ * old handle never matches again (until it wraps, 2^40 releases of one
+ * slot on 64-bit machines). Generations start at 1: no handle is 0. */
+#define HANDLE_SLOT_BITS (UINTPTR_MAX > 0xffffffffu ? 24 : 16)
+#define HANDLE_MAX_SLOTS ((int)1 << HANDLE_SLOT_BITS)
+#define HANDLE_MAX_GEN (UINTPTR_MAX >> HANDLE_SLOT_BITS)
+
+typedef struct handle_slot {
+  void *obj;               /* NULL: free */
+  uintptr_t gen;
+  poas__handle_kind kind;
+  int next_free;
+} handle_slot;
+
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static handle_slot *slots;
+static int nslots, cap_slots, free_slot = -1;
+
+uintptr_t poas__handle_new(void *obj, poas__handle_kind kind) {
+  pthread_mutex_lock(&handles_lock);
+  int i = free_slot;
+  if (i >= 0) {
+    free_slot = slots[i].next_free;
+  } else if (nslots < HANDLE_MAX_SLOTS) {
+    if (nslots == cap_slots) {
+      int ncap = cap_slots ? 2 * cap_slots : 64;
+      handle_slot *p = realloc(slots, (size_t)ncap * sizeof *p);
+      if (p)
+        slots = p, cap_slots = ncap;
+    }
+    if (nslots < cap_slots) {
+      i = nslots++;
+      slots[i].gen = 1;
+    }
+  }
+  uintptr_t h = 0;
+  if (i >= 0) {
+    slots[i].obj = obj, slots[i].kind = kind;
+    h = slots[i].gen << HANDLE_SLOT_BITS | (uintptr_t)i;
+  }
+  pthread_mutex_unlock(&handles_lock);
+  return h;
+}
+
+/* The live slot h names, or NULL. Locked. */
+static handle_slot *handle_slot_of(uintptr_t h, poas__handle_kind kind) {
+  uintptr_t i = h & ((uintptr_t)HANDLE_MAX_SLOTS - 1);
+  if (i >= (uintptr_t)nslots)
+    return NULL;
+  handle_slot *s = &slots[i];
+  return s->obj && s->kind == kind && s->gen == h >> HANDLE_SLOT_BITS ? s : NULL;
+}
+
+void *poas__handle_get(uintptr_t h, poas__handle_kind kind) {
+  pthread_mutex_lock(&handles_lock);
+  handle_slot *s = handle_slot_of(h, kind);
+  void *obj = s ? s->obj : NULL;
+  pthread_mutex_unlock(&handles_lock);
+  return obj;
+}
+
+void *poas__handle_take(uintptr_t h, poas__handle_kind kind) {
+  pthread_mutex_lock(&handles_lock);
+  handle_slot *s = handle_slot_of(h, kind);
+  void *obj = NULL;
+  if (s) {
+    obj = s->obj;
+    s->obj = NULL;
+    s->gen = s->gen == HANDLE_MAX_GEN ? 1 : s->gen + 1;
+    s->next_free = free_slot;
+    free_slot = (int)(s - slots);
+  }
+  pthread_mutex_unlock(&handles_lock);
+  return obj;
+}
+
+/* ------------------------------------------------------------------ tasks */
+
+typedef struct task task;
+struct task {
   poas__tasks *rt;
   int (*fn)(void *payload);
   int done, rc, held;
+  uintptr_t handle;        /* what poas_task_wait is given; 0 when not held */
   char *detail;            /* the failed task's poas_error_detail(), or NULL */
-  poas_task *next_free;
+  task *next_free;
+  task *next_all;          /* every record of the runtime, for destroy */
   _Alignas(16) unsigned char payload[POAS__TASK_PAYLOAD];
 };
 
@@ -27,7 +112,8 @@ struct poas__tasks {
    * flight that buys ordering by bytes, whatever registration (if any)
    * named them. */
   int space_buf, devices_buf;
-  poas_task *free_tasks;
+  task *free_tasks;
+  task *all_tasks;
   unsigned epoch;          /* waits the caller has returned from */
 };
 
@@ -64,9 +150,13 @@ void poas__tasks_destroy(poas__tasks *t) {
   if (!t)
     return;
   poas__engine_destroy(t->e);
-  while (t->free_tasks) {
-    poas_task *k = t->free_tasks;
-    t->free_tasks = k->next_free;
+  /* Every task has finished; those never waited for still hold handles. */
+  while (t->all_tasks) {
+    task *k = t->all_tasks;
+    t->all_tasks = k->next_all;
+    if (k->handle)
+      poas__handle_take(k->handle, POAS__HANDLE_TASK);
+    free(k->detail);
     free(k);
   }
   pthread_cond_destroy(&t->done);
@@ -84,7 +174,7 @@ poas__region poas__tasks_devices_region(const poas__tasks *t) {
 /* Runs on a worker thread, unlocked; the record is the task's until
  * task_done. */
 static int task_run(void *arg) {
-  poas_task *k = arg;
+  task *k = arg;
   poas__clear_detail();
   int rc = k->fn(k->payload);
   if (rc && poas_error_detail()[0])
@@ -92,16 +182,17 @@ static int task_run(void *arg) {
   return rc;
 }
 
-static void task_release(poas__tasks *t, poas_task *k) {
+static void task_release(poas__tasks *t, task *k) {
   free(k->detail);
   k->detail = NULL;
+  k->handle = 0;
   k->next_free = t->free_tasks;
   t->free_tasks = k;
 }
 
 /* The node finished (engine locked). */
 static void task_done(void *arg, int rc) {
-  poas_task *k = arg;
+  task *k = arg;
   poas__tasks *t = k->rt;
   k->done = 1;
   k->rc = rc;
@@ -117,14 +208,23 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
   if (payload_bytes > POAS__TASK_PAYLOAD || nacc < 0 || nacc > POAS__MAX_ACCESS)
     return poas__fail(POAS_EINVAL, "task: too many accesses or arguments");
   poas__engine_lock(t->e);
-  poas_task *k = t->free_tasks;
-  if (k)
+  task *k = t->free_tasks;
+  if (k) {
     t->free_tasks = k->next_free;
-  else if (!(k = malloc(sizeof *k))) {
+  } else if ((k = malloc(sizeof *k)) != NULL) {
+    k->next_all = t->all_tasks;
+    t->all_tasks = k;
+  } else {
     poas__engine_unlock(t->e);
     return POAS_ENOMEM;
   }
   k->rt = t, k->fn = fn, k->done = 0, k->rc = 0, k->held = out != NULL, k->detail = NULL;
+  k->handle = out ? poas__handle_new(k, POAS__HANDLE_TASK) : 0;
+  if (out && !k->handle) {
+    task_release(t, k);
+    poas__engine_unlock(t->e);
+    return poas__fail(POAS_ENOMEM, "task: no handle left for it");
+  }
   memcpy(k->payload, payload, payload_bytes);
   poas__ins in = {.kind = POAS__INS_HOST, .device = POAS__HOST_ANY, .chunk = -1,
                   .naccess = nacc};
@@ -133,9 +233,12 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
   in.u.host.arg = k;
   int id = poas__engine_add(t->e, &in, task_done, k);
   if (id >= 0 && out)
-    *out = k;
-  if (id < 0) /* not added: nothing will finish it */
+    *out = (poas_task *)k->handle;
+  if (id < 0) { /* not added: nothing will finish it */
+    if (k->handle)
+      poas__handle_take(k->handle, POAS__HANDLE_TASK);
     task_release(t, k);
+  }
   poas__engine_unlock(t->e);
   return id < 0 ? id : 0;
 }
@@ -154,10 +257,14 @@ unsigned poas__tasks_epoch(poas__tasks *t) {
   return e;
 }
 
-int poas_task_wait(poas_task *k) {
+int poas_task_wait(poas_task *handle) {
   poas__clear_detail();
-  if (!k)
+  if (!handle)
     return poas__fail(POAS_ENULL, "poas_task_wait: task is NULL");
+  task *k = poas__handle_take((uintptr_t)handle, POAS__HANDLE_TASK);
+  if (!k)
+    return poas__fail(POAS_EINVAL, "poas_task_wait: not a task to wait for (waited for "
+                      "already, or its context finalized)");
   poas__tasks *t = k->rt;
   poas__engine_lock(t->e);
   while (!k->done) {

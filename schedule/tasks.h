@@ -12,6 +12,21 @@
 
 typedef struct poas__tasks poas__tasks;
 
+/* Handles. What poas_task_submit and poas_buffer_register hand out is not
+ * the address of a record but a slot of one process-wide table with that
+ * slot's generation: a handle used after its release (a second wait or
+ * unregister, a use after poas_finalize) is recognised and refused instead
+ * of reaching freed or reused memory. */
+typedef enum poas__handle_kind { POAS__HANDLE_TASK = 1, POAS__HANDLE_BUFFER } poas__handle_kind;
+
+/* A new handle for obj, or 0 when none is left (out of memory). */
+uintptr_t poas__handle_new(void *obj, poas__handle_kind kind);
+/* The object behind a live handle of that kind, else NULL. */
+void *poas__handle_get(uintptr_t h, poas__handle_kind kind);
+/* Releases a live handle of that kind and returns its object; NULL (and
+ * nothing released) when it is not live. */
+void *poas__handle_take(uintptr_t h, poas__handle_kind kind);
+
 /* Bytes of arguments a task carries by value. */
 #define POAS__TASK_PAYLOAD 256
 
@@ -27,7 +42,8 @@ poas__region poas__tasks_devices_region(const poas__tasks *t);
 
 /* Submits fn(payload copy) with accesses acc[0..nacc). *out, when out is
  * not NULL, is the handle poas_task_wait releases; otherwise the task is
- * released when it finishes. */
+ * released when it finishes. Tasks never waited for are released by
+ * poas__tasks_destroy. */
 int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *payload,
                        size_t payload_bytes, const poas__access *acc, int nacc,
                        poas_task **out);

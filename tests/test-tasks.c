@@ -463,10 +463,45 @@ TEST(tasks_ordered_across_overlapping_registrations) {
   return 0;
 }
 
+/* Handles are released once: a second wait or unregister, or one after
+ * poas_finalize, is refused with POAS_EINVAL, also once a later task or
+ * registration has taken over the released record; handles never waited
+ * for are released by poas_finalize (ASan's leak check sees the rest). */
+TEST(task_handles_released_once) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  int x = 0;
+  poas_buffer *b, *b2;
+  CHECK_OK(poas_buffer_register(ctx, &x, sizeof x, &b));
+  poas_task_desc d = rw_task(b, 0, 0, set42_fn, NULL, POAS_W);
+  poas_task *k, *k2, *unwaited[50];
+  CHECK_OK(poas_task_submit(ctx, &d, &k));
+  CHECK_OK(poas_task_wait(k));
+  CHECK_RC(poas_task_wait(k), POAS_EINVAL);
+  CHECK_OK(poas_task_submit(ctx, &d, &k2));
+  CHECK_RC(poas_task_wait(k), POAS_EINVAL);
+  CHECK_OK(poas_task_wait(k2));
+  CHECK_RC(poas_task_wait((poas_task *)b), POAS_EINVAL);
+  CHECK_OK(poas_buffer_unregister(b));
+  CHECK_RC(poas_buffer_unregister(b), POAS_EINVAL);
+  CHECK_RC(poas_task_submit(ctx, &d, NULL), POAS_EINVAL); /* d names b */
+  CHECK_OK(poas_buffer_register(ctx, &x, sizeof x, &b2));
+  CHECK_RC(poas_buffer_unregister(b), POAS_EINVAL);
+  d.access[0].buffer = b2;
+  for (int i = 0; i < 50; i++)
+    CHECK_OK(poas_task_submit(ctx, &d, &unwaited[i]));
+  poas_finalize(ctx);
+  CHECK_RC(poas_task_wait(unwaited[0]), POAS_EINVAL);
+  CHECK_RC(poas_buffer_unregister(b2), POAS_EINVAL);
+  CHECK(x == 42);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_concurrent),
           TEST_ENTRY(tasks_wait_all_and_finalize_wait), TEST_ENTRY(tasks_argument_checks),
           TEST_ENTRY(async_gemm_chain), TEST_ENTRY(async_gemm_chain_keeps_c_on_the_device),
           TEST_ENTRY(failed_task_leaves_later_tasks_alone),
           TEST_ENTRY(failed_run_leaves_later_tasks_alone),
           TEST_ENTRY(async_gemm_ordered_by_bytes_not_buffers),
-          TEST_ENTRY(tasks_ordered_across_overlapping_registrations))
+          TEST_ENTRY(tasks_ordered_across_overlapping_registrations),
+          TEST_ENTRY(task_handles_released_once))
