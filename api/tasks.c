@@ -74,8 +74,9 @@ int poas_buffer_unregister(poas_buffer *handle) {
     return poas__fail(POAS_EINVAL, "poas_buffer_unregister: not a registered buffer "
                       "(unregistered already, or its context finalized)");
   poas_context *ctx = buf->ctx;
-  if (ctx->tasks)
-    poas__tasks_wait_all(ctx->tasks);
+  int rc = ctx->tasks ? poas__tasks_wait_all(ctx->tasks) : 0;
+  if (rc)
+    return rc;
   if (poas__handle_take((uintptr_t)handle, POAS__HANDLE_BUFFER) != buf)
     return poas__fail(POAS_EINVAL, "poas_buffer_unregister: unregistered meanwhile");
   for (poas_buffer **p = &ctx->buffers; *p; p = &(*p)->next)
@@ -253,7 +254,5 @@ int poas_wait_all(poas_context *ctx) {
   poas__clear_detail();
   if (!ctx)
     return poas__fail(POAS_ENULL, "poas_wait_all: ctx is NULL");
-  if (ctx->tasks)
-    poas__tasks_wait_all(ctx->tasks);
-  return 0;
+  return ctx->tasks ? poas__tasks_wait_all(ctx->tasks) : 0;
 }

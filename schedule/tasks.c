@@ -171,12 +171,20 @@ poas__region poas__tasks_devices_region(const poas__tasks *t) {
   return (poas__region){t->devices_buf, 0, 1, 0, 1};
 }
 
+/* The runtime whose task this thread is running, if any: such a task
+ * must not wait for that runtime's tasks, since it is one of them. */
+static _Thread_local const poas__tasks *running_in;
+
+int poas__tasks_in_task(const poas__tasks *t) { return t && running_in == t; }
+
 /* Runs on a worker thread, unlocked; the record is the task's until
  * task_done. */
 static int task_run(void *arg) {
   task *k = arg;
   poas__clear_detail();
+  running_in = k->rt;
   int rc = k->fn(k->payload);
+  running_in = NULL;
   if (rc && poas_error_detail()[0])
     k->detail = strdup(poas_error_detail());
   return rc;
@@ -243,11 +251,19 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
   return id < 0 ? id : 0;
 }
 
-void poas__tasks_wait_all(poas__tasks *t) {
+static int waiting_in_task(void) {
+  return poas__fail(POAS_ESTATE, "called from a task: a task cannot wait for its context's "
+                    "tasks (it would wait for itself)");
+}
+
+int poas__tasks_wait_all(poas__tasks *t) {
+  if (poas__tasks_in_task(t))
+    return waiting_in_task();
   poas__engine_lock(t->e);
   poas__engine_drain(t->e);
   t->epoch++;
   poas__engine_unlock(t->e);
+  return 0;
 }
 
 unsigned poas__tasks_epoch(poas__tasks *t) {
@@ -261,7 +277,11 @@ int poas_task_wait(poas_task *handle) {
   poas__clear_detail();
   if (!handle)
     return poas__fail(POAS_ENULL, "poas_task_wait: task is NULL");
-  task *k = poas__handle_take((uintptr_t)handle, POAS__HANDLE_TASK);
+  task *k = poas__handle_get((uintptr_t)handle, POAS__HANDLE_TASK);
+  if (k && poas__tasks_in_task(k->rt))
+    return waiting_in_task();
+  if (k)
+    k = poas__handle_take((uintptr_t)handle, POAS__HANDLE_TASK);
   if (!k)
     return poas__fail(POAS_EINVAL, "poas_task_wait: not a task to wait for (waited for "
                       "already, or its context finalized)");

@@ -47,8 +47,11 @@ poas__region poas__tasks_devices_region(const poas__tasks *t);
 int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *payload,
                        size_t payload_bytes, const poas__access *acc, int nacc,
                        poas_task **out);
-/* Waits for every task submitted so far. */
-void poas__tasks_wait_all(poas__tasks *t);
+/* Waits for every task submitted so far; POAS_ESTATE, waiting for
+ * nothing, when called from one of t's tasks. */
+int poas__tasks_wait_all(poas__tasks *t);
+/* Whether the calling thread is running one of t's tasks (t may be NULL). */
+int poas__tasks_in_task(const poas__tasks *t);
 /* How many times a wait (poas_task_wait, poas__tasks_wait_all) has
  * returned. Once one has, the caller may have touched any host memory: a
  * task submitted after it must not trust device copies made before. */

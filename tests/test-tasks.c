@@ -497,6 +497,52 @@ TEST(task_handles_released_once) {
   return 0;
 }
 
+/* What a task tries of the calls that wait for its context's tasks, and
+ * what they returned. */
+typedef struct nested_arg {
+  poas_context *ctx;
+  poas_task *other;
+  poas_buffer *buf;
+  int wait_all_rc, wait_rc, unregister_rc;
+  char detail[128];
+} nested_arg;
+
+static void nested_fn(void **buffers, void *arg) {
+  (void)buffers;
+  nested_arg *n = arg;
+  n->wait_all_rc = poas_wait_all(n->ctx);
+  snprintf(n->detail, sizeof n->detail, "%s", poas_error_detail());
+  n->wait_rc = poas_task_wait(n->other);
+  n->unregister_rc = poas_buffer_unregister(n->buf);
+}
+
+/* A task that waits for its context's tasks would wait for itself: the
+ * calls refuse with POAS_ESTATE at once, and leave the handles they were
+ * given as they were. */
+TEST(task_cannot_wait_for_its_context) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  int x = 0;
+  poas_buffer *b;
+  CHECK_OK(poas_buffer_register(ctx, &x, sizeof x, &b));
+  nested_arg n = {.ctx = ctx, .buf = b};
+  poas_task_desc d = rw_task(b, 0, 0, set42_fn, NULL, POAS_W);
+  CHECK_OK(poas_task_submit(ctx, &d, &n.other));
+  poas_task_desc nd = {.cpu = nested_fn, .arg = &n};
+  poas_task *k;
+  CHECK_OK(poas_task_submit(ctx, &nd, &k));
+  CHECK_OK(poas_task_wait(k));
+  CHECK_RC(n.wait_all_rc, POAS_ESTATE);
+  CHECK_MSG(strstr(n.detail, "task"), "detail '%s'", n.detail);
+  CHECK_RC(n.wait_rc, POAS_ESTATE);
+  CHECK_RC(n.unregister_rc, POAS_ESTATE);
+  CHECK_OK(poas_task_wait(n.other));
+  CHECK(x == 42);
+  CHECK_OK(poas_buffer_unregister(b));
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_concurrent),
           TEST_ENTRY(tasks_wait_all_and_finalize_wait), TEST_ENTRY(tasks_argument_checks),
           TEST_ENTRY(async_gemm_chain), TEST_ENTRY(async_gemm_chain_keeps_c_on_the_device),
@@ -504,4 +550,5 @@ TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_co
           TEST_ENTRY(failed_run_leaves_later_tasks_alone),
           TEST_ENTRY(async_gemm_ordered_by_bytes_not_buffers),
           TEST_ENTRY(tasks_ordered_across_overlapping_registrations),
-          TEST_ENTRY(task_handles_released_once))
+          TEST_ENTRY(task_handles_released_once),
+          TEST_ENTRY(task_cannot_wait_for_its_context))
