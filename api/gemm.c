@@ -1,59 +1,101 @@
 /* gemm.c: poas_sgemm and poas_dgemm. Checks every argument before touching
- * anything (BLIS-style, in gemm_check), turns row-major calls into
- * column-major ones, and hands the problem to the pipeline: now, or (the
- * _async variants) as a task ordered by the matrices it touches. */
+ * anything (BLIS-style, in gemm_check), in the caller's terms so that an
+ * error names the argument the caller passed, then turns row-major calls
+ * into column-major ones and hands the problem to the pipeline: now, or
+ * (the _async variants) as a task ordered by the matrices it touches. */
 #include "api/context.h"
 #include "schedule/tasks.h"
 
 #include <string.h>
 
-/* Validates a column-major problem; the caller has already normalised the
- * layout, so lda/ldb/ldc are checked against stored rows. */
-static int gemm_check(const poas__gemm_problem *p) {
-  if (p->transa != POAS_NO_TRANS && p->transa != POAS_TRANS)
-    return poas__fail(POAS_EOP, "gemm: unknown transa value %d", (int)p->transa);
-  if (p->transb != POAS_NO_TRANS && p->transb != POAS_TRANS)
-    return poas__fail(POAS_EOP, "gemm: unknown transb value %d", (int)p->transb);
-  if (p->m < 0 || p->n < 0 || p->k < 0)
-    return poas__fail(POAS_ESIZE, "gemm: negative size (m=%lld n=%lld k=%lld)",
-                      (long long)p->m, (long long)p->n, (long long)p->k);
-  if (p->row_major ? poas__gemm_sizes_overflow("gemm", p->dtype, p->n, p->m, p->k)
-                   : poas__gemm_sizes_overflow("gemm", p->dtype, p->m, p->n, p->k))
-    return POAS_EINVAL;
-  int64_t a_rows, a_cols, b_rows, b_cols;
-  poas__operand_dims(p, 'a', &a_rows, &a_cols);
-  poas__operand_dims(p, 'b', &b_rows, &b_cols);
-  if (p->lda < POAS__MAX(1, a_rows))
-    return poas__fail(POAS_ELD, "gemm: lda=%lld is smaller than %lld", (long long)p->lda,
-                      (long long)POAS__MAX(1, a_rows));
-  if (p->ldb < POAS__MAX(1, b_rows))
-    return poas__fail(POAS_ELD, "gemm: ldb=%lld is smaller than %lld", (long long)p->ldb,
-                      (long long)POAS__MAX(1, b_rows));
-  if (p->ldc < POAS__MAX(1, p->m))
-    return poas__fail(POAS_ELD, "gemm: ldc=%lld is smaller than %lld", (long long)p->ldc,
-                      (long long)POAS__MAX(1, p->m));
-  int64_t tmp;
-  if (poas__mul_overflow(POAS__MAX(a_cols, 1), p->lda, &tmp) ||
-      poas__mul_overflow(POAS__MAX(b_cols, 1), p->ldb, &tmp) ||
-      poas__mul_overflow(POAS__MAX(p->n, 1), p->ldc, &tmp) || tmp > INT64_MAX / 8)
-    return poas__fail(POAS_ETOOBIG, "gemm: matrix extent overflows 64-bit indexing");
-  int c_used = p->m > 0 && p->n > 0;
-  int ab_used = c_used && p->k > 0 && p->alpha != 0;
-  if (c_used && !p->c)
-    return poas__fail(POAS_ENULL, "gemm: C is NULL");
-  if (ab_used && (!p->a || !p->b))
-    return poas__fail(POAS_ENULL, "gemm: %s is NULL", p->a ? "B" : "A");
-  if (ab_used) {
-    size_t elem = poas__dtype_size(p->dtype);
-    uintptr_t clo, chi, lo, hi;
-    poas__matrix_span(p->c, p->m, p->n, p->ldc, elem, &clo, &chi);
-    poas__matrix_span(p->a, a_rows, a_cols, p->lda, elem, &lo, &hi);
-    if (poas__spans_overlap(clo, chi, lo, hi))
-      return poas__fail(POAS_EOVERLAP, "gemm: C overlaps A");
-    poas__matrix_span(p->b, b_rows, b_cols, p->ldb, elem, &lo, &hi);
-    if (poas__spans_overlap(clo, chi, lo, hi))
-      return poas__fail(POAS_EOVERLAP, "gemm: C overlaps B");
+/* A GEMM's arguments as the caller passed them. */
+typedef struct gemm_args {
+  poas_dtype dtype;
+  poas_layout layout;
+  poas_op transa, transb;
+  int64_t m, n, k;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+  int64_t lda, ldb, ldc;
+} gemm_args;
+
+/* One matrix as the caller stored it: `lines` runs of `run` elements,
+ * `ld` elements apart (a column-major matrix's columns, a row-major one's
+ * rows). Leading dimensions and overlaps are checked on this alone, the
+ * same way in both layouts. */
+typedef struct stored {
+  const char *name;        /* "A", "B" or "C" */
+  const char *ld_name;     /* "lda", "ldb" or "ldc" */
+  const void *p;
+  int64_t run, lines, ld;
+} stored;
+
+/* Matrix `name`, which is rows x cols before `op`, as stored in `layout`. */
+static stored stored_as(const char *name, const char *ld_name, const void *p,
+                        poas_layout layout, poas_op op, int64_t rows, int64_t cols, int64_t ld) {
+  if (op == POAS_TRANS) {
+    int64_t t = rows;
+    rows = cols, cols = t;
   }
+  int col = layout == POAS_COL_MAJOR;
+  return (stored){name, ld_name, p, col ? rows : cols, col ? cols : rows, ld};
+}
+
+/* Whether C and x overlap: whether the address ranges they span meet. */
+static int shares_elements(const stored *c, const stored *x, size_t elem) {
+  uintptr_t clo, chi, xlo, xhi;
+  poas__matrix_span(c->p, c->run, c->lines, c->ld, elem, &clo, &chi);
+  poas__matrix_span(x->p, x->run, x->lines, x->ld, elem, &xlo, &xhi);
+  return poas__spans_overlap(clo, chi, xlo, xhi);
+}
+
+/* Validates a call in the caller's terms: the layout, the operations, the
+ * sizes, then each matrix's leading dimension, extent, pointer and
+ * overlap with C. */
+static int gemm_check(const gemm_args *g) {
+  if (g->layout != POAS_COL_MAJOR && g->layout != POAS_ROW_MAJOR)
+    return poas__fail(POAS_ELAYOUT, "gemm: unknown layout value %d", (int)g->layout);
+  if (g->transa != POAS_NO_TRANS && g->transa != POAS_TRANS)
+    return poas__fail(POAS_EOP, "gemm: unknown transa value %d", (int)g->transa);
+  if (g->transb != POAS_NO_TRANS && g->transb != POAS_TRANS)
+    return poas__fail(POAS_EOP, "gemm: unknown transb value %d", (int)g->transb);
+  if (g->m < 0 || g->n < 0 || g->k < 0)
+    return poas__fail(POAS_ESIZE, "gemm: negative size (m=%lld n=%lld k=%lld)",
+                      (long long)g->m, (long long)g->n, (long long)g->k);
+  if (poas__gemm_sizes_overflow("gemm", g->dtype, g->m, g->n, g->k))
+    return POAS_EINVAL;
+  const stored mat[3] = {
+      stored_as("A", "lda", g->a, g->layout, g->transa, g->m, g->k, g->lda),
+      stored_as("B", "ldb", g->b, g->layout, g->transb, g->k, g->n, g->ldb),
+      stored_as("C", "ldc", g->c, g->layout, POAS_NO_TRANS, g->m, g->n, g->ldc),
+  };
+  for (int i = 0; i < 3; i++) {
+    const stored *x = &mat[i];
+    if (x->ld < POAS__MAX(1, x->run))
+      return poas__fail(POAS_ELD, "gemm: %s=%lld is smaller than %lld", x->ld_name,
+                        (long long)x->ld, (long long)POAS__MAX(1, x->run));
+  }
+  for (int i = 0; i < 3; i++) {
+    const stored *x = &mat[i];
+    int64_t elems;
+    if (poas__mul_overflow(POAS__MAX(x->lines, 1), x->ld, &elems) || elems > INT64_MAX / 8)
+      return poas__fail(POAS_ETOOBIG, "gemm: %s's extent (%s=%lld times %lld) overflows "
+                        "64-bit indexing", x->name, x->ld_name, (long long)x->ld,
+                        (long long)x->lines);
+  }
+  int c_used = g->m > 0 && g->n > 0;
+  int ab_used = c_used && g->k > 0 && g->alpha != 0;
+  if (c_used && !g->c)
+    return poas__fail(POAS_ENULL, "gemm: C is NULL");
+  for (int i = 0; ab_used && i < 2; i++)
+    if (!mat[i].p)
+      return poas__fail(POAS_ENULL, "gemm: %s is NULL", mat[i].name);
+  /* A and B are only read: they may overlap each other. */
+  size_t elem = poas__dtype_size(g->dtype);
+  for (int i = 0; ab_used && i < 2; i++)
+    if (shares_elements(&mat[2], &mat[i], elem))
+      return poas__fail(POAS_EOVERLAP, "gemm: C overlaps %s", mat[i].name);
   return 0;
 }
 
@@ -69,38 +111,31 @@ int poas__gemm_shape(poas__gemm_problem *p, poas_layout layout, poas_op transa, 
   return 0;
 }
 
-/* Builds and checks the column-major problem for a call in either layout. */
-static int gemm_build(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
-                      poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
-                      const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
-                      void *C, int64_t ldc, poas__gemm_problem *out) {
+/* Checks a call and builds its column-major problem. */
+static int gemm_build(poas_context *ctx, const gemm_args *g, poas__gemm_problem *out) {
   poas__clear_detail();
   if (!ctx)
     return poas__fail(POAS_ENULL, "gemm: ctx is NULL");
-  poas__gemm_problem p = {.dtype = dtype, .alpha = alpha, .beta = beta, .c = C, .ldc = ldc};
-  int rc = poas__gemm_shape(&p, layout, transa, transb, m, n, k);
+  int rc = gemm_check(g);
   if (rc)
     return rc;
+  poas__gemm_problem p = {.dtype = g->dtype, .alpha = g->alpha, .beta = g->beta, .c = g->c,
+                          .ldc = g->ldc};
+  /* Cannot fail: gemm_check has checked the layout. */
+  poas__gemm_shape(&p, g->layout, g->transa, g->transb, g->m, g->n, g->k);
   if (p.row_major) {
     /* Row-major C (m x n) is column-major C^T (n x m) = op(B)^T op(A)^T. */
-    p.a = B, p.lda = ldb, p.b = A, p.ldb = lda;
+    p.a = g->b, p.lda = g->ldb, p.b = g->a, p.ldb = g->lda;
   } else {
-    p.a = A, p.lda = lda, p.b = B, p.ldb = ldb;
+    p.a = g->a, p.lda = g->lda, p.b = g->b, p.ldb = g->ldb;
   }
-  rc = gemm_check(&p);
-  if (rc)
-    return rc;
   *out = p;
   return 0;
 }
 
-static int gemm_entry(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
-                      poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
-                      const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
-                      void *C, int64_t ldc) {
+static int gemm_entry(poas_context *ctx, const gemm_args *g) {
   poas__gemm_problem p;
-  int rc = gemm_build(ctx, dtype, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta,
-                      C, ldc, &p);
+  int rc = gemm_build(ctx, g, &p);
   if (rc)
     return rc;
   /* Outstanding tasks may touch these matrices: the synchronous call
@@ -155,42 +190,42 @@ static int gemm_submit(poas_context *ctx, const poas__gemm_problem *p, poas_task
   return poas__tasks_submit(t, gemm_task_run, &g, sizeof g, acc, n, out);
 }
 
-static int gemm_async(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
-                      poas_op transb, int64_t m, int64_t n, int64_t k, double alpha,
-                      const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
-                      void *C, int64_t ldc, poas_task **out) {
+static int gemm_async(poas_context *ctx, const gemm_args *g, poas_task **out) {
   poas__gemm_problem p;
-  int rc = gemm_build(ctx, dtype, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta,
-                      C, ldc, &p);
+  int rc = gemm_build(ctx, g, &p);
   return rc ? rc : gemm_submit(ctx, &p, out);
 }
 
 int poas_sgemm(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb, int64_t m,
                int64_t n, int64_t k, float alpha, const float *A, int64_t lda, const float *B,
                int64_t ldb, float beta, float *C, int64_t ldc) {
-  return gemm_entry(ctx, POAS_FLOAT32, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
-                    beta, C, ldc);
+  gemm_args g = {POAS_FLOAT32, layout, transa, transb, m, n, k, alpha, beta, A, B, C,
+                 lda, ldb, ldc};
+  return gemm_entry(ctx, &g);
 }
 
 int poas_dgemm(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb, int64_t m,
                int64_t n, int64_t k, double alpha, const double *A, int64_t lda, const double *B,
                int64_t ldb, double beta, double *C, int64_t ldc) {
-  return gemm_entry(ctx, POAS_FLOAT64, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
-                    beta, C, ldc);
+  gemm_args g = {POAS_FLOAT64, layout, transa, transb, m, n, k, alpha, beta, A, B, C,
+                 lda, ldb, ldc};
+  return gemm_entry(ctx, &g);
 }
 
 int poas_sgemm_async(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb,
                      int64_t m, int64_t n, int64_t k, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
                      poas_task **out) {
-  return gemm_async(ctx, POAS_FLOAT32, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
-                    beta, C, ldc, out);
+  gemm_args g = {POAS_FLOAT32, layout, transa, transb, m, n, k, alpha, beta, A, B, C,
+                 lda, ldb, ldc};
+  return gemm_async(ctx, &g, out);
 }
 
 int poas_dgemm_async(poas_context *ctx, poas_layout layout, poas_op transa, poas_op transb,
                      int64_t m, int64_t n, int64_t k, double alpha, const double *A,
                      int64_t lda, const double *B, int64_t ldb, double beta, double *C,
                      int64_t ldc, poas_task **out) {
-  return gemm_async(ctx, POAS_FLOAT64, layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
-                    beta, C, ldc, out);
+  gemm_args g = {POAS_FLOAT64, layout, transa, transb, m, n, k, alpha, beta, A, B, C,
+                 lda, ldb, ldc};
+  return gemm_async(ctx, &g, out);
 }

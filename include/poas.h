@@ -158,7 +158,8 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
 /* C = alpha * op(A) * op(B) + beta * C, with BLAS semantics: op(A) is m x k,
  * op(B) is k x n, C is m x n; when beta is 0, C is not read (NaNs in it do
  * not propagate). Runs on every selected device at once. On an argument
- * error nothing is written. */
+ * error nothing is written, and poas_error_detail() names the argument as
+ * the call passed it, in either layout. */
 int poas_sgemm(poas_context *ctx, poas_layout layout, poas_op transa,
                poas_op transb, int64_t m, int64_t n, int64_t k, float alpha,
                const float *A, int64_t lda, const float *B, int64_t ldb,

@@ -1,6 +1,6 @@
 /* test-api.c: poas_init's selection errors and GEMM argument validation:
- * every bad argument returns its own code and leaves C unchanged, byte for
- * byte. */
+ * every bad argument returns its own code, a detail that names it as the
+ * caller passed it, and leaves C unchanged, byte for byte. */
 #include "harness.h"
 #include "tools/fit-text.h"
 
@@ -105,6 +105,49 @@ TEST(gemm_validation) {
   bad |= expect(ctx, POAS_EOVERLAP, CM, NT, NT, 2, 2, 2, A, 2, C + 2, 2, C, 2, "C overlaps B");
   poas_finalize(ctx);
   return bad;
+}
+
+/* A call that fails with `want`, its detail saying `says`. */
+#define CHECK_FAILS(call, want, says)                                                        \
+  do {                                                                                      \
+    int rc_ = (call);                                                                       \
+    CHECK_MSG(rc_ == (want) && strstr(poas_error_detail(), says), "%s: %s '%s', not %s '%s'", \
+              #call, poas_err_name(rc_), poas_error_detail(), poas_err_name(want), says);   \
+  } while (0)
+
+/* Errors of a row-major call name the arguments the caller passed, though
+ * it runs as the column-major C^T = op(B)^T op(A)^T, with A and B, m and n
+ * and the transposes swapped. */
+TEST(row_major_errors_name_the_callers_arguments) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  const poas_layout RM = POAS_ROW_MAJOR;
+  const poas_op NT = POAS_NO_TRANS, T = POAS_TRANS;
+  /* op(A) is 6 x 4 and op(B) 4 x 5: lda >= 4, ldb >= 5, ldc >= 5. */
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, 6, 5, 4, 1, A, 3, B, 5, 0, C, 5), POAS_ELD,
+              "gemm: lda=3 is smaller than 4");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, 6, 5, 4, 1, A, 4, B, 3, 0, C, 5), POAS_ELD,
+              "gemm: ldb=3 is smaller than 5");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, 6, 5, 4, 1, A, 4, B, 5, 0, C, 4), POAS_ELD,
+              "gemm: ldc=4 is smaller than 5");
+  CHECK_FAILS(poas_sgemm(ctx, RM, T, NT, 6, 5, 4, 1, A, 5, B, 5, 0, C, 5), POAS_ELD,
+              "gemm: lda=5 is smaller than 6");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, 6, 5, 4, 1, NULL, 4, B, 5, 0, C, 5), POAS_ENULL,
+              "gemm: A is NULL");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, 6, 5, 4, 1, A, 4, NULL, 5, 0, C, 5), POAS_ENULL,
+              "gemm: B is NULL");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, 6, 5, 4, 1, C, 4, B, 5, 0, C, 5), POAS_EOVERLAP,
+              "gemm: C overlaps A");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, 6, 5, 4, 1, A, 4, C, 5, 0, C, 5), POAS_EOVERLAP,
+              "gemm: C overlaps B");
+  CHECK_FAILS(poas_sgemm(ctx, RM, (poas_op)5, NT, 6, 5, 4, 1, A, 4, B, 5, 0, C, 5), POAS_EOP,
+              "gemm: unknown transa value 5");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, (poas_op)6, 6, 5, 4, 1, A, 4, B, 5, 0, C, 5), POAS_EOP,
+              "gemm: unknown transb value 6");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, -1, 5, 4, 1, A, 4, B, 5, 0, C, 5), POAS_ESIZE,
+              "(m=-1 n=5 k=4)");
+  poas_finalize(ctx);
+  return 0;
 }
 
 /* Sizes whose matrices hold more bytes than int64 counts are refused
@@ -275,7 +318,8 @@ TEST(calibration_says_how_long_building_kernels_took) {
 }
 
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device_queries),
-          TEST_ENTRY(gemm_validation), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
+          TEST_ENTRY(gemm_validation), TEST_ENTRY(row_major_errors_name_the_callers_arguments),
+          TEST_ENTRY(gemm_refuses_sizes_that_overflow),
           TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
           TEST_ENTRY(calibration_says_what_it_cut_for_time),
