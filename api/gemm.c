@@ -42,12 +42,43 @@ static stored stored_as(const char *name, const char *ld_name, const void *p,
   return (stored){name, ld_name, p, col ? rows : cols, col ? cols : rows, ld};
 }
 
-/* Whether C and x overlap: whether the address ranges they span meet. */
+static int intervals_meet(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return a0 < b1 && b0 < a1;
+}
+
+/* Whether C and x share an element. Their address spans are compared
+ * first; when the spans meet and both have the same leading dimension,
+ * with x a whole number of elements from C, the elements themselves are:
+ * LAPACK's trailing update (C = A22 -= A21 A12, all blocks of one array)
+ * and matrices of interleaved rows meet in their spans and nowhere else.
+ * Counting in elements from C's first, C's (r, c) is at r + c ld with
+ * r < run <= ld. With x at d = q ld + s (0 <= s < ld), x's (r', c') is at
+ * (r' + s) + (c' + q) ld, where r' + s < 2 ld: row r' + s of C's column
+ * c' + q when below ld, else row r' + s - ld of column c' + q + 1. So
+ * they meet exactly when C's rectangle meets x's moved by (s, q) or by
+ * (s - ld, q + 1). Other leading dimensions, and x between elements, keep
+ * the span test, which refuses more than it must but never too little.
+ * gemm_check has bounded every extent by INT64_MAX / 8 elements, so none
+ * of this wraps. */
 static int shares_elements(const stored *c, const stored *x, size_t elem) {
   uintptr_t clo, chi, xlo, xhi;
   poas__matrix_span(c->p, c->run, c->lines, c->ld, elem, &clo, &chi);
   poas__matrix_span(x->p, x->run, x->lines, x->ld, elem, &xlo, &xhi);
-  return poas__spans_overlap(clo, chi, xlo, xhi);
+  if (!poas__spans_overlap(clo, chi, xlo, xhi))
+    return 0;
+  uintptr_t bytes = xlo >= clo ? xlo - clo : clo - xlo;
+  if (c->ld != x->ld || bytes % elem != 0)
+    return 1;
+  int64_t ld = c->ld, d = (int64_t)(bytes / elem);
+  if (xlo < clo)
+    d = -d;
+  int64_t q = d / ld, s = d % ld;
+  if (s < 0) /* C's division truncates; q is the floor */
+    s += ld, q--;
+  return (intervals_meet(0, c->run, s, s + x->run) &&
+          intervals_meet(0, c->lines, q, q + x->lines)) ||
+         (intervals_meet(0, c->run, s - ld, s - ld + x->run) &&
+          intervals_meet(0, c->lines, q + 1, q + 1 + x->lines));
 }
 
 /* Validates a call in the caller's terms: the layout, the operations, the

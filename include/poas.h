@@ -159,7 +159,15 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * op(B) is k x n, C is m x n; when beta is 0, C is not read (NaNs in it do
  * not propagate). Runs on every selected device at once. On an argument
  * error nothing is written, and poas_error_detail() names the argument as
- * the call passed it, in either layout. */
+ * the call passed it, in either layout.
+ *
+ * C may share no element with A or B (POAS_EOVERLAP); A and B, only read,
+ * may overlap each other. Blocks of one array are fine, such as LAPACK's
+ * trailing update (A21, A12 and A22 of one matrix) or matrices of
+ * interleaved rows: when C and the other matrix have the same leading
+ * dimension (and lie a whole number of elements apart) the test is exact,
+ * element by element; otherwise any overlap of the address ranges they
+ * span is refused. */
 int poas_sgemm(poas_context *ctx, poas_layout layout, poas_op transa,
                poas_op transb, int64_t m, int64_t n, int64_t k, float alpha,
                const float *A, int64_t lda, const float *B, int64_t ldb,

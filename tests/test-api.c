@@ -1,9 +1,11 @@
 /* test-api.c: poas_init's selection errors and GEMM argument validation:
  * every bad argument returns its own code, a detail that names it as the
- * caller passed it, and leaves C unchanged, byte for byte. */
+ * caller passed it, and leaves C unchanged, byte for byte; GEMMs on blocks
+ * of one array. */
 #include "harness.h"
 #include "tools/fit-text.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +148,202 @@ TEST(row_major_errors_name_the_callers_arguments) {
               "gemm: unknown transb value 6");
   CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, -1, 5, 4, 1, A, 4, B, 5, 0, C, 5), POAS_ESIZE,
               "(m=-1 n=5 k=4)");
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* Element (i, j) of a matrix whose (0, 0) is element `at` of an array of
+ * leading dimension ld, in `layout`. */
+static int64_t element(poas_layout layout, int64_t ld, int64_t at, int64_t i, int64_t j) {
+  return at + (layout == POAS_COL_MAJOR ? i + j * ld : i * ld + j);
+}
+
+/* One array holding A, B and C, and where each starts in it. */
+typedef struct in_place {
+  const char *what;
+  poas_layout layout;
+  int64_t ld, size;        /* the array's leading dimension and elements */
+  int64_t m, n, k;
+  int64_t a, b, c;         /* the matrices' first elements */
+  double beta;
+} in_place;
+
+/* Runs C = -A B + beta C (dgemm, no transposes) on blocks of one array,
+ * through the synchronous call or as a task, and checks C against a
+ * reference computed from a copy of the array, every element outside C
+ * unchanged, bit for bit. With beta = 0, C is poisoned first. */
+static int run_in_place(poas_context *ctx, const in_place *t, int async) {
+  double *x = malloc((size_t)t->size * sizeof *x), *x0 = malloc((size_t)t->size * sizeof *x);
+  double *ref = calloc((size_t)t->size, sizeof *ref);
+  char *in_c = calloc((size_t)t->size, 1);
+  CHECK(x && x0 && ref && in_c);
+  test_fill(x, POAS_FLOAT64, (size_t)t->size, 7);
+  for (int64_t i = 0; i < t->m; i++)
+    for (int64_t j = 0; j < t->n; j++) {
+      int64_t e = element(t->layout, t->ld, t->c, i, j);
+      in_c[e] = 1;
+      if (t->beta == 0)
+        test_poison(&x[e], POAS_FLOAT64, 1);
+    }
+  memcpy(x0, x, (size_t)t->size * sizeof *x);
+  for (int64_t i = 0; i < t->m; i++)
+    for (int64_t j = 0; j < t->n; j++) {
+      double sum = 0;
+      for (int64_t p = 0; p < t->k; p++)
+        sum += x0[element(t->layout, t->ld, t->a, i, p)] *
+               x0[element(t->layout, t->ld, t->b, p, j)];
+      int64_t e = element(t->layout, t->ld, t->c, i, j);
+      ref[e] = -sum + (t->beta != 0 ? t->beta * x0[e] : 0);
+    }
+  const poas_op NT = POAS_NO_TRANS;
+  if (async) {
+    poas_task *task;
+    CHECK_OK(poas_dgemm_async(ctx, t->layout, NT, NT, t->m, t->n, t->k, -1, x + t->a, t->ld,
+                              x + t->b, t->ld, t->beta, x + t->c, t->ld, &task));
+    CHECK_OK(poas_task_wait(task));
+  } else {
+    CHECK_MSG(poas_dgemm(ctx, t->layout, NT, NT, t->m, t->n, t->k, -1, x + t->a, t->ld,
+                         x + t->b, t->ld, t->beta, x + t->c, t->ld) == 0,
+              "%s: %s", t->what, poas_error_detail());
+  }
+  int bad = 0;
+  for (int64_t e = 0; e < t->size && !bad; e++) {
+    if (in_c[e])
+      bad = !(fabs(x[e] - ref[e]) <= 1e-12 * (double)(t->k + 1));
+    else
+      bad = memcmp(&x[e], &x0[e], sizeof *x) != 0;
+    if (bad)
+      fprintf(stderr, "  %s%s: element %lld is %g, expected %g\n", t->what,
+              async ? " (task)" : "", (long long)e, x[e], in_c[e] ? ref[e] : x0[e]);
+  }
+  free(x);
+  free(x0);
+  free(ref);
+  free(in_c);
+  return bad;
+}
+
+/* Blocks of one array whose address ranges meet but whose elements do not
+ * are accepted and computed right: LAPACK's trailing update (A22 -= A21
+ * A12 in an 8 x 8 array) and matrices of interleaved rows (or columns,
+ * row-major), in both layouts and both orders. */
+TEST(gemm_takes_blocks_of_one_array) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  const poas_layout CM = POAS_COL_MAJOR, RM = POAS_ROW_MAJOR;
+  /* Offsets from block origins: (i, j) of the array is element(layout, ld, 0, i, j). */
+  const in_place cases[] = {
+      {"LU trailing update", CM, 8, 64, 6, 6, 2, element(CM, 8, 0, 2, 0),
+       element(CM, 8, 0, 0, 2), element(CM, 8, 0, 2, 2), 1},
+      {"LU trailing update, row-major", RM, 8, 64, 6, 6, 2, element(RM, 8, 0, 2, 0),
+       element(RM, 8, 0, 0, 2), element(RM, 8, 0, 2, 2), 1},
+      /* A 4 x 8 array: C its rows 0-1, A rows 2-3, B rows 0-2 of columns 4-7. */
+      {"C rows 0-1, A rows 2-3", CM, 4, 32, 2, 4, 3, 2, 16, 0, 0},
+      {"C rows 2-3, A rows 0-1", CM, 4, 32, 2, 4, 3, 0, 16, 2, 0.5},
+      /* An 8 x 4 row-major array: C its columns 0-1, A columns 2-3, B rows 4-5. */
+      {"C columns 0-1, A columns 2-3, row-major", RM, 4, 32, 4, 2, 2, 2, 16, 0, 0},
+      {"C columns 2-3, A columns 0-1, row-major", RM, 4, 32, 4, 2, 2, 0, 16, 2, 0.5},
+      /* B interleaved with C instead: C rows 0-1 of a 4 x 8 array, B rows 2-3. */
+      {"C rows 0-1, B rows 2-3", CM, 4, 32, 2, 4, 2, 16, 2, 0, 0},
+  };
+  int bad = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    bad |= run_in_place(ctx, &cases[i], 0) | run_in_place(ctx, &cases[i], 1);
+  poas_finalize(ctx);
+  return bad;
+}
+
+/* Overlaps that are real are still refused, in both layouts, including
+ * the one the element test must catch past the end of C's column: a
+ * matrix whose rows run over into C's next column. */
+TEST(gemm_refuses_matrices_that_share_elements) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  test_fill(C, POAS_FLOAT32, M * N, 3);
+  const poas_layout CM = POAS_COL_MAJOR, RM = POAS_ROW_MAJOR;
+  const poas_op NT = POAS_NO_TRANS;
+  int bad = 0;
+  /* C is 2 x 3 in ld 4: elements 0, 1, 4, 5, 8, 9. */
+  bad |= expect(ctx, POAS_EOVERLAP, CM, NT, NT, 2, 3, 2, C + 1, 4, B, 2, C, 4,
+                "A one row below C");
+  bad |= expect(ctx, POAS_EOVERLAP, CM, NT, NT, 2, 3, 2, C + 3, 4, B, 2, C, 4,
+                "A's second row is C's next column's first");
+  bad |= expect(ctx, POAS_EOVERLAP, CM, NT, NT, 2, 3, 2, A, 2, C + 9, 4, C, 4,
+                "B starts at C's last element");
+  bad |= expect(ctx, POAS_EOVERLAP, CM, NT, NT, 2, 3, 2, C, 4, B, 2, C + 1, 4,
+                "A one row above C");
+  /* The same, row-major: C is 3 x 2 in ld 4. */
+  bad |= expect(ctx, POAS_EOVERLAP, RM, NT, NT, 3, 2, 2, C + 1, 4, B, 2, C, 4,
+                "row-major: A one column right of C");
+  bad |= expect(ctx, POAS_EOVERLAP, RM, NT, NT, 3, 2, 2, C + 3, 4, B, 2, C, 4,
+                "row-major: A's rows run over into C's next row");
+  bad |= expect(ctx, POAS_EOVERLAP, RM, NT, NT, 3, 2, 2, A, 2, C + 8, 4, C, 4,
+                "row-major: B starts in C's last row");
+  /* Different leading dimensions keep the span test: disjoint elements
+   * (C rows 0-1 of ld 4, A every other element from 2 on) are refused. */
+  bad |= expect(ctx, POAS_EOVERLAP, CM, NT, NT, 2, 3, 2, C + 2, 8, B, 2, C, 4,
+                "different leading dimensions, spans meet");
+  poas_finalize(ctx);
+  return bad;
+}
+
+/* The element test against brute force: random small matrices in one
+ * array, in both layouts and with transposes, are refused exactly when C
+ * shares an element with A or B (with the same leading dimension), or
+ * when their address ranges meet (with different ones). */
+TEST(gemm_overlap_matches_brute_force) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  static double x[64];
+  test_fill(x, POAS_FLOAT64, 64, 11);
+  uint64_t seed = 12345;
+#define NEXT(n) (seed = seed * 6364136223846793005ull + 1442695040888963407ull, (int64_t)((seed >> 33) % (n)))
+  int refused = 0, accepted = 0;
+  for (int trial = 0; trial < 600; trial++) {
+    test_fill(x, POAS_FLOAT64, 64, (uint64_t)trial); /* what earlier trials wrote, afresh */
+    poas_layout lay = NEXT(2) ? POAS_COL_MAJOR : POAS_ROW_MAJOR;
+    poas_op ta = NEXT(2) ? POAS_TRANS : POAS_NO_TRANS, tb = NEXT(2) ? POAS_TRANS : POAS_NO_TRANS;
+    int64_t m = 1 + NEXT(3), n = 1 + NEXT(3), k = 1 + NEXT(3);
+    /* As stored: runs of `run` elements, `lines` of them, ld apart. */
+    int64_t dims[3][2] = {{ta == POAS_NO_TRANS ? m : k, ta == POAS_NO_TRANS ? k : m},
+                          {tb == POAS_NO_TRANS ? k : n, tb == POAS_NO_TRANS ? n : k},
+                          {m, n}};
+    int64_t run[3], lines[3], ld[3], at[3];
+    for (int i = 0; i < 3; i++) {
+      int col = lay == POAS_COL_MAJOR;
+      run[i] = dims[i][!col], lines[i] = dims[i][col];
+      at[i] = NEXT(24);
+    }
+    ld[2] = run[2] + NEXT(3);
+    for (int i = 0; i < 2; i++)
+      ld[i] = NEXT(3) && ld[2] >= run[i] ? ld[2] : run[i] + NEXT(3);
+    int shares = 0;
+    for (int i = 0; i < 2; i++) {
+      if (ld[i] != ld[2]) {
+        int64_t lo = at[i], hi = at[i] + (lines[i] - 1) * ld[i] + run[i];
+        int64_t clo = at[2], chi = at[2] + (lines[2] - 1) * ld[2] + run[2];
+        shares |= lo < chi && clo < hi;
+        continue;
+      }
+      for (int64_t r = 0; r < run[i]; r++)
+        for (int64_t l = 0; l < lines[i]; l++)
+          for (int64_t rc = 0; rc < run[2]; rc++)
+            for (int64_t lc = 0; lc < lines[2]; lc++)
+              shares |= at[i] + r + l * ld[i] == at[2] + rc + lc * ld[2];
+    }
+    int rc = poas_dgemm(ctx, lay, ta, tb, m, n, k, 1, x + at[0], ld[0], x + at[1], ld[1], 0,
+                        x + at[2], ld[2]);
+    CHECK_MSG(rc == (shares ? POAS_EOVERLAP : 0),
+              "trial %d: %s %c%c m=%lld n=%lld k=%lld at %lld, %lld, %lld ld %lld, %lld, %lld: "
+              "%s (%s)",
+              trial, lay == POAS_COL_MAJOR ? "col" : "row", ta == POAS_TRANS ? 'T' : 'N',
+              tb == POAS_TRANS ? 'T' : 'N', (long long)m, (long long)n, (long long)k,
+              (long long)at[0], (long long)at[1], (long long)at[2], (long long)ld[0],
+              (long long)ld[1], (long long)ld[2], poas_err_name(rc), poas_error_detail());
+    refused += shares, accepted += !shares;
+  }
+#undef NEXT
+  CHECK_MSG(refused > 50 && accepted > 50, "refused %d, accepted %d", refused, accepted);
   poas_finalize(ctx);
   return 0;
 }
@@ -319,7 +517,9 @@ TEST(calibration_says_how_long_building_kernels_took) {
 
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device_queries),
           TEST_ENTRY(gemm_validation), TEST_ENTRY(row_major_errors_name_the_callers_arguments),
-          TEST_ENTRY(gemm_refuses_sizes_that_overflow),
+          TEST_ENTRY(gemm_takes_blocks_of_one_array),
+          TEST_ENTRY(gemm_refuses_matrices_that_share_elements),
+          TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
           TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
           TEST_ENTRY(calibration_says_what_it_cut_for_time),
