@@ -40,7 +40,7 @@ int poas_init(poas_context **out, const poas_options *opts) {
 
   poas_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "poas_init: no memory for a context");
   poas__resident_init(ctx);
   pthread_mutex_init(&ctx->adapt_lock, NULL);
   const char *adapt = getenv("POAS_ADAPT");
@@ -107,25 +107,29 @@ void poas_finalize(poas_context *ctx) {
 }
 
 int poas_device_count(const poas_context *ctx) {
+  poas__clear_detail();
   if (!ctx)
-    return POAS_ENULL;
+    return poas__fail(POAS_ENULL, "poas_device_count: ctx is NULL");
   return ctx->devices.ndev;
 }
 
 int poas_device_get(const poas_context *ctx, int index, poas_device_info *out) {
+  poas__clear_detail();
   if (!ctx || !out)
-    return POAS_ENULL;
+    return poas__fail(POAS_ENULL, "poas_device_get: %s is NULL", ctx ? "out" : "ctx");
   if (index < 0 || index >= ctx->devices.ndev)
-    return POAS_ERANGE;
+    return poas__fail(POAS_ERANGE, "poas_device_get: device %d out of range (0 to %d)", index,
+                      ctx->devices.ndev - 1);
   *out = ctx->devices.dev[index]->info;
   return 0;
 }
 
 int poas_last_report(const poas_context *ctx, poas_report *out) {
+  poas__clear_detail();
   if (!ctx || !out)
-    return POAS_ENULL;
+    return poas__fail(POAS_ENULL, "poas_last_report: %s is NULL", ctx ? "out" : "ctx");
   if (!ctx->has_report)
-    return POAS_ESTATE;
+    return poas__fail(POAS_ESTATE, "poas_last_report: no GEMM has run on this context yet");
   *out = ctx->report;
   return 0;
 }

@@ -77,7 +77,7 @@ int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas
     return rc;
   poas__gemm_plan *plan = malloc(sizeof *plan);
   if (!plan)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "plan: no memory for a plan");
   rc = poas__gemm_plan_make(ctx, &p, plan);
   if (!rc)
     describe(ctx, &p, plan, out);

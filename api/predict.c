@@ -16,8 +16,9 @@ void poas_calibrate_options_init(poas_calibrate_options *opts) {
 }
 
 int poas_default_profile_path(char *buf, size_t cap) {
+  poas__clear_detail();
   if (!buf)
-    return POAS_ENULL;
+    return poas__fail(POAS_ENULL, "poas_default_profile_path: buf is NULL");
   char tmp[1024];
   int rc = poas__profile_default_path(tmp, sizeof tmp);
   if (rc)
@@ -511,8 +512,9 @@ int poas_predict_transfer(const poas_context *ctx, int device, poas_direction di
 }
 
 int poas_profile_get(const poas_context *ctx, poas_profile_info *out) {
+  poas__clear_detail();
   if (!ctx || !out)
-    return POAS_ENULL;
+    return poas__fail(POAS_ENULL, "poas_profile_get: %s is NULL", ctx ? "out" : "ctx");
   const poas__profile_status *st = &ctx->profile;
   memset(out, 0, sizeof *out);
   poas__strlcpy(out->path, st->path, sizeof out->path);

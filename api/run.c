@@ -264,7 +264,7 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
     return 0;
   poas__gemm_plan *plan = malloc(sizeof *plan);
   if (!plan)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "gemm: no memory for a plan");
   poas__gemm_source *src = NULL;
   poas__work_source *ws = NULL;
   int rc = poas__gemm_plan_make(ctx, p, plan);
@@ -286,7 +286,10 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
    * copy it kept is not all of C. */
   poas__resident_finish(ctx, &kept, rc || r.faults);
   if (rc) {
-    poas__fail(rc, "gemm: the run failed: %s", poas_strerror(rc));
+    /* What failed, as the layers below said it, where they did. */
+    char why[400];
+    poas__strlcpy(why, poas_error_detail(), sizeof why);
+    poas__fail(rc, "gemm: the run failed: %s", why[0] ? why : poas_strerror(rc));
     goto done;
   }
   for (int i = 0; i < r.ndevices; i++)

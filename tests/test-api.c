@@ -1,7 +1,7 @@
 /* test-api.c: poas_init's selection errors and GEMM argument validation:
  * every bad argument returns its own code, a detail that names it as the
  * caller passed it, and leaves C unchanged, byte for byte; GEMMs on blocks
- * of one array. */
+ * of one array; the details of the other entry points. */
 #include "harness.h"
 #include "tools/fit-text.h"
 
@@ -348,6 +348,34 @@ TEST(gemm_overlap_matches_brute_force) {
   return 0;
 }
 
+/* Every entry point that fails says why in its own words, never with an
+ * earlier call's detail. */
+TEST(errors_leave_no_stale_detail) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  const poas_layout CM = POAS_COL_MAJOR;
+  const poas_op NT = POAS_NO_TRANS;
+  /* Each call below comes after an overlap error. */
+#define AFTER_OVERLAP(call, want, says)                                                  \
+  CHECK_RC(poas_sgemm(ctx, CM, NT, NT, 2, 2, 2, 1, C, 2, B, 2, 0, C, 2), POAS_EOVERLAP); \
+  CHECK_FAILS(call, want, says)
+  AFTER_OVERLAP(poas_device_count(NULL), POAS_ENULL, "poas_device_count: ctx is NULL");
+  poas_device_info info;
+  AFTER_OVERLAP(poas_device_get(ctx, 1, &info), POAS_ERANGE, "device 1 out of range (0 to 0)");
+  AFTER_OVERLAP(poas_device_get(ctx, 0, NULL), POAS_ENULL, "poas_device_get: out is NULL");
+  poas_report report;
+  AFTER_OVERLAP(poas_last_report(ctx, &report), POAS_ESTATE, "no GEMM has run");
+  AFTER_OVERLAP(poas_last_report(NULL, &report), POAS_ENULL, "poas_last_report: ctx is NULL");
+  AFTER_OVERLAP(poas_profile_get(ctx, NULL), POAS_ENULL, "poas_profile_get: out is NULL");
+  AFTER_OVERLAP(poas_default_profile_path(NULL, 10), POAS_ENULL,
+                "poas_default_profile_path: buf is NULL");
+#undef AFTER_OVERLAP
+  /* A call that succeeds leaves no detail either. */
+  CHECK(poas_device_count(ctx) == 1 && poas_error_detail()[0] == '\0');
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* Sizes whose matrices hold more bytes than int64 counts are refused
  * before anything is planned or touched, by every GEMM entry, with the
  * sizes in the detail. */
@@ -519,7 +547,8 @@ TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device
           TEST_ENTRY(gemm_validation), TEST_ENTRY(row_major_errors_name_the_callers_arguments),
           TEST_ENTRY(gemm_takes_blocks_of_one_array),
           TEST_ENTRY(gemm_refuses_matrices_that_share_elements),
-          TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
+          TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(errors_leave_no_stale_detail),
+          TEST_ENTRY(gemm_refuses_sizes_that_overflow),
           TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
           TEST_ENTRY(calibration_says_what_it_cut_for_time),
