@@ -2,8 +2,11 @@
  * come from poas_options first, then the environment, then defaults. */
 #include "api/context.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void poas_options_init(poas_options *opts) {
   if (!opts)
@@ -25,6 +28,26 @@ static int parse_policy(const char *text, poas__policy *out) {
     return 0;
   return poas__fail(POAS_EINVAL,
                     "unknown scheduling policy '%s' (expected static, guided or dynamic)", text);
+}
+
+/* Checks that the trace file can be written, so that a path that cannot
+ * be fails poas_init, naming it, instead of every run that traces.
+ * A file there is opened for writing but not truncated (a trace from an
+ * earlier run stays until a run replaces it); a missing one is created
+ * and removed again. O_NONBLOCK: a FIFO with no reader is refused instead
+ * of waited on. */
+static int check_trace(const char *path) {
+  int fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0 && errno == ENOENT) {
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY, 0666);
+    if (fd >= 0)
+      unlink(path);
+  }
+  if (fd < 0)
+    return poas__fail(POAS_EIO, "poas_init: cannot write the trace %s: %s", path,
+                      strerror(errno));
+  close(fd);
+  return 0;
 }
 
 int poas_init(poas_context **out, const poas_options *opts) {
@@ -51,8 +74,10 @@ int poas_init(poas_context **out, const poas_options *opts) {
   if (rc)
     goto fail_ctx;
   const char *trace = setting(opts->trace, "POAS_TRACE");
+  if (trace && (rc = check_trace(trace)) != 0)
+    goto fail_ctx;
   if (trace && !(ctx->trace_path = strdup(trace))) {
-    rc = POAS_ENOMEM;
+    rc = poas__fail(POAS_ENOMEM, "poas_init: no memory for the trace's path");
     goto fail_ctx;
   }
   char err[512] = "";

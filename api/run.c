@@ -154,7 +154,9 @@ static void sched_config(const poas_context *ctx, const poas__gemm_plan *plan,
   const poas__opt_result *r = &plan->res;
   memset(cfg, 0, sizeof *cfg);
   cfg->policy = ctx->sched;
-  cfg->trace_path = ctx->trace_path;
+  /* The context settled its trace, POAS_TRACE included, in poas_init: ""
+   * keeps the scheduler from reading POAS_TRACE again. */
+  cfg->trace_path = ctx->trace_path ? ctx->trace_path : "";
   const char *fault = getenv("POAS_FAULT");
   cfg->fault_spec = fault && *fault ? fault : NULL;
   for (int i = 0; i < r->ndev; i++) {
@@ -259,6 +261,18 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
   pthread_mutex_unlock(&ctx->adapt_lock);
 }
 
+/* A trace that could not be written does not fail the run it traced,
+ * whose result is in C by then: poas_init checked that the file could be
+ * written, so this is a full disk or a file that went away, and one
+ * warning says so; the context writes no trace after it, rather than
+ * failing the same way on every run. */
+static void give_up_trace(poas_context *ctx) {
+  poas__warn("%s: this context's runs go on without a trace", poas_error_detail());
+  poas__clear_detail();
+  free(ctx->trace_path);
+  ctx->trace_path = NULL;
+}
+
 int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   if (p->m == 0 || p->n == 0)
     return 0;
@@ -282,6 +296,13 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   cfg.no_inline = p->no_inline;
   poas_report r;
   rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);
+  /* The scheduler writes the trace once the run is over, and POAS_EIO is
+   * the one error a trace it could not write gives (schedule/run.c): the
+   * run itself went through, and r is its report. */
+  if (rc == POAS_EIO && *cfg.trace_path) {
+    give_up_trace(ctx);
+    rc = 0;
+  }
   /* A device that failed during the run left its part of C to others: the
    * copy it kept is not all of C. */
   poas__resident_finish(ctx, &kept, rc || r.faults);

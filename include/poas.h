@@ -111,7 +111,10 @@ typedef struct poas_options {
   int no_profile;
   /* Scheduling policy, as POAS_SCHED: "static", "guided" or "dynamic". */
   const char *sched;
-  /* Chrome trace output file, as POAS_TRACE. */
+  /* Chrome trace output file, as POAS_TRACE; each run replaces it.
+   * poas_init checks that it can be written. Should a run's trace still
+   * fail to be written (a full disk), the run succeeds all the same, with
+   * a warning (POAS_LOG), and the context writes no trace after it. */
   const char *trace;
   /* Log level, as POAS_LOG: 0 silent, 1 warnings, 2 info, 3 debug;
    * -1 means take POAS_LOG (default silent). */
@@ -129,7 +132,9 @@ void poas_options_init(poas_options *opts);
 /* Creates a context: opens the selected devices and loads the profile.
  * opts may be NULL. On success *ctx is set and 0 returned; on error *ctx is
  * left untouched. A device that fails at start-up is left out with a warning
- * unless the selection names it explicitly, in which case it is an error. */
+ * unless the selection names it explicitly, in which case it is an error.
+ * A trace file that cannot be written is POAS_EIO, the detail naming it
+ * and why. */
 int poas_init(poas_context **ctx, const poas_options *opts);
 /* Destroys a context; NULL is allowed. */
 void poas_finalize(poas_context *ctx);

@@ -376,6 +376,61 @@ TEST(errors_leave_no_stale_detail) {
   return 0;
 }
 
+/* A trace file that cannot be written fails poas_init, naming it and why;
+ * one that fails later (a full disk: /dev/full) does not fail the run,
+ * whose result is in C. */
+TEST(trace_that_cannot_be_written) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu";
+  o.no_profile = 1;
+  o.trace = "/nonexistent-poas-folder/trace.json";
+  poas_context *ctx = NULL;
+  CHECK_FAILS(poas_init(&ctx, &o), POAS_EIO,
+              "trace /nonexistent-poas-folder/trace.json: No such file or directory");
+  CHECK(ctx == NULL);
+  const char *dir = test_tmp_path("");
+  CHECK(dir);
+  o.trace = dir;
+  CHECK_FAILS(poas_init(&ctx, &o), POAS_EIO, "Is a directory");
+  /* A file that may be created is not left behind by the check. */
+  const char *fresh = test_tmp_path("fresh-trace.json");
+  CHECK(fresh);
+  o.trace = fresh;
+  CHECK_OK(poas_init(&ctx, &o));
+  FILE *f = fopen(fresh, "r");
+  CHECK_MSG(f == NULL, "%s was left behind", fresh);
+  poas_finalize(ctx);
+  ctx = NULL;
+  f = fopen("/dev/full", "w");
+  if (!f)
+    SKIP("no /dev/full");
+  fclose(f);
+  o.trace = "/dev/full";
+  CHECK_OK(poas_init(&ctx, &o));
+  test_fill(A, POAS_FLOAT32, M * K, 1);
+  test_fill(B, POAS_FLOAT32, K * N, 2);
+  for (int run = 0; run < 2; run++) {
+    test_poison(C, POAS_FLOAT32, M * N);
+    CHECK_MSG(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, A, M, B, K,
+                         0, C, M) == 0,
+              "run %d: %s", run, poas_error_detail());
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        double want = 0;
+        for (int p = 0; p < K; p++)
+          want += (double)A[i + p * M] * (double)B[p + j * K];
+        CHECK_MSG(fabs(C[i + j * M] - want) <= 1e-5, "run %d: C(%d, %d) = %g, expected %g", run,
+                  i, j, C[i + j * M], want);
+      }
+  }
+  poas_report r;
+  CHECK_OK(poas_last_report(ctx, &r));
+  CHECK(r.m == M && r.n == N && r.k == K);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* Sizes whose matrices hold more bytes than int64 counts are refused
  * before anything is planned or touched, by every GEMM entry, with the
  * sizes in the detail. */
@@ -548,7 +603,7 @@ TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device
           TEST_ENTRY(gemm_takes_blocks_of_one_array),
           TEST_ENTRY(gemm_refuses_matrices_that_share_elements),
           TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(errors_leave_no_stale_detail),
-          TEST_ENTRY(gemm_refuses_sizes_that_overflow),
+          TEST_ENTRY(trace_that_cannot_be_written), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
           TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
           TEST_ENTRY(calibration_says_what_it_cut_for_time),
