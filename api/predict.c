@@ -492,6 +492,10 @@ int poas_predict_gemm(const poas_context *ctx, int device, poas_dtype dtype, poa
   if (m < 0 || n < 0 || k < 0)
     return poas__fail(POAS_ESIZE, "poas_predict_gemm: negative size (m=%lld n=%lld k=%lld)",
                       (long long)m, (long long)n, (long long)k);
+  /* Sizes no matrices can have are refused as the GEMM calls and
+   * poas_plan_gemm refuse them, not timed. */
+  if (poas__gemm_sizes_overflow("poas_predict_gemm", dtype, m, n, k))
+    return POAS_EINVAL;
   *seconds = poas__model_gemm_time(&ctx->models[device], dtype, transa, transb, m, n, k);
   return 0;
 }

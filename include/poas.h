@@ -401,7 +401,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
  * `device` (an index as for poas_device_get) with the operands already in
  * its memory: the cost of one chunk as the planner sees it. 0 for an
  * empty C. Errors: POAS_ENULL, POAS_ERANGE (device), POAS_EDTYPE, POAS_EOP,
- * POAS_ESIZE (negative size). */
+ * POAS_ESIZE (negative size), POAS_EINVAL (sizes whose matrices' bytes
+ * overflow 64 bits, as for the GEMM calls). */
 int poas_predict_gemm(const poas_context *ctx, int device, poas_dtype dtype, poas_op transa,
                       poas_op transb, int64_t m, int64_t n, int64_t k, double *seconds);
 /* Predicted seconds to copy `bytes` between the host's (pageable) memory

@@ -376,6 +376,24 @@ TEST(errors_leave_no_stale_detail) {
   return 0;
 }
 
+/* poas_predict_gemm refuses the sizes the GEMM calls and poas_plan_gemm
+ * refuse, with the same detail, where it once timed them (1.4e46 s). */
+TEST(predict_refuses_sizes_that_overflow) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  const poas_op NT = POAS_NO_TRANS;
+  double s = -1;
+  CHECK_FAILS(poas_predict_gemm(ctx, 0, POAS_FLOAT32, NT, NT, INT64_MAX, INT64_MAX, INT64_MAX, &s),
+              POAS_EINVAL, "poas_predict_gemm: sizes too large");
+  CHECK_FAILS(poas_predict_gemm(ctx, 0, POAS_FLOAT64, NT, NT, INT64_MAX / 2, 2, 0, &s),
+              POAS_EINVAL, "C (m x n)");
+  CHECK(s == -1);
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, NT, NT, 1 << 20, 1 << 20, 1 << 20, &s));
+  CHECK(s > 0);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* A trace file that cannot be written fails poas_init, naming it and why;
  * one that fails later (a full disk: /dev/full) does not fail the run,
  * whose result is in C. */
@@ -603,6 +621,7 @@ TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device
           TEST_ENTRY(gemm_takes_blocks_of_one_array),
           TEST_ENTRY(gemm_refuses_matrices_that_share_elements),
           TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(errors_leave_no_stale_detail),
+          TEST_ENTRY(predict_refuses_sizes_that_overflow),
           TEST_ENTRY(trace_that_cannot_be_written), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
           TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
