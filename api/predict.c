@@ -115,9 +115,15 @@ static int select_devices(const poas_context *ctx, const char *list, int sel[]) 
   char *save = NULL;
   for (char *id = strtok_r(buf, ", ", &save); id; id = strtok_r(NULL, ", ", &save)) {
     int found = 0;
-    for (int i = 0; i < ctx->devices.ndev; i++)
-      if (strcmp(ctx->devices.dev[i]->info.id, id) == 0)
-        found = sel[i] = 1;
+    for (int i = 0; i < ctx->devices.ndev; i++) {
+      if (strcmp(ctx->devices.dev[i]->info.id, id) != 0)
+        continue;
+      /* As poas_init refuses a device named twice (core/spec.c): an id
+       * names one device, a sim's as much as any. */
+      if (sel[i])
+        return poas__fail(POAS_ESPEC, "poas_calibrate: device '%s' selected twice", id);
+      found = sel[i] = 1;
+    }
     if (!found)
       return poas__fail(POAS_EINVAL, "poas_calibrate: no device '%s' in this context", id);
     any = 1;

@@ -390,7 +390,8 @@ typedef struct poas_calibration_result {
  * whole (out->replaced says why).
  *
  * Errors: POAS_EINVAL for an unknown device id or dtype mask, or an
- * output that is not a regular file; POAS_EPROFILE for an output that
+ * output that is not a regular file; POAS_ESPEC for a device id given
+ * twice, as poas_init refuses one; POAS_EPROFILE for an output that
  * holds something other than a POAS profile; POAS_EIO when the output
  * cannot be written (before measuring, or after) or read; POAS_EFIT when
  * a fit fails. The context's models are then left as they were. */

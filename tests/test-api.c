@@ -394,6 +394,22 @@ TEST(predict_refuses_sizes_that_overflow) {
   return 0;
 }
 
+/* poas_calibrate refuses a device named twice, as poas_init does, before
+ * measuring anything. */
+TEST(calibrate_refuses_a_device_named_twice) {
+  poas_context *ctx = test_open("sim,sim");
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.devices = "sim0,sim1,sim0";
+  CHECK_FAILS(poas_calibrate(ctx, &o, NULL), POAS_ESPEC, "device 'sim0' selected twice");
+  o.devices = "sim1, sim1";
+  CHECK_FAILS(poas_calibrate(ctx, &o, NULL), POAS_ESPEC, "device 'sim1' selected twice");
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* A trace file that cannot be written fails poas_init, naming it and why;
  * one that fails later (a full disk: /dev/full) does not fail the run,
  * whose result is in C. */
@@ -622,6 +638,7 @@ TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device
           TEST_ENTRY(gemm_refuses_matrices_that_share_elements),
           TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(errors_leave_no_stale_detail),
           TEST_ENTRY(predict_refuses_sizes_that_overflow),
+          TEST_ENTRY(calibrate_refuses_a_device_named_twice),
           TEST_ENTRY(trace_that_cannot_be_written), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
           TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
