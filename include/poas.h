@@ -102,7 +102,13 @@ typedef struct poas_options {
   /* Device selection, as POAS_DEVICES: comma-separated entries, each a kind
    * ("cpu", "cuda", "opencl", "sim") or an id ("opencl0"), with settings
    * after colons: "cpu:threads=1,opencl0", "sim:rate=1e11:bandwidth=1e10".
-   * Default: every device found. */
+   * Default: every device found.
+   *
+   * A sim device simulates timing only: it takes the time its settings
+   * (or profile) say and computes nothing, so the part of C given to it
+   * is not computed. It is for testing scheduling and for planning
+   * machines you do not have; a context that mixes sims with real devices
+   * gives wrong numbers in C, by design. */
   const char *devices;
   /* Profile path, as POAS_PROFILE; default
    * $XDG_DATA_HOME/poas/<hostname>.json. */
