@@ -1,6 +1,7 @@
 /* context.c: poas_init / poas_finalize and the device queries. Settings
  * come from poas_options first, then the environment, then defaults. */
 #include "api/context.h"
+#include "schedule/tasks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -123,6 +124,13 @@ void poas__adapt_reset(poas_context *ctx) {
 void poas_finalize(poas_context *ctx) {
   if (!ctx)
     return;
+  /* From one of its own tasks it would wait for itself, then free what
+   * that task runs on: refused, and the context stays open. */
+  if (poas__tasks_in_task(ctx->tasks)) {
+    poas__warn("poas_finalize called from one of the context's tasks: ignored (a task cannot "
+               "close its own context)");
+    return;
+  }
   poas__context_tasks_close(ctx);
   poas__resident_release_all(ctx);
   poas__devset_close(&ctx->devices);

@@ -170,9 +170,10 @@ static int gemm_entry(poas_context *ctx, const gemm_args *g) {
   if (rc)
     return rc;
   /* Outstanding tasks may touch these matrices: the synchronous call
-   * comes after them. */
-  if (ctx->tasks)
-    poas__tasks_wait_all(ctx->tasks);
+   * comes after them. From one of those tasks it would wait for itself:
+   * POAS_ESTATE. */
+  if (ctx->tasks && (rc = poas__tasks_wait_all(ctx->tasks)) != 0)
+    return rc;
   return poas__gemm_run(ctx, &p);
 }
 

@@ -371,9 +371,12 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   if (opts->output && (rc = examine_output(ctx, sel, opts->output, &keep, replaced,
                                            sizeof replaced)))
     return rc;
-  /* Calibration has the devices to itself: outstanding tasks finish first. */
-  if (ctx->tasks)
-    poas__tasks_wait_all(ctx->tasks);
+  /* Calibration has the devices to itself: outstanding tasks finish first
+   * (from one of them it would wait for itself: POAS_ESTATE). */
+  if (ctx->tasks && (rc = poas__tasks_wait_all(ctx->tasks)) != 0) {
+    free(keep);
+    return rc;
+  }
   for (int i = 0; i < ctx->devices.ndev; i++)
     nsel += sel[i];
   poas__device_model *fresh = calloc(POAS_MAX_DEVICES, sizeof *fresh);

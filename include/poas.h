@@ -142,7 +142,8 @@ void poas_options_init(poas_options *opts);
  * A trace file that cannot be written is POAS_EIO, the detail naming it
  * and why. */
 int poas_init(poas_context **ctx, const poas_options *opts);
-/* Destroys a context; NULL is allowed. */
+/* Destroys a context; NULL is allowed. Called from one of the context's
+ * own tasks it is ignored, with a warning (it would wait for itself). */
 void poas_finalize(poas_context *ctx);
 
 /* What a device is. */
@@ -514,7 +515,17 @@ int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas
  * every earlier task whose accesses conflict with its own (a write against
  * anything on overlapping bytes) has finished, and tasks that do not
  * conflict run at the same time. Workers start with the first task and
- * stop in poas_finalize, which waits for outstanding tasks first. */
+ * stop in poas_finalize, which waits for outstanding tasks first.
+ *
+ * Accesses are byte ranges of host memory: two are ordered when their
+ * bytes overlap and at least one writes, whichever registrations named
+ * them (the same memory may be registered more than once, and
+ * registrations may overlap). A task that fails does not stop later ones:
+ * they run once it has finished and see what it left (a failed GEMM may
+ * have written part of C); only poas_task_wait() on its handle reports the
+ * error. A task must not wait for its own context's tasks:
+ * poas_task_wait, poas_wait_all, poas_buffer_unregister, poas_sgemm and
+ * poas_dgemm called from one return POAS_ESTATE at once. */
 
 /* A registered range of host memory. */
 typedef struct poas_buffer poas_buffer;
@@ -526,7 +537,9 @@ typedef enum poas_access { POAS_R = 1, POAS_W = 2, POAS_RW = 3 } poas_access;
 /* Registers [ptr, ptr + bytes) with the context. The handle is released by
  * poas_buffer_unregister() or poas_finalize(). */
 int poas_buffer_register(poas_context *ctx, void *ptr, size_t bytes, poas_buffer **out);
-/* Waits for every outstanding task, then releases the handle. */
+/* Waits for every outstanding task, then releases the handle. POAS_EINVAL
+ * when the handle is already released (unregistered, or its context
+ * finalized). */
 int poas_buffer_unregister(poas_buffer *buf);
 
 /* Most buffers one task names. */
@@ -568,12 +581,16 @@ typedef struct poas_task_desc {
 
 /* Submits a task (desc is copied). With out != NULL, *out is a handle to
  * pass to poas_task_wait(); with out == NULL the task is released when it
- * finishes. On error nothing is submitted. */
+ * finishes, and its error is not reported. Handles never waited for are
+ * released by poas_finalize(). On error nothing is submitted. */
 int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **out);
 /* Waits for a task and releases its handle; returns its status (0, or the
- * error that stopped it). */
+ * error that stopped it, poas_error_detail() saying why). Each handle is
+ * waited for once: a released handle (waited for already, or its context
+ * finalized) gives POAS_EINVAL. */
 int poas_task_wait(poas_task *task);
-/* Waits for every task submitted to the context so far. */
+/* Waits for every task submitted to the context so far. It does not
+ * report the tasks' errors. */
 int poas_wait_all(poas_context *ctx);
 
 /* poas_sgemm / poas_dgemm submitted as a task: arguments are checked now,

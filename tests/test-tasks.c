@@ -503,7 +503,8 @@ typedef struct nested_arg {
   poas_context *ctx;
   poas_task *other;
   poas_buffer *buf;
-  int wait_all_rc, wait_rc, unregister_rc;
+  int wait_all_rc, wait_rc, unregister_rc, gemm_rc;
+  float c[4];
   char detail[128];
 } nested_arg;
 
@@ -514,18 +515,26 @@ static void nested_fn(void **buffers, void *arg) {
   snprintf(n->detail, sizeof n->detail, "%s", poas_error_detail());
   n->wait_rc = poas_task_wait(n->other);
   n->unregister_rc = poas_buffer_unregister(n->buf);
+  /* A synchronous GEMM waits for the context's tasks before it runs, and
+   * leaves C as it was when it cannot. */
+  static const float one[4] = {1, 1, 1, 1};
+  n->gemm_rc = poas_sgemm(n->ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2, 2, 2, 1, one, 2,
+                          one, 2, 0, n->c, 2);
+  /* Ignored: the context stays open for the test's calls below. */
+  poas_finalize(n->ctx);
 }
 
 /* A task that waits for its context's tasks would wait for itself: the
  * calls refuse with POAS_ESTATE at once, and leave the handles they were
- * given as they were. */
+ * given as they were; a synchronous GEMM refuses the same way, and
+ * poas_finalize is ignored. */
 TEST(task_cannot_wait_for_its_context) {
   poas_context *ctx = test_open("cpu");
   CHECK(ctx);
   int x = 0;
   poas_buffer *b;
   CHECK_OK(poas_buffer_register(ctx, &x, sizeof x, &b));
-  nested_arg n = {.ctx = ctx, .buf = b};
+  nested_arg n = {.ctx = ctx, .buf = b, .c = {-1, -1, -1, -1}};
   poas_task_desc d = rw_task(b, 0, 0, set42_fn, NULL, POAS_W);
   CHECK_OK(poas_task_submit(ctx, &d, &n.other));
   poas_task_desc nd = {.cpu = nested_fn, .arg = &n};
@@ -536,6 +545,9 @@ TEST(task_cannot_wait_for_its_context) {
   CHECK_MSG(strstr(n.detail, "task"), "detail '%s'", n.detail);
   CHECK_RC(n.wait_rc, POAS_ESTATE);
   CHECK_RC(n.unregister_rc, POAS_ESTATE);
+  CHECK_RC(n.gemm_rc, POAS_ESTATE);
+  for (int i = 0; i < 4; i++)
+    CHECK(n.c[i] == -1);
   CHECK_OK(poas_task_wait(n.other));
   CHECK(x == 42);
   CHECK_OK(poas_buffer_unregister(b));
