@@ -171,7 +171,9 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * op(B) is k x n, C is m x n; when beta is 0, C is not read (NaNs in it do
  * not propagate). Runs on every selected device at once. On an argument
  * error nothing is written, and poas_error_detail() names the argument as
- * the call passed it, in either layout.
+ * the call passed it, in either layout. A run that fails once started (a
+ * device error, POAS_EDEVICE, or memory, POAS_ENOMEM) may have written part of C:
+ * the chunks the devices finished, and C is then to be treated as lost.
  *
  * C may share no element with A or B (POAS_EOVERLAP); A and B, only read,
  * may overlap each other. Blocks of one array are fine, such as LAPACK's
