@@ -6,19 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int plan_check(poas_dtype dtype, poas_op transa, poas_op transb, int64_t m, int64_t n,
-                      int64_t k) {
-  if (poas__dtype_size(dtype) == 0)
-    return poas__fail(POAS_EDTYPE, "plan: unknown dtype %d", (int)dtype);
-  if ((transa != POAS_NO_TRANS && transa != POAS_TRANS) ||
-      (transb != POAS_NO_TRANS && transb != POAS_TRANS))
-    return poas__fail(POAS_EOP, "plan: unknown transpose operation");
-  if (m < 0 || n < 0 || k < 0)
-    return poas__fail(POAS_ESIZE, "plan: negative size (m=%lld n=%lld k=%lld)", (long long)m,
-                      (long long)n, (long long)k);
-  return poas__gemm_sizes_overflow("plan", dtype, m, n, k) ? POAS_EINVAL : 0;
-}
-
 /* The public plan from the solver's result. */
 static void describe(const poas_context *ctx, const poas__gemm_problem *p,
                      const poas__gemm_plan *plan, poas_plan *out) {
@@ -69,7 +56,7 @@ int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas
   poas__clear_detail();
   if (!ctx || !out)
     return poas__fail(POAS_ENULL, "plan: %s is NULL", ctx ? "out" : "ctx");
-  int rc = plan_check(dtype, transa, transb, m, n, k);
+  int rc = poas__gemm_shape_check("plan", dtype, transa, transb, m, n, k);
   if (rc)
     return rc;
   poas__gemm_problem p = {.dtype = dtype, .alpha = 1, .beta = 1};

@@ -493,18 +493,10 @@ int poas_predict_gemm(const poas_context *ctx, int device, poas_dtype dtype, poa
   int rc = check_device(ctx, device, seconds);
   if (rc)
     return rc;
-  if (dtype != POAS_FLOAT32 && dtype != POAS_FLOAT64)
-    return poas__fail(POAS_EDTYPE, "poas_predict_gemm: unknown dtype %d", (int)dtype);
-  if ((transa != POAS_NO_TRANS && transa != POAS_TRANS) ||
-      (transb != POAS_NO_TRANS && transb != POAS_TRANS))
-    return poas__fail(POAS_EOP, "poas_predict_gemm: unknown transpose operation");
-  if (m < 0 || n < 0 || k < 0)
-    return poas__fail(POAS_ESIZE, "poas_predict_gemm: negative size (m=%lld n=%lld k=%lld)",
-                      (long long)m, (long long)n, (long long)k);
   /* Sizes no matrices can have are refused as the GEMM calls and
    * poas_plan_gemm refuse them, not timed. */
-  if (poas__gemm_sizes_overflow("poas_predict_gemm", dtype, m, n, k))
-    return POAS_EINVAL;
+  if ((rc = poas__gemm_shape_check("poas_predict_gemm", dtype, transa, transb, m, n, k)) != 0)
+    return rc;
   *seconds = poas__model_gemm_time(&ctx->models[device], dtype, transa, transb, m, n, k);
   return 0;
 }

@@ -80,6 +80,12 @@ int poas__mul_overflow(int64_t a, int64_t b, int64_t *out);
  * `who`, and returns nonzero. Negative sizes are left to the caller. */
 int poas__gemm_sizes_overflow(const char *who, poas_dtype dtype, int64_t m, int64_t n,
                               int64_t k);
+/* The checks a GEMM shape given without its matrices passes (a plan, a
+ * prediction): a known dtype and transpose operations, sizes not negative
+ * and not overflowing (poas__gemm_sizes_overflow). 0, or the error code,
+ * failed with a detail starting with `who`. */
+int poas__gemm_shape_check(const char *who, poas_dtype dtype, poas_op transa, poas_op transb,
+                           int64_t m, int64_t n, int64_t k);
 /* Bytes in one element of dtype (4 or 8), 0 for an unknown dtype. */
 size_t poas__dtype_size(poas_dtype dtype);
 /* "s" / "d" and "float32" / "float64". */

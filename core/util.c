@@ -75,6 +75,19 @@ int poas__gemm_sizes_overflow(const char *who, poas_dtype dtype, int64_t m, int6
   return 0;
 }
 
+int poas__gemm_shape_check(const char *who, poas_dtype dtype, poas_op transa, poas_op transb,
+                           int64_t m, int64_t n, int64_t k) {
+  if (poas__dtype_size(dtype) == 0)
+    return poas__fail(POAS_EDTYPE, "%s: unknown dtype %d", who, (int)dtype);
+  if ((transa != POAS_NO_TRANS && transa != POAS_TRANS) ||
+      (transb != POAS_NO_TRANS && transb != POAS_TRANS))
+    return poas__fail(POAS_EOP, "%s: unknown transpose operation", who);
+  if (m < 0 || n < 0 || k < 0)
+    return poas__fail(POAS_ESIZE, "%s: negative size (m=%lld n=%lld k=%lld)", who, (long long)m,
+                      (long long)n, (long long)k);
+  return poas__gemm_sizes_overflow(who, dtype, m, n, k) ? POAS_EINVAL : 0;
+}
+
 size_t poas__dtype_size(poas_dtype dtype) {
   switch (dtype) {
   case POAS_FLOAT32:
