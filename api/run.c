@@ -170,6 +170,7 @@ static void sched_config(const poas_context *ctx, const poas__gemm_plan *plan,
       cfg->model_error[i] = ctx->models[i].gemm_fit[plan->prob.dtype].heldout_median;
   }
   cfg->predicted_makespan_s = plan->makespan_s;
+  cfg->engine_s = r->engine_s;
 }
 
 /* The problem as one GEMM call on the caller's (host) memory. */

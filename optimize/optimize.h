@@ -161,6 +161,10 @@ typedef struct poas__opt_result {
   poas__split_dim split;
   int64_t total_units, granule;
   double makespan_s;  /* the latest device's time with the shares as given */
+  /* The engine's cost of a run (poas__opt_problem.engine_s) where the plan
+   * runs through the engine (several devices, or several tiles), added to
+   * every working device's time; 0 where it runs on the caller's thread. */
+  double engine_s;
   /* The makespan once the run has moved work between the devices unit by
    * unit, as the guided and dynamic tails do (balanced_makespan); at most
    * makespan_s, which holds whole granules. */

@@ -654,6 +654,7 @@ static void fill_result(const solver *s, const poas__opt_device *d, const screen
       tiled |= r->dev[i].time.tiles > 1;
     }
   double engine = working > 1 || tiled ? s->p->engine_s : 0;
+  r->engine_s = engine;
   for (int i = 0; i < r->ndev; i++)
     if (r->dev[i].u1 > r->dev[i].u0) {
       r->dev[i].time.total_s += engine;

@@ -14,6 +14,7 @@
  * the next chunk to the one whose virtual clock is earliest, so a run is
  * deterministic and reproduces what real devices would do. */
 #define _GNU_SOURCE /* pthread_getaffinity_np */
+#include "devices/sim/sim.h"
 #include "schedule/engine.h"
 #include "schedule/schedule.h"
 
@@ -906,6 +907,9 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
   int rc = poas__engine_create(set, &ecfg, &r.e);
   if (rc)
     return rc;
+  for (int d = 0; r.e->virtual_time && d < set->ndev; d++)
+    if (cfg->u1[d] > cfg->u0[d])
+      poas__sim_advance(set->dev[d], cfg->engine_s);
   poas__engine_lock(r.e);
   r.rc = start(&r);
   if (!r.rc)

@@ -37,6 +37,11 @@ typedef struct poas__sched_config {
   /* Through the engine even when the plan could run on the caller's
    * thread (calibration measures what the engine costs). */
   int no_inline;
+  /* What the plan charged each device it gave work for a run through the
+   * engine (poas__opt_result.engine_s). Simulated devices in virtual time
+   * spend it at the run's start, as real devices spend it in threads and
+   * hand-offs, so that a replayed machine runs as it was planned. */
+  double engine_s;
 } poas__sched_config;
 
 /* Runs all of src's units on the devices of `set` and fills, in *report,

@@ -157,6 +157,16 @@ double poas__sim_lane_clock(const poas__device *dev, int lane) {
   return t;
 }
 
+void poas__sim_advance(poas__device *dev, double seconds) {
+  sim_state *s = dev->priv;
+  if (!dev->virtual_time || !(seconds > 0))
+    return;
+  pthread_mutex_lock(&s->lock);
+  for (int l = 0; l < SIM_LANES; l++)
+    s->clock[l] += seconds;
+  pthread_mutex_unlock(&s->lock);
+}
+
 /* Spends `seconds` of device time on a lane: virtually, or by sleeping. */
 static int spend(poas__device *dev, int lane, double seconds) {
   sim_state *s = dev->priv;

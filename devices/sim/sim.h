@@ -31,5 +31,10 @@ void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user);
 /* The virtual clock of a lane: seconds of simulated work since the device
  * opened. */
 double poas__sim_lane_clock(const poas__device *dev, int lane);
+/* Moves every lane's virtual clock on by `seconds` of work that is not
+ * the device's own (the engine's threads and hand-offs, which a real run
+ * spends and virtual time would otherwise not count). Nothing for a sim
+ * in real time, whose run spends it for real. */
+void poas__sim_advance(poas__device *dev, double seconds);
 
 #endif /* POAS_SIM_H */
