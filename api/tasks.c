@@ -254,5 +254,8 @@ int poas_wait_all(poas_context *ctx) {
   poas__clear_detail();
   if (!ctx)
     return poas__fail(POAS_ENULL, "poas_wait_all: ctx is NULL");
-  return ctx->tasks ? poas__tasks_wait_all(ctx->tasks) : 0;
+  if (!ctx->tasks)
+    return 0;
+  int rc = poas__tasks_wait_all(ctx->tasks);
+  return rc ? rc : poas__tasks_take_error(ctx->tasks);
 }

@@ -524,8 +524,8 @@ int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas
  * them (the same memory may be registered more than once, and
  * registrations may overlap). A task that fails does not stop later ones:
  * they run once it has finished and see what it left (a failed GEMM may
- * have written part of C); only poas_task_wait() on its handle reports the
- * error. A task must not wait for its own context's tasks:
+ * have written part of C); poas_task_wait() on its handle reports the
+ * error, or, for a task submitted without one, the next poas_wait_all(). A task must not wait for its own context's tasks:
  * poas_task_wait, poas_wait_all, poas_buffer_unregister, poas_sgemm and
  * poas_dgemm called from one return POAS_ESTATE at once. */
 
@@ -583,7 +583,7 @@ typedef struct poas_task_desc {
 
 /* Submits a task (desc is copied). With out != NULL, *out is a handle to
  * pass to poas_task_wait(); with out == NULL the task is released when it
- * finishes, and its error is not reported. Handles never waited for are
+ * finishes, and poas_wait_all() reports its error. Handles never waited for are
  * released by poas_finalize(). On error nothing is submitted. */
 int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **out);
 /* Waits for a task and releases its handle; returns its status (0, or the
@@ -591,8 +591,10 @@ int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **
  * waited for once: a released handle (waited for already, or its context
  * finalized) gives POAS_EINVAL. */
 int poas_task_wait(poas_task *task);
-/* Waits for every task submitted to the context so far. It does not
- * report the tasks' errors. */
+/* Waits for every task submitted to the context so far. Returns the first
+ * error, since the previous poas_wait_all(), of a task submitted without a
+ * handle (poas_error_detail() saying why), else 0; the errors of tasks
+ * with handles are their waits' to report. */
 int poas_wait_all(poas_context *ctx);
 
 /* poas_sgemm / poas_dgemm submitted as a task: arguments are checked now,

@@ -115,6 +115,11 @@ struct poas__tasks {
   task *free_tasks;
   task *all_tasks;
   unsigned epoch;          /* waits the caller has returned from */
+  /* The first failure, since poas__tasks_take_error last took one, of a
+   * task nobody holds a handle to: its code and detail (or NULL), for
+   * poas_wait_all to report. */
+  int unheld_rc;
+  char *unheld_detail;
 };
 
 static int host_threads(void) {
@@ -159,6 +164,7 @@ void poas__tasks_destroy(poas__tasks *t) {
     free(k->detail);
     free(k);
   }
+  free(t->unheld_detail);
   pthread_cond_destroy(&t->done);
   free(t);
 }
@@ -204,6 +210,11 @@ static void task_done(void *arg, int rc) {
   poas__tasks *t = k->rt;
   k->done = 1;
   k->rc = rc;
+  if (!k->held && rc && !t->unheld_rc) { /* kept for poas_wait_all */
+    t->unheld_rc = rc;
+    t->unheld_detail = k->detail;
+    k->detail = NULL;
+  }
   if (!k->held)
     task_release(t, k);
   else if (t->waiters)
@@ -264,6 +275,23 @@ int poas__tasks_wait_all(poas__tasks *t) {
   t->epoch++;
   poas__engine_unlock(t->e);
   return 0;
+}
+
+int poas__tasks_take_error(poas__tasks *t) {
+  poas__engine_lock(t->e);
+  int rc = t->unheld_rc;
+  char *detail = t->unheld_detail;
+  t->unheld_rc = 0;
+  t->unheld_detail = NULL;
+  poas__engine_unlock(t->e);
+  if (rc) {
+    if (detail)
+      poas__fail(rc, "a task submitted without a handle failed: %s", detail);
+    else
+      poas__fail(rc, "a task submitted without a handle failed: %s", poas_strerror(rc));
+  }
+  free(detail);
+  return rc;
 }
 
 unsigned poas__tasks_epoch(poas__tasks *t) {

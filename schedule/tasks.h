@@ -50,6 +50,10 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
 /* Waits for every task submitted so far; POAS_ESTATE, waiting for
  * nothing, when called from one of t's tasks. */
 int poas__tasks_wait_all(poas__tasks *t);
+/* The first failure of a task submitted without a handle (out == NULL)
+ * since the last call, with its detail set; 0 when none failed. Such a
+ * task has no wait of its own to report it: poas_wait_all does. */
+int poas__tasks_take_error(poas__tasks *t);
 /* Whether the calling thread is running one of t's tasks (t may be NULL). */
 int poas__tasks_in_task(const poas__tasks *t);
 /* How many times a wait (poas_task_wait, poas__tasks_wait_all) has

@@ -343,6 +343,28 @@ TEST(failed_task_leaves_later_tasks_alone) {
   return 0;
 }
 
+/* A task submitted without a handle has no wait of its own: the next
+ * poas_wait_all reports its failure, once; later waits, and calls that
+ * only wait for the tasks (a synchronous GEMM), are not failed by it. */
+TEST(wait_all_reports_a_task_without_a_handle) {
+  poas_context *ctx = test_open("sim:memory=1Gi");
+  CHECK(ctx);
+  const int64_t n = 100000;
+  float *A = (float *)(uintptr_t)0x100000000000ull, *B = (float *)(uintptr_t)0x200000000000ull,
+        *C = (float *)(uintptr_t)0x300000000000ull;
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A, n,
+                            B, n, 0, C, n, NULL));
+  float a[4] = {1, 1, 1, 1}, bb[4] = {1, 1, 1, 1}, c[4];
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2, 2, 2, 1, a, 2, bb, 2,
+                      0, c, 2));
+  CHECK_RC(poas_wait_all(ctx), POAS_ETOOBIG);
+  CHECK_MSG(strstr(poas_error_detail(), "without a handle") && strstr(poas_error_detail(), "plan"),
+            "detail '%s'", poas_error_detail());
+  CHECK_OK(poas_wait_all(ctx));
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* The same on the CPU, with a run that fails on its device (an injected
  * fault); once the fault is gone, a later GEMM computes. */
 TEST(failed_run_leaves_later_tasks_alone) {
@@ -560,6 +582,7 @@ TEST_MAIN(TEST_ENTRY(tasks_chain_in_order), TEST_ENTRY(tasks_disjoint_regions_co
           TEST_ENTRY(async_gemm_chain), TEST_ENTRY(async_gemm_chain_keeps_c_on_the_device),
           TEST_ENTRY(failed_task_leaves_later_tasks_alone),
           TEST_ENTRY(failed_run_leaves_later_tasks_alone),
+          TEST_ENTRY(wait_all_reports_a_task_without_a_handle),
           TEST_ENTRY(async_gemm_ordered_by_bytes_not_buffers),
           TEST_ENTRY(tasks_ordered_across_overlapping_registrations),
           TEST_ENTRY(task_handles_released_once),
