@@ -264,12 +264,10 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
 
 /* A trace that could not be written does not fail the run it traced,
  * whose result is in C by then: poas_init checked that the file could be
- * written, so this is a full disk or a file that went away, and one
- * warning says so; the context writes no trace after it, rather than
- * failing the same way on every run. */
+ * written, so this is a full disk or a file that went away, and the
+ * scheduler's one warning says so; the context writes no trace after it,
+ * rather than failing the same way on every run. */
 static void give_up_trace(poas_context *ctx) {
-  poas__warn("%s: this context's runs go on without a trace", poas_error_detail());
-  poas__clear_detail();
   free(ctx->trace_path);
   ctx->trace_path = NULL;
 }
@@ -295,15 +293,14 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   poas__sched_config cfg;
   sched_config(ctx, plan, &cfg);
   cfg.no_inline = p->no_inline;
+  int trace_failed = 0;
+  cfg.trace_failed = &trace_failed;
   poas_report r;
   rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);
-  /* The scheduler writes the trace once the run is over, and POAS_EIO is
-   * the one error a trace it could not write gives (schedule/run.c): the
-   * run itself went through, and r is its report. */
-  if (rc == POAS_EIO && *cfg.trace_path) {
+  /* The scheduler wrote the trace once the run was over; one it could not
+   * write leaves the run's own status as it was. */
+  if (trace_failed)
     give_up_trace(ctx);
-    rc = 0;
-  }
   /* A device that failed during the run left its part of C to others: the
    * copy it kept is not all of C. */
   poas__resident_finish(ctx, &kept, rc || r.faults);

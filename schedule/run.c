@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -713,7 +714,7 @@ static int write_trace(const runner *r, const char *path) {
   const poas__engine *e = r->e;
   FILE *f = fopen(path, "w");
   if (!f)
-    return poas__fail(POAS_EIO, "cannot write trace %s", path);
+    return poas__fail(POAS_EIO, "cannot write trace %s: %s", path, strerror(errno));
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   const char *sep = "";
   for (int d = 0; d < r->set->ndev; d++) {
@@ -738,7 +739,8 @@ static int write_trace(const runner *r, const char *path) {
             n->state == POAS__NODE_DONE ? "done" : "cancelled");
   }
   fprintf(f, "\n]}\n");
-  return fclose(f) == 0 ? 0 : poas__fail(POAS_EIO, "cannot write trace %s", path);
+  return fclose(f) == 0 ? 0
+                        : poas__fail(POAS_EIO, "cannot write trace %s: %s", path, strerror(errno));
 }
 
 /* One device's instructions, in the order emitted, from the calling
@@ -922,8 +924,21 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
   fill_report(&r, report);
   rc = r.rc;
   if (trace && *trace) {
+    /* The run's own detail outlives the trace's, which says why the trace
+     * is missing. */
+    char run_detail[512];
+    poas__strlcpy(run_detail, rc ? poas_error_detail() : "", sizeof run_detail);
     int trc = write_trace(&r, trace);
-    rc = rc ? rc : trc;
+    if (trc && cfg->trace_failed) {
+      *cfg->trace_failed = 1;
+      poas__warn("%s", poas_error_detail());
+      if (rc)
+        poas__fail(rc, "%s", run_detail);
+      else
+        poas__clear_detail();
+    } else if (trc && !rc) {
+      rc = trc;
+    }
   }
   poas__engine_destroy(r.e);
   poas__graph_free(&r.g);

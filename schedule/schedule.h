@@ -37,6 +37,10 @@ typedef struct poas__sched_config {
   /* Through the engine even when the plan could run on the caller's
    * thread (calibration measures what the engine costs). */
   int no_inline;
+  /* Where given, set to 1 when the trace could not be written, and the
+   * run's status and detail stay the run's own; NULL: a trace that could
+   * not be written fails the run with POAS_EIO. */
+  int *trace_failed;
   /* What the plan charged each device it gave work for a run through the
    * engine (poas__opt_result.engine_s). Simulated devices in virtual time
    * spend it at the run's start, as real devices spend it in threads and
