@@ -309,20 +309,26 @@ static void set42_fn(void **buffers, void *arg) {
   *(int *)buffers[0] = 42;
 }
 
-/* An asynchronous GEMM that fails when it runs (no plan fits a 1 GiB sim)
- * reports its error and its detail to its waiter, and the context's task runtime goes on:
- * a later task and a later GEMM run as usual. The operands are never read
- * (a sim computes nothing, and no plan is made), so addresses suffice. */
-TEST(failed_task_leaves_later_tasks_alone) {
-  poas_context *ctx = test_open("sim:memory=1Gi");
-  CHECK(ctx);
+/* Submits an asynchronous sgemm that fails when it runs on a context of
+ * one 1 GiB sim: no plan fits 100000^3. The operands are never read (a
+ * sim computes nothing, and no plan is made), so addresses suffice. */
+static int unplannable_sgemm_async(poas_context *ctx, poas_task **out) {
   const int64_t n = 100000;
   float *A = (float *)(uintptr_t)0x100000000000ull, *B = (float *)(uintptr_t)0x200000000000ull,
         *C = (float *)(uintptr_t)0x300000000000ull;
+  return poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A, n, B,
+                          n, 0, C, n, out);
+}
+
+/* An asynchronous GEMM that fails when it runs (no plan fits a 1 GiB sim)
+ * reports its error and its detail to its waiter, and the context's task
+ * runtime goes on: a later task and a later GEMM run as usual. */
+TEST(failed_task_leaves_later_tasks_alone) {
+  poas_context *ctx = test_open("sim:memory=1Gi");
+  CHECK(ctx);
   poas_task *k;
   for (int round = 0; round < 2; round++) {
-    CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A,
-                              n, B, n, 0, C, n, &k));
+    CHECK_OK(unplannable_sgemm_async(ctx, &k));
     CHECK_RC(poas_task_wait(k), POAS_ETOOBIG);
     CHECK_MSG(strstr(poas_error_detail(), "plan"), "the waiter's detail is '%s', not the plan's",
               poas_error_detail());
@@ -339,28 +345,6 @@ TEST(failed_task_leaves_later_tasks_alone) {
                               bb, 2, 0, c, 2, &k));
     CHECK_OK(poas_task_wait(k));
   }
-  poas_finalize(ctx);
-  return 0;
-}
-
-/* A task submitted without a handle has no wait of its own: the next
- * poas_wait_all reports its failure, once; later waits, and calls that
- * only wait for the tasks (a synchronous GEMM), are not failed by it. */
-TEST(wait_all_reports_a_task_without_a_handle) {
-  poas_context *ctx = test_open("sim:memory=1Gi");
-  CHECK(ctx);
-  const int64_t n = 100000;
-  float *A = (float *)(uintptr_t)0x100000000000ull, *B = (float *)(uintptr_t)0x200000000000ull,
-        *C = (float *)(uintptr_t)0x300000000000ull;
-  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A, n,
-                            B, n, 0, C, n, NULL));
-  float a[4] = {1, 1, 1, 1}, bb[4] = {1, 1, 1, 1}, c[4];
-  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2, 2, 2, 1, a, 2, bb, 2,
-                      0, c, 2));
-  CHECK_RC(poas_wait_all(ctx), POAS_ETOOBIG);
-  CHECK_MSG(strstr(poas_error_detail(), "without a handle") && strstr(poas_error_detail(), "plan"),
-            "detail '%s'", poas_error_detail());
-  CHECK_OK(poas_wait_all(ctx));
   poas_finalize(ctx);
   return 0;
 }
@@ -390,6 +374,24 @@ TEST(failed_run_leaves_later_tasks_alone) {
   CHECK_OK(poas_task_wait(k));
   for (int i = 0; i < 4; i++)
     CHECK_MSG(c[i] == a[i], "c[%d] = %g, not %g", i, c[i], a[i]);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* A task submitted without a handle has no wait of its own: the next
+ * poas_wait_all reports its failure, once; later waits, and calls that
+ * only wait for the tasks (a synchronous GEMM), are not failed by it. */
+TEST(wait_all_reports_a_task_without_a_handle) {
+  poas_context *ctx = test_open("sim:memory=1Gi");
+  CHECK(ctx);
+  CHECK_OK(unplannable_sgemm_async(ctx, NULL));
+  float a[4] = {1, 1, 1, 1}, bb[4] = {1, 1, 1, 1}, c[4];
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2, 2, 2, 1, a, 2, bb, 2,
+                      0, c, 2));
+  CHECK_RC(poas_wait_all(ctx), POAS_ETOOBIG);
+  CHECK_MSG(strstr(poas_error_detail(), "without a handle") && strstr(poas_error_detail(), "plan"),
+            "detail '%s'", poas_error_detail());
+  CHECK_OK(poas_wait_all(ctx));
   poas_finalize(ctx);
   return 0;
 }
