@@ -18,6 +18,13 @@ trap 'rm -rf "$tmp"' EXIT
 "$calibrate" --dtype x >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--dtype x accepted"
 grep -q "dtype must be s, d or sd" "$tmp/err" || fail "--dtype x: $(cat "$tmp/err")"
+# poas-bench's spelling of both dtypes is taken too (an output under a
+# regular file, which no folder can be made in, fails before anything is
+# measured).
+: >"$tmp/plain"
+"$calibrate" --dtype s,d --output "$tmp/plain/p.json" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] || fail "--dtype s,d: $(cat "$tmp/err")"
+grep -q "dtype must" "$tmp/err" && fail "--dtype s,d refused: $(cat "$tmp/err")"
 
 "$calibrate" --quick --devices sim --dtype s --output "$tmp/quiet.json" >"$tmp/out" 2>"$tmp/err" ||
   fail "quiet calibration failed: $(cat "$tmp/err")"

@@ -22,7 +22,7 @@ static void usage(FILE *f) {
           "  -q, --quick         short sweep (about a minute) instead of the full one\n"
           "  -d, --devices LIST  devices to open, as POAS_DEVICES (default: $POAS_DEVICES,\n"
           "                      else all)\n"
-          "  -t, --dtype T       s, d or sd (default sd)\n"
+          "  -t, --dtype T       s, d or sd (also s,d, as poas-bench takes it; default sd)\n"
           "  -o, --output FILE   profile to write (default: $POAS_PROFILE, else\n"
           "                      $XDG_DATA_HOME/poas/<hostname>.json); a profile of this\n"
           "                      machine there keeps the devices and dtypes not measured\n"
@@ -61,7 +61,8 @@ static int parse_dtype(const char *s, int *mask) {
     *mask = 1 << POAS_FLOAT32;
   else if (strcmp(s, "d") == 0)
     *mask = 1 << POAS_FLOAT64;
-  else if (strcmp(s, "sd") == 0 || strcmp(s, "ds") == 0)
+  else if (strcmp(s, "sd") == 0 || strcmp(s, "ds") == 0 || strcmp(s, "s,d") == 0 ||
+           strcmp(s, "d,s") == 0) /* "s,d" as poas-bench takes it */
     *mask = 3;
   else
     return -1;
