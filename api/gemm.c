@@ -87,15 +87,9 @@ static int shares_elements(const stored *c, const stored *x, size_t elem) {
 static int gemm_check(const gemm_args *g) {
   if (g->layout != POAS_COL_MAJOR && g->layout != POAS_ROW_MAJOR)
     return poas__fail(POAS_ELAYOUT, "gemm: unknown layout value %d", (int)g->layout);
-  if (g->transa != POAS_NO_TRANS && g->transa != POAS_TRANS)
-    return poas__fail(POAS_EOP, "gemm: unknown transa value %d", (int)g->transa);
-  if (g->transb != POAS_NO_TRANS && g->transb != POAS_TRANS)
-    return poas__fail(POAS_EOP, "gemm: unknown transb value %d", (int)g->transb);
-  if (g->m < 0 || g->n < 0 || g->k < 0)
-    return poas__fail(POAS_ESIZE, "gemm: negative size (m=%lld n=%lld k=%lld)",
-                      (long long)g->m, (long long)g->n, (long long)g->k);
-  if (poas__gemm_sizes_overflow("gemm", g->dtype, g->m, g->n, g->k))
-    return POAS_EINVAL;
+  int rc = poas__gemm_shape_check("gemm", g->dtype, g->transa, g->transb, g->m, g->n, g->k);
+  if (rc)
+    return rc;
   const stored mat[3] = {
       stored_as("A", "lda", g->a, g->layout, g->transa, g->m, g->k, g->lda),
       stored_as("B", "ldb", g->b, g->layout, g->transb, g->k, g->n, g->ldb),

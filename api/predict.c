@@ -101,6 +101,14 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   }
 }
 
+/* The context's device with this id: its index, or -1. */
+static int device_index(const poas_context *ctx, const char *id) {
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    if (strcmp(ctx->devices.dev[i]->info.id, id) == 0)
+      return i;
+  return -1;
+}
+
 /* Marks in sel[] the devices a comma-separated id list names. */
 static int select_devices(const poas_context *ctx, const char *list, int sel[]) {
   for (int i = 0; i < ctx->devices.ndev; i++)
@@ -114,31 +122,19 @@ static int select_devices(const poas_context *ctx, const char *list, int sel[]) 
   int any = 0;
   char *save = NULL;
   for (char *id = strtok_r(buf, ", ", &save); id; id = strtok_r(NULL, ", ", &save)) {
-    int found = 0;
-    for (int i = 0; i < ctx->devices.ndev; i++) {
-      if (strcmp(ctx->devices.dev[i]->info.id, id) != 0)
-        continue;
-      /* As poas_init refuses a device named twice (core/spec.c): an id
-       * names one device, a sim's as much as any. */
-      if (sel[i])
-        return poas__fail(POAS_ESPEC, "poas_calibrate: device '%s' selected twice", id);
-      found = sel[i] = 1;
-    }
-    if (!found)
+    int i = device_index(ctx, id);
+    if (i < 0)
       return poas__fail(POAS_EINVAL, "poas_calibrate: no device '%s' in this context", id);
+    /* As poas_init refuses a device named twice (core/spec.c): an id
+     * names one device, a sim's as much as any. */
+    if (sel[i])
+      return poas__fail(POAS_ESPEC, "poas_calibrate: device '%s' selected twice", id);
+    sel[i] = 1;
     any = 1;
   }
   if (!any)
     return poas__fail(POAS_EINVAL, "poas_calibrate: empty device list");
   return 0;
-}
-
-/* The context's device with this id: its index, or -1. */
-static int device_index(const poas_context *ctx, const char *id) {
-  for (int i = 0; i < ctx->devices.ndev; i++)
-    if (strcmp(ctx->devices.dev[i]->info.id, id) == 0)
-      return i;
-  return -1;
 }
 
 /* The mask of the dtypes a model has GEMM models for. */
@@ -434,9 +430,6 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
        * they had. */
       keep_dtypes(&m, &ctx->models[i]);
       ctx->models[i] = m;
-      /* The device runs its calls as its models were fitted to. */
-      memcpy(ctx->devices.dev[i]->threads_by_side, m.threads_by_side,
-             sizeof ctx->devices.dev[i]->threads_by_side);
       ctx->devices.dev[i]->info.has_model = 1;
     }
     /* What runs taught was about the old models. */
@@ -450,10 +443,10 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
       st->problem[0] = '\0';
     }
   }
-  /* A failed calibration keeps the old models: the devices go back to
-   * running their calls as those were fitted to (calibration set their
-   * thread counts as it went). */
-  for (int i = 0; rc && i < ctx->devices.ndev; i++)
+  /* The devices run their calls as the context's models were fitted to:
+   * the new ones, or, when the calibration failed, the old ones it keeps
+   * (calibration set their thread counts as it went). */
+  for (int i = 0; i < ctx->devices.ndev; i++)
     if (sel[i])
       memcpy(ctx->devices.dev[i]->threads_by_side, ctx->models[i].threads_by_side,
              sizeof ctx->devices.dev[i]->threads_by_side);

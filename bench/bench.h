@@ -159,9 +159,6 @@ int bench_plot_name_ok(const char *path);
  * plot that cannot be written fails it at once: 0, or -1 with the reason
  * in `why`. */
 int bench_plot_check(const char *path, char *why, size_t cap);
-/* Whether `path` can be opened for writing, leaving it as it was: 0, or
- * the errno that says why not. */
-int bench_can_write(const char *path);
 /* Appends the rows of a CSV that poas-bench wrote (what the plot needs:
  * shape, dtype, devices, role, time, rates) to rows[*nrows..cap). 0, or -1
  * with why[] saying which file and line is wrong. */

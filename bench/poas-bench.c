@@ -15,6 +15,7 @@
 
 #include "bench/bench.h"
 #include "bench/timing.h"
+#include "tools/profile-note.h"
 #include "tools/stdout-check.h"
 
 #include <ctype.h>
@@ -328,13 +329,9 @@ static int open_context(const char *selection, poas_context **ctx) {
  * prediction-error column are then rough until runs have taught the
  * context better (a profile calibrated with other OpenBLAS kernels read
  * 2x slow for the CI machine's cpu:threads=1, and nothing said so). */
-static void note_estimates(poas_context *ctx, const poas_device_info *devs, int ndevs) {
-  char ids[256] = "";
-  for (int i = 0; i < ndevs; i++)
-    if (!devs[i].has_model && devs[i].kind != POAS_DEVICE_SIM) {
-      size_t len = strlen(ids);
-      snprintf(ids + len, sizeof ids - len, "%s%s", len ? ", " : "", devs[i].id);
-    }
+static void note_estimates(poas_context *ctx) {
+  char ids[256];
+  tool_estimated_ids(ctx, ids, sizeof ids);
   if (!ids[0])
     return;
   poas_profile_info *pi = malloc(sizeof *pi);
@@ -359,7 +356,7 @@ static int open_sets(bench *b) {
     poas_device_get(all, i, &b->devs[i]);
     has_sim |= b->devs[i].kind == POAS_DEVICE_SIM;
   }
-  note_estimates(all, b->devs, b->ndevs);
+  note_estimates(all);
   if (b->ndevs == 1) {
     b->sets[0] = (devset){"", all, BENCH_DEVICE, has_sim, !b->devs[0].host_memory};
     snprintf(b->sets[0].label, sizeof b->sets[0].label, "%s", b->devs[0].id);
@@ -974,12 +971,11 @@ static int gemm_main(int argc, char **argv) {
     return rc;
   }
   /* The outputs written after the run are checked before it, which could
-   * take minutes and then be lost. */
+   * take minutes and then be lost: the plot, then the CSV by creating it. */
   char why[256];
-  int err = bench_can_write(csv_path);
-  if (err || (b.o.plot && bench_plot_check(b.o.plot, why, sizeof why) != 0)) {
-    fprintf(stderr, "poas-bench: cannot write the %s %s: %s\n", err ? "CSV" : "plot",
-            err ? csv_path : b.o.plot, err ? strerror(err) : why);
+  int err;
+  if (b.o.plot && bench_plot_check(b.o.plot, why, sizeof why) != 0) {
+    fprintf(stderr, "poas-bench: cannot write the plot %s: %s\n", b.o.plot, why);
     close_all(&b);
     return 1;
   }

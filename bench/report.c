@@ -6,6 +6,7 @@
 
 #include "bench/bench.h"
 #include "tools/json-out.h"
+#include "tools/stdout-check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,19 +73,11 @@ static void row_numbers(const bench_row *r, double out[NNUMBERS]) {
   memcpy(out, v, sizeof v);
 }
 
-/* Flushes f: 0, or the errno of the write that failed. */
-static int flush_status(FILE *f) {
-  errno = 0;
-  if (fflush(f) == 0 && !ferror(f))
-    return 0;
-  return errno ? errno : EIO;
-}
-
 int bench_csv_header(FILE *f) {
   for (int i = 0; i < NCOLUMNS; i++)
     fprintf(f, "%s%s", i ? "," : "", columns[i]);
   fputc('\n', f);
-  return flush_status(f);
+  return tool_flush_errno(f);
 }
 
 static void csv_text(FILE *f, const char *s) {
@@ -110,7 +103,7 @@ int bench_csv_rows(FILE *f, const bench_row *rows, int nrows) {
     csv_text(f, r->note);
     fputc('\n', f);
   }
-  return flush_status(f);
+  return tool_flush_errno(f);
 }
 
 /* ---------------------------------------------------------------- JSON */
@@ -259,9 +252,11 @@ static void plot_script(FILE *g, const char *path, const bench_row *rows, int nr
 
 int bench_plot_name_ok(const char *path) { return !strchr(path, '\'') && !strchr(path, '\n'); }
 
-int bench_can_write(const char *path) {
-  /* An existing file is opened without truncating it; a new one is made
-   * and removed again, so that a check leaves nothing behind. */
+/* Whether `path` can be opened for writing, leaving it as it was: 0, or
+ * the errno that says why not. An existing file is opened without
+ * truncating it; a new one is made and removed again, so that a check
+ * leaves nothing behind. */
+static int can_write(const char *path) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) {
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -280,7 +275,7 @@ int bench_plot_check(const char *path, char *why, size_t cap) {
     snprintf(why, cap, "gnuplot was not found when POAS was configured");
   else if (!bench_plot_name_ok(path))
     snprintf(why, cap, "the plot's file name may not hold quotes or newlines");
-  else if ((err = bench_can_write(path)) != 0)
+  else if ((err = can_write(path)) != 0)
     snprintf(why, cap, "%s", strerror(err));
   else
     return 0;

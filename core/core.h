@@ -72,17 +72,11 @@ void poas__sleep(double seconds);
 
 /* a*b into *out, or nonzero on int64 overflow or a negative operand. */
 int poas__mul_overflow(int64_t a, int64_t b, int64_t *out);
-/* Whether an m x n x k GEMM's matrices (op(A) m x k, op(B) k x n, C
- * m x n, in the caller's terms) hold more bytes of `dtype` than int64 and
- * size_t count: no such matrices exist, and every size derived from them
- * would wrap (a plan for m = 2^63 - 1 once never ended). When they do,
- * fails with POAS_EINVAL and a detail that names the sizes, starting with
- * `who`, and returns nonzero. Negative sizes are left to the caller. */
-int poas__gemm_sizes_overflow(const char *who, poas_dtype dtype, int64_t m, int64_t n,
-                              int64_t k);
-/* The checks a GEMM shape given without its matrices passes (a plan, a
- * prediction): a known dtype and transpose operations, sizes not negative
- * and not overflowing (poas__gemm_sizes_overflow). 0, or the error code,
+/* The checks of a GEMM's shape, with or without its matrices (a call, a
+ * plan, a prediction): a known dtype and transpose operations, sizes not
+ * negative, and matrices whose bytes int64 and size_t can count (no larger
+ * ones exist, and every size derived from them would wrap: a plan for
+ * m = 2^63 - 1 once never ended; POAS_EINVAL). 0, or the error code,
  * failed with a detail starting with `who`. */
 int poas__gemm_shape_check(const char *who, poas_dtype dtype, poas_op transa, poas_op transb,
                            int64_t m, int64_t n, int64_t k);

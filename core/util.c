@@ -53,10 +53,11 @@ static int matrix_bytes_overflow(int64_t rows, int64_t cols, size_t elem, int64_
   return 0;
 }
 
-int poas__gemm_sizes_overflow(const char *who, poas_dtype dtype, int64_t m, int64_t n,
-                              int64_t k) {
-  if (m < 0 || n < 0 || k < 0)
-    return 0;
+/* Whether an m x n x k GEMM's matrices (op(A) m x k, op(B) k x n, C
+ * m x n; sizes not negative) hold more bytes than int64 and size_t count;
+ * when they do, fails with POAS_EINVAL, naming the sizes. */
+static int gemm_sizes_overflow(const char *who, poas_dtype dtype, int64_t m, int64_t n,
+                               int64_t k) {
   const struct {
     const char *name;
     int64_t rows, cols;
@@ -79,13 +80,14 @@ int poas__gemm_shape_check(const char *who, poas_dtype dtype, poas_op transa, po
                            int64_t m, int64_t n, int64_t k) {
   if (poas__dtype_size(dtype) == 0)
     return poas__fail(POAS_EDTYPE, "%s: unknown dtype %d", who, (int)dtype);
-  if ((transa != POAS_NO_TRANS && transa != POAS_TRANS) ||
-      (transb != POAS_NO_TRANS && transb != POAS_TRANS))
-    return poas__fail(POAS_EOP, "%s: unknown transpose operation", who);
+  if (transa != POAS_NO_TRANS && transa != POAS_TRANS)
+    return poas__fail(POAS_EOP, "%s: unknown transa value %d", who, (int)transa);
+  if (transb != POAS_NO_TRANS && transb != POAS_TRANS)
+    return poas__fail(POAS_EOP, "%s: unknown transb value %d", who, (int)transb);
   if (m < 0 || n < 0 || k < 0)
     return poas__fail(POAS_ESIZE, "%s: negative size (m=%lld n=%lld k=%lld)", who, (long long)m,
                       (long long)n, (long long)k);
-  return poas__gemm_sizes_overflow(who, dtype, m, n, k) ? POAS_EINVAL : 0;
+  return gemm_sizes_overflow(who, dtype, m, n, k) ? POAS_EINVAL : 0;
 }
 
 size_t poas__dtype_size(poas_dtype dtype) {

@@ -4,7 +4,8 @@
  * on with built-in estimates, as they once did for a missing, empty or
  * truncated file, gave predictions that looked calibrated and were not.
  * Without a profile, or with one that does not cover a device, they say
- * which devices' times are rough estimates. Header-only, over poas.h. */
+ * which devices' times are rough estimates (the devices poas-bench names
+ * too, by the same rule). Header-only, over poas.h. */
 #ifndef POAS_TOOLS_PROFILE_NOTE_H
 #define POAS_TOOLS_PROFILE_NOTE_H
 
@@ -21,6 +22,21 @@ static inline int tool_library_warns(void) {
   return level && atoi(level) >= 1;
 }
 
+/* The ids, ", "-joined into ids[cap], of the context's real devices
+ * without a calibrated model, whose times are built-in estimates (a sim's
+ * own model is exact); ids[0] == '\0' when there are none. */
+static inline void tool_estimated_ids(const poas_context *ctx, char *ids, size_t cap) {
+  ids[0] = '\0';
+  int n = poas_device_count(ctx);
+  for (int i = 0; i < n; i++) {
+    poas_device_info d;
+    if (poas_device_get(ctx, i, &d) != 0 || d.has_model || d.kind == POAS_DEVICE_SIM)
+      continue;
+    size_t len = strlen(ids);
+    snprintf(ids + len, cap - len, "%s%s", len ? ", " : "", d.id);
+  }
+}
+
 /* Checks the context's profile. `named_by` says who named it ("--profile"
  * or "POAS_PROFILE"), NULL when it is the default path. Returns 1 after
  * saying why when a named profile cannot be read (missing, a directory,
@@ -35,19 +51,13 @@ static inline int tool_profile_check(const char *prog, const poas_context *ctx,
     return 0;
   /* A profile that was read has a creation time, even when no device of
    * this machine matches it. */
-  if (named_by && !pi.loaded && !pi.created[0] && pi.problem[0]) {
+  if (named_by && !pi.created[0] && pi.problem[0]) {
     fprintf(stderr, "%s: the profile named by %s cannot be used: %s\n", prog, named_by,
             pi.problem);
     return 1;
   }
-  char ids[256] = "";
-  for (int i = 0; i < pi.ndevices; i++) {
-    poas_device_info d;
-    if (pi.dev[i].calibrated || poas_device_get(ctx, i, &d) != 0 || d.kind == POAS_DEVICE_SIM)
-      continue;
-    size_t len = strlen(ids);
-    snprintf(ids + len, sizeof ids - len, "%s%s", len ? ", " : "", d.id);
-  }
+  char ids[256];
+  tool_estimated_ids(ctx, ids, sizeof ids);
   if (ids[0] && !tool_library_warns())
     fprintf(stderr,
             "%s: note: %s: the times of %s are rough built-in estimates (run poas-calibrate "

@@ -10,16 +10,24 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Flushes f: 0, or the errno of the write that failed (EIO when an
+ * earlier write failed and left no errno). */
+static inline int tool_flush_errno(FILE *f) {
+  errno = 0;
+  if (fflush(f) == 0 && !ferror(f))
+    return 0;
+  return errno ? errno : EIO;
+}
+
 /* Flushes stdout; on a write error says so on stderr, naming the program
  * and the reason, and returns 1 (the tools' exit status for a failure),
  * else returns `status` unchanged. Call as `return tool_stdout_status(prog,
  * rc);` at the end of main. */
 static inline int tool_stdout_status(const char *prog, int status) {
-  errno = 0;
-  if (fflush(stdout) == 0 && !ferror(stdout))
+  int err = tool_flush_errno(stdout);
+  if (!err)
     return status;
-  fprintf(stderr, "%s: cannot write the output: %s\n", prog,
-          errno ? strerror(errno) : "write error");
+  fprintf(stderr, "%s: cannot write the output: %s\n", prog, strerror(err));
   return 1;
 }
 
