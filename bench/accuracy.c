@@ -17,6 +17,14 @@
  * as the makespan on the CPU. Prints a markdown table of |predicted -
  * measured| / measured per shape and the median.
  *
+ * On a host of several cores it also probes the host's hand-off state
+ * (bench_handoff_now, ~2.5 ms) between visits, tags each timing with it,
+ * and gives the error over the timings of each state apart. On the CI VM
+ * a call on two threads runs up to 3x slower while its host holds a vCPU
+ * back, a state entered and left within seconds, which no model fitted
+ * beforehand can know of: the split tells the models' error in the state
+ * they were fitted in from the error the state's changes add.
+ *
  * With --adapt the context learns from its runs, as the library does by
  * default (POAS_ADAPT): the models are scaled by what the device's recent
  * runs implied. A VM whose speed drifts by more than the models' error
@@ -169,11 +177,13 @@ static double median_time(const timed_call *t, int reps, double *t_rep, double *
  * shape's first call, planned before any run of it: learned from the
  * other shapes' runs alone. Exits on a failure. */
 static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void *const op[2][3],
-                           int passes, int per_pass, int adapting, double *t, double *pred) {
+                           int passes, int per_pass, int adapting, double *t, double *pred,
+                           double *state) {
   int order[128];
   for (int i = 0; i < ns; i++)
     order[i] = i;
   uint64_t seed = 1;
+  double before = state ? bench_handoff_now() : 0;
   for (int p = 0; p < passes; p++) {
     bench_shuffle(order, ns, &seed);
     for (int o = 0; o < ns; o++) {
@@ -185,8 +195,43 @@ static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void 
                   adapting && p == 0 ? &pred[i] : NULL);
       if (!adapting)
         pred[i] = last_predicted(ctx);
+      if (state) {
+        /* A visit met slow hand-offs when the probe before it or the one
+         * after it saw them: the state lasts seconds, a visit milliseconds
+         * to a fraction of a second. */
+        double after = bench_handoff_now();
+        for (int j = 0; j < per_pass; j++)
+          state[i * MAX_REPS + p * per_pass + j] = before > after ? before : after;
+        before = after;
+      }
     }
   }
+}
+
+/* The models' error over the timings that met one hand-off state (slow:
+ * state[] above POAS_HANDOFF_SLOW), for the shapes with at least two such
+ * timings: how many shapes, the median |error| and the median signed one. */
+static int error_in_state(int ns, const double *t, const double *state, int timed,
+                          const double *pred, int slow, double *median,
+                          double *signed_median) {
+  double err[128], sgn[128];
+  int n = 0;
+  for (int i = 0; i < ns; i++) {
+    double v[MAX_REPS];
+    int nv = 0;
+    for (int j = 0; j < timed; j++)
+      if ((state[i * MAX_REPS + j] > POAS_HANDOFF_SLOW) == slow)
+        v[nv++] = t[i * MAX_REPS + j];
+    if (nv < 2)
+      continue;
+    double meas = bench_median(v, nv);
+    sgn[n] = (pred[i] - meas) / meas;
+    err[n] = fabs(sgn[n]);
+    n++;
+  }
+  *median = n ? bench_median(err, n) : 0;
+  *signed_median = n ? bench_median(sgn, n) : 0;
+  return n;
 }
 
 static void usage(FILE *f) {
@@ -399,10 +444,24 @@ int main(int argc, char **argv) {
   void *const op[2][3] = {{sA, sB, sC}, {dA, dB, dC}};
   static double t[128 * MAX_REPS];
   double pred_s[128], noise[128], signed_err[128];
-  time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s);
+  /* The hand-off state of every timing, on a host whose calls run on
+   * several threads (bench_handoff_now; 0 elsewhere). */
+  static double state[128 * MAX_REPS];
+  int tag_state = info.host_memory && bench_handoff_now() > 0;
+  time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s,
+                 tag_state ? state : NULL);
   bench_handoff after = {0};
   if (info.host_memory)
     bench_handoff_probe(&after);
+  /* The error in each state, before the table's medians reorder t. */
+  int slow_timings = 0, in_state[2] = {0, 0};
+  double state_err[2][2];
+  for (int i = 0; tag_state && i < ns; i++)
+    for (int j = 0; j < timed; j++)
+      slow_timings += state[i * MAX_REPS + j] > POAS_HANDOFF_SLOW;
+  for (int slow = 0; tag_state && slow < 2; slow++)
+    in_state[slow] = error_in_state(ns, t, state, timed, pred_s, slow, &state_err[slow][0],
+                                    &state_err[slow][1]);
   for (int i = 0; i < ns; i++) {
     const shape *s = &shapes[i];
     double kernel = 0, *ti = &t[i * MAX_REPS];
@@ -441,6 +500,16 @@ int main(int argc, char **argv) {
          100 * (timed >= 3 ? bench_median(noise, ns) : 0));
   if (info.host_memory)
     bench_handoff_print(stdout, "accuracy", "after the passes", &after);
+  if (tag_state) {
+    printf("hand-off state, probed between visits: %d of %d timings met slow hand-offs\n",
+           slow_timings, ns * timed);
+    for (int slow = 0; slow < 2; slow++)
+      if (in_state[slow])
+        printf("  the timings in the %s state alone (%d shapes with two or more): median "
+               "|predicted - measured| / measured %.2f%%, signed %+.2f%%\n",
+               slow ? "slow" : "quick", in_state[slow], 100 * state_err[slow][0],
+               100 * state_err[slow][1]);
+  }
   free(sA);
   free(sB);
   free(sC);
