@@ -619,6 +619,93 @@ static int calibrate_transpose(poas__device *dev, size_t top, const sweep *sw, p
   return rc;
 }
 
+/* ------------------------------------------------ the hand-off probe */
+
+/* How quickly the host hands work between a device's threads, at the
+ * start of its calibration and at the end: the thin sgemm of
+ * POAS_HANDOFF_M/N/K (poas.h; its threads synchronise often) on all of
+ * them over the same on one (through threads_by_side), alternated in
+ * blocks, medians. The CI VM has a state in which every hand-off is slow: that
+ * call took 1.5 ms on two threads instead of 0.5, while it took 0.6 ms on
+ * one in both, and a 1024^3 one took 1.2x as long on two. The VM enters
+ * and leaves the state within seconds
+ * (bench/results/learned-shapes-ci-2core-2026-11-23.md). A calibration
+ * fits whichever state it saw, so the two readings tell the user which
+ * one that was, and whether it changed during the calibration (poas-
+ * calibrate warns). About 40 calls, tens of milliseconds. */
+#define HANDOFF_BLOCK 3
+#define HANDOFF_BLOCKS 3
+
+/* Whether the device can be probed: several host threads, operands
+ * loaded that hold the probe's B. */
+static int handoff_probes(const bench *bb) {
+  size_t need = (size_t)POAS_HANDOFF_K * POAS_HANDOFF_N * sizeof(float);
+  return bb->dev->max_threads > 1 && !bb->dev->virtual_time && bb->cap >= need;
+}
+
+/* The probe's calls in `blocks` blocks of `block` on all threads and on
+ * one, alternated, after a warm-up block of each: their medians. */
+static int handoff_times(bench *bb, int block, int blocks, double *all, double *one) {
+  poas__device *dev = bb->dev;
+  gemm_sample g = {.dtype = POAS_FLOAT32, .m = POAS_HANDOFF_M, .n = POAS_HANDOFF_N,
+                   .k = POAS_HANDOFF_K};
+  uint8_t *entry = &dev->threads_by_side[POAS_FLOAT32][0][POAS_HANDOFF_M];
+  uint8_t kept = *entry;
+  double t[2][HANDOFF_BLOCK * HANDOFF_BLOCKS], d;
+  int rc = 0;
+  for (int blk = -1; !rc && blk < blocks; blk++) /* -1: a warm-up of each */
+    for (int on_one = 0; !rc && on_one < 2; on_one++) {
+      *entry = (uint8_t)on_one; /* 0: all the device's threads */
+      poas__gemm_call c = sample_call(bb, &g);
+      for (int i = 0; !rc && i < block; i++) {
+        rc = timed_call(dev, &c, &d);
+        if (blk >= 0)
+          t[on_one][blk * block + i] = d;
+      }
+    }
+  *entry = kept;
+  if (rc)
+    return gemm_failed(dev, &g, rc);
+  *all = poas__median(t[0], block * blocks);
+  *one = poas__median(t[1], block * blocks);
+  return 0;
+}
+
+/* How often the GEMM sweep probes the state between its visits: the
+ * state lasts seconds on the CI VM, and a probe there costs 2.5 ms (5 ms
+ * while hand-offs are slow), which probing after every visit added to a
+ * full calibration's three minutes many times over. */
+#define HANDOFF_EVERY_S 0.05
+
+/* The state now, between the GEMM sweep's visits (measure_gemm): one
+ * call on all threads and one on one after a warm-up of each, ~2.5 ms on
+ * the CI machine; *ratio 0 where the device cannot be probed. */
+static int handoff_now(bench *bb, double *ratio) {
+  double all = 0, one = 0;
+  *ratio = 0;
+  int rc = handoff_probes(bb) ? handoff_times(bb, 1, 1, &all, &one) : 0;
+  if (!rc && one > 0)
+    *ratio = all / one;
+  return rc;
+}
+
+static int handoff_probe(bench *bb, double *ratio) {
+  *ratio = 0;
+  poas__device *dev = bb->dev;
+  if (!handoff_probes(bb))
+    return 0;
+  double all, one;
+  int rc = handoff_times(bb, HANDOFF_BLOCK, HANDOFF_BLOCKS, &all, &one);
+  if (rc)
+    return rc;
+  *ratio = one > 0 ? all / one : 0;
+  poas__debug("calibrate %s: hand-off probe: sgemm %d x %d x %d %.4g s on %d threads, %.4g s "
+              "on one",
+              dev->info.id, POAS_HANDOFF_M, POAS_HANDOFF_N, POAS_HANDOFF_K, all, dev->max_threads,
+              one);
+  return 0;
+}
+
 /* -------------------------------------------------------------- GEMM */
 
 /* Fits every pair of one dtype from its samples; each pair's coefficients
@@ -748,6 +835,15 @@ static int sweep_out_of_time(const progress *pg, int passes, double elapsed, dou
   return poas__now() + per_pass + after_work * per_work > end;
 }
 
+/* The visits between two probes of the hand-off state met slow hand-offs
+ * when either probe saw them: the state lasts seconds, the gap a fraction
+ * of one. */
+static void tag_visits(unsigned char *slow, const int *visits, int n, double before,
+                       double after) {
+  for (int j = 0; j < n; j++)
+    slow[visits[j]] = POAS__MAX(before, after) > POAS_HANDOFF_SLOW;
+}
+
 /* Times every sample once per pass, each pass in a new random order, and
  * keeps each sample's median over the passes: a burst of load from a
  * neighbour spoils one repetition of many samples rather than every
@@ -756,7 +852,16 @@ static int sweep_out_of_time(const progress *pg, int passes, double elapsed, dou
  * device's time (sweep_out_of_time), running at least sweep_min_passes()
  * of its passes; below 0 it runs them all. The passes it timed go to
  * *timed_passes and its seconds per unit of work to *per_work, where not
- * NULL. */
+ * NULL.
+ *
+ * On a device of several host threads it also probes the hand-off state
+ * (handoff_now) every HANDOFF_EVERY_S between visits, and fits the state
+ * most of the timings met: each sample keeps its timings in that state,
+ * all of them where it has none. The CI VM spends seconds at a time in
+ * either state, with thin calls on two threads up to 3x slower in the
+ * slow one, and medians over passes that mixed the two described neither:
+ * with them, bench/accuracy read 10-13% in the slow state; fitted to it,
+ * 4.7-7.8% (bench/results/handoff-state-fit-ci-2core-2026-11-24.md). */
 static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
                         const char *const step[2], double after_work, int *timed_passes,
                         double *per_work) {
@@ -764,20 +869,40 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   int nid = 0; /* timings are kept by sample id, which may exceed ns */
   for (int i = 0; i < ns; i++)
     nid = POAS__MAX(nid, s[i].id + 1);
+  /* t[id * MAX_REPS + pass]: the timings; slow[] the same: whether the
+   * visit met slow hand-offs (where the device can be probed); pending[]
+   * the visits since the last probe. */
   double *t = malloc((size_t)nid * MAX_REPS * sizeof *t);
-  if (!t)
+  unsigned char *slow = calloc((size_t)nid * MAX_REPS, 1);
+  int *pending = malloc((size_t)nid * MAX_REPS * sizeof *pending), npending = 0;
+  if (!t || !slow || !pending) {
+    free(t);
+    free(slow);
+    free(pending);
     return POAS_ENOMEM;
+  }
+  int probing = handoff_probes(bb);
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   int rc = 0;
-  double t0 = poas__now(), pass_work = 0;
+  double t0 = poas__now(), pass_work = 0, before = 0, probed_at = t0;
   for (int i = 0; i < ns; i++)
     pass_work += gemm_work(&s[i]);
+  if (probing)
+    rc = handoff_now(bb, &before);
   for (int r = 0; !rc && r < reps; r++) {
     shuffle(s, ns, &rng);
     for (int i = 0; !rc && i < ns; i++) {
-      double ti;
+      double ti, after = 0;
       rc = time_gemm(bb, &s[i], &ti);
       t[s[i].id * MAX_REPS + r] = ti;
+      pending[npending++] = s[i].id * MAX_REPS + r;
+      if (!rc && probing && poas__now() - probed_at >= HANDOFF_EVERY_S) {
+        rc = handoff_now(bb, &after);
+        tag_visits(slow, pending, npending, before, after);
+        npending = 0;
+        before = after;
+        probed_at = poas__now();
+      }
       report(pg, step[s[i].dtype != 0], gemm_work(&s[i]));
     }
     if (!rc && r + 1 < reps && after_work >= 0 &&
@@ -789,13 +914,39 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
       reps = r + 1;
     }
   }
+  if (!rc && probing && npending) { /* the visits since the last probe */
+    double after;
+    rc = handoff_now(bb, &after);
+    tag_visits(slow, pending, npending, before, after);
+  }
   if (timed_passes)
     *timed_passes = reps;
   if (per_work)
     *per_work = pass_work > 0 ? (poas__now() - t0) / (reps * pass_work) : 0;
+  /* The state most of the sweep's timings met is the one the models
+   * describe: each sample keeps its timings in that state, all of them
+   * where it has none. */
+  int nslow = 0;
+  for (int i = 0; i < ns; i++)
+    for (int r = 0; r < reps; r++)
+      nslow += slow[s[i].id * MAX_REPS + r];
+  int fit_slow = 2 * nslow > ns * reps;
+  if (!rc && nslow)
+    poas__info("%s: %d%% of the GEMM sweep's timings met slow hand-offs between the device's "
+               "threads; its models are fitted to the timings in the %s state",
+               bb->dev->info.id, (int)lround(100.0 * nslow / (ns * reps)),
+               fit_slow ? "slow" : "quick");
   for (int i = 0; !rc && i < ns; i++) {
-    s[i].t = poas__median(&t[s[i].id * MAX_REPS], reps);
-    s[i].noise = poas__timing_noise(&t[s[i].id * MAX_REPS], reps);
+    double *ti = &t[s[i].id * MAX_REPS], kept[MAX_REPS];
+    int nk = 0;
+    for (int r = 0; r < reps; r++)
+      if (slow[s[i].id * MAX_REPS + r] == fit_slow)
+        kept[nk++] = ti[r];
+    if (nk == 0)
+      memcpy(kept, ti, (size_t)(nk = reps) * sizeof *kept);
+    s[i].t = poas__median(kept, nk);
+    /* The noise over all of them: how much the machine moved. */
+    s[i].noise = poas__timing_noise(ti, reps);
     if (!(s[i].t > 0))
       s[i].t = 1e-9; /* a clock too coarse to see it: count it as a nanosecond */
     /* The noise last, so that readers of the leading fields still work. */
@@ -804,59 +955,9 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
                 (long long)s[i].n, (long long)s[i].k, s[i].t, s[i].noise);
   }
   free(t);
+  free(slow);
+  free(pending);
   return rc;
-}
-
-/* ------------------------------------------------ the hand-off probe */
-
-/* How quickly the host hands work between a device's threads, at the
- * start of its calibration and at the end: the thin sgemm of
- * POAS_HANDOFF_M/N/K (poas.h; its threads synchronise often) on all of
- * them over the same on one (through threads_by_side), alternated in
- * blocks, medians. The CI VM has a state in which every hand-off is slow: that
- * call took 1.5 ms on two threads instead of 0.5, while it took 0.6 ms on
- * one in both, and a 1024^3 one took 1.2x as long on two. The VM enters
- * and leaves the state within seconds
- * (bench/results/learned-shapes-ci-2core-2026-11-23.md). A calibration
- * fits whichever state it saw, so the two readings tell the user which
- * one that was, and whether it changed during the calibration (poas-
- * calibrate warns). About 40 calls, tens of milliseconds. */
-#define HANDOFF_BLOCK 3
-#define HANDOFF_BLOCKS 3
-
-static int handoff_probe(bench *bb, double *ratio) {
-  *ratio = 0;
-  poas__device *dev = bb->dev;
-  size_t need = (size_t)POAS_HANDOFF_K * POAS_HANDOFF_N * sizeof(float);
-  if (dev->max_threads <= 1 || dev->virtual_time || bb->cap < need)
-    return 0;
-  gemm_sample g = {.dtype = POAS_FLOAT32, .m = POAS_HANDOFF_M, .n = POAS_HANDOFF_N,
-                   .k = POAS_HANDOFF_K};
-  uint8_t *entry = &dev->threads_by_side[POAS_FLOAT32][0][POAS_HANDOFF_M];
-  uint8_t kept = *entry;
-  double t[2][HANDOFF_BLOCK * HANDOFF_BLOCKS], d;
-  int rc = 0;
-  for (int blk = -1; !rc && blk < HANDOFF_BLOCKS; blk++) /* -1: a warm-up of each */
-    for (int one = 0; !rc && one < 2; one++) {
-      *entry = (uint8_t)one; /* 0: all the device's threads */
-      poas__gemm_call c = sample_call(bb, &g);
-      for (int i = 0; !rc && i < HANDOFF_BLOCK; i++) {
-        rc = timed_call(dev, &c, &d);
-        if (blk >= 0)
-          t[one][blk * HANDOFF_BLOCK + i] = d;
-      }
-    }
-  *entry = kept;
-  if (rc)
-    return gemm_failed(dev, &g, rc);
-  double all = poas__median(t[0], HANDOFF_BLOCK * HANDOFF_BLOCKS);
-  double one = poas__median(t[1], HANDOFF_BLOCK * HANDOFF_BLOCKS);
-  *ratio = one > 0 ? all / one : 0;
-  poas__debug("calibrate %s: hand-off probe: sgemm %d x %d x %d %.4g s on %d threads, %.4g s "
-              "on one",
-              dev->info.id, POAS_HANDOFF_M, POAS_HANDOFF_N, POAS_HANDOFF_K, all, dev->max_threads,
-              one);
-  return 0;
 }
 
 /* ----------------------------------------------- threads by short side */
