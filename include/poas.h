@@ -315,6 +315,12 @@ typedef struct poas_device_fit {
    * run slower than they do when it is quick. Both 0 when not measured
    * (one thread, or a profile written before it was). */
   double handoff_start, handoff_end;
+  /* The GEMM sweep's timings that calibration probed for that state
+   * between its calls, and those of them that met slow hand-offs. Its
+   * models fit the state most of them met: each sample's time is the
+   * median of its timings in that state. Both 0 when not probed (one
+   * thread, or a profile written before it was). */
+  int handoff_timings, handoff_slow_timings;
 } poas_device_fit;
 
 /* The hand-off probe's sgemm (poas_device_fit.handoff_*), and the ratio

@@ -145,6 +145,11 @@ typedef struct poas__device_model {
    * Kept in profiles. 0 where not measured (one thread, a sim device, a
    * profile written before it was). */
   double handoff[2];
+  /* The GEMM sweep's timings that were probed for that state between
+   * visits, and those of them that met slow hand-offs: the models fit the
+   * slow state when they are the most, else the quick one (measure_gemm).
+   * Kept in profiles. 0 where not probed. */
+  int handoff_timings, handoff_slow;
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */

@@ -559,7 +559,8 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   static const char *const known[] = {"id",         "name",       "memory_bytes", "gemm",
                                       "transfer",   "transpose",  "contention",   "duplex",
                                       "dispatch_s", "engine_s",   "threads_by_cols",
-                                      "threads_by_rows", "handoff_start", "handoff_end", NULL};
+                                      "threads_by_rows", "handoff_start", "handoff_end",
+                                      "handoff_timings", "handoff_slow_timings", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -623,6 +624,17 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
     if (json_object_get(obj, handoff_keys[i]) &&
         get_number(r, obj, path, handoff_keys[i], 0.01, 100, &dm->handoff[i]))
       return -1;
+  }
+  /* Optional: since the GEMM sweep probes the state between its calls;
+   * written as a pair. */
+  json_int_t timings = 0, slow = 0;
+  dm->handoff_timings = dm->handoff_slow = 0;
+  if (json_object_get(obj, "handoff_timings") || json_object_get(obj, "handoff_slow_timings")) {
+    if (get_int(r, obj, path, "handoff_timings", 1, 1 << 24, &timings) ||
+        get_int(r, obj, path, "handoff_slow_timings", 0, timings, &slow))
+      return -1;
+    dm->handoff_timings = (int)timings;
+    dm->handoff_slow = (int)slow;
   }
   return 0;
 }
@@ -923,6 +935,10 @@ static json_t *device_json(const poas__profile_device *pd) {
   if (pd->model.handoff[0] > 0 && pd->model.handoff[1] > 0) {
     json_object_set_new(d, "handoff_start", json_real(pd->model.handoff[0]));
     json_object_set_new(d, "handoff_end", json_real(pd->model.handoff[1]));
+  }
+  if (pd->model.handoff_timings > 0) {
+    json_object_set_new(d, "handoff_timings", json_integer(pd->model.handoff_timings));
+    json_object_set_new(d, "handoff_slow_timings", json_integer(pd->model.handoff_slow));
   }
   return d;
 }

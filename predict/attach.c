@@ -49,6 +49,8 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
   dst->dispatch_s = src->dispatch_s;
   dst->engine_s = src->engine_s;
   memcpy(dst->handoff, src->handoff, sizeof dst->handoff);
+  dst->handoff_timings = src->handoff_timings;
+  dst->handoff_slow = src->handoff_slow;
   dst->source = POAS__MODEL_CALIBRATED;
 }
 

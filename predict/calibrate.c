@@ -851,8 +851,9 @@ static void tag_visits(unsigned char *slow, const int *visits, int n, double bef
  * >= 0 (the work of the steps that follow) the sweep keeps to the
  * device's time (sweep_out_of_time), running at least sweep_min_passes()
  * of its passes; below 0 it runs them all. The passes it timed go to
- * *timed_passes and its seconds per unit of work to *per_work, where not
- * NULL.
+ * *timed_passes and its seconds per unit of work to *per_work, and the
+ * timings probed for the hand-off state and those that met slow
+ * hand-offs to probed[0] and probed[1], where not NULL.
  *
  * On a device of several host threads it also probes the hand-off state
  * (handoff_now) every HANDOFF_EVERY_S between visits, and fits the state
@@ -864,7 +865,7 @@ static void tag_visits(unsigned char *slow, const int *visits, int n, double bef
  * 4.7-7.8% (bench/results/handoff-state-fit-ci-2core-2026-11-24.md). */
 static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
                         const char *const step[2], double after_work, int *timed_passes,
-                        double *per_work) {
+                        double *per_work, int probed[2]) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
   int nid = 0; /* timings are kept by sample id, which may exceed ns */
   for (int i = 0; i < ns; i++)
@@ -931,6 +932,10 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     for (int r = 0; r < reps; r++)
       nslow += slow[s[i].id * MAX_REPS + r];
   int fit_slow = 2 * nslow > ns * reps;
+  if (probed) {
+    probed[0] = probing ? ns * reps : 0;
+    probed[1] = nslow;
+  }
   if (!rc && nslow)
     poas__info("%s: %d%% of the GEMM sweep's timings met slow hand-offs between the device's "
                "threads; its models are fitted to the timings in the %s state",
@@ -1190,7 +1195,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
    * without one, an H100 VM's tables held factors of 20 (cuBLAS loading a
    * kernel the sweep had not used) and its 16-core CPU's of 5 to 9. */
   static const char *const step[2] = {"sthin", "dthin"};
-  int rc = measure_gemm(bb, &few, s, ns, pg, step, -1, NULL, NULL);
+  int rc = measure_gemm(bb, &few, s, ns, pg, step, -1, NULL, NULL, NULL);
   double knot[4][2][THIN_KNOTS];
   if (!rc)
     thin_factors(out, dt, s, ns, knot);
@@ -1203,7 +1208,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
   }
   if (!rc && nspike) {
     few.reps = 3;
-    rc = measure_gemm(bb, &few, s, nspike, pg, step, -1, NULL, NULL);
+    rc = measure_gemm(bb, &few, s, nspike, pg, step, -1, NULL, NULL, NULL);
     if (!rc)
       thin_factors(out, dt, s, nspike, knot);
     poas__info("%s: %d of %d thin-block probes timed again", bb->dev->info.id, nspike, ns);
@@ -1361,7 +1366,11 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
   static const char *const step[2] = {"sgemm", "dgemm"};
   out->sweep_planned = POAS__MIN(sw->reps, MAX_REPS);
   double per_work;
-  int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work, &out->sweep_passes, &per_work);
+  int probed[2];
+  int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work, &out->sweep_passes, &per_work,
+                        probed);
+  out->handoff_timings = probed[0];
+  out->handoff_slow = probed[1];
   if (!rc && thin_out_of_time(pg, per_work, after_work)) {
     out->thin_skipped = 1;
     poas__info("%s: thin-block probes left out to keep to the time calibration has",

@@ -561,9 +561,10 @@ static char *warning_text(void (*warn)(FILE *, const char *, const poas_device_f
 }
 
 /* What tool_handoff_warning writes for a device fit with these readings. */
-static char *handoff_text(double start, double end) {
+static char *handoff_text(double start, double end, int timings, int slow) {
   poas_device_fit fit = {.id = "cpu0", .calibrated = 1, .handoff_start = start,
-                         .handoff_end = end};
+                         .handoff_end = end, .handoff_timings = timings,
+                         .handoff_slow_timings = slow};
   return warning_text(tool_handoff_warning, &fit);
 }
 
@@ -573,25 +574,39 @@ static char *handoff_text(double start, double end) {
 TEST(calibration_says_when_thread_handoffs_were_slow) {
   static const struct {
     double start, end;
-    const char *says; /* NULL: nothing */
+    int timings, slow; /* the GEMM sweep's probed timings (0: not probed) */
+    const char *says;  /* NULL: nothing */
+    const char *fits;
   } cases[] = {
-      {0, 0, NULL},
-      {0.85, 0.9, NULL},
-      {0.85, 2.9, "quick at the start of its calibration and slow at the end"},
-      {2.8, 0.9, "slow at the start of its calibration and quick at the end"},
-      {2.8, 2.9, "slow throughout its calibration"},
-      {0.9, 0, NULL},
+      {0, 0, 0, 0, NULL, NULL},
+      {0.85, 0.9, 0, 0, NULL, NULL},
+      {0.85, 2.9, 0, 0, "quick at the start of its calibration and slow at the end",
+       "mix the two states"},
+      {2.8, 0.9, 0, 0, "slow at the start of its calibration and quick at the end",
+       "mix the two states"},
+      {2.8, 2.9, 0, 0, "slow throughout its calibration", "fit that slow state"},
+      {0.9, 0, 0, 0, NULL, NULL},
+      /* Profiles since the sweep probes the state and fits one. */
+      {0.85, 0.9, 400, 0, NULL, NULL},
+      {0.85, 0.9, 400, 48,
+       "quick at the start of its calibration and at the end, and slow in 48 of its GEMM "
+       "sweep's 400 timings",
+       "fit the quick state, which most of them met"},
+      {0.85, 2.9, 400, 250, "slow in 250 of its GEMM sweep's 400 timings",
+       "fit the slow state, which most of them met"},
+      {2.8, 2.9, 400, 400, "slow throughout its calibration, in all 400 of its GEMM sweep's timings",
+       "fit the slow state, which most of them met"},
+      {2.8, 2.9, 400, 100, "slow at the start of its calibration and at the end",
+       "fit the quick state, which most of them met"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char *text = handoff_text(cases[i].start, cases[i].end);
+    char *text = handoff_text(cases[i].start, cases[i].end, cases[i].timings, cases[i].slow);
     CHECK(text);
     if (cases[i].says) {
       CHECK_MSG(strstr(text, cases[i].says) && strstr(text, "poas-calibrate: cpu0: ") == text &&
-                    strstr(text, "cpu:threads=1"),
-                "%g, %g: %s", cases[i].start, cases[i].end, text);
-      CHECK_MSG(strstr(text, cases[i].start > 1.2 && cases[i].end > 1.2 ? "fit that slow state"
-                                                                         : "mix the two states"),
-                "%s", text);
+                    strstr(text, "cpu:threads=1") && strstr(text, cases[i].fits),
+                "%g, %g, %d of %d: %s", cases[i].start, cases[i].end, cases[i].slow,
+                cases[i].timings, text);
     } else {
       CHECK_MSG(text[0] == '\0', "%g, %g: %s", cases[i].start, cases[i].end, text);
     }

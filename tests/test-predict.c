@@ -169,6 +169,7 @@ TEST(sim_calibration_recovers_its_parameters) {
   }
   /* One thread: no hand-offs between threads to probe. */
   CHECK(r->dev[0].handoff_start == 0 && r->dev[0].handoff_end == 0);
+  CHECK(r->dev[0].handoff_timings == 0 && r->dev[0].handoff_slow_timings == 0);
   for (int dir = 0; dir < 2; dir++) {
     CHECK(r->dev[0].transfer[dir].timing_noise == 0); /* not measured for copies */
     CHECK(near(r->dev[0].latency_s[dir], 1e-5, 0.01));
@@ -282,6 +283,7 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
     p->dev[d].model.dispatch_s = 3e-3;
     p->dev[d].model.engine_s = 1e-3;
     p->dev[d].model.handoff[0] = 0.8, p->dev[d].model.handoff[1] = 2.5 + d;
+    p->dev[d].model.handoff_timings = 400, p->dev[d].model.handoff_slow = 30 + d;
     p->dev[d].model.transpose = (poas__transfer_model){
         .valid = 1, .latency = 1e-5, .bandwidth = 3e9 + d, .fit = {10, 0.9, 0.01, 0.02}};
   }
@@ -319,6 +321,9 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
     CHECK_MSG(info->dev[d].handoff_start == 0.8 && info->dev[d].handoff_end == 2.5 + d,
               "%s: hand-offs %g, %g", info->dev[d].id, info->dev[d].handoff_start,
               info->dev[d].handoff_end);
+    CHECK_MSG(info->dev[d].handoff_timings == 400 && info->dev[d].handoff_slow_timings == 30 + d,
+              "%s: %d of %d timings slow", info->dev[d].id, info->dev[d].handoff_slow_timings,
+              info->dev[d].handoff_timings);
   }
   free(info);
   poas_finalize(ctx);

@@ -132,6 +132,8 @@ static void sample_profile(poas__profile *p) {
     /* Written only when both were measured. */
     m->handoff[0] = d ? 0.0 : 0.8 + 1.0 / 7;
     m->handoff[1] = d ? 0.0 : 2.5 + 1.0 / 3;
+    m->handoff_timings = d ? 0 : 1980;
+    m->handoff_slow = d ? 0 : 237;
   }
 }
 
@@ -170,6 +172,8 @@ TEST(round_trip_is_exact) {
     CHECK(x->model.dispatch_s == y->model.dispatch_s);
     CHECK(x->model.engine_s == y->model.engine_s);
     CHECK(x->model.handoff[0] == y->model.handoff[0] && x->model.handoff[1] == y->model.handoff[1]);
+    CHECK(x->model.handoff_timings == y->model.handoff_timings &&
+          x->model.handoff_slow == y->model.handoff_slow);
   }
   /* Written again, the file is byte for byte the same. */
   const char *again = test_tmp_path("again.json");
@@ -215,6 +219,8 @@ static const struct {
     {"bad-timing-noise.json", "'devices[0].gemm.s.TN.timing_noise' is -0.02, outside [0, 100]"},
     {"bad-negative-dispatch.json", "dispatch_s"},
     {"bad-handoff.json", "'devices[0].handoff_end' is -2, outside"},
+    {"bad-handoff-sweep.json", "'devices[0].handoff_slow_timings' is 401, outside [0, 400]"},
+    {"bad-handoff-pair.json", "missing field 'devices[0].handoff_slow_timings'"},
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},

@@ -68,22 +68,37 @@ void tool_took_text(const poas_calibration_result *r, char *buf, size_t cap) {
  * user can do: calls on one thread do not depend on it. */
 void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fit) {
   double a = fit->handoff_start, b = fit->handoff_end;
+  int timings = fit->handoff_timings, slow = fit->handoff_slow_timings;
   if (!(a > 0) || !(b > 0))
     return;
   int slow_a = a > POAS_HANDOFF_SLOW, slow_b = b > POAS_HANDOFF_SLOW;
-  if (!slow_a && !slow_b)
+  if (!slow_a && !slow_b && !(timings > 0 && slow > 0))
     return;
+  char sweep[96] = "";
+  if (timings > 0 && slow == timings)
+    snprintf(sweep, sizeof sweep, ", in all %d of its GEMM sweep's timings", timings);
+  else if (timings > 0)
+    snprintf(sweep, sizeof sweep, ", and slow in %d of its GEMM sweep's %d timings", slow,
+             timings);
+  const char *fits;
+  if (timings > 0) /* since the sweep fits one state (measure_gemm) */
+    fits = 2 * slow > timings ? "fit the slow state, which most of them met"
+                              : "fit the quick state, which most of them met";
+  else
+    fits = slow_a && slow_b ? "fit that slow state" : "mix the two states";
   fprintf(f,
-          "%s%s: hand-offs between its threads were %s (a thin sgemm on all of them took "
+          "%s%s: hand-offs between its threads were %s%s (a thin sgemm on all of them took "
           "%.2fx its time on one at the start, %.2fx at the end: another process or a VM's "
           "host held a core back); its models %s, and calls on several threads, thin ones "
           "most, run off them when that changes; calibrate again when the machine is quiet, "
           "or give the device threads=1 (cpu:threads=1), whose calls do not depend on it\n",
           prefix, fit->id,
-          slow_a && slow_b ? "slow throughout its calibration"
-          : slow_a         ? "slow at the start of its calibration and quick at the end"
-                           : "quick at the start of its calibration and slow at the end",
-          a, b, slow_a && slow_b ? "fit that slow state" : "mix the two states");
+          slow_a && slow_b && slow == timings ? "slow throughout its calibration"
+          : slow_a && slow_b                  ? "slow at the start of its calibration and at the end"
+          : slow_a ? "slow at the start of its calibration and quick at the end"
+          : slow_b ? "quick at the start of its calibration and slow at the end"
+                   : "quick at the start of its calibration and at the end",
+          sweep, a, b, fits);
 }
 
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {

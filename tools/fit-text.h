@@ -30,8 +30,10 @@ const char *tool_noise_text(double noise, char *buf, size_t cap);
 void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit);
 
 /* One line when the host handed work between the device's threads slowly
- * at the start or the end of its calibration (poas_device_fit.handoff_*
- * above POAS_HANDOFF_SLOW): which, and what to do. */
+ * at the start or the end of its calibration (poas_device_fit.handoff_start
+ * and handoff_end above POAS_HANDOFF_SLOW) or in any of its GEMM sweep's
+ * timings (handoff_slow_timings): when, which state the models fit, and
+ * what to do. */
 void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fit);
 
 /* The runtime's costs of a run on the device, as "a run costs 12 us beyond
