@@ -629,10 +629,11 @@ static int calibrate_transpose(poas__device *dev, size_t top, const sweep *sw, p
  * call took 1.5 ms on two threads instead of 0.5, while it took 0.6 ms on
  * one in both, and a 1024^3 one took 1.2x as long on two. The VM enters
  * and leaves the state within seconds
- * (bench/results/learned-shapes-ci-2core-2026-11-23.md). A calibration
- * fits whichever state it saw, so the two readings tell the user which
- * one that was, and whether it changed during the calibration (poas-
- * calibrate warns). About 40 calls, tens of milliseconds. */
+ * (bench/results/learned-shapes-ci-2core-2026-11-23.md). The two readings
+ * tell the user which state the calibration began and ended in (poas-
+ * calibrate warns); the GEMM sweep also probes it between its calls, more
+ * cheaply (handoff_now), and fits one state (measure_gemm). About 40
+ * calls, tens of milliseconds. */
 #define HANDOFF_BLOCK 3
 #define HANDOFF_BLOCKS 3
 
@@ -673,8 +674,9 @@ static int handoff_times(bench *bb, int block, int blocks, double *all, double *
 
 /* How often the GEMM sweep probes the state between its visits: the
  * state lasts seconds on the CI VM, and a probe there costs 2.5 ms (5 ms
- * while hand-offs are slow), which probing after every visit added to a
- * full calibration's three minutes many times over. */
+ * while hand-offs are slow). Probing after every visit, a full
+ * calibration of cpu0 took 218 s, against 154 s without probes and 177 s
+ * probing every 50 ms (one run each, minutes apart). */
 #define HANDOFF_EVERY_S 0.05
 
 /* The state now, between the GEMM sweep's visits (measure_gemm): one
@@ -937,10 +939,9 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     probed[1] = nslow;
   }
   if (!rc && nslow)
-    poas__info("%s: %d%% of the GEMM sweep's timings met slow hand-offs between the device's "
-               "threads; its models are fitted to the timings in the %s state",
-               bb->dev->info.id, (int)lround(100.0 * nslow / (ns * reps)),
-               fit_slow ? "slow" : "quick");
+    poas__info("%s: %d of the %d timings of %s/%s met slow hand-offs between the device's "
+               "threads; kept: the timings in the %s state",
+               bb->dev->info.id, nslow, ns * reps, step[0], step[1], fit_slow ? "slow" : "quick");
   for (int i = 0; !rc && i < ns; i++) {
     double *ti = &t[s[i].id * MAX_REPS], kept[MAX_REPS];
     int nk = 0;
