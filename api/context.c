@@ -109,6 +109,10 @@ fail_ctx:
 
 void poas__adapt_reset(poas_context *ctx) {
   pthread_mutex_lock(&ctx->adapt_lock);
+  for (int i = 0; i < POAS_MAX_DEVICES; i++) {
+    ctx->handoff_other[i] = 0;
+    ctx->handoff_runs[i][0] = ctx->handoff_runs[i][1] = 0;
+  }
   for (int i = 0; i < POAS_MAX_DEVICES; i++)
     for (int dt = 0; dt < 2; dt++) {
       ctx->adapt[i][dt] = 1;

@@ -122,6 +122,13 @@ struct poas_context {
    * others with adapt[][], which learns from all. 0: none learned. */
   double adapt_shape[POAS_MAX_DEVICES][2][POAS__SHAPE_CLASSES];
   poas__learned learned_shape[POAS_MAX_DEVICES][2][POAS__SHAPE_CLASSES];
+  /* 1: the device's runs show the host in the hand-off state its models
+   * were not fitted to (api/run.c, handoff_from_run); plans then add or
+   * take its handoff_extra. 0: the fitted state, or not known. The runs
+   * it has looked at, by dtype (the first pays one-time costs and is
+   * left out). */
+  int handoff_other[POAS_MAX_DEVICES];
+  int handoff_runs[POAS_MAX_DEVICES][2];
 };
 
 /* Forgets what runs taught (the models changed: calibration). */

@@ -94,6 +94,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->handoff_end = m->handoff[1];
   f->handoff_timings = m->handoff_timings;
   f->handoff_slow_timings = m->handoff_slow;
+  memcpy(f->handoff_extra, m->handoff_extra, sizeof f->handoff_extra);
   f->duplex = m->duplex > 1 ? m->duplex : 1;
   _Static_assert(sizeof f->threads_by_rows == sizeof m->threads_by_side[0],
                  "poas_device_fit.threads_by_rows follows POAS__FEW_SIDE");

@@ -9,6 +9,7 @@
 #include "schedule/schedule.h"
 
 #include <hwloc.h>
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -72,6 +73,16 @@ static double plan_engine_s(const poas_context *ctx) {
   return e;
 }
 
+/* The sign of the hand-off term a plan adds to dm's calls of dtype while
+ * the host is in the state dm was not fitted to: +1 when dm fits the
+ * quick state (calls on all threads run longer), -1 when it fits the slow
+ * one; 0 when dm has no such term. */
+static int handoff_shift(const poas__device_model *dm, poas_dtype dtype) {
+  if (!(dm->handoff_extra[dtype == POAS_FLOAT64] > 0) || dm->handoff_timings <= 0)
+    return 0;
+  return 2 * dm->handoff_slow > dm->handoff_timings ? -1 : 1;
+}
+
 /* The host's cores, which devices that share them compete for. */
 static int host_cores(void) {
   pthread_once(&host_cores_once, count_host_cores);
@@ -98,11 +109,12 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
   int nd = ctx->devices.ndev;
   /* Thin calls learn apart from whole ones (POAS__SHAPE_*): a call plans
    * with its class's factor where that class has runs of its own. */
-  int shape = poas__shape_class(p->m, p->n);
+  int shape = poas__shape_class(p->m, p->n), shift[POAS_MAX_DEVICES];
   pthread_mutex_lock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
     double own = ctx->adapt_shape[i][p->dtype][shape];
     out->learned[i] = own > 0 ? own : ctx->adapt[i][p->dtype];
+    shift[i] = ctx->handoff_other[i] ? handoff_shift(&ctx->models[i], p->dtype) : 0;
   }
   pthread_mutex_unlock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
@@ -110,9 +122,10 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     const poas__device_model *dm = &ctx->models[i];
     /* A model that runs corrected is copied and scaled; the others are
      * used as they are (no copy on every call). */
-    if (out->learned[i] != 1) {
+    if (out->learned[i] != 1 || shift[i]) {
       out->model[i] = ctx->models[i];
       poas__device_model_scale(&out->model[i], p->dtype, out->learned[i]);
+      out->model[i].handoff_shift = shift[i];
       dm = &out->model[i];
     }
     uint64_t mem = info->memory_bytes;
@@ -226,6 +239,46 @@ double poas__learn(poas__learned *l, double implied) {
   return poas__median(v, l->n);
 }
 
+/* Following the host's hand-off state. A device whose models carry the
+ * slow state's term (handoff_extra: a CPU on several threads, calibrated
+ * on a host that went in and out of that state) is in the state whose
+ * prediction its last informative run came nearer: a run of the whole
+ * problem on the device alone, in which the two states' predictions
+ * differ by a tenth or more. The state lasts seconds on the CI VM, many
+ * runs. Runs from HANDOFF_MIN_S: thin calls of a millisecond, which the
+ * state moves most, tell it best; a device's first run in a dtype, which
+ * pays one-time costs, is left out. Returns 1 when the run moved the device
+ * to the other state (whose factor it then does not teach). Called with
+ * adapt_lock held. */
+#define HANDOFF_MIN_S 1e-4
+#define HANDOFF_TELLS 0.1
+
+static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int i,
+                            const poas_device_report *d) {
+  const poas__opt_problem *p = &plan->prob;
+  const poas__opt_share *sh = &plan->res.dev[i];
+  const poas__device_model *dm = plan->dev[i].model;
+  int sign = dm ? handoff_shift(dm, p->dtype) : 0;
+  if (!sign || d->failed || !(d->busy_s >= HANDOFF_MIN_S) || sh->u0 != 0 ||
+      sh->u1 != plan->res.total_units || !(sh->time.total_s > 0) ||
+      ctx->handoff_runs[i][p->dtype]++ == 0)
+    return 0;
+  /* The plan's model in the other state: its GEMM's time moves by delta. */
+  poas__device_model other = *dm;
+  other.handoff_shift = dm->handoff_shift ? 0 : sign;
+  double now = poas__model_gemm_time(dm, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
+  double then = poas__model_gemm_time(&other, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
+  double planned = sh->time.total_s, alt = planned + (then - now);
+  if (!(fabs(then - now) >= HANDOFF_TELLS * planned) || !(alt > 0))
+    return 0;
+  if (fabs(log(d->busy_s / alt)) >= fabs(log(d->busy_s / planned)))
+    return 0;
+  ctx->handoff_other[i] = !ctx->handoff_other[i];
+  poas__debug("%s: ran %.3g s, nearer the %s hand-off state's %.3g s than the plan's %.3g s",
+              d->id, d->busy_s, other.handoff_shift ? "other" : "fitted", alt, planned);
+  return 1;
+}
+
 static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const poas_report *r) {
   if (ctx->adapt_off)
     return;
@@ -236,6 +289,8 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
   for (int i = 0; i < r->ndevices && i < plan->res.ndev; i++) {
     const poas_device_report *d = &r->dev[i];
     const poas__opt_share *sh = &plan->res.dev[i];
+    if (handoff_from_run(ctx, plan, i, d))
+      continue;
     double planned = (double)(sh->u1 - sh->u0), done = d->share * total;
     if (d->failed || !(d->busy_s >= ADAPT_MIN_S) || !(planned > 0) || !(done > 0) ||
         !(sh->time.total_s > 0))

@@ -321,6 +321,13 @@ typedef struct poas_device_fit {
    * median of its timings in that state. Both 0 when not probed (one
    * thread, or a profile written before it was). */
   int handoff_timings, handoff_slow_timings;
+  /* By dtype: seconds per element of B (n x k) that a call on all the
+   * device's threads took more in the slow state than in the quick one,
+   * fitted from the sweep's samples timed in both (about 1 ns for sgemm
+   * and 1.5 ns for dgemm on the CI machine class); 0 where too few were.
+   * A context that learns from its runs (POAS_ADAPT) plans with it while
+   * its runs show the host in the state the models do not fit. */
+  double handoff_extra[2];
 } poas_device_fit;
 
 /* The hand-off probe's sgemm (poas_device_fit.handoff_*), and the ratio

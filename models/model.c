@@ -94,10 +94,32 @@ static double smooth_time(const poas__gemm_model *gm, int64_t m, int64_t n, int6
   return t > floor_t ? t : floor_t;
 }
 
+/* The quick state's time of a call that took `t` in the slow one is at
+ * least this share of it: OpenBLAS's thinnest calls on the CI VM's two
+ * threads took 2-3.6x as long in the slow state
+ * (bench/results/handoff-state-fit-ci-2core-2026-11-24.md). */
+#define HANDOFF_QUICK_MIN 0.25
+
+/* A call whose C is m x n runs on all the device's threads unless the
+ * calibrated threads table says fewer (poas__device.threads_by_side). */
+static int on_all_threads(const poas__device_model *dm, poas_dtype dtype, int64_t m,
+                          int64_t n) {
+  int side;
+  int64_t s = poas__short_side(m, n, POAS__FEW_SIDE, &side);
+  return !s || dm->threads_by_side[dtype == POAS_FLOAT64][side][s] == 0;
+}
+
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k) {
   const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
-  return smooth_time(gm, m, n, k) * poas__thin_factor(gm->thin, m, n);
+  double t = smooth_time(gm, m, n, k) * poas__thin_factor(gm->thin, m, n);
+  double extra = dm->handoff_extra[dtype == POAS_FLOAT64];
+  if (dm->handoff_shift && extra > 0 && m > 0 && n > 0 && k > 0 &&
+      on_all_threads(dm, dtype, m, n)) {
+    double shifted = t + dm->handoff_shift * extra * (double)n * (double)k;
+    t = POAS__MAX(shifted, HANDOFF_QUICK_MIN * t);
+  }
+  return t;
 }
 
 double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
@@ -155,6 +177,7 @@ void poas__device_model_scale(poas__device_model *dm, poas_dtype dtype, double f
   for (int pair = 0; pair < 4; pair++)
     for (int f = 0; f < POAS__GEMM_NFEAT; f++)
       dm->gemm[dtype][pair].coef[f] *= factor;
+  dm->handoff_extra[dtype] *= factor;
   for (int dir = 0; dir < 2; dir++) {
     scale_rate(&dm->xfer[dir], factor);
     scale_rate(&dm->xfer_pinned[dir], factor);

@@ -150,6 +150,16 @@ typedef struct poas__device_model {
    * slow state when they are the most, else the quick one (measure_gemm).
    * Kept in profiles. 0 where not probed. */
   int handoff_timings, handoff_slow;
+  /* Seconds per element of B (n x k) that a call on all the device's
+   * threads took more in the slow state than in the quick one, by dtype:
+   * fitted by calibration from the sweep's samples timed in both states
+   * (measure_gemm). Kept in profiles. 0 where not measured. */
+  double handoff_extra[2];
+  /* On a plan's copy only, never kept: the host is in the state the
+   * models were not fitted to, and calls on all the device's threads take
+   * handoff_extra more per element of B (+1: the models fit the quick
+   * state) or less (-1: they fit the slow one). 0: the fitted state. */
+  int handoff_shift;
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */
@@ -175,7 +185,8 @@ const poas__thin_table *poas__thin_intern(const poas__thin_table *t);
 double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                                poas_op tb, int64_t m, int64_t n, int64_t k);
 /* Predicted seconds for a GEMM with operands already on the device: the
- * smooth model times the thin factor. */
+ * smooth model times the thin factor, and for a call on all the device's
+ * threads the hand-off state's term (handoff_shift) where it is set. */
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k);
 /* Predicted seconds for one host<->device copy of `bytes`; 0 when the

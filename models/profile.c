@@ -560,7 +560,8 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
                                       "transfer",   "transpose",  "contention",   "duplex",
                                       "dispatch_s", "engine_s",   "threads_by_cols",
                                       "threads_by_rows", "handoff_start", "handoff_end",
-                                      "handoff_timings", "handoff_slow_timings", NULL};
+                                      "handoff_timings", "handoff_slow_timings",
+                                      "handoff_extra", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -635,6 +636,23 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
       return -1;
     dm->handoff_timings = (int)timings;
     dm->handoff_slow = (int)slow;
+  }
+  /* Optional: "handoff_extra": {"s": seconds, "d": seconds}, each
+   * optional, per element of B (measured since the sweep fits one state).
+   * A microsecond per element would be a thousand times the CI VM's. */
+  dm->handoff_extra[0] = dm->handoff_extra[1] = 0;
+  json_t *extra = member(r, obj, path, "handoff_extra", JSON_OBJECT, "an object", 1);
+  if (r->problem[0])
+    return -1;
+  if (extra) {
+    static const char *const dtypes[] = {"s", "d", NULL};
+    snprintf(p, sizeof p, "%s.handoff_extra", path);
+    if (only_keys(r, extra, p, dtypes))
+      return -1;
+    for (int dt = 0; dt < 2; dt++)
+      if (json_object_get(extra, dtypes[dt]) &&
+          get_number(r, extra, p, dtypes[dt], 0, 1e-6, &dm->handoff_extra[dt]))
+        return -1;
   }
   return 0;
 }
@@ -939,6 +957,13 @@ static json_t *device_json(const poas__profile_device *pd) {
   if (pd->model.handoff_timings > 0) {
     json_object_set_new(d, "handoff_timings", json_integer(pd->model.handoff_timings));
     json_object_set_new(d, "handoff_slow_timings", json_integer(pd->model.handoff_slow));
+  }
+  if (pd->model.handoff_extra[0] > 0 || pd->model.handoff_extra[1] > 0) {
+    json_t *x = json_object();
+    for (int dt = 0; dt < 2; dt++)
+      if (pd->model.handoff_extra[dt] > 0)
+        json_object_set_new(x, dt ? "d" : "s", json_real(pd->model.handoff_extra[dt]));
+    json_object_set_new(d, "handoff_extra", x);
   }
   return d;
 }

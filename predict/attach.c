@@ -51,6 +51,7 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
   memcpy(dst->handoff, src->handoff, sizeof dst->handoff);
   dst->handoff_timings = src->handoff_timings;
   dst->handoff_slow = src->handoff_slow;
+  memcpy(dst->handoff_extra, src->handoff_extra, sizeof dst->handoff_extra);
   dst->source = POAS__MODEL_CALIBRATED;
 }
 

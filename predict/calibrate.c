@@ -837,6 +837,54 @@ static int sweep_out_of_time(const progress *pg, int passes, double elapsed, dou
   return poas__now() + per_pass + after_work * per_work > end;
 }
 
+/* What a GEMM sweep saw of the hand-off state: its timings probed for it,
+ * those that met slow hand-offs, and the slow state's extra seconds per
+ * element of B by dtype (poas__device_model.handoff_*). */
+typedef struct handoff_seen {
+  int timings, slow;
+  double extra[2];
+} handoff_seen;
+
+/* Fewest samples timed in both states that the slow state's extra is
+ * fitted from, per dtype. */
+#define HANDOFF_EXTRA_MIN_SAMPLES 12
+
+/* The slow state's extra seconds per element of B (n x k), by dtype, from
+ * the samples with timings in both states that run on all the device's
+ * threads: the slope through the origin of (slow - quick) against n k,
+ * weighted so that relative error is what is minimised. On the CI VM,
+ * quick-state times plus that term predicted 96 shapes' slow-state times
+ * within a median 5.6% (sgemm, 1.0 ns per element) and 4.0% (dgemm, 1.5
+ * ns), where the quick times alone were 15.5% off. 0 where too few
+ * samples met both states or the slope is not positive. */
+static void handoff_extra_fit(const bench *bb, const gemm_sample *s, int ns, const double *t,
+                              const unsigned char *slow, int reps, double extra[2]) {
+  double num[2] = {0, 0}, den[2] = {0, 0};
+  int used[2] = {0, 0};
+  for (int i = 0; i < ns; i++) {
+    int dt = s[i].dtype;
+    if (poas__few_threads(bb->dev->threads_by_side, (poas_dtype)dt, s[i].m, s[i].n))
+      continue; /* runs on fewer threads, which do not hand work over */
+    double v[2][MAX_REPS];
+    int nv[2] = {0, 0};
+    for (int r = 0; r < reps; r++) {
+      int sl = slow[s[i].id * MAX_REPS + r];
+      v[sl][nv[sl]++] = t[s[i].id * MAX_REPS + r];
+    }
+    if (!nv[0] || !nv[1])
+      continue;
+    double quick = poas__median(v[0], nv[0]), slowt = poas__median(v[1], nv[1]);
+    double x = (double)s[i].n * (double)s[i].k / slowt, y = (slowt - quick) / slowt;
+    num[dt] += x * y;
+    den[dt] += x * x;
+    used[dt]++;
+  }
+  for (int dt = 0; dt < 2; dt++)
+    extra[dt] = used[dt] >= HANDOFF_EXTRA_MIN_SAMPLES && den[dt] > 0 && num[dt] > 0
+                    ? num[dt] / den[dt]
+                    : 0;
+}
+
 /* The visits between two probes of the hand-off state met slow hand-offs
  * when either probe saw them: the state lasts seconds, the gap a fraction
  * of one. */
@@ -853,9 +901,8 @@ static void tag_visits(unsigned char *slow, const int *visits, int n, double bef
  * >= 0 (the work of the steps that follow) the sweep keeps to the
  * device's time (sweep_out_of_time), running at least sweep_min_passes()
  * of its passes; below 0 it runs them all. The passes it timed go to
- * *timed_passes and its seconds per unit of work to *per_work, and the
- * timings probed for the hand-off state and those that met slow
- * hand-offs to probed[0] and probed[1], where not NULL.
+ * *timed_passes and its seconds per unit of work to *per_work, and what
+ * it saw of the hand-off state to *state, where not NULL.
  *
  * On a device of several host threads it also probes the hand-off state
  * (handoff_now) every HANDOFF_EVERY_S between visits, and fits the state
@@ -864,10 +911,13 @@ static void tag_visits(unsigned char *slow, const int *visits, int n, double bef
  * either state, with thin calls on two threads up to 3x slower in the
  * slow one, and medians over passes that mixed the two described neither:
  * with them, bench/accuracy read 10-13% in the slow state; fitted to it,
- * 4.7-7.8% (bench/results/handoff-state-fit-ci-2core-2026-11-24.md). */
+ * 4.7-7.8% (bench/results/handoff-state-fit-ci-2core-2026-11-24.md).
+ * What the slow state adds is fitted too, from the samples timed in both
+ * (handoff_extra_fit), so that a plan can follow the host into the state
+ * the models do not fit. */
 static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, progress *pg,
                         const char *const step[2], double after_work, int *timed_passes,
-                        double *per_work, int probed[2]) {
+                        double *per_work, handoff_seen *state) {
   int reps = POAS__MIN(sw->reps, MAX_REPS);
   int nid = 0; /* timings are kept by sample id, which may exceed ns */
   for (int i = 0; i < ns; i++)
@@ -934,9 +984,12 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     for (int r = 0; r < reps; r++)
       nslow += slow[s[i].id * MAX_REPS + r];
   int fit_slow = 2 * nslow > ns * reps;
-  if (probed) {
-    probed[0] = probing ? ns * reps : 0;
-    probed[1] = nslow;
+  if (state)
+    *state = (handoff_seen){0};
+  if (state && !rc) {
+    state->timings = probing ? ns * reps : 0;
+    state->slow = nslow;
+    handoff_extra_fit(bb, s, ns, t, slow, reps, state->extra);
   }
   if (!rc && nslow)
     poas__info("%s: %d of the %d timings of %s/%s met slow hand-offs between the device's "
@@ -1367,11 +1420,12 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
   static const char *const step[2] = {"sgemm", "dgemm"};
   out->sweep_planned = POAS__MIN(sw->reps, MAX_REPS);
   double per_work;
-  int probed[2];
+  handoff_seen seen;
   int rc = measure_gemm(bb, sw, s, ns, pg, step, after_work, &out->sweep_passes, &per_work,
-                        probed);
-  out->handoff_timings = probed[0];
-  out->handoff_slow = probed[1];
+                        &seen);
+  out->handoff_timings = seen.timings;
+  out->handoff_slow = seen.slow;
+  memcpy(out->handoff_extra, seen.extra, sizeof out->handoff_extra);
   if (!rc && thin_out_of_time(pg, per_work, after_work)) {
     out->thin_skipped = 1;
     poas__info("%s: thin-block probes left out to keep to the time calibration has",

@@ -284,6 +284,7 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
     p->dev[d].model.engine_s = 1e-3;
     p->dev[d].model.handoff[0] = 0.8, p->dev[d].model.handoff[1] = 2.5 + d;
     p->dev[d].model.handoff_timings = 400, p->dev[d].model.handoff_slow = 30 + d;
+    p->dev[d].model.handoff_extra[1] = 1e-9 * (d + 1);
     p->dev[d].model.transpose = (poas__transfer_model){
         .valid = 1, .latency = 1e-5, .bandwidth = 3e9 + d, .fit = {10, 0.9, 0.01, 0.02}};
   }
@@ -321,6 +322,7 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
     CHECK_MSG(info->dev[d].handoff_start == 0.8 && info->dev[d].handoff_end == 2.5 + d,
               "%s: hand-offs %g, %g", info->dev[d].id, info->dev[d].handoff_start,
               info->dev[d].handoff_end);
+    CHECK(info->dev[d].handoff_extra[0] == 0 && info->dev[d].handoff_extra[1] == 1e-9 * (d + 1));
     CHECK_MSG(info->dev[d].handoff_timings == 400 && info->dev[d].handoff_slow_timings == 30 + d,
               "%s: %d of %d timings slow", info->dev[d].id, info->dev[d].handoff_slow_timings,
               info->dev[d].handoff_timings);
@@ -982,7 +984,126 @@ TEST(calls_on_fewer_threads_are_predicted_as_measured) {
   return 0;
 }
 
+/* The hand-off state's term: a plan's model in the state its models were
+ * not fitted to adds (fitted quick) or takes (fitted slow) handoff_extra
+ * per element of B from calls on all the device's threads, down to a
+ * quarter of the fitted time; calls the threads table puts on fewer
+ * threads, and dtypes without the term, do not move. */
+TEST(the_other_hand_off_state_moves_calls_on_all_threads) {
+  poas__device_model m = {0};
+  double rates[2] = {1e11, 5e10};
+  poas__device_model_from_rates(&m, POAS__MODEL_CALIBRATED, rates, 0, 0, 0);
+  m.handoff_extra[0] = 1e-9;
+  m.threads_by_side[0][0][8] = 1; /* sgemm of 8 rows on one thread */
+  double t = poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 64, 900, 1400);
+  m.handoff_shift = 1;
+  double up = poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 64, 900, 1400);
+  CHECK_MSG(fabs(up - (t + 1e-9 * 900 * 1400)) < 1e-12 * up, "%g against %g", up, t);
+  m.handoff_shift = -1;
+  double down =
+      poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 64, 900, 1400);
+  CHECK_MSG(fabs(down - 0.25 * t) < 1e-12 * t, "%g against %g", down, t); /* the floor */
+  double big = poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 4096, 4096,
+                                     4096);
+  m.handoff_shift = 0;
+  double big0 = poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 4096, 4096,
+                                      4096);
+  CHECK(fabs(big - (big0 - 1e-9 * 4096 * 4096)) < 1e-12 * big0);
+  for (int shift = -1; shift <= 1; shift += 2) {
+    m.handoff_shift = shift;
+    double one = poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 8, 900,
+                                       1400);
+    double d = poas__model_gemm_time(&m, POAS_FLOAT64, POAS_NO_TRANS, POAS_NO_TRANS, 64, 900,
+                                     1400);
+    m.handoff_shift = 0;
+    CHECK(one == poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 8, 900,
+                                       1400));
+    CHECK(d == poas__model_gemm_time(&m, POAS_FLOAT64, POAS_NO_TRANS, POAS_NO_TRANS, 64, 900,
+                                     1400));
+  }
+  /* Scaling a model (what runs taught) scales the term with it. */
+  poas__device_model_scale(&m, POAS_FLOAT32, 2);
+  CHECK(m.handoff_extra[0] == 2e-9 && m.handoff_extra[1] == 0);
+  return 0;
+}
+
+/* A context follows its device into the hand-off state its models were
+ * not fitted to. A sim replays a profile fitted in the quick state whose
+ * sgemm term doubles a thin call's planned time (the sim's copies
+ * included: it has memory of its own), and runs twice as slowly as the
+ * profile says: from the second run on (the first pays one-time costs)
+ * the runs are nearer the other state's prediction, and the plans after
+ * them predict it. Without the term, or with POAS_ADAPT=0, the plans stay
+ * at the fitted state's time. The call takes about a millisecond of
+ * virtual time, under what runs teach a factor from, so the term alone
+ * moves the plan. */
+static int handoff_runs(const char *path, int adapt, double *first_err, double *last_err) {
+  char devs[400];
+  snprintf(devs, sizeof devs, "sim:profile=%s:slowdown=2", path);
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = devs;
+  o.no_adapt = !adapt;
+  poas_context *ctx = NULL;
+  int rc = poas_init(&ctx, &o);
+  enum { M = 16, N = 1024, K = 2048 };
+  float *A = calloc((size_t)M * K, sizeof *A), *B = calloc((size_t)K * N, sizeof *B),
+        *C = calloc((size_t)M * N, sizeof *C);
+  if (!rc && !(A && B && C))
+    rc = POAS_ENOMEM;
+  for (int r = 0; !rc && r < 4; r++) {
+    rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, A, M, B, K, 0,
+                    C, M);
+    poas_report rep;
+    if (!rc)
+      rc = poas_last_report(ctx, &rep);
+    double err = rc ? 0 : fabs(rep.predicted_s - rep.measured_s) / rep.measured_s;
+    if (r == 0)
+      *first_err = err;
+    *last_err = err;
+  }
+  free(A), free(B), free(C);
+  poas_finalize(ctx);
+  return rc;
+}
+
+TEST(runs_follow_the_host_into_the_other_hand_off_state) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0");
+  CHECK(ctx);
+  char path[256];
+  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32, "handoff.json", path, NULL));
+  poas_finalize(ctx);
+  char replay[300];
+  snprintf(replay, sizeof replay, "sim:profile=%s", path);
+  CHECK(ctx = test_open(replay));
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 16,
+                          1024, 2048, &plan));
+  poas_finalize(ctx);
+  double t = plan.makespan_s;
+  CHECK_MSG(t > 2e-4 && t < 5e-3, "%g s", t); /* between the two thresholds of api/run.c */
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(path, p));
+  p->dev[0].model.handoff_timings = 400, p->dev[0].model.handoff_slow = 10;
+  p->dev[0].model.handoff_extra[0] = t / (1024.0 * 2048);
+  char with[256];
+  snprintf(with, sizeof with, "%s", test_tmp_path("handoff-extra.json"));
+  CHECK_OK(poas__profile_write(with, p));
+  free(p);
+  double first, last;
+  CHECK_OK(handoff_runs(with, 1, &first, &last));
+  CHECK_MSG(first > 0.4 && last < 0.05, "with the term: first %.3f, last %.3f", first, last);
+  CHECK_OK(handoff_runs(with, 0, &first, &last));
+  CHECK_MSG(last > 0.4, "POAS_ADAPT=0: last %.3f", last);
+  CHECK_OK(handoff_runs(path, 1, &first, &last));
+  CHECK_MSG(last > 0.4, "without the term: last %.3f", last);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
+          TEST_ENTRY(the_other_hand_off_state_moves_calls_on_all_threads),
+          TEST_ENTRY(runs_follow_the_host_into_the_other_hand_off_state),
           TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
           TEST_ENTRY(runs_teach_thin_blocks_apart_from_whole_ones),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),

@@ -134,6 +134,7 @@ static void sample_profile(poas__profile *p) {
     m->handoff[1] = d ? 0.0 : 2.5 + 1.0 / 3;
     m->handoff_timings = d ? 0 : 1980;
     m->handoff_slow = d ? 0 : 237;
+    m->handoff_extra[0] = d ? 0 : 1e-9 / 3; /* dgemm's left out */
   }
 }
 
@@ -174,6 +175,8 @@ TEST(round_trip_is_exact) {
     CHECK(x->model.handoff[0] == y->model.handoff[0] && x->model.handoff[1] == y->model.handoff[1]);
     CHECK(x->model.handoff_timings == y->model.handoff_timings &&
           x->model.handoff_slow == y->model.handoff_slow);
+    CHECK(x->model.handoff_extra[0] == y->model.handoff_extra[0] &&
+          x->model.handoff_extra[1] == y->model.handoff_extra[1]);
   }
   /* Written again, the file is byte for byte the same. */
   const char *again = test_tmp_path("again.json");
@@ -221,6 +224,8 @@ static const struct {
     {"bad-handoff.json", "'devices[0].handoff_end' is -2, outside"},
     {"bad-handoff-sweep.json", "'devices[0].handoff_slow_timings' is 401, outside [0, 400]"},
     {"bad-handoff-pair.json", "missing field 'devices[0].handoff_slow_timings'"},
+    {"bad-handoff-extra.json", "'devices[0].handoff_extra.s' is -1e-09, outside [0, 1e-06]"},
+    {"bad-handoff-extra-key.json", "unknown field 'devices[0].handoff_extra.x'"},
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},

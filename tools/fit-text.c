@@ -86,11 +86,20 @@ void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fi
                               : "fit the quick state, which most of them met";
   else
     fits = slow_a && slow_b ? "fit that slow state" : "mix the two states";
+  /* What the slow state adds, where calibration could fit it: plans that
+   * learn from runs follow the host into the other state with it. */
+  char extra[160] = "";
+  const double *x = fit->handoff_extra;
+  if (x[0] > 0 || x[1] > 0)
+    snprintf(extra, sizeof extra,
+             " (the slow state adds %.2g ns per element of B to sgemm, %.2g to dgemm, which "
+             "plans follow while runs show the other state)",
+             1e9 * x[0], 1e9 * x[1]);
   fprintf(f,
           "%s%s: hand-offs between its threads were %s%s (a thin sgemm on all of them took "
           "%.2fx its time on one at the start, %.2fx at the end: another process or a VM's "
           "host held a core back); its models %s, and calls on several threads, thin ones "
-          "most, run off them when that changes; calibrate again when the machine is quiet, "
+          "most, run off them when that changes%s; calibrate again when the machine is quiet, "
           "or give the device threads=1 (cpu:threads=1), whose calls do not depend on it\n",
           prefix, fit->id,
           slow_a && slow_b && slow == timings ? "slow throughout its calibration"
@@ -98,7 +107,7 @@ void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fi
           : slow_a ? "slow at the start of its calibration and quick at the end"
           : slow_b ? "quick at the start of its calibration and slow at the end"
                    : "quick at the start of its calibration and at the end",
-          sweep, a, b, fits);
+          sweep, a, b, fits, extra);
 }
 
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {
