@@ -8,7 +8,9 @@
  * transposed case) and random shapes in between, for every transpose
  * pair. The sweep runs several passes, each over every sample in a new
  * shuffled order, each sample warmed up and then timed once per pass; the
- * median of its passes is kept. The fastest pass was tried first: it is
+ * median of its passes is kept (on a device of several host threads, of
+ * its passes in the hand-off state most of the sweep met, and what the
+ * other state adds is fitted apart: measure_gemm). The fastest pass was tried first: it is
  * steadier on a machine busy with other work, but it is the best case, and
  * the runs it is meant to predict are typical ones: with it, GEMMs on a
  * quiet CI-class machine ran 5-9% slower than predicted (median of
