@@ -111,10 +111,8 @@ void poas__adapt_reset(poas_context *ctx) {
   pthread_mutex_lock(&ctx->adapt_lock);
   for (int i = 0; i < POAS_MAX_DEVICES; i++) {
     ctx->handoff_other[i] = 0;
-    ctx->handoff_runs[i][0] = ctx->handoff_runs[i][1] = 0;
-  }
-  for (int i = 0; i < POAS_MAX_DEVICES; i++)
     for (int dt = 0; dt < 2; dt++) {
+      ctx->handoff_runs[i][dt] = 0;
       ctx->adapt[i][dt] = 1;
       ctx->learned[i][dt] = (poas__learned){0};
       for (int c = 0; c < POAS__SHAPE_CLASSES; c++) {
@@ -122,6 +120,7 @@ void poas__adapt_reset(poas_context *ctx) {
         ctx->learned_shape[i][dt][c] = (poas__learned){0};
       }
     }
+  }
   pthread_mutex_unlock(&ctx->adapt_lock);
 }
 

@@ -80,7 +80,7 @@ static double plan_engine_s(const poas_context *ctx) {
 static int handoff_shift(const poas__device_model *dm, poas_dtype dtype) {
   if (!(dm->handoff_extra[dtype == POAS_FLOAT64] > 0) || dm->handoff_timings <= 0)
     return 0;
-  return 2 * dm->handoff_slow > dm->handoff_timings ? -1 : 1;
+  return poas__handoff_fits_slow(dm->handoff_timings, dm->handoff_slow) ? -1 : 1;
 }
 
 /* The host's cores, which devices that share them compete for. */
@@ -263,11 +263,11 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
       sh->u1 != plan->res.total_units || !(sh->time.total_s > 0) ||
       ctx->handoff_runs[i][p->dtype]++ == 0)
     return 0;
-  /* The plan's model in the other state: its GEMM's time moves by delta. */
-  poas__device_model other = *dm;
-  other.handoff_shift = dm->handoff_shift ? 0 : sign;
+  /* The plan's model in the other state: its GEMM's time moves by then - now. */
+  int other = dm->handoff_shift ? 0 : sign;
   double now = poas__model_gemm_time(dm, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
-  double then = poas__model_gemm_time(&other, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
+  double then =
+      poas__model_gemm_time_in(dm, other, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
   double planned = sh->time.total_s, alt = planned + (then - now);
   if (!(fabs(then - now) >= HANDOFF_TELLS * planned) || !(alt > 0))
     return 0;
@@ -275,7 +275,7 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
     return 0;
   ctx->handoff_other[i] = !ctx->handoff_other[i];
   poas__debug("%s: ran %.3g s, nearer the %s hand-off state's %.3g s than the plan's %.3g s",
-              d->id, d->busy_s, other.handoff_shift ? "other" : "fitted", alt, planned);
+              d->id, d->busy_s, other ? "other" : "fitted", alt, planned);
   return 1;
 }
 

@@ -78,65 +78,70 @@ static double handoff_call(const float *a, const float *b, float *c) {
   return bench_now() - t0;
 }
 
-void bench_handoff_probe(bench_handoff *out) {
-  *out = (bench_handoff){0};
+/* The probe's operands and the process's cores, set up on first use and
+ * kept: bench_handoff_now runs before every visit of a run. NULL when
+ * they could not be had. */
+typedef struct handoff_setup {
   cblas_state s;
-  if (sched_getaffinity(0, sizeof s.mask, &s.mask) != 0)
-    return;
-  s.threads = CPU_COUNT(&s.mask);
+  float *a, *b, *c;
+} handoff_setup;
+
+static handoff_setup *handoff_setup_get(void) {
+  static handoff_setup h;
+  if (h.a)
+    return &h;
+  if (sched_getaffinity(0, sizeof h.s.mask, &h.s.mask) != 0)
+    return NULL;
+  h.s.threads = CPU_COUNT(&h.s.mask);
   size_t na = (size_t)POAS_HANDOFF_M * POAS_HANDOFF_K;
   size_t nb = (size_t)POAS_HANDOFF_K * POAS_HANDOFF_N;
   float *a = malloc(sizeof *a * (na + nb + (size_t)POAS_HANDOFF_M * POAS_HANDOFF_N));
   if (!a)
-    return;
-  float *b = a + na, *c = b + nb;
+    return NULL;
   bench_fill(a, POAS_FLOAT32, na + nb, 21);
+  h.b = a + na, h.c = h.b + nb, h.a = a;
+  return &h;
+}
+
+/* The probe's calls in `blocks` blocks of `block` on every core and on
+ * one, alternated, after a warm-up block of each: their medians into
+ * *all and *one. 0, or -1 when it could not run. */
+static int handoff_times(int block, int blocks, double *all, double *one, int *threads) {
+  handoff_setup *h = handoff_setup_get();
+  if (!h)
+    return -1;
   double t[2][HANDOFF_BLOCK * HANDOFF_BLOCKS];
-  for (int blk = -1; blk < HANDOFF_BLOCKS; blk++) /* block -1: a warm-up of each */
-    for (int one = 0; one < 2; one++) {
-      if (one)
+  for (int blk = -1; blk < blocks; blk++) /* block -1: a warm-up of each */
+    for (int on_one = 0; on_one < 2; on_one++) {
+      if (on_one)
         openblas_set_num_threads(1);
       else
-        use_all_cores(&s);
-      for (int i = 0; i < HANDOFF_BLOCK; i++) {
-        double d = handoff_call(a, b, c);
+        use_all_cores(&h->s);
+      for (int i = 0; i < block; i++) {
+        double d = handoff_call(h->a, h->b, h->c);
         if (blk >= 0)
-          t[one][blk * HANDOFF_BLOCK + i] = d;
+          t[on_one][blk * block + i] = d;
       }
     }
-  use_all_cores(&s);
-  free(a);
-  out->threads = s.threads;
-  out->all_s = bench_median(t[0], HANDOFF_BLOCK * HANDOFF_BLOCKS);
-  out->one_s = bench_median(t[1], HANDOFF_BLOCK * HANDOFF_BLOCKS);
+  use_all_cores(&h->s);
+  *all = bench_median(t[0], block * blocks);
+  *one = bench_median(t[1], block * blocks);
+  *threads = h->s.threads;
+  return 0;
+}
+
+void bench_handoff_probe(bench_handoff *out) {
+  *out = (bench_handoff){0};
+  if (handoff_times(HANDOFF_BLOCK, HANDOFF_BLOCKS, &out->all_s, &out->one_s, &out->threads))
+    *out = (bench_handoff){0};
 }
 
 double bench_handoff_now(void) {
-  /* Kept for the process: this is called before every visit of a run. */
-  static cblas_state s;
-  static float *a;
-  size_t na = (size_t)POAS_HANDOFF_M * POAS_HANDOFF_K;
-  size_t nb = (size_t)POAS_HANDOFF_K * POAS_HANDOFF_N;
-  if (!a) {
-    if (sched_getaffinity(0, sizeof s.mask, &s.mask) != 0)
-      return 0;
-    s.threads = CPU_COUNT(&s.mask);
-    a = malloc(sizeof *a * (na + nb + (size_t)POAS_HANDOFF_M * POAS_HANDOFF_N));
-    if (!a)
-      return 0;
-    bench_fill(a, POAS_FLOAT32, na + nb, 21);
-  }
-  if (s.threads < 2)
+  handoff_setup *h = handoff_setup_get();
+  double all, one;
+  int threads;
+  if (!h || h->s.threads < 2 || handoff_times(1, 1, &all, &one, &threads))
     return 0;
-  float *b = a + na, *c = b + nb;
-  double all = 0, one = 0;
-  use_all_cores(&s);
-  for (int i = 0; i < 2; i++) /* the first: a warm-up after the switch */
-    all = handoff_call(a, b, c);
-  openblas_set_num_threads(1);
-  for (int i = 0; i < 2; i++)
-    one = handoff_call(a, b, c);
-  use_all_cores(&s);
   return one > 0 ? all / one : 0;
 }
 

@@ -63,8 +63,8 @@ void bench_handoff_probe(bench_handoff *out);
  * one_s); nothing on one core or when the probe could not run. */
 void bench_handoff_print(FILE *f, const char *tool, const char *when, const bench_handoff *h);
 /* The probe's state now, cheaply, to tag the timings of a run call by
- * call: two calls of its sgemm on every core, then two on one, and the
- * second of each timed; returns the ratio of the two times (above
+ * call: a warm-up call of its sgemm on every core and on one, then a timed
+ * call of each; returns the ratio of the two times (above
  * POAS_HANDOFF_SLOW: slow), 0 on one core or out of memory. About 2.5 ms
  * on the CI VM (1.2 ms of it spent while hand-offs are quick). */
 double bench_handoff_now(void);

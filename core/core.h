@@ -37,6 +37,16 @@ static inline int64_t poas__short_side(int64_t m, int64_t n, int64_t most, int *
   return s >= 1 && s <= most ? s : 0;
 }
 
+/* The entry of a threads table (poas__device.threads_by_side, and the
+ * model's copy) for an m x n C of dtype dt: 0 (all threads) unless its
+ * shorter side, columns on a tie, is at most POAS__FEW_SIDE. */
+static inline int poas__few_threads(const uint8_t t[2][2][POAS__FEW_SIDE + 1], poas_dtype dt,
+                                    int64_t m, int64_t n) {
+  int side;
+  int64_t s = poas__short_side(m, n, POAS__FEW_SIDE, &side);
+  return s ? t[dt == POAS_FLOAT64][side][s] : 0;
+}
+
 /* ---------------------------------------------------------------- logging */
 
 enum { POAS__LOG_OFF = 0, POAS__LOG_WARN = 1, POAS__LOG_INFO = 2, POAS__LOG_DEBUG = 3 };

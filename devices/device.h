@@ -183,16 +183,6 @@ struct poas__device {
   poas__memcache *cache; /* freed buffers kept for reuse; set by the registry */
 };
 
-/* The threads table's entry for an m x n C of dtype dt (see
- * poas__device.threads_by_side): 0 (all threads) unless its shorter side,
- * columns on a tie, is at most POAS__FEW_SIDE. */
-static inline int poas__few_threads(const uint8_t t[2][2][POAS__FEW_SIDE + 1], poas_dtype dt,
-                                    int64_t m, int64_t n) {
-  int side;
-  int64_t s = poas__short_side(m, n, POAS__FEW_SIDE, &side);
-  return s ? t[dt == POAS_FLOAT64][side][s] : 0;
-}
-
 /* ---------------------------------------------------------- memory cache */
 
 /* Device buffers outlive a run: poas__dev_free parks a buffer, and a later

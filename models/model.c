@@ -100,26 +100,23 @@ static double smooth_time(const poas__gemm_model *gm, int64_t m, int64_t n, int6
  * (bench/results/handoff-state-fit-ci-2core-2026-11-24.md). */
 #define HANDOFF_QUICK_MIN 0.25
 
-/* A call whose C is m x n runs on all the device's threads unless the
- * calibrated threads table says fewer (poas__device.threads_by_side). */
-static int on_all_threads(const poas__device_model *dm, poas_dtype dtype, int64_t m,
-                          int64_t n) {
-  int side;
-  int64_t s = poas__short_side(m, n, POAS__FEW_SIDE, &side);
-  return !s || dm->threads_by_side[dtype == POAS_FLOAT64][side][s] == 0;
+double poas__model_gemm_time_in(const poas__device_model *dm, int shift, poas_dtype dtype,
+                                poas_op ta, poas_op tb, int64_t m, int64_t n, int64_t k) {
+  const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
+  double t = smooth_time(gm, m, n, k) * poas__thin_factor(gm->thin, m, n);
+  double extra = dm->handoff_extra[dtype == POAS_FLOAT64];
+  /* Calls the threads table puts on fewer threads hand nothing over. */
+  if (shift && extra > 0 && m > 0 && n > 0 && k > 0 &&
+      !poas__few_threads(dm->threads_by_side, dtype, m, n)) {
+    double shifted = t + shift * extra * (double)n * (double)k;
+    t = POAS__MAX(shifted, HANDOFF_QUICK_MIN * t);
+  }
+  return t;
 }
 
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k) {
-  const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
-  double t = smooth_time(gm, m, n, k) * poas__thin_factor(gm->thin, m, n);
-  double extra = dm->handoff_extra[dtype == POAS_FLOAT64];
-  if (dm->handoff_shift && extra > 0 && m > 0 && n > 0 && k > 0 &&
-      on_all_threads(dm, dtype, m, n)) {
-    double shifted = t + dm->handoff_shift * extra * (double)n * (double)k;
-    t = POAS__MAX(shifted, HANDOFF_QUICK_MIN * t);
-  }
-  return t;
+  return poas__model_gemm_time_in(dm, dm->handoff_shift, dtype, ta, tb, m, n, k);
 }
 
 double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,

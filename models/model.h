@@ -189,6 +189,14 @@ double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, p
  * threads the hand-off state's term (handoff_shift) where it is set. */
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k);
+/* The same in a hand-off state given by `shift` (as handoff_shift) rather
+ * than dm's own. */
+double poas__model_gemm_time_in(const poas__device_model *dm, int shift, poas_dtype dtype,
+                                poas_op ta, poas_op tb, int64_t m, int64_t n, int64_t k);
+/* Whether a calibration whose GEMM sweep had `timings` probed for the
+ * hand-off state, `slow` of them slow, fitted its models to the slow
+ * state: the state most of them met (predict/calibrate.c, measure_gemm). */
+static inline int poas__handoff_fits_slow(int timings, int slow) { return 2 * slow > timings; }
 /* Predicted seconds for one host<->device copy of `bytes`; 0 when the
  * device computes on host memory. */
 double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes);

@@ -985,7 +985,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   for (int i = 0; i < ns; i++)
     for (int r = 0; r < reps; r++)
       nslow += slow[s[i].id * MAX_REPS + r];
-  int fit_slow = 2 * nslow > ns * reps;
+  int fit_slow = poas__handoff_fits_slow(ns * reps, nslow);
   if (state)
     *state = (handoff_seen){0};
   if (state && !rc) {
