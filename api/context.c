@@ -113,6 +113,8 @@ void poas__adapt_reset(poas_context *ctx) {
     ctx->handoff_other[i] = 0;
     for (int dt = 0; dt < 2; dt++) {
       ctx->handoff_runs[i][dt] = 0;
+      ctx->handoff_level[i][dt] = 1;
+      ctx->handoff_learned[i][dt] = (poas__learned){0};
       ctx->adapt[i][dt] = 1;
       ctx->learned[i][dt] = (poas__learned){0};
       for (int c = 0; c < POAS__SHAPE_CLASSES; c++) {

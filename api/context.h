@@ -129,6 +129,12 @@ struct poas_context {
    * left out). */
   int handoff_other[POAS_MAX_DEVICES];
   int handoff_runs[POAS_MAX_DEVICES][2];
+  /* How strong the slow state is now, by dtype: the multiple of the
+   * device's handoff_extra it adds over the quick state (1: as calibration
+   * measured it), learned from the runs that found the device in it. The
+   * same host adds 1.2-1.7 times one day what it added the day before. */
+  double handoff_level[POAS_MAX_DEVICES][2];
+  poas__learned handoff_learned[POAS_MAX_DEVICES][2];
 };
 
 /* Forgets what runs taught (the models changed: calibration). */

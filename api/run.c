@@ -73,14 +73,29 @@ static double plan_engine_s(const poas_context *ctx) {
   return e;
 }
 
-/* The sign of the hand-off term a plan adds to dm's calls of dtype while
- * the host is in the state dm was not fitted to: +1 when dm fits the
- * quick state (calls on all threads run longer), -1 when it fits the slow
- * one; 0 when dm has no such term. */
-static int handoff_shift(const poas__device_model *dm, poas_dtype dtype) {
-  if (!(dm->handoff_extra[dtype == POAS_FLOAT64] > 0) || dm->handoff_timings <= 0)
+/* Whether dm's calls of dtype carry the hand-off state's term, and
+ * *fits_slow: whether its models were fitted to the slow state. */
+static int handoff_term(const poas__device_model *dm, poas_dtype dtype, int *fits_slow) {
+  *fits_slow = poas__handoff_fits_slow(dm->handoff_timings, dm->handoff_slow);
+  return dm->handoff_extra[dtype == POAS_FLOAT64] > 0 && dm->handoff_timings > 0;
+}
+
+/* The hand-off term's multiple a plan gives dm's calls (handoff_shift) with
+ * the host in the slow state (slow = 1) or the quick one, the slow state
+ * `level` times as strong as calibration measured: relative to the
+ * state the models were fitted to. */
+static double handoff_shift_in(int fits_slow, int slow, double level) {
+  return (slow ? level : 0) - (fits_slow ? 1 : 0);
+}
+
+/* The shift device i's plans of dtype take now: what its runs showed of
+ * the host's state and its strength. Called with adapt_lock held. */
+static double handoff_shift_now(const poas_context *ctx, int i, poas_dtype dtype) {
+  int fits_slow;
+  if (!handoff_term(&ctx->models[i], dtype, &fits_slow))
     return 0;
-  return poas__handoff_fits_slow(dm->handoff_timings, dm->handoff_slow) ? -1 : 1;
+  return handoff_shift_in(fits_slow, fits_slow != ctx->handoff_other[i],
+                          ctx->handoff_level[i][dtype]);
 }
 
 /* The host's cores, which devices that share them compete for. */
@@ -109,12 +124,13 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
   int nd = ctx->devices.ndev;
   /* Thin calls learn apart from whole ones (POAS__SHAPE_*): a call plans
    * with its class's factor where that class has runs of its own. */
-  int shape = poas__shape_class(p->m, p->n), shift[POAS_MAX_DEVICES];
+  int shape = poas__shape_class(p->m, p->n);
+  double shift[POAS_MAX_DEVICES];
   pthread_mutex_lock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
     double own = ctx->adapt_shape[i][p->dtype][shape];
     out->learned[i] = own > 0 ? own : ctx->adapt[i][p->dtype];
-    shift[i] = ctx->handoff_other[i] ? handoff_shift(&ctx->models[i], p->dtype) : 0;
+    shift[i] = handoff_shift_now(ctx, i, p->dtype);
   }
   pthread_mutex_unlock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
@@ -122,7 +138,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     const poas__device_model *dm = &ctx->models[i];
     /* A model that runs corrected is copied and scaled; the others are
      * used as they are (no copy on every call). */
-    if (out->learned[i] != 1 || shift[i]) {
+    if (out->learned[i] != 1 || shift[i] != 0) {
       out->model[i] = ctx->models[i];
       poas__device_model_scale(&out->model[i], p->dtype, out->learned[i]);
       out->model[i].handoff_shift = shift[i];
@@ -245,37 +261,69 @@ double poas__learn(poas__learned *l, double implied) {
  * prediction its last informative run came nearer: a run of the whole
  * problem on the device alone, in which the two states' predictions
  * differ by a tenth or more. The state lasts seconds on the CI VM, many
- * runs. Runs from HANDOFF_MIN_S: thin calls of a millisecond, which the
- * state moves most, tell it best; a device's first run in a dtype, which
- * pays one-time costs, is left out. Returns 1 when the run moved the device
- * to the other state (whose factor it then does not teach). Called with
- * adapt_lock held. */
+ * runs. A run that finds the device slow also tells how strong the slow
+ * state is now (the multiple of handoff_extra it added), and plans use
+ * the median of the last POAS__LEARN_WINDOW such runs' (poas__learn): on
+ * the CI VM the slow state added 1.2-1.7 times what calibration had
+ * measured an hour before, and over rounds of bench/accuracy --adapt
+ * learning it took the slow timings' median signed error from -10.7% to
+ * -4.7%; their median |error| stayed about 11%, since the strength itself
+ * moved 0.4-4x within a round (bench/results/handoff-level-ci-2core-
+ * 2026-11-24.md).
+ * Runs from HANDOFF_MIN_S: thin calls of a millisecond, which the state
+ * moves most, tell it best; a device's first run in a dtype, which pays
+ * one-time costs, is left out. Returns 1 when the run taught the hand-off
+ * state (moved the device to the other state, or measured the slow
+ * state's strength), which then does not teach the device's factor.
+ * Called with adapt_lock held. */
 #define HANDOFF_MIN_S 1e-4
 #define HANDOFF_TELLS 0.1
+#define HANDOFF_LEVEL_MIN 0.25
+#define HANDOFF_LEVEL_MAX 4.0
 
 static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int i,
                             const poas_device_report *d) {
   const poas__opt_problem *p = &plan->prob;
   const poas__opt_share *sh = &plan->res.dev[i];
   const poas__device_model *dm = plan->dev[i].model;
-  int sign = dm ? handoff_shift(dm, p->dtype) : 0;
-  if (!sign || d->failed || !(d->busy_s >= HANDOFF_MIN_S) || sh->u0 != 0 ||
-      sh->u1 != plan->res.total_units || !(sh->time.total_s > 0) ||
-      ctx->handoff_runs[i][p->dtype]++ == 0)
+  int fits_slow;
+  if (!dm || !handoff_term(dm, p->dtype, &fits_slow) || d->failed ||
+      !(d->busy_s >= HANDOFF_MIN_S) || sh->u0 != 0 || sh->u1 != plan->res.total_units ||
+      !(sh->time.total_s > 0) || ctx->handoff_runs[i][p->dtype]++ == 0)
     return 0;
-  /* The plan's model in the other state: its GEMM's time moves by then - now. */
-  int other = dm->handoff_shift ? 0 : sign;
+  /* The plan's time for its GEMM in either state: its model's time moves
+   * by then - now. The term per element of B is the plan's (scaled by the
+   * factor the plan took). */
+  int was_slow = fits_slow != ctx->handoff_other[i];
+  double level = ctx->handoff_level[i][p->dtype];
   double now = poas__model_gemm_time(dm, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
-  double then =
-      poas__model_gemm_time_in(dm, other, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
-  double planned = sh->time.total_s, alt = planned + (then - now);
-  if (!(fabs(then - now) >= HANDOFF_TELLS * planned) || !(alt > 0))
+  double quick = poas__model_gemm_time_in(dm, handoff_shift_in(fits_slow, 0, level), p->dtype,
+                                          p->transa, p->transb, p->m, p->n, p->k);
+  double slow = poas__model_gemm_time_in(dm, handoff_shift_in(fits_slow, 1, level), p->dtype,
+                                         p->transa, p->transb, p->m, p->n, p->k);
+  double planned = sh->time.total_s, in_quick = planned + (quick - now),
+         in_slow = planned + (slow - now);
+  if (!(slow - quick >= HANDOFF_TELLS * planned) || !(in_quick > 0))
     return 0;
-  if (fabs(log(d->busy_s / alt)) >= fabs(log(d->busy_s / planned)))
-    return 0;
-  ctx->handoff_other[i] = !ctx->handoff_other[i];
-  poas__debug("%s: ran %.3g s, nearer the %s hand-off state's %.3g s than the plan's %.3g s",
-              d->id, d->busy_s, other ? "other" : "fitted", alt, planned);
+  int is_slow = fabs(log(d->busy_s / in_slow)) < fabs(log(d->busy_s / in_quick));
+  if (is_slow != was_slow) {
+    ctx->handoff_other[i] = !ctx->handoff_other[i];
+    poas__debug("%s: ran %.3g s, nearer the %s hand-off state's %.3g s than the plan's %.3g s",
+                d->id, d->busy_s, is_slow ? "slow" : "quick", is_slow ? in_slow : in_quick,
+                planned);
+  }
+  if (!is_slow)
+    return is_slow != was_slow;
+  /* The slow state's strength this run showed: what it took over the quick
+   * state's time, in units of the term at strength 1. */
+  double unit = dm->handoff_extra[p->dtype == POAS_FLOAT64] * (double)p->n * (double)p->k;
+  double implied = POAS__MIN(POAS__MAX((d->busy_s - in_quick) / unit, HANDOFF_LEVEL_MIN),
+                             HANDOFF_LEVEL_MAX);
+  ctx->handoff_level[i][p->dtype] = poas__learn(&ctx->handoff_learned[i][p->dtype], implied);
+  poas__debug("%s: %sgemm ran %.3g s, the slow hand-off state %.2f times as strong as "
+              "calibrated; plans now take it %.2f times",
+              d->id, poas__dtype_letter(p->dtype), d->busy_s, implied,
+              ctx->handoff_level[i][p->dtype]);
   return 1;
 }
 

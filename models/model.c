@@ -100,7 +100,7 @@ static double smooth_time(const poas__gemm_model *gm, int64_t m, int64_t n, int6
  * (bench/results/handoff-state-fit-ci-2core-2026-11-24.md). */
 #define HANDOFF_QUICK_MIN 0.25
 
-double poas__model_gemm_time_in(const poas__device_model *dm, int shift, poas_dtype dtype,
+double poas__model_gemm_time_in(const poas__device_model *dm, double shift, poas_dtype dtype,
                                 poas_op ta, poas_op tb, int64_t m, int64_t n, int64_t k) {
   const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
   double t = smooth_time(gm, m, n, k) * poas__thin_factor(gm->thin, m, n);

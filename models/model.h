@@ -155,11 +155,13 @@ typedef struct poas__device_model {
    * fitted by calibration from the sweep's samples timed in both states
    * (measure_gemm). Kept in profiles. 0 where not measured. */
   double handoff_extra[2];
-  /* On a plan's copy only, never kept: the host is in the state the
-   * models were not fitted to, and calls on all the device's threads take
-   * handoff_extra more per element of B (+1: the models fit the quick
-   * state) or less (-1: they fit the slow one). 0: the fitted state. */
-  int handoff_shift;
+  /* On a plan's copy only, never kept: how many times handoff_extra per
+   * element of B calls on all the device's threads take more (above 0) or
+   * less (below 0) than the fitted models say, in the host's hand-off
+   * state now. Models fitted quick: 0 while the host is quick, the slow
+   * state's strength (api/context.h, handoff_level) while it is slow;
+   * fitted slow: -1 while quick, the strength less 1 while slow. */
+  double handoff_shift;
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */
@@ -191,7 +193,7 @@ double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poa
                              poas_op tb, int64_t m, int64_t n, int64_t k);
 /* The same in a hand-off state given by `shift` (as handoff_shift) rather
  * than dm's own. */
-double poas__model_gemm_time_in(const poas__device_model *dm, int shift, poas_dtype dtype,
+double poas__model_gemm_time_in(const poas__device_model *dm, double shift, poas_dtype dtype,
                                 poas_op ta, poas_op tb, int64_t m, int64_t n, int64_t k);
 /* Whether a calibration whose GEMM sweep had `timings` probed for the
  * hand-off state, `slow` of them slow, fitted its models to the slow

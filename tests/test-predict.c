@@ -1030,16 +1030,18 @@ TEST(the_other_hand_off_state_moves_calls_on_all_threads) {
 /* A context follows its device into the hand-off state its models were
  * not fitted to. A sim replays a profile fitted in the quick state whose
  * sgemm term doubles a thin call's planned time (the sim's copies
- * included: it has memory of its own), and runs twice as slowly as the
- * profile says: from the second run on (the first pays one-time costs)
- * the runs are nearer the other state's prediction, and the plans after
- * them predict it. Without the term, or with POAS_ADAPT=0, the plans stay
+ * included: it has memory of its own), and runs `slowdown` times as
+ * slowly as the profile says: from the second run on (the first pays
+ * one-time costs) the runs are nearer the other state's prediction, and
+ * the plans after them predict it, at the strength the runs showed (2 for
+ * a slowdown of 3). Without the term, or with POAS_ADAPT=0, the plans stay
  * at the fitted state's time. The call takes about a millisecond of
  * virtual time, under what runs teach a factor from, so the term alone
  * moves the plan. */
-static int handoff_runs(const char *path, int adapt, double *first_err, double *last_err) {
+static int handoff_runs(const char *path, int adapt, int slowdown, double *first_err,
+                        double *last_err) {
   char devs[400];
-  snprintf(devs, sizeof devs, "sim:profile=%s:slowdown=2", path);
+  snprintf(devs, sizeof devs, "sim:profile=%s:slowdown=%d", path, slowdown);
   poas_options o;
   poas_options_init(&o);
   o.devices = devs;
@@ -1092,11 +1094,15 @@ TEST(runs_follow_the_host_into_the_other_hand_off_state) {
   CHECK_OK(poas__profile_write(with, p));
   free(p);
   double first, last;
-  CHECK_OK(handoff_runs(with, 1, &first, &last));
+  CHECK_OK(handoff_runs(with, 1, 2, &first, &last));
   CHECK_MSG(first > 0.4 && last < 0.05, "with the term: first %.3f, last %.3f", first, last);
-  CHECK_OK(handoff_runs(with, 0, &first, &last));
+  /* A slow state twice as strong as calibrated: planned at the calibrated
+   * strength, the runs would stay a third off. */
+  CHECK_OK(handoff_runs(with, 1, 3, &first, &last));
+  CHECK_MSG(first > 0.6 && last < 0.05, "twice as strong: first %.3f, last %.3f", first, last);
+  CHECK_OK(handoff_runs(with, 0, 2, &first, &last));
   CHECK_MSG(last > 0.4, "POAS_ADAPT=0: last %.3f", last);
-  CHECK_OK(handoff_runs(path, 1, &first, &last));
+  CHECK_OK(handoff_runs(path, 1, 2, &first, &last));
   CHECK_MSG(last > 0.4, "without the term: last %.3f", last);
   return 0;
 }
