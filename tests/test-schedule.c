@@ -571,6 +571,7 @@ typedef struct add_source {
 typedef struct add_call {
   add_source *s;
   int64_t u0, u1;
+  int device; /* the one it was given to */
 } add_call;
 
 static add_call calls[4096];
@@ -594,7 +595,7 @@ static int add_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t 
   int64_t step = (u1 - u0 + s->parts - 1) / s->parts;
   for (int64_t v = u0; v < u1; v += step) {
     add_call *c = &calls[atomic_fetch_add(&ncalls, 1)];
-    *c = (add_call){s, v, POAS__MIN(v + step, u1)};
+    *c = (add_call){s, v, POAS__MIN(v + step, u1), device};
     poas__ins in = {.kind = POAS__INS_HOST, .device = device, .chunk = chunk, .naccess = 2};
     in.access[0] = (poas__access){{s->abuf, 0, 1, (size_t)c->u0 * 8, (size_t)c->u1 * 8},
                                   POAS__READ};
@@ -630,8 +631,19 @@ static int add_run(const char *fault, poas__policy policy, int parts, poas_repor
   return rc;
 }
 
+/* The operations given to device `device` in the last add_run. */
+static int add_calls_on(int device) {
+  int n = 0;
+  for (int i = 0; i < atomic_load(&ncalls); i++)
+    n += calls[i].device == device;
+  return n;
+}
+
 /* cpu + a second device that fails at its first or second operation: the
- * result is still exact (each unit added once), under every policy. */
+ * result is still exact (each unit added once), under every policy. A
+ * second operation is a chunk from the shared pool, which the cpu, on a
+ * busy machine, sometimes empties first (once in a parallel make check on
+ * the CI VM): then the device runs its one operation and nothing fails. */
 TEST(fault_result_still_correct) {
   poas_report rep;
   int exact;
@@ -642,6 +654,10 @@ TEST(fault_result_still_correct) {
       CHECK_OK(add_run(after ? "sim0:after=1" : "sim0:after=0", (poas__policy)p, 1, &rep,
                        &exact));
       CHECK_MSG(exact, "policy %d after %d: wrong result", p, after);
+      if (add_calls_on(1) <= after) {
+        CHECK_MSG(rep.faults == 0 && !rep.dev[1].failed, "policy %d after %d", p, after);
+        continue;
+      }
       CHECK(rep.faults == 1 && rep.dev[1].failed && !rep.dev[0].failed);
       CHECK(rep.dev[0].share >= 0.5 && rep.dev[0].share + rep.dev[1].share == 1);
     }
@@ -740,7 +756,7 @@ static int pipe_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t
   seq[4].kind = POAS__INS_FREE, seq[4].u.free.buf = db;
   seq[4].access[0] = (poas__access){rd, POAS__WRITE};
   add_call *fc = &calls[atomic_fetch_add(&ncalls, 1)];
-  *fc = (add_call){(add_source *)(void *)s, u0, u1};
+  *fc = (add_call){(add_source *)(void *)s, u0, u1, device};
   seq[5].kind = POAS__INS_HOST, seq[5].u.host.fn = fill_rows, seq[5].u.host.arg = fc;
   seq[5].access[0] = (poas__access){rc, POAS__WRITE};
   for (int i = 0; i < 6; i++)
