@@ -76,13 +76,15 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
     f->knee_bytes[dir] = t->knee_bytes;
     f->bandwidth_beyond[dir] = t->bandwidth_beyond;
   }
-  const poas__transfer_model *t = &m->transpose;
-  if (t->valid) {
-    fit_info(&f->transpose, &t->fit);
-    f->transpose_latency_s = t->latency;
-    f->transpose_bandwidth = t->bandwidth;
-    f->transpose_knee_bytes = t->knee_bytes;
-    f->transpose_bandwidth_beyond = t->bandwidth_beyond;
+  for (int dt = 0; dt < 2; dt++) {
+    const poas__transfer_model *t = &m->transpose[dt];
+    if (!t->valid)
+      continue;
+    fit_info(&f->transpose[dt], &t->fit);
+    f->transpose_latency_s[dt] = t->latency;
+    f->transpose_bandwidth[dt] = t->bandwidth;
+    f->transpose_knee_bytes[dt] = t->knee_bytes;
+    f->transpose_bandwidth_beyond[dt] = t->bandwidth_beyond;
   }
   f->memory_bytes = m->memory_bytes;
   f->dispatch_s = m->dispatch_s;

@@ -272,12 +272,13 @@ typedef struct poas_device_fit {
   double engine_s;         /* what a run through the engine (several devices or tiles)
                               costs beyond that; 0 when not measured */
   /* The on-device transpose of a split's shared operand, for devices whose
-   * GEMM wants B transposed (OpenCL, through CLBlast): a model of the same
-   * form as a transfer's, over the matrix's bytes; samples 0 when not
-   * measured. */
-  poas_fit_info transpose;
-  double transpose_latency_s, transpose_bandwidth, transpose_knee_bytes,
-      transpose_bandwidth_beyond;
+   * GEMM wants B transposed (OpenCL, through CLBlast), by poas_dtype: a
+   * model of the same form as a transfer's, over the matrix's bytes;
+   * samples 0 when not measured (profiles before 2026-11-24 measured
+   * doubles only). */
+  poas_fit_info transpose[2];
+  double transpose_latency_s[2], transpose_bandwidth[2], transpose_knee_bytes[2],
+      transpose_bandwidth_beyond[2];
   /* How much longer copies take while copies run the other way at the same
    * time (a pipeline's tiles do), as a time factor; 1 when not measured
    * (devices on host memory or on the host's cores). */

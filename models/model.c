@@ -137,9 +137,13 @@ double poas__model_transfer_time(const poas__device_model *dm, poas_direction di
   return transfer_model_time(&dm->xfer[dir == POAS_D2H], bytes);
 }
 
-double poas__model_transpose_time(const poas__device_model *dm, double bytes) {
-  if (dm->transpose.valid)
-    return transfer_model_time(&dm->transpose, bytes);
+double poas__model_transpose_time(const poas__device_model *dm, poas_dtype dtype, double bytes) {
+  poas_dtype other = dtype == POAS_FLOAT32 ? POAS_FLOAT64 : POAS_FLOAT32;
+  if (dm->transpose[dtype].valid)
+    return transfer_model_time(&dm->transpose[dtype], bytes);
+  if (dm->transpose[other].valid)
+    return transfer_model_time(&dm->transpose[other], bytes / (double)poas__dtype_size(dtype) *
+                                                          (double)poas__dtype_size(other));
   return poas__model_transfer_time(dm, POAS_H2D, bytes);
 }
 
@@ -179,5 +183,6 @@ void poas__device_model_scale(poas__device_model *dm, poas_dtype dtype, double f
     scale_rate(&dm->xfer[dir], factor);
     scale_rate(&dm->xfer_pinned[dir], factor);
   }
-  scale_rate(&dm->transpose, factor);
+  for (int dt = 0; dt < 2; dt++)
+    scale_rate(&dm->transpose[dt], factor);
 }

@@ -101,9 +101,11 @@ typedef struct poas__device_model {
   poas__transfer_model xfer[2];
   poas__transfer_model xfer_pinned[2];
   /* An on-device transpose of a matrix of that many bytes (the shared
-   * operand's, for devices whose GEMM wants it transposed: adapt/gemm.c);
-   * valid only where measured. */
-  poas__transfer_model transpose;
+   * operand's, for devices whose GEMM wants it transposed: adapt/gemm.c),
+   * by dtype: its cost goes by elements more than by bytes (one PoCL core
+   * took 2.4x as long per byte for floats as for doubles), so each dtype
+   * has its own; valid only where measured. */
+  poas__transfer_model transpose[2];
   uint64_t memory_bytes;        /* what calibration could really allocate */
   /* How much slower its GEMMs and copies run while another device that
    * shares the host's cores computes at the same time (caches, memory
@@ -202,11 +204,13 @@ static inline int poas__handoff_fits_slow(int timings, int slow) { return 2 * sl
 /* Predicted seconds for one host<->device copy of `bytes`; 0 when the
  * device computes on host memory. */
 double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes);
-/* Seconds to transpose a matrix of `bytes` on the device: the transpose
- * model where calibration measured one, else the time of copying the
- * bytes in (a stand-in: PoCL on one core transposed 8 MiB to 32 MiB at
- * 7.5-10 GB/s read and written). */
-double poas__model_transpose_time(const poas__device_model *dm, double bytes);
+/* Seconds to transpose a matrix of dtype of `bytes` on the device: the
+ * dtype's transpose model where calibration measured one; else the other
+ * dtype's for as many elements (profiles before 2026-11-24 measured
+ * doubles only); else the time of copying the bytes in (a stand-in: PoCL
+ * on one core transposed 8 MiB to 32 MiB at 7.5-10 GB/s read and
+ * written). */
+double poas__model_transpose_time(const poas__device_model *dm, poas_dtype dtype, double bytes);
 /* The model of a device that runs `factor` times slower than *dm says:
  * every time of dtype's GEMMs (all transpose pairs), of its copies and of
  * its transpose multiplied by factor (> 0). Thin tables are ratios and

@@ -557,7 +557,8 @@ static int read_threads_by_side(reader *r, json_t *obj, const char *path, int si
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
   static const char *const known[] = {"id",         "name",       "memory_bytes", "gemm",
-                                      "transfer",   "transpose",  "contention",   "duplex",
+                                      "transfer",   "transpose",  "transpose_s",  "contention",
+                                      "duplex",
                                       "dispatch_s", "engine_s",   "threads_by_cols",
                                       "threads_by_rows", "handoff_start", "handoff_end",
                                       "handoff_timings", "handoff_slow_timings",
@@ -583,12 +584,16 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   snprintf(p, sizeof p, "%s.transfer", path);
   if (r->problem[0] || (xfer && read_transfer(r, xfer, p, dm)))
     return -1;
-  /* Optional: devices whose GEMM wants B transposed (calibrated since
-   * profiles had transfers). */
-  json_t *tr = member(r, obj, path, "transpose", JSON_OBJECT, "an object", 1);
-  snprintf(p, sizeof p, "%s.transpose", path);
-  if (r->problem[0] || (tr && read_transfer_model(r, tr, p, &dm->transpose)))
-    return -1;
+  /* Optional: devices whose GEMM wants B transposed: "transpose" for
+   * doubles (calibrated since profiles had transfers), "transpose_s" for
+   * floats (since 2026-11-24). */
+  for (int dt = POAS_FLOAT64; dt >= POAS_FLOAT32; dt--) {
+    const char *key = dt == POAS_FLOAT64 ? "transpose" : "transpose_s";
+    json_t *tr = member(r, obj, path, key, JSON_OBJECT, "an object", 1);
+    snprintf(p, sizeof p, "%s.%s", path, key);
+    if (r->problem[0] || (tr && read_transfer_model(r, tr, p, &dm->transpose[dt])))
+      return -1;
+  }
   /* Optional: only profiles of devices calibrated together have it. */
   dm->contention = 1;
   if (json_object_get(obj, "contention") &&
@@ -920,8 +925,10 @@ static json_t *device_json(const poas__profile_device *pd) {
     }
     json_object_set_new(d, "transfer", t);
   }
-  if (pd->model.transpose.valid)
-    json_object_set_new(d, "transpose", transfer_model_json(&pd->model.transpose));
+  if (pd->model.transpose[POAS_FLOAT64].valid)
+    json_object_set_new(d, "transpose", transfer_model_json(&pd->model.transpose[POAS_FLOAT64]));
+  if (pd->model.transpose[POAS_FLOAT32].valid)
+    json_object_set_new(d, "transpose_s", transfer_model_json(&pd->model.transpose[POAS_FLOAT32]));
   if (pd->model.contention > 1)
     json_object_set_new(d, "contention", json_real(pd->model.contention));
   if (pd->model.duplex > 1)

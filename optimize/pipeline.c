@@ -172,7 +172,7 @@ static void pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_di
     pp->shared_bytes = poas__shared_bytes(p, split);
     pp->shared_s = poas__model_transfer_time(dm, POAS_H2D, (double)pp->shared_bytes);
     if (pp->transposed)
-      pp->transpose_s = poas__model_transpose_time(dm, (double)pp->shared_bytes);
+      pp->transpose_s = poas__model_transpose_time(dm, p->dtype, (double)pp->shared_bytes);
   }
   poas__tile_cost t;
   tile_costs(&pp->prob, split, dm, 0, smooth, pp->tile, &t);

@@ -39,8 +39,9 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
       dst->xfer[dir] = src->xfer[dir];
     dst->xfer_pinned[dir] = src->xfer_pinned[dir];
   }
-  if (src->transpose.valid)
-    dst->transpose = src->transpose;
+  for (int dt = 0; dt < 2; dt++)
+    if (src->transpose[dt].valid)
+      dst->transpose[dt] = src->transpose[dt];
   if (src->memory_bytes)
     dst->memory_bytes = src->memory_bytes;
   dst->contention = src->contention;

@@ -403,7 +403,10 @@ typedef struct rate_op {
   const char *step; /* progress step: "h2d", "d2h", "transpose" */
   const char *name; /* in debug lines: the step, "-pinned" for page-locked copies */
   const char *what; /* in errors: "host-to-device copy" */
-  size_t (*round)(size_t bytes); /* the bytes it really moves for a nominal size */
+  size_t (*round)(void *ctx, size_t bytes); /* the bytes it really moves for a nominal size */
+  /* Before each run, untimed: puts the operation's input where a run puts
+   * it (NULL: nothing to do). */
+  int (*prepare)(void *ctx, size_t bytes);
   int (*run)(void *ctx, size_t bytes);
   void *ctx;
 } rate_op;
@@ -414,6 +417,9 @@ static int time_op(poas__device *dev, const rate_op *op, size_t bytes, int reps,
   reps = POAS__MIN(reps, MAX_REPS);
   int rc = 0;
   for (int r = -1; !rc && r < reps; r++) {
+    if (op->prepare && ((rc = op->prepare(op->ctx, bytes)) != 0 ||
+                        (rc = dev->be->lane_sync(dev, 0)) != 0))
+      break;
     double t0 = dev_clock(dev);
     rc = op->run(op->ctx, bytes);
     if (!rc)
@@ -435,7 +441,7 @@ static int calibrate_rate(poas__device *dev, const rate_op *op, size_t first, si
   double X[MAX_COPY_SIZES * 2], y[MAX_COPY_SIZES];
   int held[MAX_COPY_SIZES], n = 0;
   for (size_t bytes = first; bytes <= top && n < MAX_COPY_SIZES; bytes *= 2, n++) {
-    size_t real = op->round ? op->round(bytes) : bytes;
+    size_t real = op->round ? op->round(op->ctx, bytes) : bytes;
     int rc = time_op(dev, op, real, sw->reps, &y[n]);
     if (rc)
       return rc;
@@ -569,55 +575,86 @@ static int calibrate_transfers(bench *bb, const sweep *sw, progress *pg, poas__d
 }
 
 /* The transpose a device whose GEMM wants B transposed runs on a split's
- * shared operand once per run (adapt/gemm.c): square float64 matrices
- * from 64 KiB, doubling, up to transpose_top() bytes, in buffers of their
- * own (shared operands are larger than the GEMM sweep's operands), fitted
- * as a copy is. One PoCL core transposed 8 MiB to 32 MiB at 7.5-10 GB/s
- * read and written, a fifth of its copy-in rate, so the copy model is no
- * stand-in for it. */
+ * shared operand once per run (adapt/gemm.c), in each dtype calibrated:
+ * square matrices from 64 KiB, doubling, up to transpose_top() bytes, in
+ * buffers of their own (shared operands are larger than the GEMM sweep's
+ * operands), each copied in just before it is transposed, as in a run;
+ * fitted as a copy is. One PoCL core transposed 8 MiB to 32 MiB at
+ * 7.5-10 GB/s read and written, a fifth of its copy-in rate, so the copy
+ * model is no stand-in for it. Its cost goes by elements more than bytes
+ * (floats took 2.4x as long per byte as doubles), and a matrix copied in
+ * just before took 1.1-1.7x as long as one transposed again in place: runs
+ * took 3.5-4x what a model of doubles timed in place predicted
+ * (bench/results/fixed-budget-2048-ci-2core-2026-11-23.md). */
 static size_t transpose_top(const poas__device *dev, int quick) {
   size_t top = (size_t)(quick ? 32 : 128) << 20;
   return POAS__MIN(top, (size_t)(dev->info.memory_bytes / 8));
 }
 
+typedef struct transpose_ctx {
+  poas__device *dev;
+  poas_dtype dtype;
+  poas__mem src, dst;
+  const void *host; /* what each matrix is copied in from */
+} transpose_ctx;
+
 /* Sides in whole 32s: CLBlast's transpose takes a slower general kernel
  * for others (1448^2 doubles took longer than 2048^2 on PoCL), and the
  * shapes worth co-executing are mostly whole multiples. */
-static int64_t transpose_side(size_t bytes) {
-  return POAS__MAX((int64_t)sqrt((double)bytes / sizeof(double)) / 32 * 32, 32);
+static int64_t transpose_side(const transpose_ctx *tc, size_t bytes) {
+  return POAS__MAX((int64_t)sqrt((double)bytes / (double)poas__dtype_size(tc->dtype)) / 32 * 32,
+                   32);
 }
 
-static size_t transpose_bytes(size_t bytes) {
-  int64_t side = transpose_side(bytes);
-  return (size_t)(side * side) * sizeof(double);
+static size_t transpose_bytes(void *ctx, size_t bytes) {
+  const transpose_ctx *tc = ctx;
+  int64_t side = transpose_side(tc, bytes);
+  return (size_t)(side * side) * poas__dtype_size(tc->dtype);
 }
 
-typedef struct transpose_ctx {
-  poas__device *dev;
-  poas__mem src, dst;
-} transpose_ctx;
+static int copy_in_transpose_source(void *ctx, size_t bytes) {
+  const transpose_ctx *tc = ctx;
+  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
+  return tc->dev->be->copy_h2d(tc->dev, 0, tc->src, tc->host, &c);
+}
 
 static int run_transpose(void *ctx, size_t bytes) {
   const transpose_ctx *tc = ctx;
-  int64_t side = transpose_side(bytes);
-  poas__transpose_call t = {.dtype = POAS_FLOAT64, .rows = side, .cols = side,
+  int64_t side = transpose_side(tc, bytes);
+  poas__transpose_call t = {.dtype = tc->dtype, .rows = side, .cols = side,
                             .src = {tc->src, 0, side}, .dst = {tc->dst, 0, side}};
   return tc->dev->be->transpose(tc->dev, 0, &t);
 }
 
-static int calibrate_transpose(poas__device *dev, size_t top, const sweep *sw, progress *pg,
-                               poas__transfer_model *tm) {
-  transpose_ctx tc = {dev, {NULL}, {NULL}};
-  int rc = dev->be->mem_alloc(dev, top, &tc.src);
+/* The transpose models of the dtypes in dtype_mask, into out[dtype]. */
+static int calibrate_transpose(poas__device *dev, size_t top, int dtype_mask, const sweep *sw,
+                               progress *pg, poas__transfer_model out[2]) {
+  transpose_ctx tc = {.dev = dev};
+  void *host = calloc(1, top);
+  int rc = host ? dev->be->mem_alloc(dev, top, &tc.src) : POAS_ENOMEM;
   if (!rc && (rc = dev->be->mem_alloc(dev, top, &tc.dst)) != 0)
     dev->be->mem_free(dev, tc.src);
-  if (rc)
+  if (rc) {
+    free(host);
     return poas__fail(rc, "%s: cannot allocate the transpose calibration buffers", dev->info.id);
-  rate_op op = {.step = "transpose", .name = "transpose", .what = "transpose",
-                .round = transpose_bytes, .run = run_transpose, .ctx = &tc};
-  rc = calibrate_rate(dev, &op, 65536, top, sw, pg, tm);
+  }
+  tc.host = host;
+  for (int dt = 0; !rc && dt < 2; dt++) {
+    if (!(dtype_mask & (1 << dt)))
+      continue;
+    tc.dtype = (poas_dtype)dt;
+    rate_op op = {.step = "transpose",
+                  .name = dt ? "transpose-d" : "transpose-s",
+                  .what = "transpose",
+                  .round = transpose_bytes,
+                  .prepare = copy_in_transpose_source,
+                  .run = run_transpose,
+                  .ctx = &tc};
+    rc = calibrate_rate(dev, &op, 65536, top, sw, pg, &out[dt]);
+  }
   dev->be->mem_free(dev, tc.src);
   dev->be->mem_free(dev, tc.dst);
+  free(host);
   return rc;
 }
 
@@ -1631,8 +1668,9 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
     pg.total += (dev->be->host_register ? 4 : 2) *
                 doubling_sizes(4096, POAS__MIN(elems * sizeof(double), staging));
   int transposes = !dev->info.host_memory && dev->gemm_wants_bt;
-  if (transposes)
-    pg.total += doubling_sizes(65536, transpose_top(dev, o->quick));
+  for (int dt = 0; dt < 2 && transposes; dt++)
+    if (o->dtype_mask & (1 << dt))
+      pg.total += doubling_sizes(65536, transpose_top(dev, o->quick));
 
   poas__device_model m = {0};
   m.source = POAS__MODEL_CALIBRATED;
@@ -1661,7 +1699,8 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   if (!rc && !dev->info.host_memory)
     rc = calibrate_transfers(&bb, &sw, &pg, &m);
   if (!rc && transposes)
-    rc = calibrate_transpose(dev, transpose_top(dev, o->quick), &sw, &pg, &m.transpose);
+    rc = calibrate_transpose(dev, transpose_top(dev, o->quick), o->dtype_mask, &sw, &pg,
+                             m.transpose);
   if (!rc)
     rc = handoff_probe(&bb, &m.handoff[0]);
   if (!rc)

@@ -244,7 +244,8 @@ TEST(planned_time_is_the_time_of_the_emitted_pipeline) {
     rate_model(&dm[0], 5e12, 2e-5, 1e-5, 1.2e10);
     rate_model(&dm[1], 1e12, 1e-5, 5e-6, 3e9 * (1 + trial % 5));
     if (trial % 2) /* else its transposes take its copy-in model's time */
-      dm[1].transpose = (poas__transfer_model){.valid = 1, .latency = 2e-5, .bandwidth = 4e9};
+      for (int dt = 0; dt < 2; dt++)
+        dm[1].transpose[dt] = (poas__transfer_model){.valid = 1, .latency = 2e-5, .bandwidth = 4e9};
     rate_model(&dm[2], 2e11, 1e-5, 0, 1e30);
     poas__opt_device d[3] = {
         {.id = "gpu", .model = &dm[0], .memory_bytes = (uint64_t)(64 + 32 * trial) << 20,

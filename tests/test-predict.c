@@ -285,7 +285,7 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
     p->dev[d].model.handoff[0] = 0.8, p->dev[d].model.handoff[1] = 2.5 + d;
     p->dev[d].model.handoff_timings = 400, p->dev[d].model.handoff_slow = 30 + d;
     p->dev[d].model.handoff_extra[1] = 1e-9 * (d + 1);
-    p->dev[d].model.transpose = (poas__transfer_model){
+    p->dev[d].model.transpose[POAS_FLOAT64] = (poas__transfer_model){
         .valid = 1, .latency = 1e-5, .bandwidth = 3e9 + d, .fit = {10, 0.9, 0.01, 0.02}};
   }
   CHECK_OK(poas__profile_write(path, p));
@@ -314,9 +314,12 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
   CHECK(info);
   CHECK_OK(poas_profile_get(ctx, info));
   for (int d = 0; d < 2; d++) {
-    CHECK_MSG(info->dev[d].transpose.samples == 10 && info->dev[d].transpose_bandwidth == 3e9 + d,
+    CHECK_MSG(info->dev[d].transpose[POAS_FLOAT64].samples == 10 &&
+                  info->dev[d].transpose_bandwidth[POAS_FLOAT64] == 3e9 + d &&
+                  info->dev[d].transpose[POAS_FLOAT32].samples == 0,
               "%s: transpose model %d samples, %g B/s", info->dev[d].id,
-              info->dev[d].transpose.samples, info->dev[d].transpose_bandwidth);
+              info->dev[d].transpose[POAS_FLOAT64].samples,
+              info->dev[d].transpose_bandwidth[POAS_FLOAT64]);
     CHECK_MSG(info->dev[d].duplex == 1.5 + d, "%s: duplex %g", info->dev[d].id,
               info->dev[d].duplex);
     CHECK_MSG(info->dev[d].handoff_start == 0.8 && info->dev[d].handoff_end == 2.5 + d,

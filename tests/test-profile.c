@@ -113,8 +113,10 @@ static void sample_profile(poas__profile *p) {
       }
     /* Written only when measured. */
     if (d)
-      m->transpose = (poas__transfer_model){.valid = 1, .latency = 3e-5 / 7, .bandwidth = 8e9 / 3,
-                                            .fit = {10, 0.99, 0.01, 0.03}};
+      for (int dt = 0; dt < 2; dt++)
+        m->transpose[dt] = (poas__transfer_model){.valid = 1, .latency = 3e-5 / (7 + dt),
+                                                  .bandwidth = 8e9 / (3 + dt),
+                                                  .fit = {10, 0.99, 0.01, 0.03}};
     /* Written only when measured (> 1); read back as 1 otherwise. */
     m->contention = d ? 1.0 + 1.0 / 7 : 1;
     m->duplex = d ? 1.0 + 1.0 / 3 : 1;
@@ -165,7 +167,8 @@ TEST(round_trip_is_exact) {
       CHECK(xfer_equal(&x->model.xfer[dir], &y->model.xfer[dir]));
       CHECK(xfer_equal(&x->model.xfer_pinned[dir], &y->model.xfer_pinned[dir]));
     }
-    CHECK(xfer_equal(&x->model.transpose, &y->model.transpose));
+    for (int dt = 0; dt < 2; dt++)
+      CHECK(xfer_equal(&x->model.transpose[dt], &y->model.transpose[dt]));
     CHECK(x->model.contention == y->model.contention);
     CHECK(x->model.duplex == y->model.duplex);
     CHECK(memcmp(x->model.threads_by_side, y->model.threads_by_side,
@@ -229,6 +232,7 @@ static const struct {
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},
+    {"bad-transpose-s.json", "'devices[0].transpose_s.latency' is -1e-05"},
     {"bad-duplex.json", "duplex"},
     {"bad-threads-cols.json", "'devices[0].threads_by_cols.s' lists '33', not a column count"},
     {"bad-threads-count.json", "threads_by_cols.d.12' is 0, outside [1, 255]"},

@@ -138,9 +138,9 @@ void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf,
     snprintf(buf + len, cap - len, "; %.2fx while copying both ways", f->duplex);
 }
 
-void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap) {
-  rate_text(f->transpose_latency_s, f->transpose_bandwidth, f->transpose_knee_bytes,
-            f->transpose_bandwidth_beyond, buf, cap);
+void tool_transpose_text(const poas_device_fit *f, poas_dtype dtype, char *buf, size_t cap) {
+  rate_text(f->transpose_latency_s[dtype], f->transpose_bandwidth[dtype],
+            f->transpose_knee_bytes[dtype], f->transpose_bandwidth_beyond[dtype], buf, cap);
 }
 
 /* Appends to buf, truncating. */

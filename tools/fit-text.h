@@ -12,8 +12,8 @@
  * with a knee, "8.28 us + 15.1 GB/s, 10.2 GB/s past 64 MiB", followed by
  * "; 1.35x while copying both ways" where that factor was measured. */
 void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf, size_t cap);
-/* Its on-device transpose model the same way. */
-void tool_transpose_text(const poas_device_fit *f, char *buf, size_t cap);
+/* Its on-device transpose model of dtype the same way. */
+void tool_transpose_text(const poas_device_fit *f, poas_dtype dtype, char *buf, size_t cap);
 
 /* A fit's timing noise (poas_fit_info.timing_noise) as "1.23%", or "-"
  * where it was not measured; returns buf. */

@@ -119,13 +119,14 @@ static void print_summary(const poas_calibration_result *r) {
                t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max,
                tool_noise_text(t->timing_noise, nb, sizeof nb), model);
     }
-    if (f->transpose.samples) {
-      const poas_fit_info *t = &f->transpose;
+    for (int dt = 0; dt < 2; dt++) {
+      const poas_fit_info *t = &f->transpose[dt];
       char model[128];
-      tool_transpose_text(f, model, sizeof model);
-      printf("%-8s %-5s %7d %8.5f %13.2f%% %10.2f%% %6s   %s\n", f->id, "trans", t->samples,
-             t->r2, 100 * t->heldout_median, 100 * t->heldout_max,
-             tool_noise_text(t->timing_noise, nb, sizeof nb), model);
+      tool_transpose_text(f, (poas_dtype)dt, model, sizeof model);
+      if (t->samples) /* "trans s" in the width of the dtype and samples columns */
+        printf("%-8s trans %s %5d %8.5f %13.2f%% %10.2f%% %6s   %s\n", f->id, dt ? "d" : "s",
+               t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max,
+               tool_noise_text(t->timing_noise, nb, sizeof nb), model);
     }
     char cost[160];
     tool_run_cost_text(f, cost, sizeof cost);

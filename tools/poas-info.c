@@ -59,11 +59,15 @@ static void json_device_fit(const poas_device_fit *f) {
     json_fit(&f->transfer[dir]);
     printf("}");
   }
-  printf("}, \"transpose\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"knee_bytes\": %.6g, "
-         "\"bandwidth_beyond\": %.6g, \"fit\": ",
-         f->transpose_latency_s, f->transpose_bandwidth, f->transpose_knee_bytes,
-         f->transpose_bandwidth_beyond);
-  json_fit(&f->transpose);
+  printf("}, \"transpose\": {");
+  for (int dt = 0; dt < 2; dt++) {
+    printf("%s\"%s\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"knee_bytes\": %.6g, "
+           "\"bandwidth_beyond\": %.6g, \"fit\": ",
+           dt ? ", " : "", dt ? "d" : "s", f->transpose_latency_s[dt], f->transpose_bandwidth[dt],
+           f->transpose_knee_bytes[dt], f->transpose_bandwidth_beyond[dt]);
+    json_fit(&f->transpose[dt]);
+    printf("}");
+  }
   printf("}, \"duplex\": %.6g, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g",
          f->duplex, (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
   /* Row and column counts whose calls run on fewer threads than all:
@@ -203,13 +207,14 @@ static void print_profile_table(poas_context *ctx) {
                dir ? "d2h" : "h2d", "", t->samples, t->r2, 100 * t->heldout_median,
                100 * t->heldout_max, tool_noise_text(t->timing_noise, nb, sizeof nb), model);
     }
-    if (f->transpose.samples) {
-      const poas_fit_info *t = &f->transpose;
+    for (int dt = 0; dt < 2; dt++) {
+      const poas_fit_info *t = &f->transpose[dt];
       char model[128];
-      tool_transpose_text(f, model, sizeof model);
-      printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%% %6s  %s\n", f->id, "trans", "",
-             t->samples, t->r2, 100 * t->heldout_median, 100 * t->heldout_max,
-             tool_noise_text(t->timing_noise, nb, sizeof nb), model);
+      tool_transpose_text(f, (poas_dtype)dt, model, sizeof model);
+      if (t->samples)
+        printf("%-10s %-5s %-4s %7d %8.5f %13.2f%% %10.2f%% %6s  %s\n", f->id, "trans",
+               dt ? "d" : "s", t->samples, t->r2, 100 * t->heldout_median,
+               100 * t->heldout_max, tool_noise_text(t->timing_noise, nb, sizeof nb), model);
     }
     char cost[160];
     tool_run_cost_text(f, cost, sizeof cost);
