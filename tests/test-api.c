@@ -565,7 +565,8 @@ static char *handoff_text(double start, double end, int timings, int slow) {
   poas_device_fit fit = {.id = "cpu0", .calibrated = 1, .handoff_start = start,
                          .handoff_end = end, .handoff_timings = timings,
                          .handoff_slow_timings = slow,
-                         .handoff_extra = {timings == 400 && slow == 250 ? 1e-9 : 0, 0}};
+                         .handoff_extra = {timings == 400 && slow >= 250 ? 1e-9 : 0,
+                                           timings == 400 && slow == 400 ? 1.5e-9 : 0}};
   return warning_text(tool_handoff_warning, &fit);
 }
 
@@ -598,9 +599,15 @@ TEST(calibration_says_when_thread_handoffs_were_slow) {
        "time on one at the start, 2.90x at the end: another process or a VM's host held a core "
        "back); its models fit the slow state, which most of them met, and calls on several "
        "threads, thin ones most, run off them when that changes (the slow state adds 1 ns per "
-       "element of B to sgemm, 0 to dgemm, which plans follow while runs show the other state)",
+       "element of B to sgemm; plans that learn from runs follow the host into the other "
+       "state, at the strength the runs show)",
        "fit the slow state, which most of them met"},
-      {2.8, 2.9, 400, 400, "slow throughout its calibration, in all 400 of its GEMM sweep's timings",
+      {2.8, 2.9, 400, 400,
+       "slow throughout its calibration, in all 400 of its GEMM sweep's timings (a thin sgemm on "
+       "all of them took 2.80x its time on one at the start, 2.90x at the end: another process "
+       "or a VM's host held a core back); its models fit the slow state, which most of them met, "
+       "and calls on several threads, thin ones most, run off them when that changes (the slow "
+       "state adds 1 ns per element of B to sgemm and 1.5 to dgemm; plans",
        "fit the slow state, which most of them met"},
       {2.8, 2.9, 400, 100, "slow at the start of its calibration and at the end",
        "fit the quick state, which most of them met"},

@@ -86,15 +86,22 @@ void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fi
                               : "fit the quick state, which most of them met";
   else
     fits = slow_a && slow_b ? "fit that slow state" : "mix the two states";
-  /* What the slow state adds, where calibration could fit it: plans that
-   * learn from runs follow the host into the other state with it. */
-  char extra[160] = "";
+  /* What the slow state adds, in the dtypes where calibration could fit
+   * it: plans that learn from runs follow the host into the other state
+   * with it (api/run.c). */
+  char extra[200] = "", adds[80] = "";
   const double *x = fit->handoff_extra;
-  if (x[0] > 0 || x[1] > 0)
+  if (x[0] > 0 && x[1] > 0)
+    snprintf(adds, sizeof adds, "%.2g ns per element of B to sgemm and %.2g to dgemm", 1e9 * x[0],
+             1e9 * x[1]);
+  else if (x[0] > 0 || x[1] > 0)
+    snprintf(adds, sizeof adds, "%.2g ns per element of B to %sgemm", 1e9 * (x[0] + x[1]),
+             x[1] > 0 ? "d" : "s");
+  if (adds[0])
     snprintf(extra, sizeof extra,
-             " (the slow state adds %.2g ns per element of B to sgemm, %.2g to dgemm, which "
-             "plans follow while runs show the other state)",
-             1e9 * x[0], 1e9 * x[1]);
+             " (the slow state adds %s; plans that learn from runs follow the host into the "
+             "other state, at the strength the runs show)",
+             adds);
   fprintf(f,
           "%s%s: hand-offs between its threads were %s%s (a thin sgemm on all of them took "
           "%.2fx its time on one at the start, %.2fx at the end: another process or a VM's "
