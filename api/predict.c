@@ -147,8 +147,9 @@ static int model_dtypes(const poas__device_model *m) {
   return (m->gemm[0][0].valid ? 1 : 0) | (m->gemm[1][0].valid ? 2 : 0);
 }
 
-/* Gives dst the GEMM models of src (with the thread counts they were
- * fitted to) in the dtypes dst has none in; returns their mask. */
+/* Gives dst the models of src in the dtypes dst has no GEMM models in:
+ * the GEMM models with the thread counts they were fitted to, the
+ * transpose's, and the slow hand-off state's term; returns their mask. */
 static int keep_dtypes(poas__device_model *dst, const poas__device_model *src) {
   int kept = 0;
   for (int dt = 0; dt < 2; dt++) {
@@ -157,6 +158,10 @@ static int keep_dtypes(poas__device_model *dst, const poas__device_model *src) {
     memcpy(dst->gemm[dt], src->gemm[dt], sizeof dst->gemm[dt]);
     dst->gemm_fit[dt] = src->gemm_fit[dt];
     memcpy(dst->threads_by_side[dt], src->threads_by_side[dt], sizeof dst->threads_by_side[dt]);
+    if (!dst->transpose[dt].valid)
+      dst->transpose[dt] = src->transpose[dt];
+    if (!(dst->handoff_extra[dt] > 0))
+      dst->handoff_extra[dt] = src->handoff_extra[dt];
     kept |= 1 << dt;
   }
   return kept;

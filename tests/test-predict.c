@@ -414,7 +414,8 @@ TEST(calibration_checks_its_output_before_measuring) {
 
 /* A calibration of part of a machine keeps the rest of the profile it
  * replaces: the devices it did not measure, whole, and the dtypes it did
- * not measure of those it did. */
+ * not measure of those it did (their GEMM models and their transpose's,
+ * which the sims do not measure: it is given to the profile here). */
 TEST(calibration_keeps_what_it_did_not_measure) {
   const char *devs = "sim:rate=1e11:latency=0,sim:rate=2e11:latency=0";
   poas_context *ctx = test_open(devs);
@@ -425,6 +426,9 @@ TEST(calibration_keeps_what_it_did_not_measure) {
   poas__profile *before = malloc(sizeof *before), *after = malloc(sizeof *after);
   CHECK(before && after);
   CHECK_OK(poas__profile_load(path, before));
+  before->dev[1].model.transpose[POAS_FLOAT32] = (poas__transfer_model){
+      .valid = 1, .latency = 7e-5, .bandwidth = 5e9, .fit = {10, 0.98, 0.05, 0.1}};
+  CHECK_OK(poas__profile_write(path, before));
 
   CHECK(ctx = test_open(devs));
   poas_calibrate_options o;
@@ -451,6 +455,8 @@ TEST(calibration_keeps_what_it_did_not_measure) {
   CHECK(m1->gemm[POAS_FLOAT64][0].valid);
   CHECK(memcmp(m1->gemm[POAS_FLOAT32], before->dev[1].model.gemm[POAS_FLOAT32],
                sizeof m1->gemm[POAS_FLOAT32]) == 0);
+  CHECK(m1->transpose[POAS_FLOAT32].valid && m1->transpose[POAS_FLOAT32].bandwidth == 5e9 &&
+        !m1->transpose[POAS_FLOAT64].valid);
   /* The context uses the kept model as a new one would load it. */
   poas_profile_info *pi = malloc(sizeof *pi);
   CHECK(pi);
