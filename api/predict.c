@@ -34,6 +34,19 @@ static void fit_info(poas_fit_info *out, const poas__fit_stats *s) {
                          .heldout_max = s->heldout_max, .timing_noise = s->timing_noise};
 }
 
+/* A rate model's fit and parameters, as poas_device_fit lists them for
+ * copies and transposes; left as they are (zero) when t was not measured. */
+static void rate_info(const poas__transfer_model *t, poas_fit_info *fit, double *latency_s,
+                      double *bandwidth, double *knee_bytes, double *bandwidth_beyond) {
+  if (!t->valid)
+    return;
+  fit_info(fit, &t->fit);
+  *latency_s = t->latency;
+  *bandwidth = t->bandwidth;
+  *knee_bytes = t->knee_bytes;
+  *bandwidth_beyond = t->bandwidth_beyond;
+}
+
 static void thin_range(const poas__thin_table *tt, poas_fit_info *out) {
   if (!tt)
     return;
@@ -66,25 +79,12 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
       widen_thin(&f->gemm[dt], &f->gemm_pair[dt][p]);
     }
   }
-  for (int dir = 0; dir < 2; dir++) {
-    const poas__transfer_model *t = &m->xfer[dir];
-    if (!t->valid)
-      continue;
-    fit_info(&f->transfer[dir], &t->fit);
-    f->latency_s[dir] = t->latency;
-    f->bandwidth[dir] = t->bandwidth;
-    f->knee_bytes[dir] = t->knee_bytes;
-    f->bandwidth_beyond[dir] = t->bandwidth_beyond;
-  }
-  for (int dt = 0; dt < 2; dt++) {
-    const poas__transfer_model *t = &m->transpose[dt];
-    if (!t->valid)
-      continue;
-    fit_info(&f->transpose[dt], &t->fit);
-    f->transpose_latency_s[dt] = t->latency;
-    f->transpose_bandwidth[dt] = t->bandwidth;
-    f->transpose_knee_bytes[dt] = t->knee_bytes;
-    f->transpose_bandwidth_beyond[dt] = t->bandwidth_beyond;
+  for (int i = 0; i < 2; i++) { /* copies by direction, transposes by dtype */
+    rate_info(&m->xfer[i], &f->transfer[i], &f->latency_s[i], &f->bandwidth[i],
+              &f->knee_bytes[i], &f->bandwidth_beyond[i]);
+    rate_info(&m->transpose[i], &f->transpose[i], &f->transpose_latency_s[i],
+              &f->transpose_bandwidth[i], &f->transpose_knee_bytes[i],
+              &f->transpose_bandwidth_beyond[i]);
   }
   f->memory_bytes = m->memory_bytes;
   f->dispatch_s = m->dispatch_s;

@@ -37,6 +37,17 @@ static void json_fit(const poas_fit_info *f) {
   printf("}");
 }
 
+/* One rate model (a copy's or a transpose's) as "name": {...}, after sep. */
+static void json_rate(const char *sep, const char *name, const poas_fit_info *fit,
+                      double latency_s, double bandwidth, double knee_bytes,
+                      double bandwidth_beyond) {
+  printf("%s\"%s\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"knee_bytes\": %.6g, "
+         "\"bandwidth_beyond\": %.6g, \"fit\": ",
+         sep, name, latency_s, bandwidth, knee_bytes, bandwidth_beyond);
+  json_fit(fit);
+  printf("}");
+}
+
 static void json_device_fit(const poas_device_fit *f) {
   printf("{\"id\": ");
   json_string(f->id);
@@ -51,23 +62,14 @@ static void json_device_fit(const poas_device_fit *f) {
     printf("}");
   }
   printf("}, \"transfer\": {");
-  for (int dir = 0; dir < 2; dir++) {
-    printf("%s\"%s\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"knee_bytes\": %.6g, "
-           "\"bandwidth_beyond\": %.6g, \"fit\": ",
-           dir ? ", " : "", dir ? "d2h" : "h2d", f->latency_s[dir], f->bandwidth[dir],
-           f->knee_bytes[dir], f->bandwidth_beyond[dir]);
-    json_fit(&f->transfer[dir]);
-    printf("}");
-  }
+  for (int dir = 0; dir < 2; dir++)
+    json_rate(dir ? ", " : "", dir ? "d2h" : "h2d", &f->transfer[dir], f->latency_s[dir],
+              f->bandwidth[dir], f->knee_bytes[dir], f->bandwidth_beyond[dir]);
   printf("}, \"transpose\": {");
-  for (int dt = 0; dt < 2; dt++) {
-    printf("%s\"%s\": {\"latency_s\": %.6g, \"bandwidth\": %.6g, \"knee_bytes\": %.6g, "
-           "\"bandwidth_beyond\": %.6g, \"fit\": ",
-           dt ? ", " : "", dt ? "d" : "s", f->transpose_latency_s[dt], f->transpose_bandwidth[dt],
-           f->transpose_knee_bytes[dt], f->transpose_bandwidth_beyond[dt]);
-    json_fit(&f->transpose[dt]);
-    printf("}");
-  }
+  for (int dt = 0; dt < 2; dt++)
+    json_rate(dt ? ", " : "", dt ? "d" : "s", &f->transpose[dt], f->transpose_latency_s[dt],
+              f->transpose_bandwidth[dt], f->transpose_knee_bytes[dt],
+              f->transpose_bandwidth_beyond[dt]);
   printf("}, \"duplex\": %.6g, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g",
          f->duplex, (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
   /* Row and column counts whose calls run on fewer threads than all:
