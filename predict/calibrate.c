@@ -718,33 +718,31 @@ static int handoff_times(bench *bb, int block, int blocks, double *all, double *
  * probing every 50 ms (one run each, minutes apart). */
 #define HANDOFF_EVERY_S 0.05
 
-/* The state now, between the GEMM sweep's visits (measure_gemm): one
- * call on all threads and one on one after a warm-up of each, ~2.5 ms on
- * the CI machine; *ratio 0 where the device cannot be probed. */
-static int handoff_now(bench *bb, double *ratio) {
+/* The probe's time on all threads over its time on one, from `blocks`
+ * blocks of `block` calls (handoff_times); *ratio 0 where the device
+ * cannot be probed. */
+static int handoff_ratio(bench *bb, int block, int blocks, double *ratio) {
   double all = 0, one = 0;
   *ratio = 0;
-  int rc = handoff_probes(bb) ? handoff_times(bb, 1, 1, &all, &one) : 0;
-  if (!rc && one > 0)
+  int rc = handoff_probes(bb) ? handoff_times(bb, block, blocks, &all, &one) : 0;
+  if (!rc && one > 0) {
     *ratio = all / one;
+    poas__debug("calibrate %s: hand-off probe: sgemm %d x %d x %d %.4g s on %d threads, %.4g s "
+                "on one",
+                bb->dev->info.id, POAS_HANDOFF_M, POAS_HANDOFF_N, POAS_HANDOFF_K, all,
+                bb->dev->max_threads, one);
+  }
   return rc;
 }
 
+/* The state now, between the GEMM sweep's visits (measure_gemm): one
+ * call on all threads and one on one after a warm-up of each, ~2.5 ms on
+ * the CI machine. */
+static int handoff_now(bench *bb, double *ratio) { return handoff_ratio(bb, 1, 1, ratio); }
+
+/* The state at the start and the end of a calibration, in blocks. */
 static int handoff_probe(bench *bb, double *ratio) {
-  *ratio = 0;
-  poas__device *dev = bb->dev;
-  if (!handoff_probes(bb))
-    return 0;
-  double all, one;
-  int rc = handoff_times(bb, HANDOFF_BLOCK, HANDOFF_BLOCKS, &all, &one);
-  if (rc)
-    return rc;
-  *ratio = one > 0 ? all / one : 0;
-  poas__debug("calibrate %s: hand-off probe: sgemm %d x %d x %d %.4g s on %d threads, %.4g s "
-              "on one",
-              dev->info.id, POAS_HANDOFF_M, POAS_HANDOFF_N, POAS_HANDOFF_K, all, dev->max_threads,
-              one);
-  return 0;
+  return handoff_ratio(bb, HANDOFF_BLOCK, HANDOFF_BLOCKS, ratio);
 }
 
 /* -------------------------------------------------------------- GEMM */
