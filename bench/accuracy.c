@@ -31,7 +31,10 @@
  * between calibration and use (the CI machine class: 5-20% within
  * minutes) is then predicted from how it runs now. Each shape's
  * prediction is its first call's, planned before any run of that shape,
- * so it learned from the other shapes' runs only.
+ * so it learned from the other shapes' runs only. A second figure then
+ * compares each visit's own prediction (its warm-up call's plan, made
+ * just before its timed calls) with those calls: what a user who asks
+ * before each call is told, while the host's state moves between passes.
  *
  * On a device with its own memory it also times the GEMM alone, on
  * operands already in device memory (through the backend, as calibration
@@ -175,10 +178,12 @@ static double median_time(const timed_call *t, int reps, double *t_rep, double *
  * shape's predicted makespan from its run's report. With `adapting` (a
  * context that learns from its runs), pred[i] is the prediction of the
  * shape's first call, planned before any run of it: learned from the
- * other shapes' runs alone. Exits on a failure. */
+ * other shapes' runs alone; and visit_pred[i * MAX_REPS + p] the
+ * prediction of each visit's warm-up call, planned just before the
+ * visit's timed calls. Exits on a failure. */
 static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void *const op[2][3],
                            int passes, int per_pass, int adapting, double *t, double *pred,
-                           double *state) {
+                           double *visit_pred, double *state) {
   int order[128];
   for (int i = 0; i < ns; i++)
     order[i] = i;
@@ -192,9 +197,11 @@ static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void 
       void *const *m = op[s->dtype == POAS_FLOAT64];
       timed_call call = {ctx, s, m[0], m[1], m[2], NULL, {NULL}, {NULL}, {NULL}};
       median_time(&call, per_pass, &t[i * MAX_REPS + p * per_pass],
-                  adapting && p == 0 ? &pred[i] : NULL);
+                  adapting ? &visit_pred[i * MAX_REPS + p] : NULL);
       if (!adapting)
         pred[i] = last_predicted(ctx);
+      else if (p == 0)
+        pred[i] = visit_pred[i * MAX_REPS];
       if (state) {
         /* A visit met slow hand-offs when the probe before it or the one
          * after it saw them: the state lasts seconds, a visit milliseconds
@@ -206,6 +213,35 @@ static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void 
       }
     }
   }
+}
+
+/* With --adapt, how far each visit's own prediction (its warm-up call's,
+ * planned just before its timed calls) was from the median of those
+ * calls: what a user who asks before each call is told. The host's state
+ * moves between passes, and the shape's first prediction (the table's)
+ * cannot know of the passes after it. The median |error| and signed
+ * error over the visits, all of them (slow < 0) or those that met one
+ * hand-off state; returns how many. */
+static int visit_errors(int ns, int passes, int per_pass, const double *t, const double *state,
+                        const double *visit_pred, int slow, double *median,
+                        double *signed_median) {
+  static double err[128 * MAX_REPS], sgn[128 * MAX_REPS];
+  int n = 0;
+  for (int i = 0; i < ns; i++)
+    for (int p = 0; p < passes; p++) {
+      const double *tv = &t[i * MAX_REPS + p * per_pass];
+      if (slow >= 0 && (state[i * MAX_REPS + p * per_pass] > POAS_HANDOFF_SLOW) != slow)
+        continue;
+      double v[MAX_REPS];
+      memcpy(v, tv, (size_t)per_pass * sizeof *v);
+      double meas = bench_median(v, per_pass);
+      sgn[n] = (visit_pred[i * MAX_REPS + p] - meas) / meas;
+      err[n] = fabs(sgn[n]);
+      n++;
+    }
+  *median = n ? bench_median(err, n) : 0;
+  *signed_median = n ? bench_median(sgn, n) : 0;
+  return n;
 }
 
 /* The models' error over the timings that met one hand-off state (slow:
@@ -446,10 +482,17 @@ int main(int argc, char **argv) {
   double pred_s[128], noise[128], signed_err[128];
   /* The hand-off state of every timing, on a host whose calls run on
    * several threads (bench_handoff_now; 0 elsewhere). */
-  static double state[128 * MAX_REPS];
+  static double state[128 * MAX_REPS], visit_pred[128 * MAX_REPS];
   int tag_state = info.host_memory && bench_handoff_now() > 0;
-  time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s,
+  time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s, visit_pred,
                  tag_state ? state : NULL);
+  /* Each visit's own prediction against its timings, before the table's
+   * medians reorder t: over all visits, then by state. */
+  int visits[3] = {0, 0, 0};
+  double visit_err[3][2];
+  for (int v = 0; adapting && v < (tag_state ? 3 : 1); v++)
+    visits[v] = visit_errors(ns, passes, per_pass, t, state, visit_pred, v - 1, &visit_err[v][0],
+                             &visit_err[v][1]);
   bench_handoff after = {0};
   if (info.host_memory)
     bench_handoff_probe(&after);
@@ -509,6 +552,16 @@ int main(int argc, char **argv) {
                "|predicted - measured| / measured %.2f%%, signed %+.2f%%\n",
                slow ? "slow" : "quick", in_state[slow], 100 * state_err[slow][0],
                100 * state_err[slow][1]);
+  }
+  if (visits[0]) {
+    printf("each visit's own prediction (its warm-up call's plan) against its %d timed calls: "
+           "median |predicted - measured| / measured %.2f%%, signed %+.2f%% (%d visits)\n",
+           per_pass, 100 * visit_err[0][0], 100 * visit_err[0][1], visits[0]);
+    for (int v = 1; v < 3; v++)
+      if (visits[v])
+        printf("  the visits in the %s state: %.2f%%, signed %+.2f%% (%d visits)\n",
+               v == 2 ? "slow" : "quick", 100 * visit_err[v][0], 100 * visit_err[v][1],
+               visits[v]);
   }
   free(sA);
   free(sB);
