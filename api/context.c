@@ -67,6 +67,7 @@ int poas_init(poas_context **out, const poas_options *opts) {
     return poas__fail(POAS_ENOMEM, "poas_init: no memory for a context");
   poas__resident_init(ctx);
   pthread_mutex_init(&ctx->adapt_lock, NULL);
+  pthread_mutex_init(&ctx->handoff_probe_lock, NULL);
   const char *adapt = getenv("POAS_ADAPT");
   ctx->adapt_off = opts->no_adapt || (adapt && strcmp(adapt, "0") == 0);
   poas__adapt_reset(ctx);
@@ -103,6 +104,7 @@ fail_trace:
 fail_ctx:
   poas__resident_release_all(ctx);
   pthread_mutex_destroy(&ctx->adapt_lock);
+  pthread_mutex_destroy(&ctx->handoff_probe_lock);
   free(ctx);
   return rc;
 }
@@ -115,6 +117,10 @@ void poas__adapt_reset(poas_context *ctx) {
       ctx->handoff_runs[i][dt] = 0;
       ctx->handoff_level[i][dt] = 1;
       ctx->handoff_learned[i][dt] = (poas__learned){0};
+      for (int pair = 0; pair < 4; pair++) {
+        ctx->adapt_one[i][dt][pair] = 1;
+        ctx->learned_one[i][dt][pair] = (poas__learned){0};
+      }
       ctx->adapt[i][dt] = 1;
       ctx->learned[i][dt] = (poas__learned){0};
       for (int c = 0; c < POAS__SHAPE_CLASSES; c++) {
@@ -140,6 +146,7 @@ void poas_finalize(poas_context *ctx) {
   poas__resident_release_all(ctx);
   poas__devset_close(&ctx->devices);
   pthread_mutex_destroy(&ctx->adapt_lock);
+  pthread_mutex_destroy(&ctx->handoff_probe_lock);
   free(ctx->trace_path);
   free(ctx);
 }

@@ -12,6 +12,8 @@
 #include "predict/predict.h"
 #include "schedule/schedule.h"
 
+#include <stdatomic.h>
+
 /* A GEMM normalised to column-major, after validation: what the phases
  * below api/ work on. Row-major calls are turned into this by swapping the
  * operands (C^T = op(B)^T op(A)^T). */
@@ -135,6 +137,21 @@ struct poas_context {
    * same host adds 1.2-1.7 times one day what it added the day before. */
   double handoff_level[POAS_MAX_DEVICES][2];
   poas__learned handoff_learned[POAS_MAX_DEVICES][2];
+  /* How many times slower than one_thread's time the calls that the slow
+   * state moves to one thread (poas__moved_to_one) ran, by dtype and
+   * transpose pair (poas__gemm_pair; 1: as modelled), learned from their
+   * runs alone: the threads step times NN calls only, and on the CI VM
+   * 12-row sgemm took 0.5 ns per element of B as NN and 0.8-1.0 as NT.
+   * Under adapt_lock. */
+  double adapt_one[POAS_MAX_DEVICES][2][4];
+  poas__learned learned_one[POAS_MAX_DEVICES][2][4];
+  /* One probe at a time (it spins on the device's cores), and when each
+   * device was last probed; under handoff_probe_lock. */
+  pthread_mutex_t handoff_probe_lock;
+  double handoff_probed_at[POAS_MAX_DEVICES];
+  /* GEMM runs under way: a probe while one computes would time the run's
+   * threads, not the host. */
+  atomic_int runs_active;
 };
 
 /* Forgets what runs taught (the models changed: calibration). */
@@ -160,6 +177,9 @@ typedef struct poas__gemm_plan {
    * there; at the context's model otherwise). model stays last:
    * poas__gemm_plan_make clears what comes before it. */
   double learned[POAS_MAX_DEVICES];
+  /* The factor of calls the slow hand-off state moved to one thread
+   * (poas_context.adapt_one), where the plan's model is a copy. */
+  double one_factor[POAS_MAX_DEVICES];
   poas__device_model model[POAS_MAX_DEVICES];
 } poas__gemm_plan;
 

@@ -97,12 +97,20 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->handoff_timings = m->handoff_timings;
   f->handoff_slow_timings = m->handoff_slow;
   memcpy(f->handoff_extra, m->handoff_extra, sizeof f->handoff_extra);
+  memcpy(f->handoff_latency_ns, m->handoff_latency_ns, sizeof f->handoff_latency_ns);
   f->duplex = m->duplex > 1 ? m->duplex : 1;
   _Static_assert(sizeof f->threads_by_rows == sizeof m->threads_by_side[0],
                  "poas_device_fit.threads_by_rows follows POAS__FEW_SIDE");
+  /* The slow state's table, as a context derives it from these models. */
+  poas__device_model slow = *m;
+  poas__threads_slow_table(&slow);
   for (int dt = 0; dt < 2; dt++) {
     memcpy(f->threads_by_rows[dt], m->threads_by_side[dt][0], sizeof f->threads_by_rows[dt]);
     memcpy(f->threads_by_cols[dt], m->threads_by_side[dt][1], sizeof f->threads_by_cols[dt]);
+    memcpy(f->threads_slow_by_rows[dt], slow.threads_slow[dt][0],
+           sizeof f->threads_slow_by_rows[dt]);
+    memcpy(f->threads_slow_by_cols[dt], slow.threads_slow[dt][1],
+           sizeof f->threads_slow_by_cols[dt]);
   }
 }
 
@@ -149,7 +157,9 @@ static int model_dtypes(const poas__device_model *m) {
 
 /* Gives dst the models of src in the dtypes dst has no GEMM models in:
  * the GEMM models with the thread counts they were fitted to, the
- * transpose's, and the slow hand-off state's term; returns their mask. */
+ * transpose's, and the slow hand-off state's term; returns their mask.
+ * With them go the cache-line round trips of the hand-off states dst's
+ * calibration did not see, which are the cores', not a dtype's. */
 static int keep_dtypes(poas__device_model *dst, const poas__device_model *src) {
   int kept = 0;
   for (int dt = 0; dt < 2; dt++) {
@@ -158,12 +168,16 @@ static int keep_dtypes(poas__device_model *dst, const poas__device_model *src) {
     memcpy(dst->gemm[dt], src->gemm[dt], sizeof dst->gemm[dt]);
     dst->gemm_fit[dt] = src->gemm_fit[dt];
     memcpy(dst->threads_by_side[dt], src->threads_by_side[dt], sizeof dst->threads_by_side[dt]);
+    memcpy(dst->one_thread[dt], src->one_thread[dt], sizeof dst->one_thread[dt]);
     if (!dst->transpose[dt].valid)
       dst->transpose[dt] = src->transpose[dt];
     if (!(dst->handoff_extra[dt] > 0))
       dst->handoff_extra[dt] = src->handoff_extra[dt];
     kept |= 1 << dt;
   }
+  for (int st = 0; kept && st < 2; st++)
+    if (!(dst->handoff_latency_ns[st] > 0))
+      dst->handoff_latency_ns[st] = src->handoff_latency_ns[st];
   return kept;
 }
 
@@ -458,8 +472,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
    * (calibration set their thread counts as it went). */
   for (int i = 0; i < ctx->devices.ndev; i++)
     if (sel[i])
-      memcpy(ctx->devices.dev[i]->threads_by_side, ctx->models[i].threads_by_side,
-             sizeof ctx->devices.dev[i]->threads_by_side);
+      poas__device_take_threads(ctx->devices.dev[i], &ctx->models[i]);
   if (!rc && out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < ctx->devices.ndev; i++) {

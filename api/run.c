@@ -98,6 +98,48 @@ static double handoff_shift_now(const poas_context *ctx, int i, poas_dtype dtype
                           ctx->handoff_level[i][dtype]);
 }
 
+/* The host's hand-off state now, from the device's cores. On the CI VM
+ * the host moves its two vCPUs apart and back every few seconds, and a
+ * cache line's round trip between them tells which it did: 51-64 ns while
+ * thin calls on two threads ran 0.8-1.1x their time on one, 270-335 ns
+ * while they ran 2.2-3.3x (bench/results/handoff-latency-ci-2core-
+ * 2026-11-24.md). While it is slow the device runs calls of few rows on
+ * one thread (devices/device.h, handoff_slow; 1.3-2.3x faster there), and
+ * runs on one thread cannot tell the state: so a plan for a device whose
+ * models carry the slow state's term, and whose calibration saw the
+ * round trip in a state, measures it first (0.2 ms on the CI VM), at most
+ * once per HANDOFF_PROBE_EVERY_S: back-to-back calls then spend at most
+ * 1% of their time on it, and the state lasts hundreds of milliseconds or
+ * more. Not while a GEMM runs on the context, whose threads would be in
+ * the probe's way. */
+#define HANDOFF_PROBE_EVERY_S 0.02
+
+static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
+  poas__device *d = ctx->devices.dev[i];
+  const poas__device_model *dm = &ctx->models[i];
+  int fits_slow;
+  if (!d->be->handoff_latency || !handoff_term(dm, dtype, &fits_slow) ||
+      poas__handoff_latency_slow(dm, 1) < 0 || atomic_load(&ctx->runs_active) > 0 ||
+      pthread_mutex_trylock(&ctx->handoff_probe_lock) != 0)
+    return;
+  double now = poas__now(), ns = 0;
+  if (!(ctx->handoff_probed_at[i] > 0) || now - ctx->handoff_probed_at[i] >= HANDOFF_PROBE_EVERY_S) {
+    ns = d->be->handoff_latency(d);
+    ctx->handoff_probed_at[i] = poas__now();
+  }
+  pthread_mutex_unlock(&ctx->handoff_probe_lock);
+  int slow = poas__handoff_latency_slow(dm, ns);
+  if (slow < 0)
+    return;
+  pthread_mutex_lock(&ctx->adapt_lock);
+  if (ctx->handoff_other[i] != (slow != fits_slow))
+    poas__debug("%s: cache-line round trip %.0f ns: the %s hand-off state", d->info.id, ns,
+                slow ? "slow" : "quick");
+  ctx->handoff_other[i] = slow != fits_slow;
+  atomic_store(&d->handoff_slow, slow);
+  pthread_mutex_unlock(&ctx->adapt_lock);
+}
+
 /* The host's cores, which devices that share them compete for. */
 static int host_cores(void) {
   pthread_once(&host_cores_once, count_host_cores);
@@ -125,23 +167,35 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
   /* Thin calls learn apart from whole ones (POAS__SHAPE_*): a call plans
    * with its class's factor where that class has runs of its own. */
   int shape = poas__shape_class(p->m, p->n);
-  double shift[POAS_MAX_DEVICES];
+  double shift[POAS_MAX_DEVICES], one[POAS_MAX_DEVICES];
+  for (int i = 0; i < nd; i++)
+    handoff_probe(ctx, i, p->dtype);
   pthread_mutex_lock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
     double own = ctx->adapt_shape[i][p->dtype][shape];
     out->learned[i] = own > 0 ? own : ctx->adapt[i][p->dtype];
     shift[i] = handoff_shift_now(ctx, i, p->dtype);
+    one[i] = ctx->adapt_one[i][p->dtype][poas__gemm_pair(p->transa, p->transb)];
   }
   pthread_mutex_unlock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
     const poas_device_info *info = &ctx->devices.dev[i]->info;
     const poas__device_model *dm = &ctx->models[i];
+    /* The device runs calls of few rows or columns as the host's state
+     * says when the plan is made (handoff_probe). */
+    int slow_now = atomic_load(&ctx->devices.dev[i]->handoff_slow);
     /* A model that runs corrected is copied and scaled; the others are
      * used as they are (no copy on every call). */
-    if (out->learned[i] != 1 || shift[i] != 0) {
+    if (out->learned[i] != 1 || shift[i] != 0 || slow_now) {
       out->model[i] = ctx->models[i];
       poas__device_model_scale(&out->model[i], p->dtype, out->learned[i]);
       out->model[i].handoff_shift = shift[i];
+      out->model[i].handoff_slow_now = slow_now;
+      /* Calls moved to one thread take what their own runs taught. */
+      out->one_factor[i] = one[i];
+      for (int side = 0; slow_now && side < 2; side++)
+        for (int s = 1; s <= POAS__FEW_SIDE; s++)
+          out->model[i].one_thread[p->dtype][side][s] *= one[i];
       dm = &out->model[i];
     }
     uint64_t mem = info->memory_bytes;
@@ -270,6 +324,9 @@ double poas__learn(poas__learned *l, double implied) {
  * -4.7%; their median |error| stayed about 11%, since the strength itself
  * moved 0.4-4x within a round (bench/results/handoff-level-ci-2core-
  * 2026-11-24.md).
+ * Where plans probe the state (handoff_probe), each probe sets the state
+ * again, and a run in between that disagrees moves it until the next one
+ * (the host changed state, or its round trip does not tell its state).
  * Runs from HANDOFF_MIN_S: thin calls of a millisecond, which the state
  * moves most, tell it best; a device's first run in a dtype, which pays
  * one-time costs, is left out. Returns 1 when the run taught the hand-off
@@ -286,6 +343,27 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
   const poas__opt_problem *p = &plan->prob;
   const poas__opt_share *sh = &plan->res.dev[i];
   const poas__device_model *dm = plan->dev[i].model;
+  /* A call the slow state moved to one thread hands nothing over, and its
+   * time on one thread is not what the device's other calls take: its
+   * runs teach the factor of such calls alone (from the device's whole
+   * problem), and nothing else. */
+  int side, pair = poas__gemm_pair(p->transa, p->transb);
+  if (dm && dm->handoff_slow_now && poas__moved_to_one(dm, p->dtype, p->m, p->n, &side)) {
+    poas__learned *l = &ctx->learned_one[i][p->dtype][pair];
+    if (!d->failed && d->busy_s >= HANDOFF_MIN_S && sh->u0 == 0 &&
+        sh->u1 == plan->res.total_units && sh->time.total_s > 0 &&
+        l->runs++ > 0) { /* the first pays one-time costs */
+      double ratio =
+          POAS__MIN(POAS__MAX(d->busy_s / sh->time.total_s, 1 / ADAPT_STEP), ADAPT_STEP);
+      double f = poas__learn(l, plan->one_factor[i] * ratio);
+      double *one = &ctx->adapt_one[i][p->dtype][pair];
+      *one = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
+      poas__debug("%s: %sgemm on one thread (slow hand-offs) ran %.3fx its plan; such calls "
+                  "now take %.3f times their calibrated time",
+                  d->id, poas__dtype_letter(p->dtype), ratio, *one);
+    }
+    return 1;
+  }
   int fits_slow;
   if (!dm || !handoff_term(dm, p->dtype, &fits_slow) || d->failed ||
       !(d->busy_s >= HANDOFF_MIN_S) || sh->u0 != 0 || sh->u1 != plan->res.total_units ||
@@ -297,10 +375,10 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
   int was_slow = fits_slow != ctx->handoff_other[i];
   double level = ctx->handoff_level[i][p->dtype];
   double now = poas__model_gemm_time(dm, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
-  double quick = poas__model_gemm_time_in(dm, handoff_shift_in(fits_slow, 0, level), p->dtype,
-                                          p->transa, p->transb, p->m, p->n, p->k);
-  double slow = poas__model_gemm_time_in(dm, handoff_shift_in(fits_slow, 1, level), p->dtype,
-                                         p->transa, p->transb, p->m, p->n, p->k);
+  double quick = poas__model_gemm_time_in(dm, handoff_shift_in(fits_slow, 0, level), 0,
+                                          p->dtype, p->transa, p->transb, p->m, p->n, p->k);
+  double slow = poas__model_gemm_time_in(dm, handoff_shift_in(fits_slow, 1, level), 0,
+                                         p->dtype, p->transa, p->transb, p->m, p->n, p->k);
   double planned = sh->time.total_s, in_quick = planned + (quick - now),
          in_slow = planned + (slow - now);
   if (!(slow - quick >= HANDOFF_TELLS * planned) || !(in_quick > 0))
@@ -399,7 +477,9 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   int trace_failed = 0;
   cfg.trace_failed = &trace_failed;
   poas_report r;
+  atomic_fetch_add(&ctx->runs_active, 1);
   rc = poas__schedule_run(&ctx->devices, ws, &cfg, &r);
+  atomic_fetch_sub(&ctx->runs_active, 1);
   /* The scheduler wrote the trace once the run was over; one it could not
    * write leaves the run's own status as it was. */
   if (trace_failed)

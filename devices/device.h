@@ -26,6 +26,7 @@
 #include "poas.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -139,6 +140,11 @@ struct poas__backend {
   /* Optional: the lane's native handle, handed to a task's device
    * implementation (cudaStream_t, cl_command_queue). */
   void *(*native_lane)(poas__device *dev, int lane);
+  /* Optional: the round trip of a cache line between two of the host
+   * cores the device computes on, in nanoseconds (core/roundtrip.h): how
+   * plans tell the host's hand-off state before a run (api/run.c,
+   * handoff_probe). 0 where it cannot be measured (one core). */
+  double (*handoff_latency)(poas__device *dev);
 };
 
 /* An open device. The backend allocates it (with its own private state
@@ -179,6 +185,15 @@ struct poas__device {
    * profile. */
   int max_threads;
   uint8_t threads_by_side[2][2][POAS__FEW_SIDE + 1];
+  /* The same while the host is in the slow hand-off state (handoff_slow),
+   * in which calls of few rows on two threads of the CI VM took 1.2-2.6x
+   * their time on one (bench/results/handoff-latency-ci-2core-
+   * 2026-11-24.md): the context sets it from its models
+   * (poas__threads_slow_table). */
+  uint8_t threads_slow_by_side[2][2][POAS__FEW_SIDE + 1];
+  /* 1 while the context's last probe of the host found it slow (api/run.c,
+   * handoff_probe); calls then run by threads_slow_by_side. */
+  atomic_int handoff_slow;
   void *priv;            /* backend state */
   poas__memcache *cache; /* freed buffers kept for reuse; set by the registry */
 };

@@ -292,6 +292,15 @@ typedef struct poas_device_fit {
    * one). */
   unsigned char threads_by_cols[2][33];
   unsigned char threads_by_rows[2][33];
+  /* The same while the host is in the slow hand-off state (see
+   * handoff_latency_ns): calibration times every such call on one thread
+   * too, and a call that one thread runs faster than all of them with the
+   * slow state's term (handoff_extra) runs on one while a context finds
+   * the host slow (on the CI machine class, sgemm and dgemm of 1 to 32
+   * rows, 1.4-2.3x faster). Equal to threads_by_cols / _rows where
+   * nothing moves. */
+  unsigned char threads_slow_by_cols[2][33];
+  unsigned char threads_slow_by_rows[2][33];
   /* Passes the calibration timed its GEMM samples in, and the passes it
    * planned: fewer where the machine ran too slowly for the calibration's
    * time (--quick: a minute on the 2-core CI machine class). Both 0 for a
@@ -329,6 +338,13 @@ typedef struct poas_device_fit {
    * A context that learns from its runs (POAS_ADAPT) plans with it while
    * its runs show the host in the state the models do not fit. */
   double handoff_extra[2];
+  /* The round trip of a cache line between the device's first two cores,
+   * in ns, that calibration saw in the quick hand-off state [0] and the
+   * slow one [1] (medians; about 55 and 300 on the CI machine class, where
+   * the host moves the two vCPUs apart and back). A context measures it
+   * before a run (0.2 ms, at most once per 20 ms) and
+   * plans in the state it is nearer. 0 where a state was not seen. */
+  double handoff_latency_ns[2];
 } poas_device_fit;
 
 /* The hand-off probe's sgemm (poas_device_fit.handoff_*), and the ratio

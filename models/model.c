@@ -94,15 +94,41 @@ static double smooth_time(const poas__gemm_model *gm, int64_t m, int64_t n, int6
   return t > floor_t ? t : floor_t;
 }
 
+int poas__handoff_latency_slow(const poas__device_model *dm, double ns) {
+  double quick = dm->handoff_latency_ns[0], slow = dm->handoff_latency_ns[1];
+  double threshold = quick > 0 && slow > quick ? sqrt(quick * slow)
+                     : quick > 0               ? 2 * quick
+                     : slow > 0                ? slow / 2
+                                               : 0;
+  if (!(threshold > 0) || !(ns > 0))
+    return -1;
+  return ns > threshold;
+}
+
 /* The quick state's time of a call that took `t` in the slow one is at
  * least this share of it: OpenBLAS's thinnest calls on the CI VM's two
  * threads took 2-3.6x as long in the slow state
  * (bench/results/handoff-state-fit-ci-2core-2026-11-24.md). */
 #define HANDOFF_QUICK_MIN 0.25
 
-double poas__model_gemm_time_in(const poas__device_model *dm, double shift, poas_dtype dtype,
-                                poas_op ta, poas_op tb, int64_t m, int64_t n, int64_t k) {
+int64_t poas__moved_to_one(const poas__device_model *dm, poas_dtype dtype, int64_t m, int64_t n,
+                           int *side) {
+  int64_t s = poas__short_side(m, n, POAS__FEW_SIDE, side);
+  int dt = dtype == POAS_FLOAT64;
+  return s && dm->threads_slow[dt][*side][s] && !dm->threads_by_side[dt][*side][s] &&
+                 dm->one_thread[dt][*side][s] > 0
+             ? s
+             : 0;
+}
+
+double poas__model_gemm_time_in(const poas__device_model *dm, double shift, int slow,
+                                poas_dtype dtype, poas_op ta, poas_op tb, int64_t m, int64_t n,
+                                int64_t k) {
   const poas__gemm_model *gm = poas__gemm_model_for(dm, dtype, ta, tb);
+  int side;
+  int64_t s = slow ? poas__moved_to_one(dm, dtype, m, n, &side) : 0;
+  if (s) /* on one thread, which hands nothing over */
+    return dm->one_thread[dtype == POAS_FLOAT64][side][s] * (double)(side ? m : n) * (double)k;
   double t = smooth_time(gm, m, n, k) * poas__thin_factor(gm->thin, m, n);
   double extra = dm->handoff_extra[dtype == POAS_FLOAT64];
   /* Calls the threads table puts on fewer threads hand nothing over. */
@@ -116,7 +142,32 @@ double poas__model_gemm_time_in(const poas__device_model *dm, double shift, poas
 
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k) {
-  return poas__model_gemm_time_in(dm, dm->handoff_shift, dtype, ta, tb, m, n, k);
+  return poas__model_gemm_time_in(dm, dm->handoff_shift, dm->handoff_slow_now, dtype, ta, tb, m, n,
+                                  k);
+}
+
+void poas__threads_slow_table(poas__device_model *dm) {
+  memcpy(dm->threads_slow, dm->threads_by_side, sizeof dm->threads_slow);
+  if (!(dm->handoff_timings > 0))
+    return;
+  /* The slow state at its calibrated strength, relative to the state the
+   * models were fitted to (api/run.c, handoff_shift_in). */
+  double shift = poas__handoff_fits_slow(dm->handoff_timings, dm->handoff_slow) ? 0 : 1;
+  const int64_t l = POAS__THREADS_SLOW_REF;
+  for (int dt = 0; dt < 2; dt++) {
+    if (!(dm->handoff_extra[dt] > 0) || !dm->gemm[dt][0].valid)
+      continue;
+    for (int side = 0; side < 2; side++)
+      for (int s = 1; s <= POAS__FEW_SIDE; s++) {
+        if (dm->threads_by_side[dt][side][s] || !(dm->one_thread[dt][side][s] > 0))
+          continue;
+        int64_t m = side ? l : s, n = side ? s : l;
+        double all = poas__model_gemm_time_in(dm, shift, 0, (poas_dtype)dt, POAS_NO_TRANS,
+                                              POAS_NO_TRANS, m, n, l);
+        double one = dm->one_thread[dt][side][s] * (double)l * (double)l;
+        dm->threads_slow[dt][side][s] = one < all;
+      }
+  }
 }
 
 double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, poas_op ta,

@@ -157,6 +157,13 @@ typedef struct poas__device_model {
    * fitted by calibration from the sweep's samples timed in both states
    * (measure_gemm). Kept in profiles. 0 where not measured. */
   double handoff_extra[2];
+  /* The round trip of a cache line between the device's first two cores
+   * (core/roundtrip.h), in ns, that calibration's hand-off probes saw in
+   * the quick state [0] and the slow one [1] (medians): plans measure it
+   * before a run and take the state it is nearer
+   * (poas__handoff_latency_slow). Kept in profiles. 0 where a state was not
+   * seen or the device cannot measure it. */
+  double handoff_latency_ns[2];
   /* On a plan's copy only, never kept: how many times handoff_extra per
    * element of B calls on all the device's threads take more (above 0) or
    * less (below 0) than the fitted models say, in the host's hand-off
@@ -164,6 +171,26 @@ typedef struct poas__device_model {
    * state's strength (api/context.h, handoff_level) while it is slow;
    * fitted slow: -1 while quick, the strength less 1 while slow. */
   double handoff_shift;
+  /* Seconds per element of the long operand (B, k x n, for a C of s rows;
+   * A, m x k, for s columns) that a call of dtype dt whose C has a short
+   * side of s <= POAS__FEW_SIDE takes on one thread: one_thread[dt][side]
+   * [s], from calibration's threads step, which times each such call on
+   * one thread whatever it then chooses (one thread does not depend on
+   * the hand-off state). Such a call packs and multiplies that operand
+   * once, whatever the transposes: per element, 12-row sgemm on one
+   * thread of the CI VM took 0.55-0.76 ns in four transpose pairs, and the
+   * smooth model's shape missed them by 4-47%. Kept in profiles
+   * ("threads_one"). 0 where not measured. */
+  double one_thread[2][2][POAS__FEW_SIDE + 1];
+  /* The threads such calls run on while the host is in the slow hand-off
+   * state, as threads_by_side: also one where one_thread says one thread
+   * beats them all with the slow state's term (poas__threads_slow_table).
+   * Derived, not kept. */
+  uint8_t threads_slow[2][2][POAS__FEW_SIDE + 1];
+  /* On a plan's copy only, never kept: 1 while the host is in the slow
+   * hand-off state, whose calls of few rows or columns run by
+   * threads_slow. */
+  int handoff_slow_now;
 } poas__device_model;
 
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */
@@ -193,14 +220,37 @@ double poas__model_gemm_smooth(const poas__device_model *dm, poas_dtype dtype, p
  * threads the hand-off state's term (handoff_shift) where it is set. */
 double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poas_op ta,
                              poas_op tb, int64_t m, int64_t n, int64_t k);
-/* The same in a hand-off state given by `shift` (as handoff_shift) rather
- * than dm's own. */
-double poas__model_gemm_time_in(const poas__device_model *dm, double shift, poas_dtype dtype,
-                                poas_op ta, poas_op tb, int64_t m, int64_t n, int64_t k);
+/* The same in a hand-off state given by `shift` (as handoff_shift) and
+ * `slow` (as handoff_slow_now) rather than dm's own. */
+double poas__model_gemm_time_in(const poas__device_model *dm, double shift, int slow,
+                                poas_dtype dtype, poas_op ta, poas_op tb, int64_t m, int64_t n,
+                                int64_t k);
+/* Fills dm->threads_slow: threads_by_side, and one thread also for the
+ * calls of few rows or columns (s x POAS__THREADS_SLOW_REF^2, or the
+ * transpose) that one_thread predicts faster on one thread than the
+ * models on all of them with the slow state's term at its calibrated
+ * strength. Where dm has no term or no one_thread, a copy of
+ * threads_by_side. */
+#define POAS__THREADS_SLOW_REF 2048
+/* The range of one_thread's seconds per element a profile may hold. */
+#define POAS__ONE_THREAD_MIN 1e-14
+#define POAS__ONE_THREAD_MAX 1e-6
+void poas__threads_slow_table(poas__device_model *dm);
+/* Whether a call of dtype with an m x n C runs on one thread in the slow
+ * state only (threads_slow moved it there; it then takes one_thread's
+ * time): its short side, and which side it is in *side; else 0. */
+int64_t poas__moved_to_one(const poas__device_model *dm, poas_dtype dtype, int64_t m, int64_t n,
+                           int *side);
 /* Whether a calibration whose GEMM sweep had `timings` probed for the
  * hand-off state, `slow` of them slow, fitted its models to the slow
  * state: the state most of them met (predict/calibrate.c, measure_gemm). */
 static inline int poas__handoff_fits_slow(int timings, int slow) { return 2 * slow > timings; }
+/* Whether a cache-line round trip of `ns` between the device's cores says
+ * the host is in the slow hand-off state: nearer (by ratio) the slow
+ * state's latency calibration saw than the quick one's; with one of them
+ * seen, above twice the quick one or half the slow one (on the CI VM the
+ * two are 4-6x apart). -1 where dm has neither, or ns is not a reading. */
+int poas__handoff_latency_slow(const poas__device_model *dm, double ns);
 /* Predicted seconds for one host<->device copy of `bytes`; 0 when the
  * device computes on host memory. */
 double poas__model_transfer_time(const poas__device_model *dm, poas_direction dir, double bytes);

@@ -308,8 +308,10 @@ static int check_gemm_sane(reader *r, const poas__gemm_model *gm, const char *pa
  * the table have none. */
 static const char *const thin_sides[] = {"rows", "cols", NULL};
 
-static int read_thin(reader *r, json_t *obj, const char *path, const poas__thin_table **out) {
-  poas__thin_table table;
+/* {"rows": "F1 ... Fcount", "cols": "..."} into out[side][0..count-1],
+ * each number in [lo, hi]. */
+static int read_side_factors(reader *r, json_t *obj, const char *path, int count, double lo,
+                             double hi, double *const out[2]) {
   if (only_keys(r, obj, path, thin_sides))
     return -1;
   for (int side = 0; side < 2; side++) {
@@ -328,30 +330,39 @@ static int read_thin(reader *r, json_t *obj, const char *path, const poas__thin_
       if (end == p || (*end && *end != ' '))
         return complain(r, "'%s.%s' holds '%.*s', not a number", path, thin_sides[side],
                         (int)POAS__MIN(strcspn(p, " "), 16), p);
-      if (n == POAS__THIN_MAX)
-        return complain(r, "'%s.%s' has more than %d numbers", path, thin_sides[side],
-                        POAS__THIN_MAX);
-      if (!isfinite(x) || x < POAS__THIN_FACTOR_MIN || x > POAS__THIN_FACTOR_MAX)
+      if (n == count)
+        return complain(r, "'%s.%s' has more than %d numbers", path, thin_sides[side], count);
+      if (!isfinite(x) || x < lo || x > hi)
         return complain(r, "'%s.%s' number %d is %g, outside [%g, %g]", path, thin_sides[side],
-                        n + 1, x, POAS__THIN_FACTOR_MIN, POAS__THIN_FACTOR_MAX);
-      table.factor[side][n++] = x;
+                        n + 1, x, lo, hi);
+      out[side][n++] = x;
       p = end;
     }
-    if (n != POAS__THIN_MAX)
+    if (n != count)
       return complain(r, "'%s.%s' has %d numbers, expected %d", path, thin_sides[side], n,
-                      POAS__THIN_MAX);
+                      count);
   }
+  return 0;
+}
+
+static int read_thin(reader *r, json_t *obj, const char *path, const poas__thin_table **out) {
+  poas__thin_table table;
+  double *const sides[2] = {table.factor[0], table.factor[1]};
+  if (read_side_factors(r, obj, path, POAS__THIN_MAX, POAS__THIN_FACTOR_MIN,
+                        POAS__THIN_FACTOR_MAX, sides))
+    return -1;
   if (!(*out = poas__thin_intern(&table)))
     return complain(r, "out of memory for '%s'", path);
   return 0;
 }
 
-/* The string read_thin reads: each factor with four significant digits. */
-static json_t *thin_side_json(const double *f) {
+/* The string read_side_factors reads: each of f's `count` factors with
+ * four significant digits. */
+static json_t *thin_side_json(const double *f, int count) {
   char buf[POAS__THIN_MAX * 12 + 1];
   size_t len = 0;
   buf[0] = 0;
-  for (int i = 0; i < POAS__THIN_MAX; i++)
+  for (int i = 0; i < count && i < POAS__THIN_MAX; i++)
     len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%.4g", i ? " " : "", f[i]);
   return json_string(buf);
 }
@@ -562,7 +573,7 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
                                       "dispatch_s", "engine_s",   "threads_by_cols",
                                       "threads_by_rows", "handoff_start", "handoff_end",
                                       "handoff_timings", "handoff_slow_timings",
-                                      "handoff_extra", NULL};
+                                      "handoff_extra", "handoff_latency_ns", "threads_one", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -613,6 +624,32 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
     if (r->problem[0] || (tbs && read_threads_by_side(r, tbs, p, side, dm)))
       return -1;
   }
+  /* Optional: "threads_one": {"s": {"rows": "T1 ... T32", "cols": ...},
+   * "d": ...}, seconds per element of the long operand, each dtype
+   * optional (since calibration keeps each threads step call's time on
+   * one thread). */
+  memset(dm->one_thread, 0, sizeof dm->one_thread);
+  json_t *one = member(r, obj, path, "threads_one", JSON_OBJECT, "an object", 1);
+  if (r->problem[0])
+    return -1;
+  if (one) {
+    static const char *const dtypes[] = {"s", "d", NULL};
+    snprintf(p, sizeof p, "%s.threads_one", path);
+    if (only_keys(r, one, p, dtypes))
+      return -1;
+    for (int dt = 0; dt < 2; dt++) {
+      json_t *t = json_object_get(one, dtypes[dt]);
+      char tp[300];
+      snprintf(tp, sizeof tp, "%.280s.threads_one.%s", path, dtypes[dt]);
+      if (t && !json_is_object(t))
+        return complain(r, "'%s' is not an object", tp);
+      if (t && read_side_factors(r, t, tp, POAS__FEW_SIDE, POAS__ONE_THREAD_MIN,
+                                 POAS__ONE_THREAD_MAX,
+                                 (double *const[2]){&dm->one_thread[dt][0][1],
+                                                    &dm->one_thread[dt][1][1]}))
+        return -1;
+    }
+  }
   /* Optional: profiles written before it was measured lack it. */
   dm->dispatch_s = 0;
   if (json_object_get(obj, "dispatch_s") &&
@@ -657,6 +694,24 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
     for (int dt = 0; dt < 2; dt++)
       if (json_object_get(extra, dtypes[dt]) &&
           get_number(r, extra, p, dtypes[dt], 0, 1e-6, &dm->handoff_extra[dt]))
+        return -1;
+  }
+  /* Optional: "handoff_latency_ns": {"quick": ns, "slow": ns}, each
+   * optional (a state calibration did not see has none). A cache line's
+   * round trip between two cores takes tens to hundreds of nanoseconds;
+   * ten milliseconds would be no reading. */
+  dm->handoff_latency_ns[0] = dm->handoff_latency_ns[1] = 0;
+  json_t *lat = member(r, obj, path, "handoff_latency_ns", JSON_OBJECT, "an object", 1);
+  if (r->problem[0])
+    return -1;
+  if (lat) {
+    static const char *const states[] = {"quick", "slow", NULL};
+    snprintf(p, sizeof p, "%s.handoff_latency_ns", path);
+    if (only_keys(r, lat, p, states))
+      return -1;
+    for (int st = 0; st < 2; st++)
+      if (json_object_get(lat, states[st]) &&
+          get_number(r, lat, p, states[st], 1, 1e7, &dm->handoff_latency_ns[st]))
         return -1;
   }
   return 0;
@@ -887,7 +942,8 @@ static json_t *gemm_json(const poas__device_model *dm) {
       if (gm->thin) {
         json_t *t = json_object();
         for (int side = 0; side < 2; side++)
-          json_object_set_new(t, thin_sides[side], thin_side_json(gm->thin->factor[side]));
+          json_object_set_new(t, thin_sides[side],
+                              thin_side_json(gm->thin->factor[side], POAS__THIN_MAX));
         json_object_set_new(m, "thin", t);
       }
       json_object_set_new(d, pair_names[pair], fit_json(m, &gm->fit));
@@ -953,6 +1009,24 @@ static json_t *device_json(const poas__profile_device *pd) {
     else
       json_decref(tbs);
   }
+  json_t *one = json_object();
+  for (int dt = 0; dt < 2; dt++) {
+    const double(*f)[POAS__FEW_SIDE + 1] = pd->model.one_thread[dt];
+    int all = 1;
+    for (int side = 0; side < 2; side++)
+      for (int s = 1; s <= POAS__FEW_SIDE; s++)
+        all = all && f[side][s] > 0;
+    if (!all)
+      continue;
+    json_t *t = json_object();
+    for (int side = 0; side < 2; side++)
+      json_object_set_new(t, thin_sides[side], thin_side_json(&f[side][1], POAS__FEW_SIDE));
+    json_object_set_new(one, dt ? "d" : "s", t);
+  }
+  if (json_object_size(one))
+    json_object_set_new(d, "threads_one", one);
+  else
+    json_decref(one);
   if (pd->model.dispatch_s > 0)
     json_object_set_new(d, "dispatch_s", json_real(pd->model.dispatch_s));
   if (pd->model.engine_s > 0)
@@ -971,6 +1045,13 @@ static json_t *device_json(const poas__profile_device *pd) {
       if (pd->model.handoff_extra[dt] > 0)
         json_object_set_new(x, dt ? "d" : "s", json_real(pd->model.handoff_extra[dt]));
     json_object_set_new(d, "handoff_extra", x);
+  }
+  if (pd->model.handoff_latency_ns[0] > 0 || pd->model.handoff_latency_ns[1] > 0) {
+    json_t *x = json_object();
+    for (int st = 0; st < 2; st++)
+      if (pd->model.handoff_latency_ns[st] > 0)
+        json_object_set_new(x, st ? "slow" : "quick", json_real(pd->model.handoff_latency_ns[st]));
+    json_object_set_new(d, "handoff_latency_ns", x);
   }
   return d;
 }

@@ -47,13 +47,35 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
   dst->contention = src->contention;
   dst->duplex = src->duplex;
   memcpy(dst->threads_by_side, src->threads_by_side, sizeof dst->threads_by_side);
+  memcpy(dst->one_thread, src->one_thread, sizeof dst->one_thread);
   dst->dispatch_s = src->dispatch_s;
   dst->engine_s = src->engine_s;
   memcpy(dst->handoff, src->handoff, sizeof dst->handoff);
   dst->handoff_timings = src->handoff_timings;
   dst->handoff_slow = src->handoff_slow;
   memcpy(dst->handoff_extra, src->handoff_extra, sizeof dst->handoff_extra);
+  memcpy(dst->handoff_latency_ns, src->handoff_latency_ns, sizeof dst->handoff_latency_ns);
   dst->source = POAS__MODEL_CALIBRATED;
+}
+
+void poas__device_take_threads(poas__device *dev, poas__device_model *dm) {
+  poas__threads_slow_table(dm);
+  memcpy(dev->threads_by_side, dm->threads_by_side, sizeof dev->threads_by_side);
+  memcpy(dev->threads_slow_by_side, dm->threads_slow, sizeof dev->threads_slow_by_side);
+  for (int dt = 0; dt < 2; dt++)
+    for (int side = 0; side < 2; side++) {
+      char moved[160] = "";
+      for (int s = 1; s <= POAS__FEW_SIDE; s++)
+        if (dm->threads_slow[dt][side][s] && !dm->threads_by_side[dt][side][s]) {
+          size_t len = strlen(moved);
+          snprintf(moved + len, sizeof moved - len, " %d", s);
+        }
+      if (moved[0])
+        poas__debug("%s: while hand-offs are slow, %sgemm with C of these %s counts runs on "
+                    "one thread:%s",
+                    dev->info.id, poas__dtype_letter((poas_dtype)dt), side ? "column" : "row",
+                    moved);
+    }
 }
 
 /* The sim replay hook: times from the device's (profile) model. */
@@ -93,6 +115,7 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
   if (!rc) {
     uint64_t memory = model->memory_bytes;
     overlay(model, &pd->model);
+    poas__device_take_threads(dev, model);
     model->memory_bytes = memory; /* allocations follow the sim's own limit */
     poas__sim_set_time_fn(dev, replay_time, model);
     poas__info("%s replays %s (%s) from %s", dev->info.id, pd->id, pd->name, file);
@@ -134,9 +157,7 @@ static void apply_profile(const poas__devset *set, const poas__profile *p,
       missing++;
     } else {
       overlay(&models[i], &pd->model);
-      /* The device runs its calls as its model was fitted to. */
-      memcpy(set->dev[i]->threads_by_side, pd->model.threads_by_side,
-             sizeof set->dev[i]->threads_by_side);
+      poas__device_take_threads(set->dev[i], &models[i]);
       used++;
     }
   }

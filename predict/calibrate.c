@@ -185,6 +185,8 @@ typedef struct bench {
   /* The threads step's calls (threads_shape) as the device then runs
    * them: their median seconds by dtype, side (0: rows) and short side. */
   double few_t[2][2][POAS__FEW_SIDE + 1];
+  /* The same calls' median seconds on one thread, whatever was chosen. */
+  double one_t[2][2][POAS__FEW_SIDE + 1];
 } bench;
 
 /* A device with memory and processors of its own (a GPU): what the
@@ -735,10 +737,34 @@ static int handoff_ratio(bench *bb, int block, int blocks, double *ratio) {
   return rc;
 }
 
+/* The cache-line round trips (core/roundtrip.h) the sweep's probes saw,
+ * by the state the probe's ratio said: the last LATENCY_KEEP of each. */
+#define LATENCY_KEEP 256
+typedef struct latency_seen {
+  double ns[2][LATENCY_KEEP];
+  int n[2];
+} latency_seen;
+
 /* The state now, between the GEMM sweep's visits (measure_gemm): one
  * call on all threads and one on one after a warm-up of each, ~2.5 ms on
- * the CI machine. */
-static int handoff_now(bench *bb, double *ratio) { return handoff_ratio(bb, 1, 1, ratio); }
+ * the CI machine; then, where the device can measure it, the round trip
+ * of a cache line between its cores (0.2 ms), kept in *seen by the state
+ * the calls said. On the CI VM the two agree: the round trip took
+ * 51-64 ns whenever the thin call on two threads took 0.8-1.1x its time
+ * on one, and 270-335 ns whenever it took 2.2-3.3x
+ * (bench/results/handoff-latency-ci-2core-2026-11-24.md). */
+static int handoff_now(bench *bb, double *ratio, latency_seen *seen) {
+  int rc = handoff_ratio(bb, 1, 1, ratio);
+  poas__device *dev = bb->dev;
+  if (rc || !(*ratio > 0) || !dev->be->handoff_latency)
+    return rc;
+  double ns = dev->be->handoff_latency(dev);
+  if (ns > 0) {
+    int st = *ratio > POAS_HANDOFF_SLOW;
+    seen->ns[st][seen->n[st]++ % LATENCY_KEEP] = ns;
+  }
+  return 0;
+}
 
 /* The state at the start and the end of a calibration, in blocks. */
 static int handoff_probe(bench *bb, double *ratio) {
@@ -880,6 +906,7 @@ static int sweep_out_of_time(const progress *pg, int passes, double elapsed, dou
 typedef struct handoff_seen {
   int timings, slow;
   double extra[2];
+  double latency_ns[2]; /* medians, by state; 0 where none */
 } handoff_seen;
 
 /* Fewest samples timed in both states that the slow state's extra is
@@ -972,13 +999,20 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     return POAS_ENOMEM;
   }
   int probing = handoff_probes(bb);
+  latency_seen *lat = probing ? calloc(1, sizeof *lat) : NULL;
+  if (probing && !lat) {
+    free(t);
+    free(slow);
+    free(pending);
+    return POAS_ENOMEM;
+  }
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   int rc = 0;
   double t0 = poas__now(), pass_work = 0, before = 0, probed_at = t0;
   for (int i = 0; i < ns; i++)
     pass_work += gemm_work(&s[i]);
   if (probing)
-    rc = handoff_now(bb, &before);
+    rc = handoff_now(bb, &before, lat);
   for (int r = 0; !rc && r < reps; r++) {
     shuffle(s, ns, &rng);
     for (int i = 0; !rc && i < ns; i++) {
@@ -987,7 +1021,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
       t[s[i].id * MAX_REPS + r] = ti;
       pending[npending++] = s[i].id * MAX_REPS + r;
       if (!rc && probing && poas__now() - probed_at >= HANDOFF_EVERY_S) {
-        rc = handoff_now(bb, &after);
+        rc = handoff_now(bb, &after, lat);
         tag_visits(slow, pending, npending, before, after);
         npending = 0;
         before = after;
@@ -1006,7 +1040,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
   }
   if (!rc && probing && npending) { /* the visits since the last probe */
     double after;
-    rc = handoff_now(bb, &after);
+    rc = handoff_now(bb, &after, lat);
     tag_visits(slow, pending, npending, before, after);
   }
   if (timed_passes)
@@ -1027,7 +1061,11 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     state->timings = probing ? ns * reps : 0;
     state->slow = nslow;
     handoff_extra_fit(bb, s, ns, t, slow, reps, state->extra);
+    for (int st = 0; lat && st < 2; st++)
+      state->latency_ns[st] =
+          lat->n[st] ? poas__median(lat->ns[st], POAS__MIN(lat->n[st], LATENCY_KEEP)) : 0;
   }
+  free(lat);
   if (!rc && nslow)
     poas__info("%s: %d of the %d timings of %s/%s met slow hand-offs between the device's "
                "threads; kept: the timings in the %s state",
@@ -1136,6 +1174,7 @@ static int calibrate_threads(bench *bb, const sweep *sw, int dtype_mask, progres
         int keep_one = t_one < (1 - THREADS_MARGIN) * t_all;
         dev->threads_by_side[dt][side][s] = out->threads_by_side[dt][side][s] = keep_one ? 1 : 0;
         bb->few_t[dt][side][s] = keep_one ? t_one : t_all;
+        bb->one_t[dt][side][s] = t_one;
         if (keep_one) {
           size_t len = strlen(chosen);
           snprintf(chosen + len, sizeof chosen - len, " %d", s);
@@ -1463,6 +1502,7 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
   out->handoff_timings = seen.timings;
   out->handoff_slow = seen.slow;
   memcpy(out->handoff_extra, seen.extra, sizeof out->handoff_extra);
+  memcpy(out->handoff_latency_ns, seen.latency_ns, sizeof out->handoff_latency_ns);
   if (!rc && thin_out_of_time(pg, per_work, after_work)) {
     out->thin_skipped = 1;
     poas__info("%s: thin-block probes left out to keep to the time calibration has",
@@ -1490,6 +1530,16 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
           gm->thin = kept;
       }
     }
+    /* Each such call's time on one thread per element of its long operand
+     * (l x l): what calls the slow hand-off state moves to one thread take
+     * (poas__threads_slow_table). One thread does not depend on the
+     * state the step met. */
+    for (int side = 0; !rc && side < 2; side++)
+      for (int sz = 1; sz <= POAS__FEW_SIDE; sz++) {
+        double per = bb->one_t[dt][side][sz] / ((double)l * (double)l);
+        out->one_thread[dt][side][sz] =
+            per >= POAS__ONE_THREAD_MIN && per <= POAS__ONE_THREAD_MAX ? per : 0;
+      }
   }
   if (!rc)
     report(pg, "fit", 0);
@@ -1615,6 +1665,9 @@ static void device_sweep(poas__device *dev, int quick, scaled_sweep *out) {
 }
 
 int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__device_model *out) {
+  /* Calls run by the tables calibration sets, not by the slow state's
+   * (the context derives that one again from the new models). */
+  atomic_store(&dev->handoff_slow, 0);
   scaled_sweep scaled;
   device_sweep(dev, o->quick, &scaled);
   sweep sw = scaled.sw;

@@ -32,6 +32,11 @@ typedef struct poas__profile_status {
 int poas__predict_attach(const poas__devset *set, const char *profile_path, int no_profile,
                          poas__device_model models[], poas__profile_status *status);
 
+/* The device runs its calls as its model dm was fitted to: dm's threads
+ * tables (threads_slow derived here, poas__threads_slow_table) go to the
+ * device's. */
+void poas__device_take_threads(poas__device *dev, poas__device_model *dm);
+
 /* A built-in estimate for one device: exact for sim devices, rough (from
  * peak estimates) for the others. */
 void poas__predict_builtin(const poas__device *dev, poas__device_model *out);

@@ -1,9 +1,14 @@
 /* test-core.c: error codes, number parsing, the device-selection parser,
- * what failures log, and the parallel host copy. */
+ * what failures log, the parallel host copy, and the cache-line round
+ * trip between two cores. */
 #include "core/core.h"
 #include "core/hostcopy.h"
+#include "core/roundtrip.h"
 #include "harness.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,10 +210,35 @@ TEST(host_copy_moves_every_byte_of_a_block) {
   return 0;
 }
 
+/* The round trip refuses what it cannot measure, measures between two
+ * cores the process may use, and gives the caller its binding back (no
+ * bound on the time: the machines are shared). */
+TEST(roundtrip_measures_and_gives_the_thread_back) {
+  CHECK(poas__roundtrip_ns(0, 0) == 0);
+  CHECK(poas__roundtrip_ns(-1, 0) == 0);
+  CHECK(poas__roundtrip_ns(0, CPU_SETSIZE) == 0);
+  cpu_set_t before, after;
+  CHECK(pthread_getaffinity_np(pthread_self(), sizeof before, &before) == 0);
+  int cpus[2], n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+    if (CPU_ISSET(c, &before))
+      cpus[n++] = c;
+  if (n < 2) {
+    printf("# one cpu: nothing to measure between\n");
+    return 0;
+  }
+  double ns = poas__roundtrip_ns(cpus[0], cpus[1]);
+  CHECK_MSG(ns > 0 && isfinite(ns), "round trip %g ns", ns);
+  CHECK(pthread_getaffinity_np(pthread_self(), sizeof after, &after) == 0);
+  CHECK(CPU_EQUAL(&before, &after));
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
           TEST_ENTRY(spec_parses_entries_and_settings),
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
           TEST_ENTRY(spec_refuses_a_device_named_twice),
           TEST_ENTRY(spec_refuses_values_too_long_to_keep),
           TEST_ENTRY(expected_failures_are_not_warnings),
-          TEST_ENTRY(host_copy_moves_every_byte_of_a_block))
+          TEST_ENTRY(host_copy_moves_every_byte_of_a_block),
+          TEST_ENTRY(roundtrip_measures_and_gives_the_thread_back))

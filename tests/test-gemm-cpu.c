@@ -145,6 +145,18 @@ TEST(few_row_and_column_calls_run_on_the_threads_the_table_gives) {
               calls[i].dt == POAS_FLOAT64 ? "d" : "s", (long long)calls[i].m,
               (long long)calls[i].n, threads, want);
   }
+  /* While the host is slow (handoff_slow), the slow state's table decides;
+   * results are the same either way. */
+  memcpy(d->threads_slow_by_side, d->threads_by_side, sizeof d->threads_slow_by_side);
+  d->threads_slow_by_side[POAS_FLOAT32][0][16] = 1; /* sgemm of 16 rows */
+  for (int slow = 0; slow < 2; slow++) {
+    atomic_store(&d->handoff_slow, slow);
+    CHECK_OK(few_side_call(d, POAS_FLOAT32, 16, 64, &threads));
+    CHECK_MSG(threads == (slow ? 1 : all), "sgemm 16 x 64 %s ran on %d threads",
+              slow ? "while slow" : "while quick", threads);
+    CHECK_OK(few_side_call(d, POAS_FLOAT32, 64, 12, &threads));
+    CHECK_MSG(threads == 1, "sgemm 64 x 12 ran on %d threads", threads);
+  }
   poas__devset_close(&set);
   return 0;
 }

@@ -1036,6 +1036,57 @@ TEST(the_other_hand_off_state_moves_calls_on_all_threads) {
   return 0;
 }
 
+/* In the slow hand-off state, calls of few rows or columns that one
+ * thread runs faster than all of them with the slow state's term move to
+ * one thread (threads_slow), and then take one_thread's time, whatever
+ * the term; calls the threads table already gives one thread stay; a
+ * dtype without the term, or a model without one_thread, moves nothing. */
+TEST(the_slow_state_runs_thin_calls_on_one_thread) {
+  poas__device_model m = {0};
+  double rates[2] = {1e11, 5e10};
+  poas__device_model_from_rates(&m, POAS__MODEL_CALIBRATED, rates, 0, 0, 0);
+  m.handoff_timings = 400, m.handoff_slow = 10; /* fitted quick */
+  m.handoff_extra[0] = 1e-9;
+  m.threads_by_side[0][0][4] = 1;
+  for (int dt = 0; dt < 2; dt++)
+    for (int side = 0; side < 2; side++)
+      for (int s = 1; s <= POAS__FEW_SIDE; s++)
+        m.one_thread[dt][side][s] = 4.8e-10;
+  poas__threads_slow_table(&m);
+  /* 16 rows of 2048 x 2048: 1.3 ms smooth, 2.0 on one thread, 5.5 on all
+   * with the term. 16 columns: 2.0 on one thread, and the term adds 33 us
+   * of B's 16 x 2048. */
+  CHECK(m.threads_slow[0][0][16] == 1 && m.threads_slow[0][1][16] == 0);
+  CHECK(m.threads_slow[0][0][4] == 1 && m.threads_slow[1][0][16] == 0);
+  double quick = poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 16, 900,
+                                       1400);
+  m.handoff_shift = 1, m.handoff_slow_now = 1;
+  double slow = poas__model_gemm_time(&m, POAS_FLOAT32, POAS_TRANS, POAS_NO_TRANS, 16, 900, 1400);
+  CHECK_MSG(fabs(slow - 4.8e-10 * 900 * 1400) < 1e-12 * slow, "%g", slow); /* any transposes */
+  CHECK(quick < slow);
+  int side;
+  CHECK(poas__moved_to_one(&m, POAS_FLOAT32, 16, 900, &side) == 16 && side == 0);
+  CHECK(poas__moved_to_one(&m, POAS_FLOAT32, 4, 900, &side) == 0);
+  CHECK(poas__moved_to_one(&m, POAS_FLOAT32, 900, 16, &side) == 0);
+  CHECK(poas__moved_to_one(&m, POAS_FLOAT64, 16, 900, &side) == 0);
+  /* Columns stay on all threads, with the term. */
+  double cols0 = poas__model_gemm_time_in(&m, 0, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS,
+                                          900, 16, 1400);
+  double cols = poas__model_gemm_time(&m, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 900, 16,
+                                      1400);
+  CHECK(fabs(cols - (cols0 + 1e-9 * 16 * 1400)) < 1e-12 * cols);
+  /* Nothing to go on: no one_thread, or no term. */
+  poas__device_model none = m;
+  memset(none.one_thread, 0, sizeof none.one_thread);
+  poas__threads_slow_table(&none);
+  CHECK(memcmp(none.threads_slow, none.threads_by_side, sizeof none.threads_slow) == 0);
+  none = m;
+  none.handoff_timings = none.handoff_slow = 0;
+  poas__threads_slow_table(&none);
+  CHECK(memcmp(none.threads_slow, none.threads_by_side, sizeof none.threads_slow) == 0);
+  return 0;
+}
+
 /* A context follows its device into the hand-off state its models were
  * not fitted to. A sim replays a profile fitted in the quick state whose
  * sgemm term doubles a thin call's planned time (the sim's copies
@@ -1046,11 +1097,14 @@ TEST(the_other_hand_off_state_moves_calls_on_all_threads) {
  * a slowdown of 3). Without the term, or with POAS_ADAPT=0, the plans stay
  * at the fitted state's time. The call takes about a millisecond of
  * virtual time, under what runs teach a factor from, so the term alone
- * moves the plan. */
-static int handoff_runs(const char *path, int adapt, int slowdown, double *first_err,
-                        double *last_err) {
+ * moves the plan. With `roundtrip` (ns) the sim reports that cache-line
+ * round trip between its cores, and plans take the state it is nearer
+ * before any run (the profile's are 50 ns quick and 300 slow). */
+static int handoff_runs(const char *path, int adapt, int slowdown, int roundtrip,
+                        double *first_err, double *last_err) {
   char devs[400];
-  snprintf(devs, sizeof devs, "sim:profile=%s:slowdown=%d", path, slowdown);
+  snprintf(devs, sizeof devs, "sim:profile=%s:slowdown=%d:roundtrip=%d", path, slowdown,
+           roundtrip);
   poas_options o;
   poas_options_init(&o);
   o.devices = devs;
@@ -1062,7 +1116,7 @@ static int handoff_runs(const char *path, int adapt, int slowdown, double *first
         *C = calloc((size_t)M * N, sizeof *C);
   if (!rc && !(A && B && C))
     rc = POAS_ENOMEM;
-  for (int r = 0; !rc && r < 4; r++) {
+  for (int r = 0; !rc && r < 6; r++) {
     rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, A, M, B, K, 0,
                     C, M);
     poas_report rep;
@@ -1098,27 +1152,65 @@ TEST(runs_follow_the_host_into_the_other_hand_off_state) {
   CHECK_OK(poas__profile_load(path, p));
   p->dev[0].model.handoff_timings = 400, p->dev[0].model.handoff_slow = 10;
   p->dev[0].model.handoff_extra[0] = t / (1024.0 * 2048);
+  p->dev[0].model.handoff_latency_ns[0] = 50, p->dev[0].model.handoff_latency_ns[1] = 300;
   char with[256];
   snprintf(with, sizeof with, "%s", test_tmp_path("handoff-extra.json"));
   CHECK_OK(poas__profile_write(with, p));
   free(p);
   double first, last;
-  CHECK_OK(handoff_runs(with, 1, 2, &first, &last));
+  CHECK_OK(handoff_runs(with, 1, 2, 0, &first, &last));
   CHECK_MSG(first > 0.4 && last < 0.05, "with the term: first %.3f, last %.3f", first, last);
   /* A slow state twice as strong as calibrated: planned at the calibrated
    * strength, the runs would stay a third off. */
-  CHECK_OK(handoff_runs(with, 1, 3, &first, &last));
+  CHECK_OK(handoff_runs(with, 1, 3, 0, &first, &last));
   CHECK_MSG(first > 0.6 && last < 0.05, "twice as strong: first %.3f, last %.3f", first, last);
-  CHECK_OK(handoff_runs(with, 0, 2, &first, &last));
+  CHECK_OK(handoff_runs(with, 0, 2, 0, &first, &last));
   CHECK_MSG(last > 0.4, "POAS_ADAPT=0: last %.3f", last);
-  CHECK_OK(handoff_runs(path, 1, 2, &first, &last));
+  CHECK_OK(handoff_runs(path, 1, 2, 0, &first, &last));
   CHECK_MSG(last > 0.4, "without the term: last %.3f", last);
+  /* The cores' round trip says slow: the first run is planned in the slow
+   * state, with or without learning from runs; the strength still comes
+   * from runs. A quick round trip keeps the fitted state, until runs say
+   * otherwise (below). */
+  CHECK_OK(handoff_runs(with, 1, 2, 300, &first, &last));
+  CHECK_MSG(first < 0.05 && last < 0.05, "probed slow: first %.3f, last %.3f", first, last);
+  CHECK_OK(handoff_runs(with, 0, 2, 300, &first, &last));
+  CHECK_MSG(first < 0.05 && last < 0.05, "probed slow, POAS_ADAPT=0: first %.3f, last %.3f",
+            first, last);
+  CHECK_OK(handoff_runs(with, 1, 3, 300, &first, &last));
+  CHECK_MSG(first > 0.2 && last < 0.05, "probed slow, twice as strong: first %.3f, last %.3f",
+            first, last);
+  CHECK_OK(handoff_runs(with, 1, 1, 50, &first, &last));
+  CHECK_MSG(first < 0.05 && last < 0.05, "probed quick: first %.3f, last %.3f", first, last);
+  /* With each call's time on one thread measured (1.5 times the smooth
+   * model's), the slow state moves the call to one thread: its GEMM
+   * planned at 1.5, it runs (the sim replays the fitted state, slowed
+   * down) at 2; its runs teach calls on one thread their own factor. */
+  p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(with, p));
+  double per = poas__model_gemm_smooth(&p->dev[0].model, POAS_FLOAT32, POAS_NO_TRANS,
+                                       POAS_NO_TRANS, 16, 1024, 2048) /
+               (1024.0 * 2048);
+  for (int dt = 0; dt < 2; dt++)
+    for (int side = 0; side < 2; side++)
+      for (int s = 1; s <= POAS__FEW_SIDE; s++)
+        p->dev[0].model.one_thread[dt][side][s] = 1.5 * per;
+  char one[256];
+  snprintf(one, sizeof one, "%s", test_tmp_path("handoff-one.json"));
+  CHECK_OK(poas__profile_write(one, p));
+  free(p);
+  CHECK_OK(handoff_runs(one, 1, 2, 300, &first, &last));
+  CHECK_MSG(first > 0.2 && last < 0.05, "moved to one thread: first %.3f, last %.3f", first, last);
+  CHECK_OK(handoff_runs(one, 1, 2, 50, &first, &last)); /* quick: nothing moves */
+  CHECK_MSG(first > 0.4 && last < 0.05, "probed quick, slowed: first %.3f, last %.3f", first, last);
   return 0;
 }
 
 TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
           TEST_ENTRY(the_other_hand_off_state_moves_calls_on_all_threads),
           TEST_ENTRY(runs_follow_the_host_into_the_other_hand_off_state),
+          TEST_ENTRY(the_slow_state_runs_thin_calls_on_one_thread),
           TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
           TEST_ENTRY(runs_teach_thin_blocks_apart_from_whole_ones),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),

@@ -137,6 +137,18 @@ static void sample_profile(poas__profile *p) {
     m->handoff_timings = d ? 0 : 1980;
     m->handoff_slow = d ? 0 : 237;
     m->handoff_extra[0] = d ? 0 : 1e-9 / 3; /* dgemm's left out */
+    m->handoff_latency_ns[0] = d ? 0 : 57.0 + 1.0 / 3;
+    m->handoff_latency_ns[1] = d ? 0 : 310.0 + 1.0 / 7;
+    /* Written with four significant digits: numbers read from such text
+     * come back exactly. sgemm's only (a dtype is written when all its
+     * entries were measured). */
+    memset(m->one_thread, 0, sizeof m->one_thread);
+    for (int side = 0; !d && side < 2; side++)
+      for (int s = 1; s <= POAS__FEW_SIDE; s++) {
+        char text[32];
+        snprintf(text, sizeof text, "%.4g", (1 + (s + 8 * side) / 7.0) * 1e-10);
+        m->one_thread[0][side][s] = strtod(text, NULL);
+      }
   }
 }
 
@@ -180,6 +192,9 @@ TEST(round_trip_is_exact) {
           x->model.handoff_slow == y->model.handoff_slow);
     CHECK(x->model.handoff_extra[0] == y->model.handoff_extra[0] &&
           x->model.handoff_extra[1] == y->model.handoff_extra[1]);
+    CHECK(memcmp(x->model.handoff_latency_ns, y->model.handoff_latency_ns,
+                 sizeof x->model.handoff_latency_ns) == 0);
+    CHECK(memcmp(x->model.one_thread, y->model.one_thread, sizeof x->model.one_thread) == 0);
   }
   /* Written again, the file is byte for byte the same. */
   const char *again = test_tmp_path("again.json");
@@ -229,6 +244,9 @@ static const struct {
     {"bad-handoff-pair.json", "missing field 'devices[0].handoff_slow_timings'"},
     {"bad-handoff-extra.json", "'devices[0].handoff_extra.s' is -1e-09, outside [0, 1e-06]"},
     {"bad-handoff-extra-key.json", "unknown field 'devices[0].handoff_extra.x'"},
+    {"bad-handoff-latency.json", "'devices[0].handoff_latency_ns.slow' is -5, outside [1, 1e+07]"},
+    {"bad-handoff-latency-key.json", "unknown field 'devices[0].handoff_latency_ns.fast'"},
+    {"bad-threads-one.json", "'devices[0].threads_one.s.rows' has 2 numbers, expected 32"},
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},

@@ -89,7 +89,7 @@ void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fi
   /* What the slow state adds, in the dtypes where calibration could fit
    * it: plans that learn from runs follow the host into the other state
    * with it (api/run.c). */
-  char extra[200] = "", adds[80] = "";
+  char extra[640] = "", adds[80] = "";
   const double *x = fit->handoff_extra;
   if (x[0] > 0 && x[1] > 0)
     snprintf(adds, sizeof adds, "%.2g ns per element of B to sgemm and %.2g to dgemm", 1e9 * x[0],
@@ -97,11 +97,22 @@ void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fi
   else if (x[0] > 0 || x[1] > 0)
     snprintf(adds, sizeof adds, "%.2g ns per element of B to %sgemm", 1e9 * (x[0] + x[1]),
              x[1] > 0 ? "d" : "s");
+  /* Where calibration saw the cores' cache-line round trip, plans probe
+   * it for the state (api/run.c, handoff_probe), and calls of few rows
+   * or columns may then run on one thread. */
+  const double *ns = fit->handoff_latency_ns;
+  char probe[400] = "", moved[200] = "";
+  tool_threads_slow_text(fit, moved, sizeof moved);
+  if (ns[0] > 0 && ns[1] > 0)
+    snprintf(probe, sizeof probe,
+             "; a cache line's round trip between its cores took %.0f ns in the quick state "
+             "and %.0f in the slow one, and plans measure it to tell the state before a run%s%s",
+             ns[0], ns[1], moved[0] ? ", and while it is slow run " : "", moved);
   if (adds[0])
     snprintf(extra, sizeof extra,
              " (the slow state adds %s; plans that learn from runs follow the host into the "
-             "other state, at the strength the runs show)",
-             adds);
+             "other state, at the strength the runs show%s)",
+             adds, probe);
   fprintf(f,
           "%s%s: hand-offs between its threads were %s%s (a thin sgemm on all of them took "
           "%.2fx its time on one at the start, %.2fx at the end: another process or a VM's "
@@ -155,6 +166,43 @@ static void add(char *buf, size_t cap, const char *text) {
   size_t len = strlen(buf);
   if (len < cap)
     snprintf(buf + len, cap - len, "%s", text);
+}
+
+void tool_threads_slow_text(const poas_device_fit *f, char *buf, size_t cap) {
+  if (cap)
+    buf[0] = '\0';
+  static const char *const sides[2] = {"rows", "columns"};
+  for (int dt = 0; dt < 2; dt++)
+    for (int side = 0; side < 2; side++) {
+      const unsigned char *by = side ? f->threads_by_cols[dt] : f->threads_by_rows[dt];
+      const unsigned char *slow = side ? f->threads_slow_by_cols[dt] : f->threads_slow_by_rows[dt];
+      /* The counts moved to one thread, as ranges: "1-26, 28, 32". */
+      char list[120] = "";
+      for (int n = 1; n < (int)sizeof f->threads_by_cols[0]; n++) {
+        if (!(slow[n] == 1 && by[n] != 1))
+          continue;
+        int last = n;
+        while (last + 1 < (int)sizeof f->threads_by_cols[0] && slow[last + 1] == 1 &&
+               by[last + 1] != 1)
+          last++;
+        char item[24];
+        snprintf(item, sizeof item, "%s%d", list[0] ? ", " : "", n);
+        add(list, sizeof list, item);
+        if (last > n) {
+          snprintf(item, sizeof item, "-%d", last);
+          add(list, sizeof list, item);
+        }
+        n = last;
+      }
+      if (list[0]) {
+        char head[64];
+        snprintf(head, sizeof head, "%s%cgemm of ", buf[0] ? "; " : "", dt ? 'd' : 's');
+        add(buf, cap, head);
+        add(buf, cap, list);
+        snprintf(head, sizeof head, " %s on 1 thread", sides[side]);
+        add(buf, cap, head);
+      }
+    }
 }
 
 void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap) {

@@ -45,6 +45,10 @@ void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap);
  * 1 thread; sgemm of 4, 12 columns on 1 thread"; "" when every call runs
  * on all threads. */
 void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap);
+/* The calls the slow hand-off state moves to one thread
+ * (threads_slow_by_*), as "sgemm of 1-32 rows on 1 thread; dgemm of 1-26,
+ * 28, 32 rows on 1 thread"; "" when none moves. */
+void tool_threads_slow_text(const poas_device_fit *f, char *buf, size_t cap);
 
 /* How long a calibration took, as "took 52.7 s" and, when its devices
  * spent a second or more building their kernels first, " (26.1 s of it

@@ -72,12 +72,19 @@ static void json_device_fit(const poas_device_fit *f) {
               f->transpose_bandwidth_beyond[dt]);
   printf("}, \"duplex\": %.6g, \"memory_bytes\": %llu, \"dispatch_s\": %.6g, \"engine_s\": %.6g",
          f->duplex, (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
+  printf(", \"handoff_latency_ns\": {\"quick\": %.6g, \"slow\": %.6g}", f->handoff_latency_ns[0],
+         f->handoff_latency_ns[1]);
   /* Row and column counts whose calls run on fewer threads than all:
-   * {"4": 1}. */
-  for (int side = 0; side < 2; side++) {
-    printf(", \"%s\": {", side ? "threads_by_cols" : "threads_by_rows");
+   * {"4": 1}; then the same in the slow hand-off state. */
+  static const char *const tables[4] = {"threads_by_rows", "threads_by_cols",
+                                        "threads_slow_by_rows", "threads_slow_by_cols"};
+  for (int tab = 0; tab < 4; tab++) {
+    printf(", \"%s\": {", tables[tab]);
     for (int dt = 0; dt < 2; dt++) {
-      const unsigned char *by = side ? f->threads_by_cols[dt] : f->threads_by_rows[dt];
+      const unsigned char *by = tab == 0   ? f->threads_by_rows[dt]
+                                : tab == 1 ? f->threads_by_cols[dt]
+                                : tab == 2 ? f->threads_slow_by_rows[dt]
+                                           : f->threads_slow_by_cols[dt];
       printf("%s\"%s\": {", dt ? ", " : "", dt ? "d" : "s");
       for (int n = 1, listed = 0; n < (int)sizeof f->threads_by_cols[0]; n++)
         if (by[n])

@@ -20,6 +20,8 @@
  * the OS can then move a thread off a core someone else took. */
 #include "devices/device.h"
 
+#include "core/roundtrip.h"
+
 /* cblas.h is OpenBLAS's: it declares openblas_set_num_threads and, with
  * _GNU_SOURCE, openblas_setaffinity. */
 #include <cblas.h>
@@ -179,7 +181,11 @@ static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
     return 0;
   /* A C of few rows or columns may run on fewer threads (see
    * threads_by_side). */
-  int threads = s->threads, few = poas__few_threads(dev->threads_by_side, g->dtype, g->m, g->n);
+  int threads = s->threads,
+      few = poas__few_threads(atomic_load_explicit(&dev->handoff_slow, memory_order_relaxed)
+                                  ? dev->threads_slow_by_side
+                                  : dev->threads_by_side,
+                              g->dtype, g->m, g->n);
   if (few > 0)
     threads = POAS__MIN(threads, few);
   bind_threads(s, threads);
@@ -248,6 +254,15 @@ static int cpu_lane_sync(poas__device *dev, int lane) {
   return 0;
 }
 
+/* Between the device's first two cores; the two threads of a 2-core
+ * device hand work over on exactly those. */
+static double cpu_handoff_latency(poas__device *dev) {
+  cpu_state *s = dev->priv;
+  int first = hwloc_bitmap_first(s->cpuset);
+  int second = first < 0 ? -1 : hwloc_bitmap_next(s->cpuset, first);
+  return second < 0 ? 0 : poas__roundtrip_ns(first, second);
+}
+
 const poas__backend poas__backend_cpu = {
     .kind_name = "cpu",
     .kind = POAS_DEVICE_CPU,
@@ -267,4 +282,5 @@ const poas__backend poas__backend_cpu = {
     .event_sync = cpu_event_sync,
     .event_destroy = cpu_event_destroy,
     .lane_sync = cpu_lane_sync,
+    .handoff_latency = cpu_handoff_latency,
 };

@@ -42,6 +42,7 @@ static const struct {
     {"latency", 0, offsetof(poas__sim_params, latency), 0},
     {"bandwidth", 1, offsetof(poas__sim_params, bandwidth), 1e3},
     {"slowdown", 0, offsetof(poas__sim_params, slowdown), 1e-3},
+    {"roundtrip", 0, offsetof(poas__sim_params, roundtrip), 0},
 };
 
 static int set_param(sim_state *s, const char *key, const char *value, char *err, size_t errcap) {
@@ -88,7 +89,7 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
   }
   snprintf(err, errcap,
            "sim: unknown setting '%s' (known: rate, drate, latency, bandwidth, memory, "
-           "slowdown, jitter, shared, profile)",
+           "slowdown, roundtrip, jitter, shared, profile)",
            key);
   return POAS_ESPEC;
 }
@@ -281,6 +282,13 @@ static int sim_lane_sync(poas__device *dev, int lane) {
   return 0;
 }
 
+/* What a replayed CPU's cores would show (sim:roundtrip=NS), for tests of
+ * plans that probe the hand-off state. */
+static double sim_handoff_latency(poas__device *dev) {
+  sim_state *s = dev->priv;
+  return s->p.roundtrip;
+}
+
 const poas__backend poas__backend_sim = {
     .kind_name = "sim",
     .kind = POAS_DEVICE_SIM,
@@ -299,4 +307,5 @@ const poas__backend poas__backend_sim = {
     .event_sync = sim_event_sync,
     .event_destroy = sim_event_destroy,
     .lane_sync = sim_lane_sync,
+    .handoff_latency = sim_handoff_latency,
 };

@@ -11,6 +11,8 @@ typedef struct poas__sim_params {
   double latency;      /* seconds added to every operation */
   double bandwidth;    /* host<->device bytes/s, each direction */
   double slowdown;     /* actual time = modelled time * slowdown */
+  double roundtrip;    /* ns its handoff_latency reports, as a CPU's cores would
+                          (core/roundtrip.h); 0: not measurable, the default */
   double jitter;       /* each operation's time also times 1 + jitter * u, u uniform
                           in [-1, 1) from a fixed seed: a machine busy with other work */
   uint64_t memory;     /* bytes it can allocate */
