@@ -565,6 +565,27 @@ static int read_threads_by_side(reader *r, json_t *obj, const char *path, int si
   return 0;
 }
 
+/* Optional: obj's object `key` of the two numbers named names[0] and
+ * names[1] (a NULL-terminated list), each optional and in [lo, hi], into
+ * out[0] and out[1]; 0 where absent. */
+static int read_pair(reader *r, json_t *obj, const char *path, const char *key,
+                     const char *const names[], double lo, double hi, double out[2]) {
+  out[0] = out[1] = 0;
+  json_t *pair = member(r, obj, path, key, JSON_OBJECT, "an object", 1);
+  if (r->problem[0])
+    return -1;
+  if (!pair)
+    return 0;
+  char p[320];
+  snprintf(p, sizeof p, "%.280s.%s", path, key);
+  if (only_keys(r, pair, p, names))
+    return -1;
+  for (int i = 0; i < 2; i++)
+    if (json_object_get(pair, names[i]) && get_number(r, pair, p, names[i], lo, hi, &out[i]))
+      return -1;
+  return 0;
+}
+
 static int read_device_models(reader *r, json_t *obj, const char *path,
                               poas__profile_device *pd) {
   static const char *const known[] = {"id",         "name",       "memory_bytes", "gemm",
@@ -682,39 +703,15 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
   /* Optional: "handoff_extra": {"s": seconds, "d": seconds}, each
    * optional, per element of B (measured since the sweep fits one state).
    * A microsecond per element would be a thousand times the CI VM's. */
-  dm->handoff_extra[0] = dm->handoff_extra[1] = 0;
-  json_t *extra = member(r, obj, path, "handoff_extra", JSON_OBJECT, "an object", 1);
-  if (r->problem[0])
+  static const char *const dtypes[] = {"s", "d", NULL};
+  if (read_pair(r, obj, path, "handoff_extra", dtypes, 0, 1e-6, dm->handoff_extra))
     return -1;
-  if (extra) {
-    static const char *const dtypes[] = {"s", "d", NULL};
-    snprintf(p, sizeof p, "%s.handoff_extra", path);
-    if (only_keys(r, extra, p, dtypes))
-      return -1;
-    for (int dt = 0; dt < 2; dt++)
-      if (json_object_get(extra, dtypes[dt]) &&
-          get_number(r, extra, p, dtypes[dt], 0, 1e-6, &dm->handoff_extra[dt]))
-        return -1;
-  }
   /* Optional: "handoff_latency_ns": {"quick": ns, "slow": ns}, each
    * optional (a state calibration did not see has none). A cache line's
    * round trip between two cores takes tens to hundreds of nanoseconds;
    * ten milliseconds would be no reading. */
-  dm->handoff_latency_ns[0] = dm->handoff_latency_ns[1] = 0;
-  json_t *lat = member(r, obj, path, "handoff_latency_ns", JSON_OBJECT, "an object", 1);
-  if (r->problem[0])
-    return -1;
-  if (lat) {
-    static const char *const states[] = {"quick", "slow", NULL};
-    snprintf(p, sizeof p, "%s.handoff_latency_ns", path);
-    if (only_keys(r, lat, p, states))
-      return -1;
-    for (int st = 0; st < 2; st++)
-      if (json_object_get(lat, states[st]) &&
-          get_number(r, lat, p, states[st], 1, 1e7, &dm->handoff_latency_ns[st]))
-        return -1;
-  }
-  return 0;
+  static const char *const states[] = {"quick", "slow", NULL};
+  return read_pair(r, obj, path, "handoff_latency_ns", states, 1, 1e7, dm->handoff_latency_ns);
 }
 
 static int read_fingerprint(reader *r, json_t *root, poas__profile *p) {
@@ -964,6 +961,19 @@ static json_t *transfer_model_json(const poas__transfer_model *tm) {
   return fit_json(m, &tm->fit);
 }
 
+/* What read_pair reads: the numbers of `value` above 0 under their names,
+ * nothing where neither is. */
+static void write_pair(json_t *d, const char *key, const char *const names[2],
+                       const double value[2]) {
+  if (!(value[0] > 0) && !(value[1] > 0))
+    return;
+  json_t *x = json_object();
+  for (int i = 0; i < 2; i++)
+    if (value[i] > 0)
+      json_object_set_new(x, names[i], json_real(value[i]));
+  json_object_set_new(d, key, x);
+}
+
 static json_t *device_json(const poas__profile_device *pd) {
   json_t *d = json_object();
   json_object_set_new(d, "id", json_string(pd->id));
@@ -1039,20 +1049,9 @@ static json_t *device_json(const poas__profile_device *pd) {
     json_object_set_new(d, "handoff_timings", json_integer(pd->model.handoff_timings));
     json_object_set_new(d, "handoff_slow_timings", json_integer(pd->model.handoff_slow));
   }
-  if (pd->model.handoff_extra[0] > 0 || pd->model.handoff_extra[1] > 0) {
-    json_t *x = json_object();
-    for (int dt = 0; dt < 2; dt++)
-      if (pd->model.handoff_extra[dt] > 0)
-        json_object_set_new(x, dt ? "d" : "s", json_real(pd->model.handoff_extra[dt]));
-    json_object_set_new(d, "handoff_extra", x);
-  }
-  if (pd->model.handoff_latency_ns[0] > 0 || pd->model.handoff_latency_ns[1] > 0) {
-    json_t *x = json_object();
-    for (int st = 0; st < 2; st++)
-      if (pd->model.handoff_latency_ns[st] > 0)
-        json_object_set_new(x, st ? "slow" : "quick", json_real(pd->model.handoff_latency_ns[st]));
-    json_object_set_new(d, "handoff_latency_ns", x);
-  }
+  static const char *const dtypes[2] = {"s", "d"}, *const states[2] = {"quick", "slow"};
+  write_pair(d, "handoff_extra", dtypes, pd->model.handoff_extra);
+  write_pair(d, "handoff_latency_ns", states, pd->model.handoff_latency_ns);
   return d;
 }
 

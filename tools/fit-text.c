@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Row and column counts a threads table lists: 1 to 32. */
+#define FEW_COUNTS ((int)sizeof(((poas_device_fit *)0)->threads_by_rows[0]) - 1)
+
 const char *tool_noise_text(double noise, char *buf, size_t cap) {
   if (noise > 0)
     snprintf(buf, cap, "%.2f%%", 100 * noise);
@@ -168,22 +171,22 @@ static void add(char *buf, size_t cap, const char *text) {
     snprintf(buf + len, cap - len, "%s", text);
 }
 
-void tool_threads_slow_text(const poas_device_fit *f, char *buf, size_t cap) {
-  if (cap)
-    buf[0] = '\0';
+/* Appends to buf, for each dtype and side, the counts n whose entry
+ * in[n] is `want` while except[n] is not (except may be NULL), as ranges:
+ * "sgemm of 1-26, 28, 32 rows on 1 thread", clauses joined by "; ". */
+static void counts_clause(char *buf, size_t cap, const unsigned char *const in[2][2],
+                          const unsigned char *const except[2][2], int want) {
   static const char *const sides[2] = {"rows", "columns"};
   for (int dt = 0; dt < 2; dt++)
     for (int side = 0; side < 2; side++) {
-      const unsigned char *by = side ? f->threads_by_cols[dt] : f->threads_by_rows[dt];
-      const unsigned char *slow = side ? f->threads_slow_by_cols[dt] : f->threads_slow_by_rows[dt];
-      /* The counts moved to one thread, as ranges: "1-26, 28, 32". */
-      char list[120] = "";
-      for (int n = 1; n < (int)sizeof f->threads_by_cols[0]; n++) {
-        if (!(slow[n] == 1 && by[n] != 1))
+      const unsigned char *by = in[dt][side], *other = except ? except[dt][side] : NULL;
+      char list[160] = "";
+      for (int n = 1; n <= FEW_COUNTS; n++) {
+        if (by[n] != want || (other && other[n] == want))
           continue;
         int last = n;
-        while (last + 1 < (int)sizeof f->threads_by_cols[0] && slow[last + 1] == 1 &&
-               by[last + 1] != 1)
+        while (last + 1 <= FEW_COUNTS && by[last + 1] == want &&
+               !(other && other[last + 1] == want))
           last++;
         char item[24];
         snprintf(item, sizeof item, "%s%d", list[0] ? ", " : "", n);
@@ -194,45 +197,33 @@ void tool_threads_slow_text(const poas_device_fit *f, char *buf, size_t cap) {
         }
         n = last;
       }
-      if (list[0]) {
-        char head[64];
-        snprintf(head, sizeof head, "%s%cgemm of ", buf[0] ? "; " : "", dt ? 'd' : 's');
-        add(buf, cap, head);
-        add(buf, cap, list);
-        snprintf(head, sizeof head, " %s on 1 thread", sides[side]);
-        add(buf, cap, head);
-      }
+      if (!list[0])
+        continue;
+      char head[64];
+      snprintf(head, sizeof head, "%s%cgemm of ", buf[0] ? "; " : "", dt ? 'd' : 's');
+      add(buf, cap, head);
+      add(buf, cap, list);
+      snprintf(head, sizeof head, " %s on %d thread%s", sides[side], want, want == 1 ? "" : "s");
+      add(buf, cap, head);
     }
+}
+
+void tool_threads_slow_text(const poas_device_fit *f, char *buf, size_t cap) {
+  if (cap)
+    buf[0] = '\0';
+  const unsigned char *slow[2][2] = {{f->threads_slow_by_rows[0], f->threads_slow_by_cols[0]},
+                                     {f->threads_slow_by_rows[1], f->threads_slow_by_cols[1]}};
+  const unsigned char *by[2][2] = {{f->threads_by_rows[0], f->threads_by_cols[0]},
+                                   {f->threads_by_rows[1], f->threads_by_cols[1]}};
+  counts_clause(buf, cap, slow, by, 1);
 }
 
 void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap) {
   if (cap)
     buf[0] = '\0';
-  static const char *const sides[2] = {"rows", "columns"};
-  for (int dt = 0; dt < 2; dt++)
-    for (int side = 0; side < 2; side++) {
-      const unsigned char *by = side ? f->threads_by_cols[dt] : f->threads_by_rows[dt];
-      /* One clause per thread count used, listing its row or column counts. */
-      for (int t = 1; t < 256; t++) {
-        int listed = 0;
-        for (int n = 1; n < (int)sizeof f->threads_by_cols[0]; n++) {
-          if (by[n] != t)
-            continue;
-          char num[16];
-          snprintf(num, sizeof num, "%s%d", listed ? ", " : "", n);
-          if (!listed) {
-            char head[48];
-            snprintf(head, sizeof head, "%s%cgemm of ", buf[0] ? "; " : "", dt ? 'd' : 's');
-            add(buf, cap, head);
-          }
-          add(buf, cap, num);
-          listed = 1;
-        }
-        if (listed) {
-          char tail[48];
-          snprintf(tail, sizeof tail, " %s on %d thread%s", sides[side], t, t == 1 ? "" : "s");
-          add(buf, cap, tail);
-        }
-      }
-    }
+  const unsigned char *by[2][2] = {{f->threads_by_rows[0], f->threads_by_cols[0]},
+                                   {f->threads_by_rows[1], f->threads_by_cols[1]}};
+  /* One clause per thread count used. */
+  for (int t = 1; t < 256; t++)
+    counts_clause(buf, cap, by, NULL, t);
 }
