@@ -100,18 +100,18 @@ static double handoff_shift_now(const poas_context *ctx, int i, poas_dtype dtype
 
 /* The host's hand-off state now, from the device's cores. On the CI VM
  * the host moves its two vCPUs apart and back every few seconds, and a
- * cache line's round trip between them tells which it did: 51-64 ns while
- * thin calls on two threads ran 0.8-1.1x their time on one, 270-335 ns
- * while they ran 2.2-3.3x (bench/results/handoff-latency-ci-2core-
- * 2026-11-24.md). While it is slow the device runs calls of few rows on
- * one thread (devices/device.h, handoff_slow; 1.3-2.3x faster there), and
- * runs on one thread cannot tell the state: so a plan for a device whose
- * models carry the slow state's term, and whose calibration saw the
- * round trip in a state, measures it first (0.2 ms on the CI VM), at most
- * once per HANDOFF_PROBE_EVERY_S: back-to-back calls then spend at most
- * 1% of their time on it, and the state lasts hundreds of milliseconds or
- * more. Not while a GEMM runs on the context, whose threads would be in
- * the probe's way. */
+ * cache line's round trip between them tells which it did: 51-104 ns
+ * while thin calls on two threads ran 0.66-1.1x their time on one,
+ * 250-360 ns while they ran 2.2-3.3x (bench/results/handoff-latency-ci-
+ * 2core-2026-11-24.md). While it is slow the device runs calls of few
+ * rows on one thread (devices/device.h, handoff_slow; 12-row calls ran
+ * 1.3-2.2x faster there), and runs on one thread cannot tell the state:
+ * so a plan for a device whose models carry the slow state's term, and
+ * whose calibration saw the round trip in a state, measures it first
+ * (0.2 ms on the CI VM), at most once per HANDOFF_PROBE_EVERY_S:
+ * back-to-back calls then spend at most 1% of their time on it, and the
+ * state lasts hundreds of milliseconds or more. Not while a GEMM runs on
+ * the context, whose threads would be in the probe's way. */
 #define HANDOFF_PROBE_EVERY_S 0.02
 
 static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
@@ -123,7 +123,8 @@ static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
       pthread_mutex_trylock(&ctx->handoff_probe_lock) != 0)
     return;
   double now = poas__now(), ns = 0;
-  if (!(ctx->handoff_probed_at[i] > 0) || now - ctx->handoff_probed_at[i] >= HANDOFF_PROBE_EVERY_S) {
+  if (!(ctx->handoff_probed_at[i] > 0) ||
+      now - ctx->handoff_probed_at[i] >= HANDOFF_PROBE_EVERY_S) {
     ns = d->be->handoff_latency(d);
     ctx->handoff_probed_at[i] = poas__now();
   }

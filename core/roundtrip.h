@@ -1,9 +1,9 @@
 /* roundtrip.h: how long a cache line takes to go from one host core to
  * another and back, measured by two threads bouncing it. On the CI VM this
  * is what tells the host's hand-off state apart (models/model.h,
- * handoff_latency_ns): 51-64 ns while the host keeps the two vCPUs close
- * and OpenBLAS's threads hand work over quickly, 270-335 ns while it keeps
- * them apart and a thin sgemm takes 2.5-3x as long on two threads as on
+ * handoff_latency_ns): 51-104 ns while the host keeps the two vCPUs close
+ * and OpenBLAS's threads hand work over quickly, 250-360 ns while it keeps
+ * them apart and a thin sgemm takes 2.2-3.3x as long on two threads as on
  * one (bench/results/handoff-latency-ci-2core-2026-11-24.md). */
 #ifndef POAS_CORE_ROUNDTRIP_H
 #define POAS_CORE_ROUNDTRIP_H

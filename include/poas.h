@@ -297,8 +297,8 @@ typedef struct poas_device_fit {
    * too, and a call that one thread runs faster than all of them with the
    * slow state's term (handoff_extra) runs on one while a context finds
    * the host slow (on the CI machine class, sgemm and dgemm of 1 to 32
-   * rows, 1.4-2.3x faster). Equal to threads_by_cols / _rows where
-   * nothing moves. */
+   * rows; 12-row calls ran 1.3-2.2x faster). Equal to threads_by_cols /
+   * _rows where nothing moves. */
   unsigned char threads_slow_by_cols[2][33];
   unsigned char threads_slow_by_rows[2][33];
   /* Passes the calibration timed its GEMM samples in, and the passes it

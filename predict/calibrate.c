@@ -749,10 +749,10 @@ typedef struct latency_seen {
  * call on all threads and one on one after a warm-up of each, ~2.5 ms on
  * the CI machine; then, where the device can measure it, the round trip
  * of a cache line between its cores (0.2 ms), kept in *seen by the state
- * the calls said. On the CI VM the two agree: the round trip took
- * 51-64 ns whenever the thin call on two threads took 0.8-1.1x its time
- * on one, and 270-335 ns whenever it took 2.2-3.3x
- * (bench/results/handoff-latency-ci-2core-2026-11-24.md). */
+ * the calls said. On the CI VM the two agree: in one 30 s run the round
+ * trip took 51-89 ns whenever the thin call on two threads took
+ * 0.66-1.1x its time on one (twice 1.3-1.4x), and 306-327 ns whenever it
+ * took 2.2-3.3x (bench/results/handoff-latency-ci-2core-2026-11-24.md). */
 static int handoff_now(bench *bb, double *ratio, latency_seen *seen) {
   int rc = handoff_ratio(bb, 1, 1, ratio);
   poas__device *dev = bb->dev;
