@@ -310,6 +310,17 @@ double poas__learn(poas__learned *l, double implied) {
   return poas__median(v, l->n);
 }
 
+/* The factor l now gives, after a run that took measured_s where its
+ * plan, at factor `planned_factor`, said planned_s: the run implies the
+ * factor times their ratio (the ratio within ADAPT_STEP either way), and
+ * the result stays within ADAPT_MAX either way. */
+static double learn_factor(poas__learned *l, double planned_factor, double measured_s,
+                           double planned_s) {
+  double ratio = POAS__MIN(POAS__MAX(measured_s / planned_s, 1 / ADAPT_STEP), ADAPT_STEP);
+  double f = poas__learn(l, planned_factor * ratio);
+  return POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
+}
+
 /* Following the host's hand-off state. A device whose models carry the
  * slow state's term (handoff_extra: a CPU on several threads, calibrated
  * on a host that went in and out of that state) is in the state whose
@@ -354,14 +365,11 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
     if (!d->failed && d->busy_s >= HANDOFF_MIN_S && sh->u0 == 0 &&
         sh->u1 == plan->res.total_units && sh->time.total_s > 0 &&
         l->runs++ > 0) { /* the first pays one-time costs */
-      double ratio =
-          POAS__MIN(POAS__MAX(d->busy_s / sh->time.total_s, 1 / ADAPT_STEP), ADAPT_STEP);
-      double f = poas__learn(l, plan->one_factor[i] * ratio);
       double *one = &ctx->adapt_one[i][p->dtype][pair];
-      *one = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
-      poas__debug("%s: %sgemm on one thread (slow hand-offs) ran %.3fx its plan; such calls "
-                  "now take %.3f times their calibrated time",
-                  d->id, poas__dtype_letter(p->dtype), ratio, *one);
+      *one = learn_factor(l, plan->one_factor[i], d->busy_s, sh->time.total_s);
+      poas__debug("%s: %sgemm on one thread (slow hand-offs) ran %.3g s; such calls now take "
+                  "%.3f times their calibrated time",
+                  d->id, poas__dtype_letter(p->dtype), d->busy_s, *one);
     }
     return 1;
   }
@@ -427,15 +435,12 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
       continue;
     /* The plan's time for the units it computed, at the plan's rate (its
      * models scaled by plan->learned[i], the factor of the call's class). */
-    double ratio = d->busy_s / (sh->time.total_s * done / planned);
-    ratio = POAS__MIN(POAS__MAX(ratio, 1 / ADAPT_STEP), ADAPT_STEP);
-    double implied = plan->learned[i] * ratio;
-    double f = poas__learn(l, implied);
-    ctx->adapt[i][dt] = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
-    f = poas__learn(&ctx->learned_shape[i][dt][shape], implied);
-    ctx->adapt_shape[i][dt][shape] = POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
+    double planned_s = sh->time.total_s * done / planned;
+    ctx->adapt[i][dt] = learn_factor(l, plan->learned[i], d->busy_s, planned_s);
+    ctx->adapt_shape[i][dt][shape] =
+        learn_factor(&ctx->learned_shape[i][dt][shape], plan->learned[i], d->busy_s, planned_s);
     poas__debug("%s: %sgemm ran %.3fx its plan's rate; models now scaled by %.3f, %s by %.3f",
-                d->id, poas__dtype_letter(dt), ratio, ctx->adapt[i][dt],
+                d->id, poas__dtype_letter(dt), d->busy_s / planned_s, ctx->adapt[i][dt],
                 shape == POAS__SHAPE_WHOLE  ? "whole calls"
                 : shape == POAS__SHAPE_ROWS ? "calls of few rows"
                                             : "calls of few columns",

@@ -225,6 +225,9 @@ double poas__model_gemm_time(const poas__device_model *dm, poas_dtype dtype, poa
 double poas__model_gemm_time_in(const poas__device_model *dm, double shift, int slow,
                                 poas_dtype dtype, poas_op ta, poas_op tb, int64_t m, int64_t n,
                                 int64_t k);
+/* The range of one_thread's seconds per element a profile may hold. */
+#define POAS__ONE_THREAD_MIN 1e-14
+#define POAS__ONE_THREAD_MAX 1e-6
 /* Fills dm->threads_slow: threads_by_side, and one thread also for the
  * calls of few rows or columns (s x POAS__THREADS_SLOW_REF^2, or the
  * transpose) that one_thread predicts faster on one thread than the
@@ -232,9 +235,6 @@ double poas__model_gemm_time_in(const poas__device_model *dm, double shift, int 
  * strength. Where dm has no term or no one_thread, a copy of
  * threads_by_side. */
 #define POAS__THREADS_SLOW_REF 2048
-/* The range of one_thread's seconds per element a profile may hold. */
-#define POAS__ONE_THREAD_MIN 1e-14
-#define POAS__ONE_THREAD_MAX 1e-6
 void poas__threads_slow_table(poas__device_model *dm);
 /* Whether a call of dtype with an m x n C runs on one thread in the slow
  * state only (threads_slow moved it there; it then takes one_thread's

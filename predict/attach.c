@@ -62,20 +62,6 @@ void poas__device_take_threads(poas__device *dev, poas__device_model *dm) {
   poas__threads_slow_table(dm);
   memcpy(dev->threads_by_side, dm->threads_by_side, sizeof dev->threads_by_side);
   memcpy(dev->threads_slow_by_side, dm->threads_slow, sizeof dev->threads_slow_by_side);
-  for (int dt = 0; dt < 2; dt++)
-    for (int side = 0; side < 2; side++) {
-      char moved[160] = "";
-      for (int s = 1; s <= POAS__FEW_SIDE; s++)
-        if (dm->threads_slow[dt][side][s] && !dm->threads_by_side[dt][side][s]) {
-          size_t len = strlen(moved);
-          snprintf(moved + len, sizeof moved - len, " %d", s);
-        }
-      if (moved[0])
-        poas__debug("%s: while hand-offs are slow, %sgemm with C of these %s counts runs on "
-                    "one thread:%s",
-                    dev->info.id, poas__dtype_letter((poas_dtype)dt), side ? "column" : "row",
-                    moved);
-    }
 }
 
 /* The sim replay hook: times from the device's (profile) model. */
