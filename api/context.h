@@ -74,12 +74,18 @@ typedef struct poas__resident {
 
 /* What a device's runs in one dtype taught: how many it has taken part
  * in, and the factors (busy time over the models' time for its part) that
- * its last POAS__LEARN_WINDOW counted runs implied, oldest first. */
+ * its last POAS__LEARN_WINDOW counted runs implied, oldest first. While
+ * plans leave the device out, the window ages (poas__learn_sit_out): the
+ * plans sat out since its last factor went, how many it takes to drop one
+ * (0 or 1: every plan), and whether the window emptied that way and how
+ * many runs it has learned since. */
 #define POAS__LEARN_WINDOW 5
 typedef struct poas__learned {
   int runs;
   int n;
   double implied[POAS__LEARN_WINDOW];
+  int sat_out, per_drop;
+  int returned, since_return; /* runs learned since the window emptied */
 } poas__learned;
 
 /* Adds a run's implied factor and returns the factor to plan with: the
@@ -87,6 +93,11 @@ typedef struct poas__learned {
  * One slow or fast run among the last few does not move it; a lasting
  * change wins once it fills half the window. */
 double poas__learn(poas__learned *l, double implied);
+
+/* A plan left the device out while its window said it runs slower than
+ * its models: ages the window (api/run.c, why). Returns the factor to plan
+ * with from now on: the median of what is left, or 0 when nothing is. */
+double poas__learn_sit_out(poas__learned *l);
 
 /* GEMM calls by shape, for learning: whole ones, and those whose C has a
  * short side of at most POAS__THIN_MAX rows or columns. A machine does

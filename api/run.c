@@ -299,15 +299,56 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
 #define ADAPT_STEP 2.0
 #define ADAPT_MAX 4.0
 
-double poas__learn(poas__learned *l, double implied) {
-  if (l->n == POAS__LEARN_WINDOW) {
-    memmove(l->implied, l->implied + 1, (POAS__LEARN_WINDOW - 1) * sizeof *l->implied);
-    l->n--;
-  }
-  l->implied[l->n++] = implied;
+/* The median of what l holds; 0 when it holds nothing. */
+static double learned_median(const poas__learned *l) {
   double v[POAS__LEARN_WINDOW]; /* poas__median sorts what it is given */
   memcpy(v, l->implied, (size_t)l->n * sizeof *v);
-  return poas__median(v, l->n);
+  return l->n > 0 ? poas__median(v, l->n) : 0;
+}
+
+static void learned_drop_oldest(poas__learned *l) {
+  memmove(l->implied, l->implied + 1, (size_t)(l->n - 1) * sizeof *l->implied);
+  l->n--;
+}
+
+double poas__learn(poas__learned *l, double implied) {
+  if (l->n == POAS__LEARN_WINDOW)
+    learned_drop_oldest(l);
+  l->implied[l->n++] = implied;
+  /* Back for a window's worth of runs: it is back for good. */
+  if (l->returned && ++l->since_return >= POAS__LEARN_WINDOW)
+    l->returned = 0, l->per_drop = 1;
+  return learned_median(l);
+}
+
+/* Forgetting what keeps a device out. A device whose runs taught it that
+ * it runs slower than its models can then be left out of every plan, and
+ * no run teaches it otherwise: on the CI VM three runs of a 2048 sgemm in
+ * a spell that slowed both vCPUs (one-core PoCL at half its rate) left
+ * PoCL out of all the context's later plans, whose runs took 167-177 ms on
+ * the CPU alone against 156-162 ms with it before. So every plan that
+ * leaves such a device out ages its window: every per_drop of them, the
+ * oldest run's factor goes. Once none is left the device plans at its
+ * models' rate, takes part, and its runs are learned afresh. A device left
+ * out again within a window's worth of runs of its return is still slow:
+ * it then sits out twice as many plans per factor dropped, up to
+ * LEARN_PER_DROP_MAX, so that one that stays slow costs a misplanned run
+ * ever more rarely. */
+#define LEARN_PER_DROP_MAX 64
+
+double poas__learn_sit_out(poas__learned *l) {
+  if (l->returned) {
+    l->returned = 0;
+    l->per_drop = POAS__MIN(2 * POAS__MAX(l->per_drop, 1), LEARN_PER_DROP_MAX);
+    l->sat_out = 0;
+  }
+  if (l->n > 0 && ++l->sat_out >= POAS__MAX(l->per_drop, 1)) {
+    l->sat_out = 0;
+    learned_drop_oldest(l);
+    if (l->n == 0)
+      l->returned = 1, l->since_return = 0;
+  }
+  return learned_median(l);
 }
 
 /* The factor l now gives, after a run that took measured_s where its
@@ -414,6 +455,29 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
   return 1;
 }
 
+/* Ages one of device i's factors for a plan it sat out, where that
+ * factor says it runs slower than its models (poas__learn_sit_out); an
+ * emptied window leaves `none`. Called with adapt_lock held. */
+static void age_factor(poas_context *ctx, int i, poas_dtype dt, double *factor,
+                       poas__learned *l, double none, const char *what) {
+  if (!(*factor > 1) || l->n == 0)
+    return;
+  double before = *factor, f = poas__learn_sit_out(l);
+  *factor = f > 0 ? POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX) : none;
+  poas__debug("%s: left out of a plan of %sgemm, its %s at %.3f times its models' time; %s",
+              ctx->devices.dev[i]->info.id, poas__dtype_letter(dt), what, before,
+              l->n ? "that ages" : "now forgotten");
+}
+
+/* Device i sat out a plan of dtype dt and the shape class: its factors
+ * for the dtype and for the class age alike, since the runs that taught
+ * one taught the other. Called with adapt_lock held. */
+static void sit_out(poas_context *ctx, int i, poas_dtype dt, int shape) {
+  age_factor(ctx, i, dt, &ctx->adapt_shape[i][dt][shape], &ctx->learned_shape[i][dt][shape], 0,
+             "calls of this shape");
+  age_factor(ctx, i, dt, &ctx->adapt[i][dt], &ctx->learned[i][dt], 1, "calls of any shape");
+}
+
 static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const poas_report *r) {
   if (ctx->adapt_off)
     return;
@@ -427,6 +491,10 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
     if (handoff_from_run(ctx, plan, i, d))
       continue;
     double planned = (double)(sh->u1 - sh->u0), done = d->share * total;
+    if (!(planned > 0) && !(done > 0) && !d->failed && plan->dev[i].supports_dtype) {
+      sit_out(ctx, i, dt, shape);
+      continue;
+    }
     if (d->failed || !(d->busy_s >= ADAPT_MIN_S) || !(planned > 0) || !(done > 0) ||
         !(sh->time.total_s > 0))
       continue;

@@ -730,6 +730,99 @@ TEST(runs_teach_a_context_how_slow_a_device_really_is) {
   return 0;
 }
 
+/* A sim device that takes `slow` times what its parameters say, which a
+ * test changes between runs: a spell of a busy host. */
+typedef struct spell {
+  poas__sim_params p;
+  double slow;
+} spell;
+
+static double spell_time(void *user, const poas__gemm_call *g, size_t bytes,
+                         poas_direction dir) {
+  const spell *s = user;
+  (void)dir;
+  if (!g)
+    return s->slow * (s->p.latency + (double)bytes / s->p.bandwidth);
+  return s->slow * 2.0 * (double)g->m * (double)g->n * (double)g->k /
+         s->p.rate[g->dtype == POAS_FLOAT64];
+}
+
+/* Device 1's share of one more 2048^3 sgemm on ctx. */
+static int spell_run(poas_context *ctx, float *A, float *B, float *C, double *share) {
+  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048, 2048, 2048, 1, A,
+                      2048, B, 2048, 0, C, 2048);
+  poas_report rep;
+  if (!rc)
+    rc = poas_last_report(ctx, &rep);
+  if (!rc)
+    *share = rep.dev[1].share;
+  return rc;
+}
+
+/* A spell that slows a device until plans leave it out does not keep it
+ * out after the spell: plans that leave it out age what its runs taught,
+ * so it comes back within a window's worth of plans and its runs teach
+ * its rate again (on the CI VM, three slow runs had left one-core PoCL
+ * out of all of a context's later plans). A device that stays slow comes
+ * back ever more rarely. Virtual time: the runs are exact. */
+TEST(a_device_left_out_after_a_slow_spell_comes_back) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
+                                "sim:rate=1e10:latency=0:bandwidth=1e12");
+  CHECK(ctx);
+  spell sp = {.slow = 1};
+  CHECK_OK(poas__sim_get_params(ctx->devices.dev[1], &sp.p));
+  poas__sim_set_time_fn(ctx->devices.dev[1], spell_time, &sp);
+  size_t elems = (size_t)2048 * 2048;
+  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
+  CHECK(A && B && C);
+  double before = 0, share = 0;
+  for (int r = 0; r < 4; r++)
+    CHECK_OK(spell_run(ctx, A, B, C, &before));
+  sp.slow = 6;
+  int spell_runs = 0;
+  for (share = before; share > 0 && spell_runs < 12; spell_runs++)
+    CHECK_OK(spell_run(ctx, A, B, C, &share));
+  CHECK_MSG(share == 0, "still %.3f of the work after %d slow runs", share, spell_runs);
+  sp.slow = 1;
+  int back = -1;
+  for (int r = 0; r < 12; r++) {
+    CHECK_OK(spell_run(ctx, A, B, C, &share));
+    if (back < 0 && share > 0)
+      back = r;
+  }
+  fprintf(stderr,
+          "  share %.4f; left out after %d runs 6x slow; back %d plans after the spell; "
+          "share then %.4f\n",
+          before, spell_runs, back, share);
+  CHECK_MSG(back >= 0 && back <= POAS__LEARN_WINDOW, "back after %d plans", back);
+  CHECK_MSG(fabs(share - before) < 0.002, "share %.4f after the spell, %.4f before", share,
+            before);
+  /* Slow for good: each return finds it slow, and the stretches it is
+   * left out grow. */
+  sp.slow = 6;
+  int stretch[8], nstretch = 0, out = 0, runs_in = 0;
+  for (int r = 0; r < 120; r++) {
+    CHECK_OK(spell_run(ctx, A, B, C, &share));
+    if (share == 0) {
+      out++;
+    } else {
+      runs_in++;
+      if (out > 0 && nstretch < 8)
+        stretch[nstretch++] = out;
+      out = 0;
+    }
+  }
+  poas_finalize(ctx);
+  free(A), free(B), free(C);
+  fprintf(stderr, "  slow for good: took part in %d of 120 runs; left out for", runs_in);
+  for (int i = 0; i < nstretch; i++)
+    fprintf(stderr, " %d", stretch[i]);
+  fprintf(stderr, " plans between returns\n");
+  CHECK_MSG(nstretch >= 2 && stretch[nstretch - 1] >= 4 * stretch[0], "%d stretches", nstretch);
+  CHECK_MSG(runs_in <= 30, "took part in %d of 120 runs", runs_in);
+  return 0;
+}
+
 /* A sim device whose thin blocks (a short side of at most POAS__THIN_MAX
  * rows or columns of C) run `thin` times the time its model says while
  * everything else runs as modelled: what a 2-vCPU VM did to OpenBLAS when
@@ -1212,6 +1305,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(runs_follow_the_host_into_the_other_hand_off_state),
           TEST_ENTRY(the_slow_state_runs_thin_calls_on_one_thread),
           TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
+          TEST_ENTRY(a_device_left_out_after_a_slow_spell_comes_back),
           TEST_ENTRY(runs_teach_thin_blocks_apart_from_whole_ones),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),
           TEST_ENTRY(a_calibration_short_of_time_runs_fewer_sweep_passes),
