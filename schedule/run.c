@@ -740,14 +740,21 @@ static int write_trace(const runner *r, const char *path) {
     int d = n->ins.device;
     double start = r->set->dev[d]->virtual_time ? e->w[d].t_start : e->wall_start;
     int lanes = POAS__MIN(r->set->dev[d]->nlanes, POAS__ENGINE_LANES);
+    /* A GEMM's shape, so that a slow call can be told from a big one. */
+    char shape[96] = "";
+    if (n->ins.kind == POAS__INS_GEMM) {
+      const poas__gemm_call *c = &n->ins.u.gemm.call;
+      snprintf(shape, sizeof shape, ",\"m\":%lld,\"n\":%lld,\"k\":%lld", (long long)c->m,
+               (long long)c->n, (long long)c->k);
+    }
     fprintf(f,
             "%s{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
             "\"args\":{\"device\":\"%s\",\"chunk\":%d,\"bytes\":%llu,\"predicted_us\":%.3f,"
-            "\"state\":\"%s\"}}",
+            "\"state\":\"%s\"%s}}",
             sep, kind_name(n->ins.kind), d, (n->ins.lane < 0 ? 0 : n->ins.lane) % lanes,
             (n->t0 - start) * 1e6, POAS__MAX(n->t1 - n->t0, 0) * 1e6, r->set->dev[d]->info.id,
             n->ins.chunk, (unsigned long long)n->ins.bytes, n->ins.predicted_s * 1e6,
-            n->state == POAS__NODE_DONE ? "done" : "cancelled");
+            n->state == POAS__NODE_DONE ? "done" : "cancelled", shape);
   }
   fprintf(f, "\n]}\n");
   return fclose(f) == 0 ? 0

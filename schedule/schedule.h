@@ -89,7 +89,7 @@ typedef struct poas__sched_config {
  * Trace: cfg->trace_path, else $POAS_TRACE, gets a Chrome trace of the run
  * (chrome://tracing, ui.perfetto.dev): pid = device, tid = lane, one "X"
  * event per instruction with args device, chunk, bytes, predicted_us and
- * state. Each run overwrites the file. */
+ * state, and a GEMM's m, n and k. Each run overwrites the file. */
 int poas__schedule_run(const poas__devset *set, poas__work_source *src,
                        const poas__sched_config *cfg, poas_report *report);
 

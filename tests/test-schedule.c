@@ -837,12 +837,18 @@ TEST(trace_is_valid_chrome_json) {
   CHECK(json_is_array(ev));
   size_t nx = 0;
   double last_end = 0;
+  json_int_t rows = 0; /* the GEMMs' m, summed: the units they covered */
   for (size_t i = 0; i < json_array_size(ev); i++) {
     json_t *x = json_array_get(ev, i);
     if (strcmp(json_string_value(json_object_get(x, "ph")), "X") != 0)
       continue;
     nx++;
     json_t *args = json_object_get(x, "args");
+    if (strcmp(json_string_value(json_object_get(x, "name")), "gemm") == 0) {
+      CHECK(json_integer_value(json_object_get(args, "n")) == 500 &&
+            json_integer_value(json_object_get(args, "k")) == 500);
+      rows += json_integer_value(json_object_get(args, "m"));
+    }
     CHECK(json_is_integer(json_object_get(args, "chunk")));
     CHECK(json_is_number(json_object_get(args, "predicted_us")));
     CHECK(json_is_integer(json_object_get(args, "bytes")));
@@ -851,6 +857,7 @@ TEST(trace_is_valid_chrome_json) {
   }
   json_decref(root);
   CHECK((int)nx == rep.dev[0].chunks + rep.dev[1].chunks);
+  CHECK_MSG(rows == 1000, "the GEMMs' rows add up to %lld", (long long)rows);
   CHECK(fabs(last_end - rep.measured_s * 1e6) < 1e-3);
   return 0;
 }
