@@ -46,8 +46,10 @@
  * of the shared operand again, and the others could absorb little of its
  * error anyway. (With the CPU holding 92% of a 2048 sgemm beside one-core
  * PoCL, its 0.3 tail cost 5-6%: static ran at 0.98-0.99 of the summed
- * rates, guided at 0.92-0.94.) Where its error is known, it leaves no
- * more than the others can take of its 90th-percentile overrun,
+ * rates, guided at 0.92-0.94.) Where its error is known and covers all
+ * its time (it copies nothing: the CPU; a GPU's copies are not in its
+ * GEMM model's error, and a GPU has not been measured this way), it
+ * leaves no more than the others can take of its 90th-percentile overrun,
  * TAIL_ERRORS e (1 - share) / share, and none when that is under one
  * chunk (MIN_CHUNK_TIME_FRACTION): the CPU holding 84-91% of a 2048 gemm
  * beside one-core PoCL (held-out median 3.4-5.2%) then ran it in one call
@@ -536,9 +538,10 @@ static int enlist_bystanders(runner *r) {
 }
 
 /* The part of a planned range left to the guided tail, for a device
- * holding `share` of the units among `participants` devices, whose model
- * is typically `error` off (0: not known; see GUIDED_TAIL). */
-static double tail_fraction(double share, int participants, double error) {
+ * holding `share` of the units among `participants` devices, whose GEMM
+ * model is typically `error` off (0: not known; see GUIDED_TAIL), and
+ * which copies nothing (copies_nothing: its GEMMs are all its time). */
+static double tail_fraction(double share, int participants, double error, int copies_nothing) {
   double equal = 1.0 / participants;
   if (share < equal && error > 0)
     return POAS__MIN(POAS__MAX(1 - 1 / (1 + TAIL_ERRORS * error), GUIDED_TAIL_MINOR_MIN),
@@ -546,7 +549,9 @@ static double tail_fraction(double share, int participants, double error) {
   if (share < equal)
     return GUIDED_TAIL_MINOR;
   double tail = GUIDED_TAIL * (1 - share) / (1 - equal);
-  return error > 0 ? POAS__MIN(tail, TAIL_ERRORS * error * (1 - share) / share) : tail;
+  return error > 0 && copies_nothing
+             ? POAS__MIN(tail, TAIL_ERRORS * error * (1 - share) / share)
+             : tail;
 }
 
 /* Sets who takes part and the pool, and emits the static parts. Locked. */
@@ -591,7 +596,7 @@ static int start(runner *r) {
       kept = 0;
     else if (participants > 1 && cfg->policy == POAS__SCHED_GUIDED) {
       double tail = tail_fraction((double)(u1 - u0) / (double)r->src->total_units, participants,
-                                  cfg->model_error[d]);
+                                  cfg->model_error[d], r->set->dev[d]->info.host_memory);
       kept = (int64_t)((double)(u1 - u0) * (1 - tail)) / g * g;
       /* A tail under one chunk would be one more call, and no balance. */
       if (u1 - u0 - kept < r->min_chunk[d])

@@ -335,6 +335,10 @@ static double pair_unit_s[2], pair_call_s[2];
 /* The slow device's known model error (cfg.model_error), 0 unless a test
  * sets it. */
 static double pair_model_error;
+/* The fast device's held-out error, and whether it copies nothing (as
+ * the CPU device): what its tail follows (schedule/run.c, GUIDED_TAIL). */
+static double pair_fast_error;
+static int pair_fast_host_memory;
 static gemm_source pair_source; /* the last uneven_pair run's source */
 
 static double pair_predict(void *user, int device, int64_t u0, int64_t u1) {
@@ -358,6 +362,7 @@ static int uneven_pair(double fast_slowdown, double slow_slowdown, double call_s
   char err[256];
   if (poas__devset_open(devices, &set, err, sizeof err) != 0)
     return -100;
+  set.dev[0]->info.host_memory = pair_fast_host_memory;
   poas__work_source src;
   gemm_source_init(sp, &src, 1000);
   pair_unit_s[0] = 2.0 * 500 * 500 / 1e11, pair_unit_s[1] = 2.0 * 500 * 500 / 1e10;
@@ -373,6 +378,7 @@ static int uneven_pair(double fast_slowdown, double slow_slowdown, double call_s
     cfg.predicted_s[d] = (double)(cfg.u1[d] - cfg.u0[d]) * pair_unit_s[d];
   }
   cfg.predicted_makespan_s = POAS__MAX(cfg.predicted_s[0], cfg.predicted_s[1]);
+  cfg.model_error[0] = pair_fast_error;
   cfg.model_error[1] = pair_model_error;
   int rc = poas__schedule_run(&set, &src, &cfg, rep);
   poas__devset_close(&set);
@@ -444,6 +450,31 @@ TEST(guided_minor_tail_follows_the_model_error) {
     }
   }
   pair_model_error = 0;
+  return 0;
+}
+
+/* A device holding 91% of the plan whose model is typically 3% off and
+ * that copies nothing (the CPU) leaves no tail: the other could take 0.7%
+ * of its range at its 90th-percentile overrun, under one chunk, so its
+ * part is one call, and the run still ends in time with exact models or
+ * with it 5% slow. One that copies (its error does not cover its copies)
+ * keeps a tail of 0.3 (1 - share) / (1 - equal). */
+TEST(guided_major_tail_is_what_the_others_can_take) {
+  pair_fast_error = 0.03;
+  for (int copies = 0; copies < 2; copies++)
+    for (int slow = 0; slow < 2; slow++) {
+      pair_fast_host_memory = !copies;
+      poas_report rep;
+      double ratio;
+      CHECK_OK(uneven_pair(slow ? 1.05 : 1, 1, 0, 1, &ratio, &rep));
+      fprintf(stderr, "  %s, fast device x%.2f: its first chunk %lld units, %d chunks, makespan "
+              "%.4f of ideal\n", copies ? "copies" : "copies nothing", slow ? 1.05 : 1.0,
+              (long long)pair_source.first[0], rep.dev[0].chunks, ratio);
+      CHECK(copies ? pair_source.first[0] < 910 : pair_source.first[0] == 910);
+      CHECK(copies || rep.dev[0].chunks == 1);
+      CHECK(ratio <= (slow ? 1.05 : 1.01));
+    }
+  pair_fast_error = 0, pair_fast_host_memory = 0;
   return 0;
 }
 
@@ -872,6 +903,7 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(guided_tail_cuts_a_late_chunk_to_end_in_time),
           TEST_ENTRY(guided_tail_takes_few_calls),
          TEST_ENTRY(guided_minor_tail_follows_the_model_error),
+          TEST_ENTRY(guided_major_tail_is_what_the_others_can_take),
           TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(fault_result_still_correct),
           TEST_ENTRY(fault_after_partial_write_back_is_an_error),
           TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
