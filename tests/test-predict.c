@@ -730,6 +730,14 @@ TEST(runs_teach_a_context_how_slow_a_device_really_is) {
   return 0;
 }
 
+/* One sgemm of m x n x k on ctx, and its report. */
+static int run_sgemm(poas_context *ctx, int64_t m, int64_t n, int64_t k, float *A, float *B,
+                     float *C, poas_report *rep) {
+  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 1, A, m, B, k,
+                      0, C, m);
+  return rc ? rc : poas_last_report(ctx, rep);
+}
+
 /* A sim device that takes `slow` times what its parameters say, which a
  * test changes between runs: a spell of a busy host. */
 typedef struct spell {
@@ -749,11 +757,8 @@ static double spell_time(void *user, const poas__gemm_call *g, size_t bytes,
 
 /* Device 1's share of one more 2048^3 sgemm on ctx. */
 static int spell_run(poas_context *ctx, float *A, float *B, float *C, double *share) {
-  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048, 2048, 2048, 1, A,
-                      2048, B, 2048, 0, C, 2048);
   poas_report rep;
-  if (!rc)
-    rc = poas_last_report(ctx, &rep);
+  int rc = run_sgemm(ctx, 2048, 2048, 2048, A, B, C, &rep);
   if (!rc)
     *share = rep.dev[1].share;
   return rc;
@@ -843,19 +848,6 @@ static double thin_blocks_slow(void *user, const poas__gemm_call *g, size_t byte
   return poas__shape_class(g->m, g->n) == POAS__SHAPE_WHOLE ? t : s->thin * t;
 }
 
-/* The predicted and measured seconds of one sgemm of m x n x k. */
-static int run_sgemm(poas_context *ctx, int64_t m, int64_t n, int64_t k, float *A, float *B,
-                     float *C, double *predicted, double *measured) {
-  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 1, A, m, B, k,
-                      0, C, m);
-  poas_report rep;
-  if (!rc)
-    rc = poas_last_report(ctx, &rep);
-  if (!rc)
-    *predicted = rep.predicted_s, *measured = rep.measured_s;
-  return rc;
-}
-
 /* Runs that drift apart by shape are learned apart: on a device whose thin
  * row blocks run 3x their model and whose squares run as modelled,
  * alternating runs of both leave each predicted within 2% of what it
@@ -872,8 +864,11 @@ TEST(runs_teach_thin_blocks_apart_from_whole_ones) {
   CHECK(A && B && C);
   double pred[2], meas[2];
   for (int r = 0; r < 6; r++) {
-    CHECK_OK(run_sgemm(ctx, 2048, 2048, 2048, A, B, C, &pred[0], &meas[0]));
-    CHECK_OK(run_sgemm(ctx, 64, 4096, 4096, A, B, C, &pred[1], &meas[1]));
+    poas_report rep[2];
+    CHECK_OK(run_sgemm(ctx, 2048, 2048, 2048, A, B, C, &rep[0]));
+    CHECK_OK(run_sgemm(ctx, 64, 4096, 4096, A, B, C, &rep[1]));
+    for (int i = 0; i < 2; i++)
+      pred[i] = rep[i].predicted_s, meas[i] = rep[i].measured_s;
   }
   poas_plan plan;
   CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64,
