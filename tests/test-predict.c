@@ -738,21 +738,38 @@ static int run_sgemm(poas_context *ctx, int64_t m, int64_t n, int64_t k, float *
   return rc ? rc : poas_last_report(ctx, rep);
 }
 
-/* A sim device that takes `slow` times what its parameters say, which a
- * test changes between runs: a spell of a busy host. */
-typedef struct spell {
+/* A sim device that takes `slow` times what its parameters say, and its
+ * thin blocks (a short side of at most POAS__THIN_MAX rows or columns of
+ * C) `thin` times more: the test sets both, and may change them between
+ * runs. A spell of a busy host slows everything; on a 2-vCPU VM whose
+ * second vCPU was contended, OpenBLAS's 12-row sgemm calls took 3x their
+ * usual time and 1024^3 ones 1.2x. */
+typedef struct slowed {
   poas__sim_params p;
-  double slow;
-} spell;
+  double slow, thin;
+} slowed;
 
-static double spell_time(void *user, const poas__gemm_call *g, size_t bytes,
-                         poas_direction dir) {
-  const spell *s = user;
+static double slowed_time(void *user, const poas__gemm_call *g, size_t bytes,
+                          poas_direction dir) {
+  const slowed *s = user;
   (void)dir;
   if (!g)
     return s->slow * (s->p.latency + (double)bytes / s->p.bandwidth);
-  return s->slow * 2.0 * (double)g->m * (double)g->n * (double)g->k /
-         s->p.rate[g->dtype == POAS_FLOAT64];
+  double t = 2.0 * (double)g->m * (double)g->n * (double)g->k / s->p.rate[g->dtype == POAS_FLOAT64];
+  return s->slow * (poas__shape_class(g->m, g->n) == POAS__SHAPE_WHOLE ? 1 : s->thin) * t;
+}
+
+/* A context on `devices` whose device `dev` (a sim) runs as *s says;
+ * NULL when it cannot be had. */
+static poas_context *slowed_open(const char *devices, int dev, slowed *s) {
+  poas_context *ctx = test_open(devices);
+  if (ctx && poas__sim_get_params(ctx->devices.dev[dev], &s->p) != 0) {
+    poas_finalize(ctx);
+    return NULL;
+  }
+  if (ctx)
+    poas__sim_set_time_fn(ctx->devices.dev[dev], slowed_time, s);
+  return ctx;
 }
 
 /* Device 1's share of one more 2048^3 sgemm on ctx. */
@@ -771,12 +788,11 @@ static int spell_run(poas_context *ctx, float *A, float *B, float *C, double *sh
  * out of all of a context's later plans). A device that stays slow comes
  * back ever more rarely. Virtual time: the runs are exact. */
 TEST(a_device_left_out_after_a_slow_spell_comes_back) {
-  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
-                                "sim:rate=1e10:latency=0:bandwidth=1e12");
+  slowed sp = {.slow = 1, .thin = 1};
+  poas_context *ctx = slowed_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
+                                  "sim:rate=1e10:latency=0:bandwidth=1e12",
+                                  1, &sp);
   CHECK(ctx);
-  spell sp = {.slow = 1};
-  CHECK_OK(poas__sim_get_params(ctx->devices.dev[1], &sp.p));
-  poas__sim_set_time_fn(ctx->devices.dev[1], spell_time, &sp);
   size_t elems = (size_t)2048 * 2048;
   float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
   CHECK(A && B && C);
@@ -828,37 +844,15 @@ TEST(a_device_left_out_after_a_slow_spell_comes_back) {
   return 0;
 }
 
-/* A sim device whose thin blocks (a short side of at most POAS__THIN_MAX
- * rows or columns of C) run `thin` times the time its model says while
- * everything else runs as modelled: what a 2-vCPU VM did to OpenBLAS when
- * its second vCPU was contended (12-row sgemm calls 3x, 1024^3 ones
- * 1.2x). */
-typedef struct thin_slow {
-  poas__sim_params p;
-  double thin;
-} thin_slow;
-
-static double thin_blocks_slow(void *user, const poas__gemm_call *g, size_t bytes,
-                               poas_direction dir) {
-  const thin_slow *s = user;
-  (void)dir;
-  if (!g)
-    return s->p.latency + (double)bytes / s->p.bandwidth;
-  double t = 2.0 * (double)g->m * (double)g->n * (double)g->k / s->p.rate[g->dtype == POAS_FLOAT64];
-  return poas__shape_class(g->m, g->n) == POAS__SHAPE_WHOLE ? t : s->thin * t;
-}
-
 /* Runs that drift apart by shape are learned apart: on a device whose thin
  * row blocks run 3x their model and whose squares run as modelled,
  * alternating runs of both leave each predicted within 2% of what it
  * measures. One factor for both, the median of their implied factors,
  * would be right for one kind and 3x or 1/3 off for the other. */
 TEST(runs_teach_thin_blocks_apart_from_whole_ones) {
-  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12");
+  slowed slow = {.slow = 1, .thin = 3};
+  poas_context *ctx = slowed_open("sim:rate=1e11:latency=0:bandwidth=1e12", 0, &slow);
   CHECK(ctx);
-  thin_slow slow = {.thin = 3};
-  CHECK_OK(poas__sim_get_params(ctx->devices.dev[0], &slow.p));
-  poas__sim_set_time_fn(ctx->devices.dev[0], thin_blocks_slow, &slow);
   size_t elems = (size_t)4096 * 4096;
   float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
   CHECK(A && B && C);
