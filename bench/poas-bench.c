@@ -658,10 +658,17 @@ static void compare(bench_row *rows, int n) {
        * where it did, first, rather than leave it to the speedup column,
        * and whether the loss is within what that device's own runs spread
        * (its slowest run took at least the co-executed median). */
-      if (rows[i].speedup < 1)
-        append(rows[i].note, sizeof rows[i].note, "%sslower than %s alone (%.2fx%s)",
+      if (rows[i].speedup < 1) {
+        /* Where the plan gave that device all the work, the two rows ran
+         * the same calls: the gap is the machine's, between their runs. */
+        int same = 0;
+        for (int d = 0; d < rows[i].ndev; d++)
+          same |= strcmp(rows[i].dev[d].id, best_row->label) == 0 && rows[i].dev[d].share >= 1;
+        append(rows[i].note, sizeof rows[i].note, "%sslower than %s alone (%.2fx%s%s)",
                rows[i].note[0] ? "; " : "", best_row->label, rows[i].speedup,
-               best_row->slowest_s >= rows[i].seconds ? ", within its runs' spread" : "");
+               best_row->slowest_s >= rows[i].seconds ? ", within its runs' spread" : "",
+               same ? ", on the same plan: the machine moved between their runs" : "");
+      }
       efficiency_factors(&rows[i], rows, n);
     }
   }
