@@ -325,8 +325,8 @@ double poas__learn(poas__learned *l, double implied) {
  * it runs slower than its models can then be left out of every plan, and
  * no run teaches it otherwise: on the CI VM three runs of a 2048 sgemm in
  * a spell that slowed both vCPUs (one-core PoCL at half its rate) left
- * PoCL out of all the context's later plans, whose runs took 167-177 ms on
- * the CPU alone against 156-162 ms with it before. So every plan that
+ * PoCL out of all the context's later plans, whose runs took a median 169
+ * ms on the CPU alone against 162 ms with it before. So every plan that
  * leaves such a device out ages its window: every per_drop of them, the
  * oldest run's factor goes. Once none is left the device plans at its
  * models' rate, takes part, and its runs are learned afresh. A device left
