@@ -77,15 +77,14 @@ typedef struct poas__resident {
  * its last POAS__LEARN_WINDOW counted runs implied, oldest first. While
  * plans leave the device out, the window ages (poas__learn_sit_out): the
  * plans sat out since its last factor went, how many it takes to drop one
- * (0 or 1: every plan), and whether the window emptied that way and how
- * many runs it has learned since. */
+ * (0 or 1: every plan), and, after the window emptied that way, how many
+ * runs are left before the device counts as back for good. */
 #define POAS__LEARN_WINDOW 5
 typedef struct poas__learned {
   int runs;
   int n;
   double implied[POAS__LEARN_WINDOW];
-  int sat_out, per_drop;
-  int returned, since_return; /* runs learned since the window emptied */
+  int sat_out, per_drop, returning;
 } poas__learned;
 
 /* Adds a run's implied factor and returns the factor to plan with: the

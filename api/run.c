@@ -118,6 +118,7 @@ static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
   poas__device *d = ctx->devices.dev[i];
   const poas__device_model *dm = &ctx->models[i];
   int fits_slow;
+  /* (A reading of 1 ns tells whether calibration saw any round trip.) */
   if (!d->be->handoff_latency || !handoff_term(dm, dtype, &fits_slow) ||
       poas__handoff_latency_slow(dm, 1) < 0 || atomic_load(&ctx->runs_active) > 0 ||
       pthread_mutex_trylock(&ctx->handoff_probe_lock) != 0)
@@ -316,8 +317,8 @@ double poas__learn(poas__learned *l, double implied) {
     learned_drop_oldest(l);
   l->implied[l->n++] = implied;
   /* Back for a window's worth of runs: it is back for good. */
-  if (l->returned && ++l->since_return >= POAS__LEARN_WINDOW)
-    l->returned = 0, l->per_drop = 1;
+  if (l->returning > 0 && --l->returning == 0)
+    l->per_drop = 1;
   return learned_median(l);
 }
 
@@ -337,8 +338,8 @@ double poas__learn(poas__learned *l, double implied) {
 #define LEARN_PER_DROP_MAX 64
 
 double poas__learn_sit_out(poas__learned *l) {
-  if (l->returned) {
-    l->returned = 0;
+  if (l->returning > 0) {
+    l->returning = 0;
     l->per_drop = POAS__MIN(2 * POAS__MAX(l->per_drop, 1), LEARN_PER_DROP_MAX);
     l->sat_out = 0;
   }
@@ -346,7 +347,7 @@ double poas__learn_sit_out(poas__learned *l) {
     l->sat_out = 0;
     learned_drop_oldest(l);
     if (l->n == 0)
-      l->returned = 1, l->since_return = 0;
+      l->returning = POAS__LEARN_WINDOW;
   }
   return learned_median(l);
 }
@@ -401,11 +402,12 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
    * runs teach the factor of such calls alone (from the device's whole
    * problem), and nothing else. */
   int side, pair = poas__gemm_pair(p->transa, p->transb);
+  /* The device ran the whole problem, long enough to tell. */
+  int tells = !d->failed && d->busy_s >= HANDOFF_MIN_S && sh->u0 == 0 &&
+              sh->u1 == plan->res.total_units && sh->time.total_s > 0;
   if (dm && dm->handoff_slow_now && poas__moved_to_one(dm, p->dtype, p->m, p->n, &side)) {
     poas__learned *l = &ctx->learned_one[i][p->dtype][pair];
-    if (!d->failed && d->busy_s >= HANDOFF_MIN_S && sh->u0 == 0 &&
-        sh->u1 == plan->res.total_units && sh->time.total_s > 0 &&
-        l->runs++ > 0) { /* the first pays one-time costs */
+    if (tells && l->runs++ > 0) { /* the first pays one-time costs */
       double *one = &ctx->adapt_one[i][p->dtype][pair];
       *one = learn_factor(l, plan->one_factor[i], d->busy_s, sh->time.total_s);
       poas__debug("%s: %sgemm on one thread (slow hand-offs) ran %.3g s; such calls now take "
@@ -415,9 +417,8 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
     return 1;
   }
   int fits_slow;
-  if (!dm || !handoff_term(dm, p->dtype, &fits_slow) || d->failed ||
-      !(d->busy_s >= HANDOFF_MIN_S) || sh->u0 != 0 || sh->u1 != plan->res.total_units ||
-      !(sh->time.total_s > 0) || ctx->handoff_runs[i][p->dtype]++ == 0)
+  if (!dm || !handoff_term(dm, p->dtype, &fits_slow) || !tells ||
+      ctx->handoff_runs[i][p->dtype]++ == 0)
     return 0;
   /* The plan's time for its GEMM in either state: its model's time moves
    * by then - now. The term per element of B is the plan's (scaled by the

@@ -340,7 +340,7 @@ typedef struct poas_device_fit {
   double handoff_extra[2];
   /* The round trip of a cache line between the device's first two cores,
    * in ns, that calibration saw in the quick hand-off state [0] and the
-   * slow one [1] (medians; about 55 and 300 on the CI machine class, where
+   * slow one [1] (medians; about 90 and 320 on the CI machine class, where
    * the host moves the two vCPUs apart and back). A context measures it
    * before a run (0.2 ms, at most once per 20 ms) and
    * plans in the state it is nearer. 0 where a state was not seen. */

@@ -208,21 +208,27 @@ static void counts_clause(char *buf, size_t cap, const unsigned char *const in[2
     }
 }
 
+void tool_threads_tables(const poas_device_fit *f, int slow, const unsigned char *out[2][2]) {
+  for (int dt = 0; dt < 2; dt++) {
+    out[dt][0] = slow ? f->threads_slow_by_rows[dt] : f->threads_by_rows[dt];
+    out[dt][1] = slow ? f->threads_slow_by_cols[dt] : f->threads_by_cols[dt];
+  }
+}
+
 void tool_threads_slow_text(const poas_device_fit *f, char *buf, size_t cap) {
   if (cap)
     buf[0] = '\0';
-  const unsigned char *slow[2][2] = {{f->threads_slow_by_rows[0], f->threads_slow_by_cols[0]},
-                                     {f->threads_slow_by_rows[1], f->threads_slow_by_cols[1]}};
-  const unsigned char *by[2][2] = {{f->threads_by_rows[0], f->threads_by_cols[0]},
-                                   {f->threads_by_rows[1], f->threads_by_cols[1]}};
+  const unsigned char *slow[2][2], *by[2][2];
+  tool_threads_tables(f, 1, slow);
+  tool_threads_tables(f, 0, by);
   counts_clause(buf, cap, slow, by, 1);
 }
 
 void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap) {
   if (cap)
     buf[0] = '\0';
-  const unsigned char *by[2][2] = {{f->threads_by_rows[0], f->threads_by_cols[0]},
-                                   {f->threads_by_rows[1], f->threads_by_cols[1]}};
+  const unsigned char *by[2][2];
+  tool_threads_tables(f, 0, by);
   /* One clause per thread count used. */
   for (int t = 1; t < 256; t++)
     counts_clause(buf, cap, by, NULL, t);

@@ -45,6 +45,9 @@ void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap);
  * 1 thread; sgemm of 4, 12 columns on 1 thread"; "" when every call runs
  * on all threads. */
 void tool_threads_text(const poas_device_fit *f, char *buf, size_t cap);
+/* f's threads tables as out[dtype][side] (side 0: rows): those of the
+ * quick hand-off state, or with `slow` those of the slow one. */
+void tool_threads_tables(const poas_device_fit *f, int slow, const unsigned char *out[2][2]);
 /* The calls the slow hand-off state moves to one thread
  * (threads_slow_by_*), as "sgemm of 1-32 rows on 1 thread; dgemm of 1-26,
  * 28, 32 rows on 1 thread"; "" when none moves. */

@@ -79,12 +79,11 @@ static void json_device_fit(const poas_device_fit *f) {
   static const char *const tables[4] = {"threads_by_rows", "threads_by_cols",
                                         "threads_slow_by_rows", "threads_slow_by_cols"};
   for (int tab = 0; tab < 4; tab++) {
+    const unsigned char *in[2][2];
+    tool_threads_tables(f, tab / 2, in);
     printf(", \"%s\": {", tables[tab]);
     for (int dt = 0; dt < 2; dt++) {
-      const unsigned char *by = tab == 0   ? f->threads_by_rows[dt]
-                                : tab == 1 ? f->threads_by_cols[dt]
-                                : tab == 2 ? f->threads_slow_by_rows[dt]
-                                           : f->threads_slow_by_cols[dt];
+      const unsigned char *by = in[dt][tab % 2];
       printf("%s\"%s\": {", dt ? ", " : "", dt ? "d" : "s");
       for (int n = 1, listed = 0; n < (int)sizeof f->threads_by_cols[0]; n++)
         if (by[n])
