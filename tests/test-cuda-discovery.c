@@ -1,11 +1,17 @@
 /* test-cuda-discovery.c: finding CUDA devices, in every build and on every
  * machine: the count is the same each time it is asked (nothing wrongly
  * cached after a failed driver call), asking for a CUDA device where there
- * is none is POAS_ENODEV with a message, and the default selection still
- * opens the CPU whether or not a GPU is there. */
+ * is none is POAS_ENODEV with a message, the default selection still
+ * opens the CPU whether or not a GPU is there, and cuBLAS is loaded only
+ * once a CUDA device opens. */
 #include "devices/device.h"
 #include "harness.h"
 
+#if POAS_HAVE_CUDA
+#include "devices/cuda/cublas_api.h"
+#endif
+
+#include <stdio.h>
 #include <string.h>
 
 TEST(cuda_count_is_stable) {
@@ -64,5 +70,55 @@ TEST(default_selection_opens_cpu0) {
   return 0;
 }
 
+/* Whether the process has libcublas mapped; -1 where it cannot tell. */
+static int cublas_mapped(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f)
+    return -1;
+  char line[1024];
+  int found = 0;
+  while (fgets(line, sizeof line, f))
+    found |= strstr(line, "/libcublas.so") != NULL;
+  fclose(f);
+  return found;
+}
+
+/* cuBLAS costs a process hundreds of MB at load (devices/cuda/cublas_api.h):
+ * opening every device and running a GEMM loads it only where a CUDA
+ * device opened. Where the backend is built, the loader then finds every
+ * call it names, GPU or not, and they are cuBLAS's own. Runs after the
+ * tests above, which would load it too where there is a GPU. */
+TEST(cublas_is_loaded_only_for_a_cuda_device) {
+  int before = cublas_mapped();
+  if (before < 0)
+    SKIP("no /proc/self/maps to tell what is loaded");
+  int ncuda = poas__backend_cuda.count();
+  CHECK_MSG(before == 0 || ncuda > 0, "cuBLAS was loaded before any CUDA device opened");
+  poas_context *ctx = NULL;
+  CHECK_OK(init_rc(NULL, &ctx));
+  double a = 2, b = 3, c = 0;
+  CHECK_OK(poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1, 1, 1, 1, &a, 1, &b, 1,
+                      0, &c, 1));
+  CHECK(c == 6);
+  CHECK_MSG(cublas_mapped() == (ncuda > 0), "cuBLAS %s with %d CUDA devices",
+            cublas_mapped() ? "loaded" : "not loaded", ncuda);
+  poas_finalize(ctx);
+#if POAS_HAVE_CUDA
+  char err[512];
+  CHECK_MSG(poas__cublas_load(err, sizeof err) == 0, "%s", err);
+  CHECK(cublas_mapped() == 1);
+#define CHECK_RESOLVED(name) CHECK_MSG(poas__cublas.name != NULL, "%s not resolved", #name);
+  POAS__CUBLAS_CALLS(CHECK_RESOLVED)
+#undef CHECK_RESOLVED
+  const char *name = poas__cublas.cublasGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED);
+  CHECK_MSG(name && strcmp(name, "CUBLAS_STATUS_NOT_INITIALIZED") == 0, "'%s'",
+            name ? name : "(null)");
+  /* Loaded once: a second call changes nothing. */
+  CHECK(poas__cublas_load(NULL, 0) == 0);
+#endif
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(cuda_count_is_stable), TEST_ENTRY(cuda_absent_is_enodev_with_detail),
-          TEST_ENTRY(default_selection_opens_cpu0))
+          TEST_ENTRY(default_selection_opens_cpu0),
+          TEST_ENTRY(cublas_is_loaded_only_for_a_cuda_device))

@@ -18,9 +18,9 @@
  * h100-2026-11-23.md). Page-locked host memory, small copies, and
  * copy_threads=0 go straight to the runtime. */
 #include "core/hostcopy.h"
+#include "devices/cuda/cublas_api.h"
 #include "devices/device.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <pthread.h>
@@ -168,7 +168,7 @@ static int fill_info(cuda_state *s, char *err, size_t errcap) {
              cudaGetErrorString(e));
     return POAS_EDEVICE;
   }
-  cublasGetVersion(s->blas, &blas);
+  poas__cublas.cublasGetVersion(s->blas, &blas);
   poas_device_info *info = &s->dev.info;
   char text[sizeof prop.name + 128];
   snprintf(text, sizeof text, "%s (sm_%d%d)", prop.name, prop.major, prop.minor);
@@ -216,11 +216,18 @@ static int cuda_open(int index, const poas__spec_entry *e, poas__device **out, c
       goto fail_streams;
     }
   }
-  cublasStatus_t bs = cublasCreate(&s->blas);
+  /* cuBLAS is loaded with the first device that needs it (cublas_api.h). */
+  char why[400];
+  if (poas__cublas_load(why, sizeof why)) {
+    snprintf(err, errcap, "cuda%d: %s", index, why);
+    goto fail_streams;
+  }
+  cublasStatus_t bs = poas__cublas.cublasCreate(&s->blas);
   if (bs == CUBLAS_STATUS_SUCCESS)
-    bs = cublasSetMathMode(s->blas, s->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    bs = poas__cublas.cublasSetMathMode(s->blas,
+                                        s->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (bs != CUBLAS_STATUS_SUCCESS) {
-    snprintf(err, errcap, "cuda%d: cuBLAS: %s", index, cublasGetStatusString(bs));
+    snprintf(err, errcap, "cuda%d: cuBLAS: %s", index, poas__cublas.cublasGetStatusString(bs));
     goto fail_blas;
   }
   rc = fill_info(s, err, errcap);
@@ -240,7 +247,7 @@ static int cuda_open(int index, const poas__spec_entry *e, poas__device **out, c
 
 fail_blas:
   if (s->blas)
-    cublasDestroy(s->blas);
+    poas__cublas.cublasDestroy(s->blas);
 fail_streams:
   while (lane-- > 0)
     cudaStreamDestroy(s->stream[lane]);
@@ -278,7 +285,7 @@ static void cuda_close(poas__device *dev) {
     stage_release(&s->stage[l]);
     pthread_mutex_destroy(&s->stage[l].lock);
   }
-  cublasDestroy(s->blas);
+  poas__cublas.cublasDestroy(s->blas);
   for (int l = CUDA_LANES - 1; l >= 0; l--)
     cudaStreamDestroy(s->stream[l]);
   (void)cudaGetLastError();
@@ -580,7 +587,7 @@ static int cuda_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
 static int blas_fail(const cuda_state *s, const char *what, cublasStatus_t st) {
   (void)cudaGetLastError();
   return poas__fail(POAS_EDEVICE, "cuda%d: %s: %s (%s)", s->ordinal, what,
-                    cublasGetStatusName(st), cublasGetStatusString(st));
+                    poas__cublas.cublasGetStatusName(st), poas__cublas.cublasGetStatusString(st));
 }
 
 static int fits_int(const poas__gemm_call *g) {
@@ -605,12 +612,12 @@ static cublasStatus_t scale_c(cuda_state *s, int lane, const poas__gemm_call *g,
    * ldc == lda and no transpose. */
   if (g->dtype == POAS_FLOAT32) {
     float b = (float)g->beta, zero = 0;
-    return cublasSgeam(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, &b, c, ldc, &zero, c, ldc, c,
-                       ldc);
+    return poas__cublas.cublasSgeam(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, &b, c, ldc, &zero, c,
+                                    ldc, c, ldc);
   }
   double zero = 0;
-  return cublasDgeam(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, &g->beta, c, ldc, &zero, c, ldc,
-                     c, ldc);
+  return poas__cublas.cublasDgeam(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, &g->beta, c, ldc, &zero,
+                                  c, ldc, c, ldc);
 }
 
 static cublasStatus_t run_gemm(cuda_state *s, int lane, const poas__gemm_call *g,
@@ -625,11 +632,13 @@ static cublasStatus_t run_gemm(cuda_state *s, int lane, const poas__gemm_call *g
   int m = (int)g->m, n = (int)g->n, k = (int)g->k;
   if (g->dtype == POAS_FLOAT32) {
     float alpha = (float)g->alpha, beta = (float)g->beta;
-    return cublasSgemm(s->blas, ta, tb, m, n, k, &alpha, (const float *)a, (int)g->a.ld,
-                       (const float *)b, (int)g->b.ld, &beta, (float *)c, (int)g->c.ld);
+    return poas__cublas.cublasSgemm(s->blas, ta, tb, m, n, k, &alpha, (const float *)a,
+                                    (int)g->a.ld, (const float *)b, (int)g->b.ld, &beta, (float *)c,
+                                    (int)g->c.ld);
   }
-  return cublasDgemm(s->blas, ta, tb, m, n, k, &g->alpha, (const double *)a, (int)g->a.ld,
-                     (const double *)b, (int)g->b.ld, &g->beta, (double *)c, (int)g->c.ld);
+  return poas__cublas.cublasDgemm(s->blas, ta, tb, m, n, k, &g->alpha, (const double *)a,
+                                  (int)g->a.ld, (const double *)b, (int)g->b.ld, &g->beta,
+                                  (double *)c, (int)g->c.ld);
 }
 
 static int cuda_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
@@ -654,9 +663,9 @@ static int cuda_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   cudaError_t cuda_err = cudaSuccess;
   /* cublasSetStream also resets the handle's workspace: only on a change. */
   cudaStream_t current = NULL;
-  cublasStatus_t st = cublasGetStream(s->blas, &current);
+  cublasStatus_t st = poas__cublas.cublasGetStream(s->blas, &current);
   if (st == CUBLAS_STATUS_SUCCESS && current != s->stream[lane])
-    st = cublasSetStream(s->blas, s->stream[lane]);
+    st = poas__cublas.cublasSetStream(s->blas, s->stream[lane]);
   if (st == CUBLAS_STATUS_SUCCESS)
     st = run_gemm(s, lane, g, &cuda_err);
   pthread_mutex_unlock(&s->blas_lock);
