@@ -155,9 +155,13 @@ int poas__shape_class(int64_t m, int64_t n) {
 }
 
 int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__gemm_plan *out) {
-  /* The scaled models at the end are written where used: not cleared on
-   * every call. */
-  memset(out, 0, offsetof(poas__gemm_plan, model));
+  /* The scaled models at the end are written where used, and the solver
+   * writes res (only as far as the devices go): neither is cleared here,
+   * beyond res's count of devices. */
+  memset(out, 0, offsetof(poas__gemm_plan, res));
+  memset(&out->res, 0, offsetof(poas__opt_result, dev));
+  memset(&out->makespan_s, 0,
+         offsetof(poas__gemm_plan, model) - offsetof(poas__gemm_plan, makespan_s));
   out->prob = (poas__opt_problem){.dtype = p->dtype, .transa = p->transa, .transb = p->transb,
                                   .m = p->m, .n = p->n, .k = p->k, .reads_c = p->beta != 0,
                                   .reads_ab = p->k > 0 && p->alpha != 0,

@@ -170,6 +170,7 @@ typedef struct poas__opt_result {
    * makespan_s, which holds whole granules. */
   double balanced_s;
   int ndev;
+  /* dev[] and model[] past ndev are not written (poas__optimize). */
   poas__opt_share dev[POAS_MAX_DEVICES];
   /* The models actually used (a device's own, or the conservative estimate
    * that replaced an unusable one); adapt/ predicts with these. */

@@ -15,6 +15,7 @@
 #include "optimize/optimize.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -842,7 +843,11 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   if (!d || !p || !out || nd < 0 || nd > POAS_MAX_DEVICES || p->m < 0 || p->n < 0 || p->k < 0 ||
       poas__dtype_size(p->dtype) == 0)
     return poas__fail(POAS_EINVAL, "plan: malformed solver input");
-  memset(out, 0, sizeof *out);
+  /* Only what nd devices use: all POAS_MAX_DEVICES entries, models
+   * included, are 104 KB (see adapt/gemm.c, poas__gemm_source_create). */
+  memset(out, 0, offsetof(poas__opt_result, dev));
+  memset(out->dev, 0, (size_t)nd * sizeof out->dev[0]);
+  memset(out->model, 0, (size_t)nd * sizeof out->model[0]);
   out->ndev = nd;
   screen sc;
   int too_big = screen_devices(d, nd, p, out, &sc);
