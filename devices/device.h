@@ -184,6 +184,11 @@ struct poas__device {
    * VM let its two vCPUs meet slowly); the context sets it from the
    * profile. */
   int max_threads;
+  /* 1: its GEMM binds the calling thread to the device's cores (the cpu
+   * device on fewer cores than the process may use), so a caller that
+   * runs it on its own thread gets its binding back after (schedule/
+   * run.c). 0: it leaves the caller's binding alone. */
+  int binds_caller;
   uint8_t threads_by_side[2][2][POAS__FEW_SIDE + 1];
   /* The same while the host is in the slow hand-off state (handoff_slow),
    * in which calls of few rows on two threads of the CI VM took 1.2-2.6x

@@ -874,11 +874,12 @@ static int run_inline(const poas__devset *set, poas__work_source *src,
     poas__clear_detail();
     return 0;
   }
-  /* The CPU device binds the thread that calls BLAS to its cores: that is
-   * the caller's thread here, which gets its own binding back. */
+  /* The CPU device on fewer cores than the process has binds the thread
+   * that calls BLAS to them: that is the caller's thread here, which gets
+   * its own binding back. */
   cpu_set_t mask;
   int have_mask =
-      d->info.host_memory && pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) == 0;
+      d->binds_caller && pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) == 0;
   uint64_t bytes[2] = {0, 0};
   int wrote = 0;
   double t0 = poas__now();

@@ -161,7 +161,35 @@ TEST(few_row_and_column_calls_run_on_the_threads_the_table_gives) {
   return 0;
 }
 
+/* The cpu device binds the caller's thread to its cores only where that
+ * changes something: on every core this thread may use it binds nothing
+ * (a binding is a system call, and the four a call made were a third of a
+ * 16^3 sgemm's cost), on one core of several it does, and unpinned never. */
+TEST(cpu_binds_the_caller_only_on_fewer_cores) {
+  cpu_set_t mine;
+  CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (CPU_COUNT(&mine) != ncpu)
+    SKIP("this thread may not use every CPU");
+  static const struct {
+    const char *sel;
+    int binds; /* -1: only with two CPUs or more */
+  } cases[] = {{"cpu", 0}, {"cpu:pin=0", 0}, {"cpu:threads=1:pin=0", 0}, {"cpu:threads=1", -1}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    poas__devset set;
+    char err[256];
+    CHECK_MSG(poas__devset_open(cases[i].sel, &set, err, sizeof err) == 0, "%s: %s", cases[i].sel,
+              err);
+    int want = cases[i].binds >= 0 ? cases[i].binds : ncpu > 1;
+    CHECK_MSG(set.dev[0]->binds_caller == want, "%s: binds_caller %d", cases[i].sel,
+              set.dev[0]->binds_caller);
+    poas__devset_close(&set);
+  }
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cpu_unpinned),
           TEST_ENTRY(caller_keeps_its_cpu_binding),
+          TEST_ENTRY(cpu_binds_the_caller_only_on_fewer_cores),
           TEST_ENTRY(cpu_takes_over_when_the_plans_only_device_fails),
           TEST_ENTRY(few_row_and_column_calls_run_on_the_threads_the_table_gives))

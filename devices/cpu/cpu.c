@@ -39,7 +39,19 @@ typedef struct cpu_state {
   cpu_set_t mask;        /* the same, for OpenBLAS's workers */
   int threads;
   int pin;
+  /* With pin: the device's cores are not all the opening thread may run
+   * on, so binding changes where threads run. A device on all of them
+   * binds nothing (and leaves a caller's own binding alone): each binding
+   * is a system call (1-2 us on the CI VM), and the four a call made were
+   * a third of a 16^3 sgemm's cost through POAS. */
+  int narrow;
 } cpu_state;
+
+/* 1 while OpenBLAS's workers are bound to fewer cores than the process
+ * may use (a narrow device bound them): a device on all cores binds them
+ * back before its next call on several threads. Process-wide, as the
+ * workers are. */
+static atomic_int workers_narrow;
 
 static int cpu_count(void) { return 1; }
 
@@ -101,6 +113,13 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
       CPU_SET(pu, &s->mask);
   }
   hwloc_bitmap_foreach_end();
+  /* Binding is needed unless the device's cores are exactly what the
+   * opening thread may run on (the cpu device on every core, the usual
+   * case). */
+  cpu_set_t may_use;
+  s->narrow = s->pin && (sched_getaffinity(0, sizeof may_use, &may_use) != 0 ||
+                         !CPU_EQUAL(&may_use, &s->mask));
+  s->dev.binds_caller = s->narrow;
   fill_name(s);
   poas_device_info *info = &s->dev.info;
   hwloc_obj_t root = hwloc_get_root_obj(s->topo);
@@ -167,10 +186,18 @@ static void bind_threads(cpu_state *s, int threads) {
   openblas_set_num_threads(threads);
   if (!s->pin)
     return;
-  /* The caller and every OpenBLAS worker go to the device's cores as a
-   * set, and the OS places them within it (see the top of the file). */
-  hwloc_set_cpubind(s->topo, s->cpuset, HWLOC_CPUBIND_THREAD);
-  for (int i = 0; i < s->threads - 1; i++)
+  /* The caller and the OpenBLAS workers the call uses go to the device's
+   * cores as a set, and the OS places them within it (see the top of the
+   * file). On all the process's cores that changes nothing, unless a
+   * narrow device bound the workers before. */
+  if (s->narrow) {
+    hwloc_set_cpubind(s->topo, s->cpuset, HWLOC_CPUBIND_THREAD);
+    if (threads > 1)
+      atomic_store(&workers_narrow, 1);
+  } else if (threads < 2 || !atomic_exchange(&workers_narrow, 0)) {
+    return;
+  }
+  for (int i = 0; i < threads - 1; i++)
     openblas_setaffinity(i, sizeof s->mask, &s->mask);
 }
 
