@@ -190,14 +190,19 @@ static void bind_threads(cpu_state *s, int threads) {
    * cores as a set, and the OS places them within it (see the top of the
    * file). On all the process's cores that changes nothing, unless a
    * narrow device bound the workers before. */
+  int workers;
   if (s->narrow) {
     hwloc_set_cpubind(s->topo, s->cpuset, HWLOC_CPUBIND_THREAD);
-    if (threads > 1)
-      atomic_store(&workers_narrow, 1);
-  } else if (threads < 2 || !atomic_exchange(&workers_narrow, 0)) {
-    return;
+    if (threads < 2)
+      return; /* no worker takes part */
+    atomic_store(&workers_narrow, 1);
+    workers = threads - 1;
+  } else {
+    if (threads < 2 || !atomic_exchange(&workers_narrow, 0))
+      return;
+    workers = s->threads - 1; /* all of them back, whatever this call uses */
   }
-  for (int i = 0; i < threads - 1; i++)
+  for (int i = 0; i < workers; i++)
     openblas_setaffinity(i, sizeof s->mask, &s->mask);
 }
 
