@@ -4,7 +4,9 @@
  * are always complete. With pin=1 (the default) the calling thread and
  * OpenBLAS's threads are bound with hwloc to the first `threads` cores, so
  * that a device placed on the remaining cores (PoCL's, say) does not fight
- * over them, and small calls do not pay for threads woken on a far core.
+ * over them, and small calls do not pay for threads woken on a far core;
+ * where those cores are all the process may use, binding would change
+ * nothing and is left out (cpu_state.narrow).
  * They are bound to those cores as a set, not one thread to each core:
  * with each worker on a core of its own and the caller free among them,
  * the caller sometimes ran on a worker's core once calls alternated
