@@ -3,12 +3,14 @@
  * and cudaMemcpy of C back, all inside the timed call, as the simplest
  * correct cuBLAS program does. The default math mode is kept, so sgemm runs
  * in full single precision. Device buffers are kept between runs and only
- * grown. The row-major product is the column-major C^T = B^T A^T. */
+ * grown. The row-major product is the column-major C^T = B^T A^T. cuBLAS
+ * is loaded only where there is a GPU, as the library loads it
+ * (devices/cuda/cublas_api.h, compiled into poas-bench too). */
 #include "config.h"
 
 #include "bench/bench.h"
+#include "devices/cuda/cublas_api.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,11 @@ static int cublas_open(void **state, char *desc, size_t cap) {
     snprintf(desc, cap, "no CUDA GPU");
     return BENCH_UNSUPPORTED;
   }
+  char why[400];
+  if (poas__cublas_load(why, sizeof why)) {
+    snprintf(desc, cap, "%s", why);
+    return BENCH_FAILED;
+  }
   cublas_state *s = calloc(1, sizeof *s);
   if (!s) {
     snprintf(desc, cap, "out of memory");
@@ -32,7 +39,7 @@ static int cublas_open(void **state, char *desc, size_t cap) {
   }
   struct cudaDeviceProp prop;
   if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
-      cublasCreate(&s->handle) != CUBLAS_STATUS_SUCCESS) {
+      poas__cublas.cublasCreate(&s->handle) != CUBLAS_STATUS_SUCCESS) {
     snprintf(desc, cap, "CUDA or cuBLAS initialisation failed");
     free(s);
     return BENCH_FAILED;
@@ -58,12 +65,12 @@ static cublasStatus_t multiply(cublas_state *s, const bench_problem *p) {
   int m = (int)p->m, n = (int)p->n, k = (int)p->k;
   if (p->dtype == POAS_FLOAT64) {
     const double one = 1.0, zero = 0.0;
-    return cublasDgemm(s->handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, s->buf[1], n,
-                       s->buf[0], k, &zero, s->buf[2], n);
+    return poas__cublas.cublasDgemm(s->handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, s->buf[1],
+                                    n, s->buf[0], k, &zero, s->buf[2], n);
   }
   const float one = 1.0f, zero = 0.0f;
-  return cublasSgemm(s->handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, s->buf[1], n, s->buf[0],
-                     k, &zero, s->buf[2], n);
+  return poas__cublas.cublasSgemm(s->handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, s->buf[1], n,
+                                  s->buf[0], k, &zero, s->buf[2], n);
 }
 
 static int cublas_gemm(void *state, const bench_problem *p, char *why, size_t cap) {
@@ -101,7 +108,7 @@ static void cublas_close(void *state) {
   for (int i = 2; i >= 0; i--)
     if (s->buf[i])
       cudaFree(s->buf[i]);
-  cublasDestroy(s->handle);
+  poas__cublas.cublasDestroy(s->handle);
   free(s);
 }
 
