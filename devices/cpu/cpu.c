@@ -6,7 +6,7 @@
  * that a device placed on the remaining cores (PoCL's, say) does not fight
  * over them, and small calls do not pay for threads woken on a far core;
  * where those cores are all the process may use, binding would change
- * nothing and is left out (cpu_state.narrow).
+ * nothing and is left out (poas__device.binds_caller).
  * They are bound to those cores as a set, not one thread to each core:
  * with each worker on a core of its own and the caller free among them,
  * the caller sometimes ran on a worker's core once calls alternated
@@ -41,12 +41,6 @@ typedef struct cpu_state {
   cpu_set_t mask;        /* the same, for OpenBLAS's workers */
   int threads;
   int pin;
-  /* With pin: the device's cores are not all the opening thread may run
-   * on, so binding changes where threads run. A device on all of them
-   * binds nothing (and leaves a caller's own binding alone): each binding
-   * is a system call (1-2 us on the CI VM), and the four a call made were
-   * a third of a 16^3 sgemm's cost through POAS. */
-  int narrow;
 } cpu_state;
 
 /* 1 while OpenBLAS's workers are bound to fewer cores than the process
@@ -115,13 +109,15 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
       CPU_SET(pu, &s->mask);
   }
   hwloc_bitmap_foreach_end();
-  /* Binding is needed unless the device's cores are exactly what the
-   * opening thread may run on (the cpu device on every core, the usual
-   * case). */
+  /* With pin, binding is needed unless the device's cores are exactly
+   * what the opening thread may run on (the cpu device on every core, the
+   * usual case): a device on all of them binds nothing and leaves a
+   * caller's own binding alone. Each binding is a system call (1-2 us on
+   * the CI VM), and the four a call made were a third of a 16^3 sgemm's
+   * cost through POAS. */
   cpu_set_t may_use;
-  s->narrow = s->pin && (sched_getaffinity(0, sizeof may_use, &may_use) != 0 ||
-                         !CPU_EQUAL(&may_use, &s->mask));
-  s->dev.binds_caller = s->narrow;
+  s->dev.binds_caller = s->pin && (sched_getaffinity(0, sizeof may_use, &may_use) != 0 ||
+                                   !CPU_EQUAL(&may_use, &s->mask));
   fill_name(s);
   poas_device_info *info = &s->dev.info;
   hwloc_obj_t root = hwloc_get_root_obj(s->topo);
@@ -193,7 +189,7 @@ static void bind_threads(cpu_state *s, int threads) {
    * file). On all the process's cores that changes nothing, unless a
    * narrow device bound the workers before. */
   int workers;
-  if (s->narrow) {
+  if (s->dev.binds_caller) { /* on fewer cores than the process may use */
     hwloc_set_cpubind(s->topo, s->cpuset, HWLOC_CPUBIND_THREAD);
     if (threads < 2)
       return; /* no worker takes part */
