@@ -228,6 +228,12 @@ extern const poas__backend poas__backend_cuda;
 extern const poas__backend poas__backend_opencl;
 extern const poas__backend poas__backend_sim;
 
+/* The largest size or leading dimension the cpu device hands OpenBLAS in
+ * one call (its blasint's: INT_MAX in Debian's 32-bit-index build); a
+ * call past it runs as blocks within it. Tests lower it to run that path
+ * on small matrices. */
+extern int64_t poas__cpu_blas_int_max;
+
 /* The backend for a kind name, or NULL. */
 const poas__backend *poas__backend_find(const char *kind_name);
 

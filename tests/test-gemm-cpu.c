@@ -7,9 +7,10 @@
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 TEST(cpu_all_threads) { return gemm_cases_run("cpu", 1); }
@@ -188,8 +189,63 @@ TEST(cpu_binds_the_caller_only_on_fewer_cores) {
   return 0;
 }
 
+/* OpenBLAS takes sizes and leading dimensions as 32-bit ints here: the
+ * cpu device runs a call past them as blocks within them. With the limit
+ * lowered to 7, every case of more than 7 rows, columns or depth, or of
+ * a leading dimension over 7, runs that way, compact copies included. */
+TEST(calls_past_the_blas_int_run_as_blocks) {
+  int64_t saved = poas__cpu_blas_int_max;
+  poas__cpu_blas_int_max = 7;
+  int rc = gemm_cases_run("cpu", 0);
+  poas__cpu_blas_int_max = saved;
+  return rc;
+}
+
+/* The same at the real limit: 2 x 2 operands whose columns lie 2^32 + 2
+ * elements apart (a sparse mapping: only the pages touched are memory),
+ * which OpenBLAS alone takes as 2 apart, computing on the wrong elements. */
+TEST(leading_dimensions_past_32_bits) {
+  const int64_t ld = ((int64_t)1 << 32) + 2;
+  size_t bytes = (size_t)(ld + 2) * sizeof(float);
+  float *a =
+      mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  float *c = a == MAP_FAILED ? MAP_FAILED
+                             : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (c == MAP_FAILED) {
+    if (a != MAP_FAILED)
+      munmap(a, bytes);
+    SKIP("no sparse mapping of %zu bytes here", bytes);
+  }
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  const float b[4] = {5, 6, 7, 8}; /* column-major, ld 2 */
+  a[0] = 1, a[1] = 2, a[ld] = 3, a[ld + 1] = 4;
+  for (int t = 0; t < 2; t++) {
+    poas_op ta = t ? POAS_TRANS : POAS_NO_TRANS;
+    c[0] = c[1] = c[ld] = c[ld + 1] = NAN;
+    c[2] = c[ld - 1] = -1; /* what the leading dimension skips: left alone */
+    CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, ta, POAS_NO_TRANS, 2, 2, 2, 1, a, ld, b, 2, 0, c, ld));
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++) {
+        float want = 0;
+        for (int l = 0; l < 2; l++)
+          want += (t ? a[l + i * ld] : a[i + l * ld]) * b[l + 2 * j];
+        CHECK_MSG(c[i + j * ld] == want, "op(A) %c: c(%d,%d) = %g, expected %g", t ? 'T' : 'N', i,
+                  j, c[i + j * ld], want);
+      }
+    CHECK(c[2] == -1 && c[ld - 1] == -1);
+  }
+  poas_finalize(ctx);
+  munmap(a, bytes);
+  munmap(c, bytes);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cpu_unpinned),
           TEST_ENTRY(caller_keeps_its_cpu_binding),
           TEST_ENTRY(cpu_binds_the_caller_only_on_fewer_cores),
           TEST_ENTRY(cpu_takes_over_when_the_plans_only_device_fails),
-          TEST_ENTRY(few_row_and_column_calls_run_on_the_threads_the_table_gives))
+          TEST_ENTRY(few_row_and_column_calls_run_on_the_threads_the_table_gives),
+          TEST_ENTRY(calls_past_the_blas_int_run_as_blocks),
+          TEST_ENTRY(leading_dimensions_past_32_bits))

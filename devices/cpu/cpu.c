@@ -28,6 +28,7 @@
  * _GNU_SOURCE, openblas_setaffinity. */
 #include <cblas.h>
 #include <hwloc.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +205,101 @@ static void bind_threads(cpu_state *s, int threads) {
     openblas_setaffinity(i, sizeof s->mask, &s->mask);
 }
 
+/* One OpenBLAS call: every size and leading dimension fits blasint. */
+static void blas_gemm(const poas__gemm_call *g) {
+  enum CBLAS_TRANSPOSE ta = g->transa == POAS_TRANS ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE tb = g->transb == POAS_TRANS ? CblasTrans : CblasNoTrans;
+  if (g->dtype == POAS_FLOAT32) {
+    cblas_sgemm(CblasColMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k, (float)g->alpha,
+                (const float *)((const char *)g->a.mem.ptr + g->a.off), (blasint)g->a.ld,
+                (const float *)((const char *)g->b.mem.ptr + g->b.off), (blasint)g->b.ld,
+                (float)g->beta, (float *)((char *)g->c.mem.ptr + g->c.off), (blasint)g->c.ld);
+  } else {
+    cblas_dgemm(CblasColMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k, g->alpha,
+                (const double *)((const char *)g->a.mem.ptr + g->a.off), (blasint)g->a.ld,
+                (const double *)((const char *)g->b.mem.ptr + g->b.off), (blasint)g->b.ld, g->beta,
+                (double *)((char *)g->c.mem.ptr + g->c.off), (blasint)g->c.ld);
+  }
+}
+
+int64_t poas__cpu_blas_int_max = sizeof(blasint) >= 8 ? INT64_MAX : INT_MAX;
+
+/* The side of the blocks a call past blasint runs as: small enough that a
+ * block's compact copy of an operand stays a few MiB, large enough that
+ * OpenBLAS runs each at its full rate. */
+#define BLOCK_SIDE 2048
+
+static int fits_blas(const poas__gemm_call *g, int64_t max) {
+  return g->m <= max && g->n <= max && g->k <= max && g->a.ld <= max && g->b.ld <= max &&
+         g->c.ld <= max;
+}
+
+/* The rows x cols block of `op` at (row, col), as an operand of its own:
+ * the same memory where its ld fits blasint, else a compact copy in buf
+ * (rows x cols elements; ld = rows) when copy_in, or only its place. */
+static poas__operand block_of(poas__operand op, size_t es, int64_t row, int64_t col, int64_t rows,
+                              int64_t cols, int64_t max, char *buf, int copy_in) {
+  poas__operand b = op;
+  b.off += ((size_t)row + (size_t)col * (size_t)op.ld) * es;
+  if (op.ld <= max)
+    return b;
+  const char *src = (const char *)op.mem.ptr + b.off;
+  if (copy_in)
+    copy2d(buf, (size_t)rows * es, src, (size_t)op.ld * es, (size_t)rows * es, (size_t)cols);
+  b.mem.ptr = buf, b.off = 0, b.ld = POAS__MAX(rows, 1);
+  return b;
+}
+
+/* A call whose sizes or leading dimensions do not fit blasint (32 bits in
+ * Debian's libopenblas; OpenBLAS would refuse such an argument, or worse,
+ * take it cut to 32 bits and compute on the wrong elements): runs as
+ * blocks of at most `side` rows, columns and depth, C's blocks summing
+ * its depth's with beta 1 after the first, and an operand whose ld does
+ * not fit copied, block by block, to a compact buffer (C's back). */
+static int gemm_blocked(const poas__gemm_call *g, int64_t max) {
+  int64_t side = POAS__MIN(max, BLOCK_SIDE);
+  size_t es = poas__dtype_size(g->dtype), cap = (size_t)side * (size_t)side * es;
+  char *buf[3] = {NULL, NULL, NULL};
+  const int64_t ld[3] = {g->a.ld, g->b.ld, g->c.ld};
+  for (int i = 0; i < 3; i++)
+    if (ld[i] > max && !(buf[i] = malloc(cap))) {
+      for (int j = 0; j < i; j++)
+        free(buf[j]);
+      return poas__fail(POAS_ENOMEM,
+                        "cpu: no memory for a %zu-byte block of an operand whose "
+                        "leading dimension %lld is past the BLAS's %lld",
+                        cap, (long long)ld[i], (long long)max);
+    }
+  int ta = g->transa == POAS_TRANS, tb = g->transb == POAS_TRANS;
+  for (int64_t i0 = 0; i0 < g->m; i0 += side) {
+    int64_t mb = POAS__MIN(side, g->m - i0);
+    for (int64_t j0 = 0; j0 < g->n; j0 += side) {
+      int64_t nb = POAS__MIN(side, g->n - j0);
+      poas__gemm_call c = *g;
+      c.m = mb, c.n = nb;
+      /* C's block is read only where beta asks for it, as BLAS does. */
+      c.c = block_of(g->c, es, i0, j0, mb, nb, max, buf[2], g->beta != 0);
+      int64_t l0 = 0;
+      do { /* once at least: k = 0 still scales C by beta */
+        c.k = POAS__MIN(side, g->k - l0);
+        c.a = ta ? block_of(g->a, es, l0, i0, c.k, mb, max, buf[0], 1)
+                 : block_of(g->a, es, i0, l0, mb, c.k, max, buf[0], 1);
+        c.b = tb ? block_of(g->b, es, j0, l0, nb, c.k, max, buf[1], 1)
+                 : block_of(g->b, es, l0, j0, c.k, nb, max, buf[1], 1);
+        c.beta = l0 == 0 ? g->beta : 1;
+        blas_gemm(&c);
+        l0 += c.k;
+      } while (l0 < g->k);
+      if (buf[2]) /* C's compact block back to where it belongs */
+        copy2d((char *)g->c.mem.ptr + g->c.off + ((size_t)i0 + (size_t)j0 * (size_t)g->c.ld) * es,
+               (size_t)g->c.ld * es, buf[2], (size_t)mb * es, (size_t)mb * es, (size_t)nb);
+    }
+  }
+  for (int i = 0; i < 3; i++)
+    free(buf[i]);
+  return 0;
+}
+
 static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   (void)lane;
   cpu_state *s = dev->priv;
@@ -219,20 +315,10 @@ static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   if (few > 0)
     threads = POAS__MIN(threads, few);
   bind_threads(s, threads);
-  enum CBLAS_TRANSPOSE ta = g->transa == POAS_TRANS ? CblasTrans : CblasNoTrans;
-  enum CBLAS_TRANSPOSE tb = g->transb == POAS_TRANS ? CblasTrans : CblasNoTrans;
-  if (g->dtype == POAS_FLOAT32) {
-    cblas_sgemm(CblasColMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k,
-                (float)g->alpha, (const float *)((const char *)g->a.mem.ptr + g->a.off),
-                (blasint)g->a.ld, (const float *)((const char *)g->b.mem.ptr + g->b.off),
-                (blasint)g->b.ld, (float)g->beta, (float *)((char *)g->c.mem.ptr + g->c.off),
-                (blasint)g->c.ld);
-  } else {
-    cblas_dgemm(CblasColMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k, g->alpha,
-                (const double *)((const char *)g->a.mem.ptr + g->a.off), (blasint)g->a.ld,
-                (const double *)((const char *)g->b.mem.ptr + g->b.off), (blasint)g->b.ld,
-                g->beta, (double *)((char *)g->c.mem.ptr + g->c.off), (blasint)g->c.ld);
-  }
+  int64_t max = poas__cpu_blas_int_max;
+  if (!fits_blas(g, max))
+    return gemm_blocked(g, max);
+  blas_gemm(g);
   return 0;
 }
 
@@ -242,6 +328,13 @@ static int cpu_transpose(poas__device *dev, int lane, const poas__transpose_call
   (void)dev, (void)lane;
   if (t->rows == 0 || t->cols == 0)
     return 0;
+  int64_t max = poas__cpu_blas_int_max;
+  if (t->rows > max || t->cols > max || t->src.ld > max || t->dst.ld > max)
+    return poas__fail(POAS_ENOTSUP,
+                      "cpu: a transpose of %lld x %lld (ld %lld and %lld) is past "
+                      "the BLAS's %lld",
+                      (long long)t->rows, (long long)t->cols, (long long)t->src.ld,
+                      (long long)t->dst.ld, (long long)max);
   if (t->dtype == POAS_FLOAT32)
     cblas_somatcopy(CblasColMajor, CblasTrans, (blasint)t->rows, (blasint)t->cols, 1.0f,
                     (const float *)((const char *)t->src.mem.ptr + t->src.off), (blasint)t->src.ld,
