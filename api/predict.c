@@ -19,7 +19,7 @@ int poas_default_profile_path(char *buf, size_t cap) {
   poas__clear_detail();
   if (!buf)
     return poas__fail(POAS_ENULL, "poas_default_profile_path: buf is NULL");
-  char tmp[1024];
+  char tmp[PATH_MAX];
   int rc = poas__profile_default_path(tmp, sizeof tmp);
   if (rc)
     return rc;
@@ -539,6 +539,8 @@ int poas_profile_get(const poas_context *ctx, poas_profile_info *out) {
   const poas__profile_status *st = &ctx->profile;
   memset(out, 0, sizeof *out);
   poas__strlcpy(out->path, st->path, sizeof out->path);
+  if (strlen(st->path) >= sizeof out->path) /* cut, and seen to be */
+    memcpy(out->path + sizeof out->path - 4, "...", 4);
   out->loaded = st->loaded;
   poas__strlcpy(out->created, st->created, sizeof out->created);
   out->age_s = st->loaded ? st->age_s : -1;

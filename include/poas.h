@@ -453,7 +453,9 @@ int poas_predict_transfer(const poas_context *ctx, int device, poas_direction di
 
 /* The profile behind a context's models. */
 typedef struct poas_profile_info {
-  char path[512];          /* the file looked for; "" with no_profile */
+  /* The file looked for; "" with no_profile. A longer path is cut to
+   * fit and ends in "..." (the context itself uses the whole path). */
+  char path[512];
   int loaded;              /* 1: read, and at least one device uses it */
   char created[32];        /* when it was written (ISO 8601 UTC), or "" */
   double age_s;            /* seconds since then; -1 when not loaded */

@@ -127,6 +127,9 @@ const poas__profile_device *poas__profile_find(const poas__profile *p, const cha
 int poas__profile_default_path(char *buf, size_t cap) {
   const char *env = getenv("POAS_PROFILE");
   if (env && *env) {
+    if (strlen(env) >= cap)
+      return poas__fail(POAS_EINVAL, "POAS_PROFILE is %zu bytes, past the %zu a path may have",
+                        strlen(env), cap - 1);
     poas__strlcpy(buf, env, cap);
     return 0;
   }

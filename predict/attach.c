@@ -173,6 +173,15 @@ int poas__predict_attach(const poas__devset *set, const char *profile_path, int 
     real += set->dev[i]->be != &poas__backend_sim;
   if (no_profile || !real)
     return 0;
+  if (profile_path && strlen(profile_path) >= sizeof status->path) {
+    /* Not cut short: a shorter name may be another file. */
+    snprintf(status->problem, sizeof status->problem,
+             "the profile path is %zu bytes, past the system's %zu", strlen(profile_path),
+             sizeof status->path - 1);
+    poas__strlcpy(status->path, profile_path, sizeof status->path);
+    suggest_calibration(status->problem);
+    return 0;
+  }
   if (profile_path)
     poas__strlcpy(status->path, profile_path, sizeof status->path);
   else if (poas__profile_default_path(status->path, sizeof status->path) != 0) {

@@ -9,10 +9,12 @@
 #include "models/model.h"
 #include "models/profile.h"
 
+#include <limits.h>
+
 /* What happened when models were attached to a context's devices. */
 typedef struct poas__profile_status {
   int loaded;              /* a profile was read and used */
-  char path[512];          /* the profile looked for (may not exist) */
+  char path[PATH_MAX];     /* the profile looked for (may not exist) */
   char problem[512];       /* why it was not used, in words; "" when used or absent */
   double age_s;            /* seconds since the profile was written */
   char created[32];        /* when it was written (ISO 8601), "" when not loaded */

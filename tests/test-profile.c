@@ -10,11 +10,14 @@
 #include "models/profile.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <limits.h>
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char *read_text(const char *path) {
@@ -509,8 +512,51 @@ TEST(default_path_follows_environment) {
   return 0;
 }
 
+/* A profile path longer than poas_profile_info's 512 bytes is loaded
+ * whole (it was once cut short, and a missing shorter name reported); one
+ * longer than the system allows is refused, not cut; so is a
+ * POAS_PROFILE too long for the caller's buffer. */
+TEST(long_profile_paths_are_used_whole) {
+  char path[1024];
+  poas__strlcpy(path, test_tmp_path("long"), sizeof path);
+  CHECK(mkdir(path, 0700) == 0 || errno == EEXIST);
+  for (int i = 0; i < 6; i++) { /* six folders of 100 bytes */
+    size_t len = strlen(path);
+    snprintf(path + len, sizeof path - len, "/%099d", i);
+    CHECK(mkdir(path, 0700) == 0 || errno == EEXIST);
+  }
+  size_t len = strlen(path);
+  snprintf(path + len, sizeof path - len, "/cpu.json");
+  CHECK(strlen(path) > 600);
+  CHECK_OK(write_cpu_profile(path, 3e10));
+  poas_context *ctx = open_with_profile("cpu", path);
+  CHECK(ctx);
+  poas_profile_info pi;
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK_MSG(pi.loaded && pi.problem[0] == '\0', "%s", pi.problem);
+  CHECK(strncmp(pi.path, path, sizeof pi.path - 4) == 0 &&
+        strcmp(pi.path + sizeof pi.path - 4, "...") == 0);
+  poas_finalize(ctx);
+
+  static char huge[PATH_MAX + 64];
+  memset(huge, 'a', sizeof huge - 1);
+  huge[0] = '/';
+  ctx = open_with_profile("cpu", huge);
+  CHECK(ctx);
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK_MSG(!pi.loaded && strstr(pi.problem, "past the system's"), "%s", pi.problem);
+  poas_finalize(ctx);
+
+  setenv("POAS_PROFILE", huge, 1);
+  static char buf[sizeof huge + 16];
+  CHECK_RC(poas_default_profile_path(buf, sizeof buf), POAS_EINVAL);
+  unsetenv("POAS_PROFILE");
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(round_trip_is_exact), TEST_ENTRY(bad_profiles_fail_with_file_and_problem),
           TEST_ENTRY(good_file_loads_and_missing_file_is_eio), TEST_ENTRY(matching_profile_is_used),
           TEST_ENTRY(a_profiles_thread_counts_reach_the_device),
           TEST_ENTRY(fingerprint_mismatch_names_the_device),
-          TEST_ENTRY(default_path_follows_environment))
+          TEST_ENTRY(default_path_follows_environment),
+          TEST_ENTRY(long_profile_paths_are_used_whole))
