@@ -53,6 +53,13 @@ int poas_buffer_register(poas_context *ctx, void *ptr, size_t bytes, poas_buffer
                       !ctx ? "ctx" : !ptr ? "ptr" : "out");
   if (bytes == 0)
     return poas__fail(POAS_EINVAL, "poas_buffer_register: empty buffer");
+  /* Ranges are compared by their ends: one past the address space would
+   * wrap to an empty range that conflicts with nothing. */
+  if (bytes > UINTPTR_MAX - (uintptr_t)ptr)
+    return poas__fail(POAS_EINVAL,
+                      "poas_buffer_register: %zu bytes from %p run past the end "
+                      "of the address space",
+                      bytes, ptr);
   poas_buffer *b = calloc(1, sizeof *b);
   if (!b || !(b->handle = poas__handle_new(b, POAS__HANDLE_BUFFER))) {
     free(b);

@@ -569,7 +569,8 @@ typedef struct poas_task poas_task;
 typedef enum poas_access { POAS_R = 1, POAS_W = 2, POAS_RW = 3 } poas_access;
 
 /* Registers [ptr, ptr + bytes) with the context. The handle is released by
- * poas_buffer_unregister() or poas_finalize(). */
+ * poas_buffer_unregister() or poas_finalize(). POAS_EINVAL for an empty
+ * range or one past the end of the address space. */
 int poas_buffer_register(poas_context *ctx, void *ptr, size_t bytes, poas_buffer **out);
 /* Waits for every outstanding task, then releases the handle. POAS_EINVAL
  * when the handle is already released (unregistered, or its context

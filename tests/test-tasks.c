@@ -128,6 +128,9 @@ TEST(tasks_argument_checks) {
   poas_task *t = (poas_task *)&x; /* must stay untouched on error */
   CHECK_RC(poas_buffer_register(ctx, NULL, 16, &b), POAS_ENULL);
   CHECK_RC(poas_buffer_register(ctx, x, 0, &b), POAS_EINVAL);
+  CHECK_RC(poas_buffer_register(ctx, x, SIZE_MAX, &b), POAS_EINVAL);      /* wraps */
+  CHECK_OK(poas_buffer_register(ctx, x, UINTPTR_MAX - (uintptr_t)x, &b)); /* to the end */
+  CHECK_OK(poas_buffer_unregister(b));
   CHECK_OK(poas_buffer_register(ctx, x, sizeof x, &b));
   CHECK_RC(poas_task_submit(ctx, NULL, &t), POAS_ENULL);
   poas_task_desc d = rw_task(b, 0, 0, NULL, NULL, POAS_R);
