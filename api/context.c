@@ -59,12 +59,19 @@ int poas_init(poas_context **out, const poas_options *opts) {
   poas_options_init(&defaults);
   if (!opts)
     opts = &defaults;
-  if (opts->log_level >= 0)
-    poas__log_set_level(opts->log_level);
+  /* Held before anything that may warn, so that init's own messages show. */
+  int log_level = opts->log_level;
+  if (log_level >= 0)
+    poas__log_hold(log_level);
 
   poas_context *ctx = calloc(1, sizeof *ctx);
-  if (!ctx)
-    return poas__fail(POAS_ENOMEM, "poas_init: no memory for a context");
+  if (!ctx) {
+    int rc = poas__fail(POAS_ENOMEM, "poas_init: no memory for a context");
+    if (log_level >= 0)
+      poas__log_release(log_level);
+    return rc;
+  }
+  ctx->log_level = log_level;
   poas__resident_init(ctx);
   pthread_mutex_init(&ctx->adapt_lock, NULL);
   pthread_mutex_init(&ctx->handoff_probe_lock, NULL);
@@ -106,6 +113,8 @@ fail_ctx:
   pthread_mutex_destroy(&ctx->adapt_lock);
   pthread_mutex_destroy(&ctx->handoff_probe_lock);
   free(ctx);
+  if (log_level >= 0)
+    poas__log_release(log_level);
   return rc;
 }
 
@@ -148,6 +157,8 @@ void poas_finalize(poas_context *ctx) {
   pthread_mutex_destroy(&ctx->adapt_lock);
   pthread_mutex_destroy(&ctx->handoff_probe_lock);
   free(ctx->trace_path);
+  if (ctx->log_level >= 0)
+    poas__log_release(ctx->log_level);
   free(ctx);
 }
 

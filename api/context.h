@@ -115,6 +115,7 @@ struct poas_context {
   poas__profile_status profile;
   poas__policy sched;      /* from options, POAS_SCHED, else guided */
   char *trace_path;        /* NULL: no trace */
+  int log_level;           /* the level its options hold (core/log.c); -1: none */
   int has_report;
   poas_report report;
   struct poas__tasks *tasks;  /* the task runtime, from the first task on */

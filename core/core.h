@@ -51,9 +51,12 @@ static inline int poas__few_threads(const uint8_t t[2][2][POAS__FEW_SIDE + 1], p
 
 enum { POAS__LOG_OFF = 0, POAS__LOG_WARN = 1, POAS__LOG_INFO = 2, POAS__LOG_DEBUG = 3 };
 
-/* The process-wide log level: set by poas_init() from its options, else
- * read once from POAS_LOG. Messages go to stderr prefixed "poas: ". */
-void poas__log_set_level(int level);
+/* The process-wide log level: the most verbose of POAS_LOG's (read once)
+ * and those held now. A context whose options set a level holds it from
+ * poas_init to poas_finalize (hold and release in pairs). Messages go to
+ * stderr prefixed "poas: ". */
+void poas__log_hold(int level);
+void poas__log_release(int level);
 int poas__log_level(void);
 void poas__log(int level, const char *fmt, ...) POAS__PRINTF(2, 3);
 #define poas__warn(...) poas__log(POAS__LOG_WARN, __VA_ARGS__)

@@ -7,23 +7,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int log_level = -1; /* -1: not read from the environment yet */
+/* The level is the process's, as stderr is: the most verbose of
+ * POAS_LOG's and those asked for by whoever holds one now (a context
+ * whose options set one, from poas_init to poas_finalize). */
+static int env_level = -1;            /* -1: not read from the environment yet */
+static int held[POAS__LOG_DEBUG + 1]; /* how many hold each level */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void poas__log_set_level(int level) {
+static int clamp_level(int level) { return POAS__MIN(POAS__MAX(level, 0), POAS__LOG_DEBUG); }
+
+void poas__log_hold(int level) {
   pthread_mutex_lock(&log_lock);
-  log_level = level < 0 ? 0 : level;
+  held[clamp_level(level)]++;
+  pthread_mutex_unlock(&log_lock);
+}
+
+void poas__log_release(int level) {
+  pthread_mutex_lock(&log_lock);
+  if (held[clamp_level(level)] > 0)
+    held[clamp_level(level)]--;
   pthread_mutex_unlock(&log_lock);
 }
 
 int poas__log_level(void) {
   pthread_mutex_lock(&log_lock);
-  if (log_level < 0) {
+  if (env_level < 0) {
     const char *env = getenv("POAS_LOG");
     int64_t v = 0;
-    log_level = (env && poas__parse_int64(env, 0, &v) == 0) ? (int)POAS__MIN(v, 3) : 0;
+    env_level = (env && poas__parse_int64(env, 0, &v) == 0) ? clamp_level((int)POAS__MIN(v, 3)) : 0;
   }
-  int level = log_level;
+  int level = env_level;
+  for (int l = level + 1; l <= POAS__LOG_DEBUG; l++)
+    if (held[l] > 0)
+      level = l;
   pthread_mutex_unlock(&log_lock);
   return level;
 }

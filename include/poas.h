@@ -123,7 +123,10 @@ typedef struct poas_options {
    * a warning (POAS_LOG), and the context writes no trace after it. */
   const char *trace;
   /* Log level, as POAS_LOG: 0 silent, 1 warnings, 2 info, 3 debug;
-   * -1 means take POAS_LOG (default silent). */
+   * -1 means take POAS_LOG (default silent). Messages go to stderr, which
+   * is the process's: while the context lives, every context's messages
+   * print at the most verbose of POAS_LOG's level and those of the live
+   * contexts that set one; poas_finalize gives its level up. */
   int log_level;
   /* Plan with the calibrated models only (also POAS_ADAPT=0). By default a
    * context learns from its runs how much slower or faster than its models

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 TEST(init_rejects_bad_selections_with_detail) {
   static const struct {
@@ -376,6 +377,67 @@ TEST(errors_leave_no_stale_detail) {
   return 0;
 }
 
+/* What a failing call prints to stderr: the text, in buf. */
+static void stderr_of_failing_call(poas_context *ctx, char *buf, size_t cap) {
+  FILE *log = tmpfile();
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(log), STDERR_FILENO);
+  float x = 0;
+  poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1, 1, 1, 1, &x, 0, &x, 1, 0, &x,
+             1); /* lda 0: refused, which warns where warnings print */
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(log);
+  size_t got = fread(buf, 1, cap - 1, log);
+  buf[got] = '\0';
+  fclose(log);
+}
+
+/* A context's log level prints messages while it lives, and gives its
+ * level up at poas_finalize (it once stayed, and a failed poas_init left
+ * it too): the library is silent again unless asked. */
+TEST(a_contexts_log_level_ends_with_it) {
+  const char *env = getenv("POAS_LOG");
+  if (env && *env && strcmp(env, "0") != 0)
+    SKIP("POAS_LOG is set: the library prints anyway");
+  char text[1024];
+  poas_context *quiet = test_open("cpu");
+  CHECK(quiet);
+  stderr_of_failing_call(quiet, text, sizeof text);
+  CHECK_MSG(text[0] == '\0', "printed '%s'", text);
+
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu";
+  o.no_profile = 1;
+  o.log_level = 1;
+  poas_context *loud = NULL;
+  CHECK_OK(poas_init(&loud, &o));
+  stderr_of_failing_call(loud, text, sizeof text);
+  CHECK_MSG(strstr(text, "poas: warning: ") && strstr(text, "lda"), "printed '%s'", text);
+  poas_finalize(loud);
+  stderr_of_failing_call(quiet, text, sizeof text);
+  CHECK_MSG(text[0] == '\0', "after finalize: printed '%s'", text);
+
+  o.devices = "nosuchkind"; /* init fails, and holds no level after */
+  fflush(stderr);
+  FILE *sink = tmpfile();
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(sink), STDERR_FILENO);
+  int rc = poas_init(&loud, &o);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  fclose(sink);
+  CHECK(rc == POAS_ESPEC);
+  stderr_of_failing_call(quiet, text, sizeof text);
+  CHECK_MSG(text[0] == '\0', "after a failed init: printed '%s'", text);
+  poas_finalize(quiet);
+  return 0;
+}
+
 /* poas_predict_gemm refuses the sizes the GEMM calls and poas_plan_gemm
  * refuse, with the same detail, where it once timed them (1.4e46 s). */
 TEST(predict_refuses_sizes_that_overflow) {
@@ -692,9 +754,10 @@ TEST(calibration_says_how_long_building_kernels_took) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail), TEST_ENTRY(device_queries),
-          TEST_ENTRY(simulated_split_runs_as_planned),
-          TEST_ENTRY(gemm_validation), TEST_ENTRY(row_major_errors_name_the_callers_arguments),
+TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail),
+          TEST_ENTRY(a_contexts_log_level_ends_with_it), TEST_ENTRY(device_queries),
+          TEST_ENTRY(simulated_split_runs_as_planned), TEST_ENTRY(gemm_validation),
+          TEST_ENTRY(row_major_errors_name_the_callers_arguments),
           TEST_ENTRY(gemm_takes_blocks_of_one_array),
           TEST_ENTRY(gemm_refuses_matrices_that_share_elements),
           TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(errors_leave_no_stale_detail),
