@@ -75,6 +75,7 @@ int poas_init(poas_context **out, const poas_options *opts) {
   poas__resident_init(ctx);
   pthread_mutex_init(&ctx->adapt_lock, NULL);
   pthread_mutex_init(&ctx->handoff_probe_lock, NULL);
+  pthread_mutex_init(&ctx->report_lock, NULL);
   const char *adapt = getenv("POAS_ADAPT");
   ctx->adapt_off = opts->no_adapt || (adapt && strcmp(adapt, "0") == 0);
   poas__adapt_reset(ctx);
@@ -112,6 +113,7 @@ fail_ctx:
   poas__resident_release_all(ctx);
   pthread_mutex_destroy(&ctx->adapt_lock);
   pthread_mutex_destroy(&ctx->handoff_probe_lock);
+  pthread_mutex_destroy(&ctx->report_lock);
   free(ctx);
   if (log_level >= 0)
     poas__log_release(log_level);
@@ -121,20 +123,20 @@ fail_ctx:
 void poas__adapt_reset(poas_context *ctx) {
   pthread_mutex_lock(&ctx->adapt_lock);
   for (int i = 0; i < POAS_MAX_DEVICES; i++) {
-    ctx->handoff_other[i] = 0;
+    ctx->taught.handoff_other[i] = 0;
     for (int dt = 0; dt < 2; dt++) {
-      ctx->handoff_runs[i][dt] = 0;
-      ctx->handoff_level[i][dt] = 1;
-      ctx->handoff_learned[i][dt] = (poas__learned){0};
+      ctx->taught.handoff_runs[i][dt] = 0;
+      ctx->taught.handoff_level[i][dt] = 1;
+      ctx->taught.handoff_learned[i][dt] = (poas__learned){0};
       for (int pair = 0; pair < 4; pair++) {
-        ctx->adapt_one[i][dt][pair] = 1;
-        ctx->learned_one[i][dt][pair] = (poas__learned){0};
+        ctx->taught.adapt_one[i][dt][pair] = 1;
+        ctx->taught.learned_one[i][dt][pair] = (poas__learned){0};
       }
-      ctx->adapt[i][dt] = 1;
-      ctx->learned[i][dt] = (poas__learned){0};
+      ctx->taught.adapt[i][dt] = 1;
+      ctx->taught.learned[i][dt] = (poas__learned){0};
       for (int c = 0; c < POAS__SHAPE_CLASSES; c++) {
-        ctx->adapt_shape[i][dt][c] = 0;
-        ctx->learned_shape[i][dt][c] = (poas__learned){0};
+        ctx->taught.adapt_shape[i][dt][c] = 0;
+        ctx->taught.learned_shape[i][dt][c] = (poas__learned){0};
       }
     }
   }
@@ -156,6 +158,7 @@ void poas_finalize(poas_context *ctx) {
   poas__devset_close(&ctx->devices);
   pthread_mutex_destroy(&ctx->adapt_lock);
   pthread_mutex_destroy(&ctx->handoff_probe_lock);
+  pthread_mutex_destroy(&ctx->report_lock);
   free(ctx->trace_path);
   if (ctx->log_level >= 0)
     poas__log_release(ctx->log_level);
@@ -184,8 +187,26 @@ int poas_last_report(const poas_context *ctx, poas_report *out) {
   poas__clear_detail();
   if (!ctx || !out)
     return poas__fail(POAS_ENULL, "poas_last_report: %s is NULL", ctx ? "out" : "ctx");
-  if (!ctx->has_report)
+  if (!poas__report_get(ctx, out)) /* which writes nothing then */
     return poas__fail(POAS_ESTATE, "poas_last_report: no GEMM has run on this context yet");
-  *out = ctx->report;
   return 0;
+}
+
+void poas__report_set(poas_context *ctx, const poas_report *r) {
+  pthread_mutex_lock(&ctx->report_lock);
+  ctx->has_report = r != NULL;
+  if (r)
+    ctx->report = *r;
+  pthread_mutex_unlock(&ctx->report_lock);
+}
+
+int poas__report_get(const poas_context *ctx, poas_report *out) {
+  /* The lock is the context's own state, not what the caller sees. */
+  pthread_mutex_t *lock = (pthread_mutex_t *)&ctx->report_lock;
+  pthread_mutex_lock(lock);
+  int has = ctx->has_report;
+  if (has)
+    *out = ctx->report;
+  pthread_mutex_unlock(lock);
+  return has;
 }

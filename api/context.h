@@ -109,25 +109,10 @@ enum { POAS__SHAPE_WHOLE = 0, POAS__SHAPE_ROWS = 1, POAS__SHAPE_COLS = 2, POAS__
 /* The class of a call whose C is m x n. */
 int poas__shape_class(int64_t m, int64_t n);
 
-struct poas_context {
-  poas__devset devices;
-  poas__device_model models[POAS_MAX_DEVICES]; /* models[i] for devices.dev[i] */
-  poas__profile_status profile;
-  poas__policy sched;      /* from options, POAS_SCHED, else guided */
-  char *trace_path;        /* NULL: no trace */
-  int log_level;           /* the level its options hold (core/log.c); -1: none */
-  int has_report;
-  poas_report report;
-  struct poas__tasks *tasks;  /* the task runtime, from the first task on */
-  poas_buffer *buffers;       /* registered buffers, released at finalize */
-  pthread_mutex_t resident_lock;
-  poas__resident resident[POAS__MAX_RESIDENT];
-  unsigned long resident_seq;
-  /* What runs taught (api/run.c, poas__adapt_*): how many times slower
-   * than its models each device ran, by dtype (1: as modelled), and the
-   * runs behind it. Plans scale the models by it. */
-  pthread_mutex_t adapt_lock;
-  int adapt_off;           /* POAS_ADAPT=0 */
+/* What runs taught (api/run.c, poas__adapt_*): how many times slower
+ * than its models each device ran, by dtype (1: as modelled), and the
+ * runs behind it. Plans scale the models by it. */
+typedef struct poas__taught {
   double adapt[POAS_MAX_DEVICES][2];
   poas__learned learned[POAS_MAX_DEVICES][2];
   /* The same by the class of the calls (POAS__SHAPE_*): a call of a
@@ -152,10 +137,32 @@ struct poas_context {
    * state moves to one thread (poas__moved_to_one) ran, by dtype and
    * transpose pair (poas__gemm_pair; 1: as modelled), learned from their
    * runs alone: the threads step times NN calls only, and on the CI VM
-   * 12-row sgemm took 0.5 ns per element of B as NN and 0.8-1.0 as NT.
-   * Under adapt_lock. */
+   * 12-row sgemm took 0.5 ns per element of B as NN and 0.8-1.0 as NT. */
   double adapt_one[POAS_MAX_DEVICES][2][4];
   poas__learned learned_one[POAS_MAX_DEVICES][2][4];
+} poas__taught;
+
+struct poas_context {
+  poas__devset devices;
+  poas__device_model models[POAS_MAX_DEVICES]; /* models[i] for devices.dev[i] */
+  poas__profile_status profile;
+  poas__policy sched; /* from options, POAS_SCHED, else guided */
+  char *trace_path;   /* NULL: no trace */
+  int log_level;      /* the level its options hold (core/log.c); -1: none */
+  /* The last GEMM's report: written by the thread that ran it (a task's
+   * worker, for an async GEMM) while the caller may read it. */
+  pthread_mutex_t report_lock;
+  int has_report;
+  poas_report report;
+  struct poas__tasks *tasks; /* the task runtime, from the first task on */
+  poas_buffer *buffers;      /* registered buffers, released at finalize */
+  pthread_mutex_t resident_lock;
+  poas__resident resident[POAS__MAX_RESIDENT];
+  unsigned long resident_seq;
+  /* What runs taught, and whether they teach (POAS_ADAPT=0: not). */
+  pthread_mutex_t adapt_lock;
+  int adapt_off;
+  poas__taught taught; /* under adapt_lock */
   /* One probe at a time (it spins on the device's cores), and when each
    * device was last probed; under handoff_probe_lock. */
   pthread_mutex_t handoff_probe_lock;
@@ -164,6 +171,11 @@ struct poas_context {
    * threads, not the host. */
   atomic_int runs_active;
 };
+
+/* The context's last report: sets it (r NULL: none), or copies it to
+ * *out and returns whether there is one. */
+void poas__report_set(poas_context *ctx, const poas_report *r);
+int poas__report_get(const poas_context *ctx, poas_report *out);
 
 /* Forgets what runs taught (the models changed: calibration). */
 void poas__adapt_reset(poas_context *ctx);

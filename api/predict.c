@@ -282,15 +282,20 @@ static void merge_profile(const poas_context *ctx, const int sel[],
 
 static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_model *fresh,
                               int dtype_mask) {
+  /* The context's models and report come back as they were; the
+   * operands are this call's own (contexts may calibrate at once). */
   poas__device_model *saved = malloc(sizeof ctx->models);
-  if (!saved)
+  poas_report *saved_report = malloc(sizeof *saved_report), *run = malloc(sizeof *run);
+  double *ops = malloc(3 * sizeof(double) * DISPATCH_N * DISPATCH_N);
+  if (!saved || !saved_report || !run || !ops) {
+    free(saved), free(saved_report), free(run), free(ops);
     return POAS_ENOMEM;
+  }
   memcpy(saved, ctx->models, sizeof ctx->models);
-  poas_report saved_report = ctx->report;
-  int saved_has = ctx->has_report, rc = 0;
+  int saved_has = poas__report_get(ctx, saved_report), rc = 0;
   /* In a dtype that was calibrated, so that the model's part is right. */
   poas_dtype dtype = dtype_mask & 1 ? POAS_FLOAT32 : POAS_FLOAT64;
-  static double a[DISPATCH_N * DISPATCH_N], b[DISPATCH_N * DISPATCH_N], c[DISPATCH_N * DISPATCH_N];
+  double *a = ops, *b = a + DISPATCH_N * DISPATCH_N, *c = b + DISPATCH_N * DISPATCH_N;
   for (int i = 0; i < DISPATCH_N * DISPATCH_N; i++) {
     double v = 1.0 / (double)(1 + i % 7);
     if (dtype == POAS_FLOAT32)
@@ -318,8 +323,8 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
         double t0 = poas__now();
         rc = poas__gemm_run(ctx, &p);
         double t = poas__now() - t0;
-        if (!rc && r >= 0)
-          extra[engine][r] = t - ctx->report.predicted_s;
+        if (!rc && r >= 0 && poas__report_get(ctx, run))
+          extra[engine][r] = t - run->predicted_s;
       }
     for (int engine = 0; !rc && engine < 2; engine++) {
       double d = poas__median(extra[engine], DISPATCH_RUNS);
@@ -332,8 +337,10 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
   }
   memcpy(ctx->models, saved, sizeof ctx->models);
   free(saved);
-  ctx->report = saved_report;
-  ctx->has_report = saved_has;
+  poas__report_set(ctx, saved_has ? saved_report : NULL);
+  free(saved_report);
+  free(run);
+  free(ops);
   return rc;
 }
 
@@ -401,9 +408,11 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     nsel += sel[i];
   poas__device_model *fresh = calloc(POAS_MAX_DEVICES, sizeof *fresh);
   poas__profile *merged = calloc(1, sizeof *merged);
-  if (!fresh || !merged) {
+  poas__taught *taught = malloc(sizeof *taught);
+  if (!fresh || !merged || !taught) {
     free(fresh);
     free(merged);
+    free(taught);
     free(keep);
     return POAS_ENOMEM;
   }
@@ -434,10 +443,18 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   }
   if (!rc)
     rc = calibrate_contention(ctx, sel, fresh);
-  /* The dispatch runs below are timed on the fresh models as they are. */
-  poas__adapt_reset(ctx);
-  if (!rc)
+  /* The dispatch runs below are timed on the fresh models as they are,
+   * with nothing taught; what runs taught comes back should the
+   * calibration fail from here on, as the models do. */
+  int untaught = 0;
+  if (!rc) {
+    pthread_mutex_lock(&ctx->adapt_lock);
+    *taught = ctx->taught;
+    pthread_mutex_unlock(&ctx->adapt_lock);
+    poas__adapt_reset(ctx);
+    untaught = 1;
     rc = calibrate_dispatch(ctx, sel, fresh, mask);
+  }
   poas_kept_device kept[POAS_MAX_DEVICES];
   int nkept = 0;
   if (!rc) {
@@ -488,6 +505,12 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     memcpy(out->kept, kept, (size_t)nkept * sizeof *kept);
     poas__strlcpy(out->replaced, replaced, sizeof out->replaced);
   }
+  if (rc && untaught) {
+    pthread_mutex_lock(&ctx->adapt_lock);
+    ctx->taught = *taught;
+    pthread_mutex_unlock(&ctx->adapt_lock);
+  }
+  free(taught);
   free(merged);
   free(keep);
   free(fresh);

@@ -94,8 +94,8 @@ static double handoff_shift_now(const poas_context *ctx, int i, poas_dtype dtype
   int fits_slow;
   if (!handoff_term(&ctx->models[i], dtype, &fits_slow))
     return 0;
-  return handoff_shift_in(fits_slow, fits_slow != ctx->handoff_other[i],
-                          ctx->handoff_level[i][dtype]);
+  return handoff_shift_in(fits_slow, fits_slow != ctx->taught.handoff_other[i],
+                          ctx->taught.handoff_level[i][dtype]);
 }
 
 /* The host's hand-off state now, from the device's cores. On the CI VM
@@ -134,10 +134,10 @@ static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
   if (slow < 0)
     return;
   pthread_mutex_lock(&ctx->adapt_lock);
-  if (ctx->handoff_other[i] != (slow != fits_slow))
+  if (ctx->taught.handoff_other[i] != (slow != fits_slow))
     poas__debug("%s: cache-line round trip %.0f ns: the %s hand-off state", d->info.id, ns,
                 slow ? "slow" : "quick");
-  ctx->handoff_other[i] = slow != fits_slow;
+  ctx->taught.handoff_other[i] = slow != fits_slow;
   atomic_store(&d->handoff_slow, slow);
   pthread_mutex_unlock(&ctx->adapt_lock);
 }
@@ -178,10 +178,10 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     handoff_probe(ctx, i, p->dtype);
   pthread_mutex_lock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
-    double own = ctx->adapt_shape[i][p->dtype][shape];
-    out->learned[i] = own > 0 ? own : ctx->adapt[i][p->dtype];
+    double own = ctx->taught.adapt_shape[i][p->dtype][shape];
+    out->learned[i] = own > 0 ? own : ctx->taught.adapt[i][p->dtype];
     shift[i] = handoff_shift_now(ctx, i, p->dtype);
-    one[i] = ctx->adapt_one[i][p->dtype][poas__gemm_pair(p->transa, p->transb)];
+    one[i] = ctx->taught.adapt_one[i][p->dtype][poas__gemm_pair(p->transa, p->transb)];
   }
   pthread_mutex_unlock(&ctx->adapt_lock);
   for (int i = 0; i < nd; i++) {
@@ -410,9 +410,9 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
   int tells = !d->failed && d->busy_s >= HANDOFF_MIN_S && sh->u0 == 0 &&
               sh->u1 == plan->res.total_units && sh->time.total_s > 0;
   if (dm && dm->handoff_slow_now && poas__moved_to_one(dm, p->dtype, p->m, p->n, &side)) {
-    poas__learned *l = &ctx->learned_one[i][p->dtype][pair];
+    poas__learned *l = &ctx->taught.learned_one[i][p->dtype][pair];
     if (tells && l->runs++ > 0) { /* the first pays one-time costs */
-      double *one = &ctx->adapt_one[i][p->dtype][pair];
+      double *one = &ctx->taught.adapt_one[i][p->dtype][pair];
       *one = learn_factor(l, plan->one_factor[i], d->busy_s, sh->time.total_s);
       poas__debug("%s: %sgemm on one thread (slow hand-offs) ran %.3g s; such calls now take "
                   "%.3f times their calibrated time",
@@ -422,13 +422,13 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
   }
   int fits_slow;
   if (!dm || !handoff_term(dm, p->dtype, &fits_slow) || !tells ||
-      ctx->handoff_runs[i][p->dtype]++ == 0)
+      ctx->taught.handoff_runs[i][p->dtype]++ == 0)
     return 0;
   /* The plan's time for its GEMM in either state: its model's time moves
    * by then - now. The term per element of B is the plan's (scaled by the
    * factor the plan took). */
-  int was_slow = fits_slow != ctx->handoff_other[i];
-  double level = ctx->handoff_level[i][p->dtype];
+  int was_slow = fits_slow != ctx->taught.handoff_other[i];
+  double level = ctx->taught.handoff_level[i][p->dtype];
   double now = poas__model_gemm_time(dm, p->dtype, p->transa, p->transb, p->m, p->n, p->k);
   double quick = poas__model_gemm_time_in(dm, handoff_shift_in(fits_slow, 0, level), 0,
                                           p->dtype, p->transa, p->transb, p->m, p->n, p->k);
@@ -440,7 +440,7 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
     return 0;
   int is_slow = fabs(log(d->busy_s / in_slow)) < fabs(log(d->busy_s / in_quick));
   if (is_slow != was_slow) {
-    ctx->handoff_other[i] = !ctx->handoff_other[i];
+    ctx->taught.handoff_other[i] = !ctx->taught.handoff_other[i];
     poas__debug("%s: ran %.3g s, nearer the %s hand-off state's %.3g s than the plan's %.3g s",
                 d->id, d->busy_s, is_slow ? "slow" : "quick", is_slow ? in_slow : in_quick,
                 planned);
@@ -452,11 +452,12 @@ static int handoff_from_run(poas_context *ctx, const poas__gemm_plan *plan, int 
   double unit = dm->handoff_extra[p->dtype == POAS_FLOAT64] * (double)p->n * (double)p->k;
   double implied = POAS__MIN(POAS__MAX((d->busy_s - in_quick) / unit, HANDOFF_LEVEL_MIN),
                              HANDOFF_LEVEL_MAX);
-  ctx->handoff_level[i][p->dtype] = poas__learn(&ctx->handoff_learned[i][p->dtype], implied);
+  ctx->taught.handoff_level[i][p->dtype] =
+      poas__learn(&ctx->taught.handoff_learned[i][p->dtype], implied);
   poas__debug("%s: %sgemm ran %.3g s, the slow hand-off state %.2f times as strong as "
               "calibrated; plans now take it %.2f times",
               d->id, poas__dtype_letter(p->dtype), d->busy_s, implied,
-              ctx->handoff_level[i][p->dtype]);
+              ctx->taught.handoff_level[i][p->dtype]);
   return 1;
 }
 
@@ -478,9 +479,10 @@ static void age_factor(poas_context *ctx, int i, poas_dtype dt, double *factor,
  * for the dtype and for the class age alike, since the runs that taught
  * one taught the other. Called with adapt_lock held. */
 static void sit_out(poas_context *ctx, int i, poas_dtype dt, int shape) {
-  age_factor(ctx, i, dt, &ctx->adapt_shape[i][dt][shape], &ctx->learned_shape[i][dt][shape], 0,
-             "calls of this shape");
-  age_factor(ctx, i, dt, &ctx->adapt[i][dt], &ctx->learned[i][dt], 1, "calls of any shape");
+  age_factor(ctx, i, dt, &ctx->taught.adapt_shape[i][dt][shape],
+             &ctx->taught.learned_shape[i][dt][shape], 0, "calls of this shape");
+  age_factor(ctx, i, dt, &ctx->taught.adapt[i][dt], &ctx->taught.learned[i][dt], 1,
+             "calls of any shape");
 }
 
 static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const poas_report *r) {
@@ -503,21 +505,21 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
     if (d->failed || !(d->busy_s >= ADAPT_MIN_S) || !(planned > 0) || !(done > 0) ||
         !(sh->time.total_s > 0))
       continue;
-    poas__learned *l = &ctx->learned[i][dt];
+    poas__learned *l = &ctx->taught.learned[i][dt];
     if (l->runs++ == 0)
       continue;
     /* The plan's time for the units it computed, at the plan's rate (its
      * models scaled by plan->learned[i], the factor of the call's class). */
     double planned_s = sh->time.total_s * done / planned;
-    ctx->adapt[i][dt] = learn_factor(l, plan->learned[i], d->busy_s, planned_s);
-    ctx->adapt_shape[i][dt][shape] =
-        learn_factor(&ctx->learned_shape[i][dt][shape], plan->learned[i], d->busy_s, planned_s);
+    ctx->taught.adapt[i][dt] = learn_factor(l, plan->learned[i], d->busy_s, planned_s);
+    ctx->taught.adapt_shape[i][dt][shape] = learn_factor(&ctx->taught.learned_shape[i][dt][shape],
+                                                         plan->learned[i], d->busy_s, planned_s);
     poas__debug("%s: %sgemm ran %.3fx its plan's rate; models now scaled by %.3f, %s by %.3f",
-                d->id, poas__dtype_letter(dt), d->busy_s / planned_s, ctx->adapt[i][dt],
+                d->id, poas__dtype_letter(dt), d->busy_s / planned_s, ctx->taught.adapt[i][dt],
                 shape == POAS__SHAPE_WHOLE  ? "whole calls"
                 : shape == POAS__SHAPE_ROWS ? "calls of few rows"
                                             : "calls of few columns",
-                ctx->adapt_shape[i][dt][shape]);
+                ctx->taught.adapt_shape[i][dt][shape]);
   }
   pthread_mutex_unlock(&ctx->adapt_lock);
 }
@@ -581,8 +583,7 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   r.k = p->k;
   r.gflops = r.measured_s > 0 ? 2.0 * (double)p->m * (double)p->n * (double)p->k / r.measured_s / 1e9
                               : 0;
-  ctx->report = r;
-  ctx->has_report = 1;
+  poas__report_set(ctx, &r);
   if (!r.faults)
     adapt_from_run(ctx, plan, &r);
 done:
