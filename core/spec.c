@@ -44,12 +44,22 @@ static int parse_device_word(const char *word, poas__spec_entry *e) {
 static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap) {
   memset(e, 0, sizeof *e);
   poas__strlcpy(e->text, text, sizeof e->text);
-  char *save = NULL;
-  char *word = strtok_r(text, ":", &save);
-  if (!word || parse_device_word(word, e) != 0)
-    return fail(err, errcap, "unknown device '%s' (expected cpu, cuda, opencl or sim, "
-                             "optionally followed by an index)", word ? word : e->text);
-  for (char *kv = strtok_r(NULL, ":", &save); kv; kv = strtok_r(NULL, ":", &save)) {
+  /* Split by hand, not with strtok, so that an empty setting ("cpu:",
+   * "cpu::threads=1") is reported instead of skipped. */
+  char *rest = strchr(text, ':');
+  if (rest)
+    *rest++ = '\0';
+  if (parse_device_word(text, e) != 0)
+    return fail(err, errcap,
+                "unknown device '%s' (expected cpu, cuda, opencl or sim, "
+                "optionally followed by an index)",
+                text[0] ? text : e->text);
+  for (char *kv = rest; kv; kv = rest) {
+    if ((rest = strchr(kv, ':')) != NULL)
+      *rest++ = '\0';
+    if (!kv[0])
+      return fail(err, errcap, "empty setting in '%s' (expected key=value after each ':')",
+                  e->text);
     char *eq = strchr(kv, '=');
     if (!eq || eq == kv || eq[1] == '\0')
       return fail(err, errcap, "malformed setting '%s' (expected key=value)", kv);

@@ -63,8 +63,18 @@ static int open_one(poas__devset *set, const poas__backend *be, int index,
 static int open_entry(poas__devset *set, const poas__spec_entry *e, int *sim_next, char *err,
                       size_t errcap) {
   const poas__backend *be = poas__backend_find(e->kind);
-  if (be == &poas__backend_sim)
+  if (be == &poas__backend_sim) {
+    /* Each "sim" entry is a device of its own, numbered in order: "sim3"
+     * as the first would be sim0, and a name that says otherwise. */
+    if (e->index >= 0 && e->index != *sim_next) {
+      snprintf(err, errcap,
+               "device '%s': simulated devices are numbered in the order given, and "
+               "this one is sim%d",
+               e->text, *sim_next);
+      return POAS_ESPEC;
+    }
     return open_one(set, be, (*sim_next)++, e, 1, err, errcap);
+  }
   int n = be->count();
   if (e->index >= 0) {
     if (e->index >= n) {
@@ -78,12 +88,23 @@ static int open_entry(poas__devset *set, const poas__spec_entry *e, int *sim_nex
     }
     return open_one(set, be, e->index, e, 1, err, errcap);
   }
+  int fresh = 0;
   for (int i = 0; i < n; i++) {
     if (already_open(set, be, i))
       continue;
+    fresh++;
     int rc = open_one(set, be, i, e, 0, err, errcap);
     if (rc)
       return rc;
+  }
+  /* "cuda0:x=1,cuda" gives the other GPUs the defaults; where there are
+   * none, settings on the kind would be dropped without a word. */
+  if (n > 0 && fresh == 0 && e->nsettings > 0) {
+    snprintf(err, errcap,
+             "the settings of '%s' apply to no device: every %s device is named "
+             "before it",
+             e->text, be->kind_name);
+    return POAS_ESPEC;
   }
   return 0;
 }

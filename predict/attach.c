@@ -84,6 +84,9 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
     *hash = '\0';
     want = hash + 1;
   }
+  if (!file[0])
+    return poas__fail(POAS_ESPEC, "%s: profile=%s names no file (expected FILE or FILE#ID)",
+                      dev->info.id, spec);
   poas__profile *p = malloc(sizeof *p);
   if (!p)
     return POAS_ENOMEM;

@@ -24,6 +24,13 @@ TEST(init_rejects_bad_selections_with_detail) {
       {"cpu7", POAS_ENODEV, "cpu7"},
       {"sim:memory=-1", POAS_ESPEC, "-1"},
       {"sim:jitter=1", POAS_ESPEC, "jitter (a number in [0, 1))"},
+      {"cpu:", POAS_ESPEC, "empty setting in 'cpu:'"},
+      {"cpu::threads=1", POAS_ESPEC, "empty setting"},
+      {"cpu:threads=1:", POAS_ESPEC, "empty setting"},
+      {"sim3", POAS_ESPEC, "this one is sim0"},
+      {"sim,sim2", POAS_ESPEC, "this one is sim1"},
+      {"cpu0,cpu:threads=1", POAS_ESPEC, "the settings of 'cpu:threads=1' apply to no device"},
+      {"sim:profile=#cpu0", POAS_ESPEC, "names no file"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     poas_options o;
