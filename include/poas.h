@@ -481,9 +481,14 @@ int poas_default_profile_path(char *buf, size_t cap);
 /* -------------------------------------------------------- planning (optimize/)
  * A plan says how a GEMM would run, without running it: which devices take
  * part, which rows or columns of C each computes, in how many tiles, how
- * many bytes it moves and how long the models predict. The same profile and
- * problem always give the same plan; poas_sgemm / poas_dgemm run exactly
- * the plan poas_plan_gemm returns for their problem. */
+ * many bytes it moves and how long the models predict. The same profile,
+ * problem and learned factors give the same plan: a context that learns
+ * from its runs (POAS_ADAPT, the default) may plan a problem differently
+ * after a run, and with learning off the same profile and problem always
+ * give the same plan. poas_sgemm / poas_dgemm with beta != 0 run exactly
+ * the plan poas_plan_gemm returns for their problem just before; with
+ * beta = 0, C is not copied to the devices, and their plan leaves out
+ * that copy's time. */
 
 /* Which dimension of C (in the caller's layout) is cut between devices. */
 typedef enum poas_split { POAS_SPLIT_ROWS = 0, POAS_SPLIT_COLS = 1 } poas_split;
