@@ -272,6 +272,13 @@ static int parse_options(int argc, char **argv, options *o) {
 
 /* ------------------------------------------------------------- devices */
 
+/* The id that opens device d alone: its own, but sim0 for any simulated
+ * one, since sims are numbered in the order a selection gives them and the
+ * library refuses "sim1" as the first. */
+static const char *alone_id(const poas_device_info *d) {
+  return d->kind == POAS_DEVICE_SIM ? "sim0" : d->id;
+}
+
 /* The selection that opens device d[i] alone: its id with the settings of
  * the selection entry that opened it ("cpu:threads=1" gives
  * "cpu0:threads=1"). Entries open their devices in order, an id or a sim
@@ -283,7 +290,7 @@ static int parse_options(int argc, char **argv, options *o) {
 static void single_selections(const char *selection, const poas_device_info *d, int n,
                               char (*out)[512]) {
   for (int i = 0; i < n; i++)
-    snprintf(out[i], sizeof out[i], "%s", d[i].id);
+    snprintf(out[i], sizeof out[i], "%s", alone_id(&d[i]));
   if (!selection)
     return;
   char buf[4096];
@@ -304,7 +311,7 @@ static void single_selections(const char *selection, const poas_device_info *d, 
       const char *k = poas_device_kind_name(d[pos].kind);
       if (strlen(k) != kind || strncmp(k, e, kind) != 0)
         break;
-      snprintf(out[pos], sizeof out[pos], "%s%s", d[pos].id, settings ? settings : "");
+      snprintf(out[pos], sizeof out[pos], "%s%s", alone_id(&d[pos]), settings ? settings : "");
     }
   }
 }
