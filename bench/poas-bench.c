@@ -130,9 +130,11 @@ static void usage(FILE *f) {
           "poas-bench plot draws the same plot from CSV files that earlier runs wrote\n"
           "(several runs' rows join, series by series), for results recorded on a\n"
           "machine without gnuplot.\n\n"
-          "Exit status: 0, 1 when a run failed, a result exceeded its error bound or an\n"
-          "output could not be written, 2 on a usage error (a malformed --devices or\n"
-          "POAS_DEVICES among them).\n");
+          "The profile is POAS_PROFILE's, else the default path; one that POAS_PROFILE\n"
+          "names and that cannot be read (missing, not a profile) is an error.\n\n"
+          "Exit status: 0, 1 when a run failed, a result exceeded its error bound, an\n"
+          "output could not be written or the named profile cannot be read, 2 on a\n"
+          "usage error (a malformed --devices or POAS_DEVICES among them).\n");
 }
 
 /* ------------------------------------------------------------- options */
@@ -331,27 +333,20 @@ static int open_context(const char *selection, poas_context **ctx) {
   return rc;
 }
 
-/* Says on stderr when a real device plans with the built-in estimate
- * rather than a calibrated model: its predictions, shares and the
- * prediction-error column are then rough until runs have taught the
- * context better (a profile calibrated with other OpenBLAS kernels read
- * 2x slow for the CI machine's cpu:threads=1, and nothing said so). */
-static void note_estimates(poas_context *ctx) {
-  char ids[256];
-  tool_estimated_ids(ctx, ids, sizeof ids);
-  if (!ids[0])
-    return;
-  poas_profile_info *pi = malloc(sizeof *pi);
-  int known = pi && poas_profile_get(ctx, pi) == 0 && pi->problem[0];
-  fprintf(stderr,
-          "poas-bench: %s: no calibrated model%s%s%s; predictions and shares are rough until "
-          "runs correct them: run poas-calibrate\n",
-          ids, known ? " (" : "", known ? pi->problem : "", known ? ")" : "");
-  free(pi);
+/* Checks the profile behind the predictions as poas-plan does: one that
+ * POAS_PROFILE names and that cannot be read is an error, since running on
+ * built-in estimates would fill the prediction columns with numbers that
+ * look calibrated and are not. Otherwise it notes the real devices that
+ * plan with built-in estimates: their predictions, shares and prediction
+ * errors are rough until runs have taught the context better. */
+static int check_profile(const poas_context *ctx) {
+  const char *env = getenv("POAS_PROFILE");
+  return tool_profile_check("poas-bench", ctx, env && *env ? "POAS_PROFILE" : NULL);
 }
 
 /* Opens each device alone and, when there are several, all of them: 0,
- * or the POAS error code. */
+ * or the POAS error code (POAS_EPROFILE for a named profile that cannot be
+ * read). */
 static int open_sets(bench *b) {
   poas_context *all;
   int rc = open_context(b->o.devices, &all);
@@ -363,7 +358,10 @@ static int open_sets(bench *b) {
     poas_device_get(all, i, &b->devs[i]);
     has_sim |= b->devs[i].kind == POAS_DEVICE_SIM;
   }
-  note_estimates(all);
+  if (check_profile(all)) {
+    poas_finalize(all);
+    return POAS_EPROFILE;
+  }
   if (b->ndevs == 1) {
     b->sets[0] = (devset){"", all, BENCH_DEVICE, has_sim, !b->devs[0].host_memory};
     snprintf(b->sets[0].label, sizeof b->sets[0].label, "%s", b->devs[0].id);

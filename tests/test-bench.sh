@@ -13,6 +13,13 @@ accuracy=$(cd "$builddir" && pwd)/bench/accuracy
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is needed to parse the output"; exit 77; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
+# No profile at all: the default path, under an empty data folder. The
+# tests' POAS_PROFILE names a missing file, which poas-bench refuses, as
+# poas-plan and poas-demo do. (POAS_LOG unset: logging, the library would
+# say what the note below says.)
+unset POAS_PROFILE POAS_LOG
+XDG_DATA_HOME=$tmp
+export XDG_DATA_HOME
 
 devices=cpu
 if "$builddir/tools/poas-info" --devices opencl0 >/dev/null 2>&1; then
@@ -132,14 +139,27 @@ for r in rows[1:]:
     assert r["numerical_error"] is None and "not checked" in r["note"], r
 print("co-executed row format: ok")
 PYEOF
-# The tests run with no profile (Makefile.am): the real device says it plans
-# on the built-in estimate and why; the simulated one, which has its own
-# model, is not named.
-grep -q "^poas-bench: cpu0: no calibrated model (no profile at " "$tmp/err" ||
-  { echo "no note of cpu0's estimate:"; cat "$tmp/err"; exit 1; }
-if grep -q "sim0.*no calibrated model" "$tmp/err"; then
+# Without a profile the real device says it plans on the built-in
+# estimate and why, in poas-plan's words; the simulated one, which has its
+# own model, is not named.
+grep -q "^poas-bench: note: no profile at .*: the times of cpu0 are rough built-in estimates" \
+  "$tmp/err" || { echo "no note of cpu0's estimate:"; cat "$tmp/err"; exit 1; }
+if grep -q "estimates.*sim0" "$tmp/err"; then
   echo "sim0 named as uncalibrated:"; cat "$tmp/err"; exit 1
 fi
+# A profile named by POAS_PROFILE that cannot be read is an error before
+# anything runs, as for poas-plan: it once ran on built-in estimates and
+# exited 0.
+printf '{"format": "poas-profile", "vers' >"$tmp/corrupt.json"
+POAS_PROFILE=$tmp/corrupt.json "$bench" gemm --sizes 64 --repeat 1 --devices cpu \
+  --baselines none --csv "$tmp/corrupt.csv" >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 1 ] || [ -e "$tmp/corrupt.csv" ] ||
+   ! grep -q "^poas-bench: the profile named by POAS_PROFILE cannot be used: .*corrupt.json" \
+     "$tmp/err"; then
+  echo "FAIL: a corrupt POAS_PROFILE gave $rc: $(cat "$tmp/err")"; exit 1
+fi
+echo "profile notes and a corrupt profile: ok"
 
 # --alone-limit: a device alone predicted over the limit runs a row block,
 # checked on its rows, and says so; its row keeps the whole problem's shape.
