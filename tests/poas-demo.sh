@@ -1,10 +1,11 @@
 #!/bin/sh
-# poas-demo.sh: the README's demo: help, a bad size, a bad call count and
-# a stray word refused, and small runs on the CPU that print their plan,
-# the first call and the warm ones (their median, or the one), each call
-# checked exactly; without a profile it says the times are estimates, and
-# a profile named by POAS_PROFILE that cannot be read is an error. On sim
-# devices, which compute nothing, the results are not checked.
+# poas-demo.sh: the README's demo: help, a bad size, a bad call count, a
+# stray word and a malformed POAS_DEVICES refused, and small runs on the
+# CPU that print their plan, the first call and the warm ones (their
+# median, or the one), each call checked exactly; without a profile it
+# says the times are estimates, and a profile named by POAS_PROFILE that
+# cannot be read is an error. On sim devices, which compute nothing, the
+# results are not checked.
 set -u
 demo="${top_builddir:-.}/tools/poas-demo"
 fail() { echo "poas-demo.sh: $*" >&2; exit 1; }
@@ -21,6 +22,9 @@ noprofile() { (unset POAS_PROFILE POAS_LOG; XDG_DATA_HOME="$tmp" "$demo" "$@"); 
 [ $? -eq 2 ] || fail "--calls 0 accepted"
 "$demo" -n 16 -c 1 extra 2>/dev/null
 [ $? -eq 2 ] || fail "a stray argument accepted"
+out=$(POAS_DEVICES=nodevice "$demo" -n 16 -c 1 2>&1)
+[ $? -eq 2 ] || fail "a malformed POAS_DEVICES not a usage error: $out"
+printf '%s' "$out" | grep -q "^poas-demo: POAS_DEVICES 'nodevice': " || fail "unclear error: $out"
 out=$(noprofile --devices cpu -n 192 2>&1) || fail "run failed: $out"
 for line in 'plan for sgemm 192 x 192 x 192' 'first call: ' 'warm calls: 5, median ' \
             '0 wrong elements in all 6 calls' 'cpu0 ' \

@@ -1,9 +1,10 @@
 #!/bin/sh
 # poas-plan.sh: the poas-plan tool: help, the JSON fields scripts rely on,
-# the same plan twice, and clear errors for a problem that fits nowhere,
-# for sizes whose matrices no 64-bit size holds, and for a profile named
-# by --profile that cannot be read; without a profile, devices planned
-# with built-in estimates are said to be.
+# the same plan twice, and clear errors for a malformed --devices (exit
+# 2), for a problem that fits nowhere, for sizes whose matrices no 64-bit
+# size holds, and for a profile named by --profile that cannot be read;
+# without a profile, devices planned with built-in estimates are said to
+# be.
 set -u
 plan="${top_builddir:-.}/tools/poas-plan"
 fail() { echo "poas-plan.sh: $*" >&2; exit 1; }
@@ -24,6 +25,10 @@ again=$("$plan" --m 4096 --n 1024 --k 1024 --devices "$devs" --json)
 [ "$out" = "$again" ] || fail "two plans of the same problem differ"
 "$plan" --m 4096 --n 1024 --k 1024 --dtype d --devices "$devs" | grep -q "left out" ||
   fail "table lacks the devices left out"
+
+err=$("$plan" --m 8 --n 8 --k 8 --devices nodevice 2>&1)
+[ $? -eq 2 ] || fail "a malformed --devices not a usage error: $err"
+printf '%s' "$err" | grep -q "^poas-plan: --devices 'nodevice': " || fail "unclear error: $err"
 
 err=$("$plan" --m 100000 --n 100000 --k 1000 --devices sim:memory=1Mi 2>&1)
 [ $? -eq 1 ] || fail "a problem that fits nowhere did not fail"

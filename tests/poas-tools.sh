@@ -1,11 +1,11 @@
 #!/bin/sh
 # poas-tools.sh: poas-calibrate and poas-info as a user meets them: help,
-# a usage error refused with exit 2, and a quick calibration of simulated
+# usage errors refused with exit 2 (a malformed device selection among
+# them, named by where it came from), and a quick calibration of simulated
 # devices (virtual time, so it takes no time): a quiet one writes no noise
 # and no warning; a noisy one (sim:jitter) is flagged by poas-calibrate's
 # summary, kept in the profile, and flagged again by poas-info, in its
-# table and its JSON. poas-info also refuses a device selected twice, and
-# fails when its output is lost.
+# table and its JSON. poas-info also fails when its output is lost.
 set -u
 calibrate="${top_builddir:-.}/tools/poas-calibrate"
 info="${top_builddir:-.}/tools/poas-info"
@@ -56,9 +56,13 @@ sys.exit(0 if fits and fits[0].get("timing_noise", 0) > 0.03 else 1)
 PYEOF
 fi
 
+# A malformed selection is a usage error, named by where it came from.
 "$info" --devices cpu,cpu >"$tmp/out" 2>&1
-[ $? -eq 1 ] && grep -q "device 'cpu' selected twice" "$tmp/out" ||
-  fail "a device selected twice accepted: $(cat "$tmp/out")"
+[ $? -eq 2 ] && grep -q "^poas-info: --devices 'cpu,cpu': .*device 'cpu' selected twice" "$tmp/out" ||
+  fail "a device selected twice not refused as a usage error: $(cat "$tmp/out")"
+POAS_DEVICES=nodevice "$calibrate" --quick --output "$tmp/never.json" >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -q "^poas-calibrate: POAS_DEVICES 'nodevice': " "$tmp/out" ||
+  fail "a malformed POAS_DEVICES not refused as a usage error: $(cat "$tmp/out")"
 if [ -w /dev/full ]; then
   "$info" --json --devices sim >/dev/full 2>/dev/null
   [ $? -eq 1 ] || fail "poas-info: output lost to a full disk, yet exit 0"

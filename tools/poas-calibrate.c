@@ -5,6 +5,7 @@
  * step, bar); either way it ends with a summary table of each fit's
  * quality and a line on what of the old profile was kept or replaced. */
 #include "poas.h"
+#include "tools/context-open.h"
 #include "tools/fit-text.h"
 #include "tools/stdout-check.h"
 
@@ -28,7 +29,10 @@ static void usage(FILE *f) {
           "                      machine there keeps the devices and dtypes not measured\n"
           "                      now, and a file that is not a profile is not replaced\n"
           "  -h, --help          show this help\n"
-          "  -V, --version       show the version\n");
+          "  -V, --version       show the version\n\n"
+          "Exit status: 0, 1 when calibration fails or the profile or the summary cannot\n"
+          "be written, 2 on a usage error (a malformed --devices or POAS_DEVICES among\n"
+          "them).\n");
 }
 
 /* Redraws the progress line at most ten times a second, with the seconds
@@ -207,11 +211,9 @@ int main(int argc, char **argv) {
     co.progress = progress;
 
   poas_context *ctx;
-  int rc = poas_init(&ctx, &opts);
-  if (rc) {
-    fprintf(stderr, "poas-calibrate: %s: %s\n", poas_strerror(rc), poas_error_detail());
-    return 1;
-  }
+  int rc = tool_context_open("poas-calibrate", &opts, &ctx);
+  if (rc)
+    return rc;
   poas_calibration_result *res = malloc(sizeof *res);
   if (!res) {
     poas_finalize(ctx);

@@ -8,6 +8,7 @@
  * the prediction (on the CI VM, 2048^3 calls minutes apart have taken
  * 0.086 to 0.166 s), and their spread is printed beside it. */
 #include "poas.h"
+#include "tools/context-open.h"
 #include "tools/profile-note.h"
 #include "tools/stdout-check.h"
 
@@ -25,7 +26,10 @@ static void usage(FILE *f) {
              "  -n, --n N           matrix size (default 1024)\n"
              "  -c, --calls N       warm calls (default 5, 1 to 100)\n"
              "  -h, --help          show this help\n"
-             "  -V, --version       show the version\n");
+             "  -V, --version       show the version\n\n"
+             "Exit status: 0, 1 when a call fails or computes a wrong element, a profile\n"
+             "named by POAS_PROFILE cannot be read or the output cannot be written, 2 on\n"
+             "a usage error (a malformed --devices or POAS_DEVICES among them).\n");
 }
 
 #define MAX_WARM 100
@@ -131,11 +135,9 @@ int main(int argc, char **argv) {
       B[i * n + p] = i == p ? 2.0f : 0.0f;
     }
   poas_context *ctx;
-  int rc = poas_init(&ctx, &opts);
-  if (rc) {
-    fprintf(stderr, "poas-demo: %s: %s\n", poas_strerror(rc), poas_error_detail());
-    return 1;
-  }
+  int rc = tool_context_open("poas-demo", &opts, &ctx);
+  if (rc)
+    return rc;
   const char *env_profile = getenv("POAS_PROFILE");
   if (tool_profile_check("poas-demo", ctx, env_profile && *env_profile ? "POAS_PROFILE" : NULL)) {
     poas_finalize(ctx);

@@ -3,6 +3,7 @@
  * (path, age, why it is not used, each model's held-out error), as tables
  * or, with --json, as one JSON object for scripts. */
 #include "poas.h"
+#include "tools/context-open.h"
 #include "tools/fit-text.h"
 #include "tools/json-out.h"
 #include "tools/stdout-check.h"
@@ -19,7 +20,9 @@ static void usage(FILE *f) {
           "  -d, --devices LIST  device selection, as POAS_DEVICES (e.g. cpu,opencl0)\n"
           "  -j, --json          print one JSON object instead of a table\n"
           "  -h, --help          show this help\n"
-          "  -V, --version       show the version\n");
+          "  -V, --version       show the version\n\n"
+          "Exit status: 0, 1 when the devices cannot be opened or the output cannot be\n"
+          "written, 2 on a usage error (a malformed --devices or POAS_DEVICES among them).\n");
 }
 
 /* Writes s to stdout as a JSON string. */
@@ -284,11 +287,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   poas_context *ctx;
-  int rc = poas_init(&ctx, &opts);
-  if (rc) {
-    fprintf(stderr, "poas-info: %s: %s\n", poas_strerror(rc), poas_error_detail());
-    return 1;
-  }
+  int rc = tool_context_open("poas-info", &opts, &ctx);
+  if (rc)
+    return rc;
   if (json)
     print_json(ctx);
   else {

@@ -3,6 +3,7 @@
  * moves and its predicted times; the predicted makespan; the devices left
  * out and why. As a table or, with --json, as one JSON object for scripts. */
 #include "poas.h"
+#include "tools/context-open.h"
 #include "tools/json-out.h"
 #include "tools/profile-note.h"
 #include "tools/stdout-check.h"
@@ -31,7 +32,10 @@ static void usage(FILE *f) {
           "                       cannot be read)\n"
           "  -j, --json           print one JSON object instead of a table\n"
           "  -h, --help           show this help\n"
-          "  -V, --version        show the version\n");
+          "  -V, --version        show the version\n\n"
+          "Exit status: 0, 1 when no plan can be made (a problem that fits nowhere, a\n"
+          "profile that cannot be read) or the output cannot be written, 2 on a usage\n"
+          "error (a malformed --devices or POAS_DEVICES among them).\n");
 }
 
 /* Writes s to stdout as a JSON string. */
@@ -170,11 +174,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   poas_context *ctx;
-  int rc = poas_init(&ctx, &opts);
-  if (rc) {
-    fprintf(stderr, "poas-plan: %s: %s\n", poas_strerror(rc), poas_error_detail());
-    return 1;
-  }
+  int rc = tool_context_open("poas-plan", &opts, &ctx);
+  if (rc)
+    return rc;
   const char *env_profile = getenv("POAS_PROFILE");
   if (tool_profile_check("poas-plan", ctx,
                          opts.profile                    ? "--profile"

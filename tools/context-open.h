@@ -1,0 +1,34 @@
+/* context-open.h: how the tools open their context and say why they
+ * could not. A malformed device selection is a usage error, exit 2, as
+ * poas-bench has it; the message names where the selection came from,
+ * --devices or POAS_DEVICES, since a POAS_DEVICES left in the environment
+ * otherwise reads as a fault in a command line that has none.
+ * Header-only, over poas.h. */
+#ifndef POAS_TOOLS_CONTEXT_OPEN_H
+#define POAS_TOOLS_CONTEXT_OPEN_H
+
+#include "poas.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Opens *ctx with opts. Returns 0, or after saying why on stderr the exit
+ * status to leave with: 2 when the selection the user gave is malformed,
+ * 1 for any other failure. */
+static inline int tool_context_open(const char *prog, const poas_options *opts,
+                                    poas_context **ctx) {
+  int rc = poas_init(ctx, opts);
+  if (!rc)
+    return 0;
+  const char *env = getenv("POAS_DEVICES");
+  const char *from = opts->devices ? "--devices" : env && *env ? "POAS_DEVICES" : NULL;
+  if (rc != POAS_ESPEC || !from) {
+    fprintf(stderr, "%s: %s: %s\n", prog, poas_strerror(rc), poas_error_detail());
+    return 1;
+  }
+  fprintf(stderr, "%s: %s '%s': %s: %s\n", prog, from, opts->devices ? opts->devices : env,
+          poas_strerror(rc), poas_error_detail());
+  return 2;
+}
+
+#endif
