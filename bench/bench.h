@@ -165,6 +165,10 @@ int bench_plot_name_ok(const char *path);
  * plot that cannot be written fails it at once: 0, or -1 with the reason
  * in `why`. */
 int bench_plot_check(const char *path, char *why, size_t cap);
+/* Whether two paths name the same file: the same file where both exist
+ * (links and other names included), else the same name once their folders
+ * are resolved. The plot must not be written over a CSV. */
+int bench_same_file(const char *a, const char *b);
 /* Appends the rows of a CSV that poas-bench wrote (what the plot needs:
  * shape, dtype, devices, role, time, rates) to rows[*nrows..cap). 0, or -1
  * with why[] saying which file and line is wrong. */

@@ -104,7 +104,8 @@ static void usage(FILE *f) {
           "                        and baseline once per round, so that a machine whose\n"
           "                        speed drifts slows them all alike\n"
           "  -c, --csv FILE        CSV output (default bench-DATE-TIME.csv)\n"
-          "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot\n"
+          "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot, into a file\n"
+          "                        other than the CSV\n"
           "  -j, --json            print one JSON object on stdout; the table then goes\n"
           "                        to stderr\n"
           "  -a, --alone-limit S   a device alone whose run is predicted to take more than\n"
@@ -961,6 +962,15 @@ static void write_json(const bench *b, int argc, char **argv, const char *csv, c
   bench_json(stdout, line, b->devs, b->ndevs, descs, b->nbl, b->rows, b->nrows, csv, plot);
 }
 
+/* Whether the SVG `plot` would be written over the CSV `csv`, which is
+ * then said on stderr: a usage error. */
+static int plot_over_csv(const char *prog, const char *plot, const char *csv) {
+  if (!bench_same_file(plot, csv))
+    return 0;
+  fprintf(stderr, "%s: --plot %s is the same file as the CSV %s\n", prog, plot, csv);
+  return 1;
+}
+
 /* `poas-bench gemm ...`: argv[1] is "gemm", whose options follow. */
 static int gemm_main(int argc, char **argv) {
   static bench b;
@@ -973,6 +983,8 @@ static int gemm_main(int argc, char **argv) {
     default_csv_name(csv_name, sizeof csv_name);
     csv_path = csv_name;
   }
+  if (b.o.plot && plot_over_csv("poas-bench", b.o.plot, csv_path))
+    return 2;
   /* The baselines open first: cblas records the process's CPU mask before
    * any POAS device has bound a thread. The CSV is created only once the
    * run can start, so that a bad argument leaves no empty file behind. */
@@ -1066,6 +1078,9 @@ static int plot_main(int argc, char **argv) {
   }
   if (!bench_plot_name_ok(out))
     return bad("--plot (a name without quotes or newlines)", out);
+  for (int i = optind; i < argc; i++)
+    if (plot_over_csv("poas-bench plot", out, argv[i]))
+      return 2;
   for (int i = optind; i < argc; i++) {
     int before = nrows;
     if (bench_read_csv(argv[i], rows, 4096, &nrows, why, sizeof why) != 0) {

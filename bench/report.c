@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +281,33 @@ int bench_plot_check(const char *path, char *why, size_t cap) {
   else
     return 0;
   return -1;
+}
+
+/* `path` with its folder resolved (links, ".", ".."), into out[cap], to
+ * compare names of files that may not exist yet; "" when the folder
+ * cannot be resolved. */
+static void resolved_name(const char *path, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  char dir[PATH_MAX], real[PATH_MAX];
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (!realpath(dir, real)) {
+    out[0] = '\0';
+    return;
+  }
+  snprintf(out, cap, "%s/%s", real, slash ? slash + 1 : path);
+}
+
+int bench_same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char ra[2 * PATH_MAX], rb[2 * PATH_MAX];
+  resolved_name(a, ra, sizeof ra);
+  resolved_name(b, rb, sizeof rb);
+  return ra[0] && strcmp(ra, rb) == 0;
 }
 
 /* Runs gnuplot on the script of the plot. Its stdout is /dev/null: a

@@ -287,6 +287,28 @@ for csv in "$tmp/header.csv" "$tmp/empty.csv" "$tmp"; do
 done
 echo "plot of a foreign CSV, or one without rows, refused: ok"
 
+# The plot may not overwrite a CSV, the run's or one it is drawn from, by
+# the same name, another name for it, or a link to it: a usage error that
+# leaves the CSV as it was. (gnuplot wrote the SVG over it, and exit 0.)
+cp "$tmp/y.csv" "$tmp/same.csv"
+ln -s same.csv "$tmp/alias.svg"
+run="gemm --sizes 64 --repeat 1 --devices sim --baselines none"
+for args in "$run --csv $tmp/same.csv --plot $tmp/./same.csv" \
+            "$run --csv $tmp/new.csv --plot $tmp/../${tmp##*/}/new.csv" \
+            "$run --csv $tmp/same.csv --plot $tmp/alias.svg" \
+            "plot --plot $tmp/same.csv $tmp/y.csv $tmp/same.csv" \
+            "plot --plot $tmp/alias.svg $tmp/same.csv"; do
+  # shellcheck disable=SC2086
+  "$bench" $args >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 2 ] || [ -e "$tmp/new.csv" ] || ! cmp -s "$tmp/y.csv" "$tmp/same.csv" ||
+     ! grep -q "^poas-bench.*: --plot .* is the same file as " "$tmp/err"; then
+    echo "FAIL: 'poas-bench $args' gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+done
+echo "a plot over a CSV refused: ok"
+
 # An output that cannot be written fails the run before it starts, naming
 # the path and why, and leaves stdout alone: gnuplot, told to write where
 # it could not, wrote the SVG to the stdout it shared with the JSON.
