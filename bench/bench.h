@@ -155,8 +155,9 @@ int bench_csv_rows(FILE *f, const bench_row *rows, int nrows);
 void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices, int ndevices,
                 const char *const *baselines, int nbaselines, const bench_row *rows, int nrows,
                 const char *csv_path, const char *plot_path);
-/* Plots GFLOP/s against size through gnuplot into an SVG file. Returns 0,
- * or -1 with the reason in `why` (the path is the caller's to name). */
+/* Plots GFLOP/s against size through gnuplot into an SVG file, which
+ * replaces an earlier one only once written whole. Returns 0, or -1 with
+ * the reason in `why` (the path is the caller's to name). */
 int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap);
 /* Whether gnuplot can take `path` as its output's name (no quotes or
  * newlines): checked with the arguments, a bad name being a usage error. */

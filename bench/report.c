@@ -270,13 +270,41 @@ static int can_write(const char *path) {
   return 0;
 }
 
+/* Makes an empty file beside `path`, named into tmp[cap], for gnuplot to
+ * write the plot into before it takes path's place: 0, or the errno that
+ * says why not. Named by the process, not by mkstemp, so that it is made
+ * with the permissions of a new file rather than 0600. */
+static int make_temp(const char *path, char *tmp, size_t cap) {
+  for (int i = 0; i < 100; i++) {
+    if ((size_t)snprintf(tmp, cap, "%s.%ld-%d.tmp", path, (long)getpid(), i) >= cap)
+      return ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      close(fd);
+      return 0;
+    }
+    if (errno != EEXIST)
+      return errno;
+  }
+  return EEXIST;
+}
+
+/* Whether make_temp can make its file beside `path`: 0, or the errno. */
+static int can_make_temp(const char *path) {
+  char tmp[PATH_MAX + 32];
+  int err = make_temp(path, tmp, sizeof tmp);
+  if (!err)
+    unlink(tmp);
+  return err;
+}
+
 int bench_plot_check(const char *path, char *why, size_t cap) {
   int err;
   if (!POAS_GNUPLOT[0])
     snprintf(why, cap, "gnuplot was not found when POAS was configured");
   else if (!bench_plot_name_ok(path))
     snprintf(why, cap, "the plot's file name may not hold quotes or newlines");
-  else if ((err = can_write(path)) != 0)
+  else if ((err = can_write(path)) != 0 || (err = can_make_temp(path)) != 0)
     snprintf(why, cap, "%s", strerror(err));
   else
     return 0;
@@ -349,16 +377,32 @@ static int run_gnuplot(const char *path, const bench_row *rows, int nrows, char 
   return 0;
 }
 
+/* gnuplot writes into a file beside `path`, which takes path's place only
+ * once written: told to write `path` itself, a gnuplot that failed had
+ * already truncated an earlier plot there to nothing. */
 int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap) {
-  if (bench_plot_check(path, why, cap) != 0 || run_gnuplot(path, rows, nrows, why, cap) != 0)
+  char tmp[PATH_MAX + 32];
+  int err;
+  if (bench_plot_check(path, why, cap) != 0)
     return -1;
-  /* gnuplot can exit 0 having written nothing where it was told to. */
-  struct stat st;
-  if (stat(path, &st) != 0 || st.st_size == 0) {
-    snprintf(why, cap, "%s wrote nothing to it", POAS_GNUPLOT);
+  if ((err = make_temp(path, tmp, sizeof tmp)) != 0) {
+    snprintf(why, cap, "%s", strerror(err));
     return -1;
   }
-  return 0;
+  int rc = run_gnuplot(tmp, rows, nrows, why, cap);
+  /* gnuplot can exit 0 having written nothing where it was told to. */
+  struct stat st;
+  if (rc == 0 && (stat(tmp, &st) != 0 || st.st_size == 0)) {
+    snprintf(why, cap, "%s wrote nothing to it", POAS_GNUPLOT);
+    rc = -1;
+  }
+  if (rc == 0 && rename(tmp, path) != 0) {
+    snprintf(why, cap, "%s", strerror(errno));
+    rc = -1;
+  }
+  if (rc != 0)
+    unlink(tmp);
+  return rc;
 }
 
 /* ------------------------------------------------------------ CSV input */

@@ -268,6 +268,22 @@ else
   echo "FAIL: poas-bench plot: $(cat "$tmp/err")"
   exit 1
 fi
+# A gnuplot that fails (on rows without rates, which it cannot plot) keeps
+# an earlier plot as it was and leaves no temporary file beside it: it once
+# truncated the plot to nothing.
+if [ -s "$tmp/again.svg" ]; then
+  cp "$tmp/again.svg" "$tmp/kept.svg"
+  { head -n 1 "$tmp/x.csv"; printf '64,64,64,s,cpu0,device,1%16s,failed,""\n' | tr ' ' ,; } \
+    >"$tmp/norate.csv"
+  "$bench" plot --plot "$tmp/kept.svg" "$tmp/norate.csv" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || ! cmp -s "$tmp/again.svg" "$tmp/kept.svg" ||
+     [ -n "$(ls "$tmp" | grep '^kept\.svg.')" ]; then
+    echo "FAIL: a failed gnuplot gave $rc, left $(ls "$tmp" | grep '^kept'): $(cat "$tmp/err")"
+    exit 1
+  fi
+  echo "a failed plot keeps the earlier one: ok"
+fi
 printf 'not,a,bench,csv\n' >"$tmp/bad.csv"
 "$bench" plot --plot "$tmp/bad.svg" "$tmp/bad.csv" 2>"$tmp/err"
 rc=$?
