@@ -4,16 +4,22 @@
 # CPU that print their plan, the first call and the warm ones (their
 # median, or the one), each call checked exactly; without a profile it
 # says the times are estimates, and a profile named by POAS_PROFILE that
-# cannot be read is an error. On sim devices, which compute nothing, the
-# results are not checked.
+# cannot be read is an error (on sim devices too, which are noted not to
+# use a readable one). On sim devices, which compute nothing, the results
+# are not checked.
 set -u
 demo="${top_builddir:-.}/tools/poas-demo"
 fail() { echo "poas-demo.sh: $*" >&2; exit 1; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-# No profile at all: the default path, under an empty data folder.
-# (POAS_LOG unset: logging, the library says it instead.)
-noprofile() { (unset POAS_PROFILE POAS_LOG; XDG_DATA_HOME="$tmp" "$demo" "$@"); }
+# No profile at all: the default path, under an empty data folder. (The
+# tests' POAS_PROFILE names a missing file, which poas-demo refuses on
+# simulated devices too.)
+unset POAS_PROFILE
+XDG_DATA_HOME=$tmp
+export XDG_DATA_HOME
+# POAS_LOG unset: logging, the library says it instead.
+noprofile() { (unset POAS_LOG; "$demo" "$@"); }
 
 "$demo" --help | grep -q "Usage: poas-demo" || fail "--help"
 "$demo" --n 0 2>/dev/null
@@ -36,13 +42,21 @@ for line in 'warm call: ' '0 wrong elements in all 2 calls'; do
   printf '%s' "$out" | grep -q "$line" || fail "output lacks '$line': $out"
 done
 
-for bad in "$tmp/missing.json" "$tmp" "$tmp/truncated.json"; do
-  printf '{"format": "poas-profile", "vers' >"$tmp/truncated.json"
-  out=$(POAS_PROFILE=$bad "$demo" --devices cpu -n 16 -c 1 2>&1)
-  [ $? -eq 1 ] || fail "POAS_PROFILE=$bad, which cannot be read, accepted: $out"
-  printf '%s' "$out" | grep -q "profile named by POAS_PROFILE cannot be used: .*$bad" ||
-    fail "POAS_PROFILE=$bad: unclear error: $out"
+# Only simulated devices read no profile, but one named is still checked.
+printf '{"format": "poas-profile", "vers' >"$tmp/truncated.json"
+for devices in cpu sim; do
+  for bad in "$tmp/missing.json" "$tmp" "$tmp/truncated.json"; do
+    out=$(POAS_PROFILE=$bad "$demo" --devices $devices -n 16 -c 1 2>&1)
+    [ $? -eq 1 ] || fail "--devices $devices POAS_PROFILE=$bad, which cannot be read, accepted: $out"
+    printf '%s' "$out" | grep -q "profile named by POAS_PROFILE cannot be used: .*$bad" ||
+      fail "--devices $devices POAS_PROFILE=$bad: unclear error: $out"
+  done
 done
+out=$(POAS_PROFILE="$(dirname "$0")/profiles/good-sim.json" "$demo" --devices sim -n 16 -c 1 2>&1) ||
+  fail "a readable profile on sim devices refused: $out"
+printf '%s' "$out" |
+  grep -q "note: the profile named by POAS_PROFILE is not used: every device selected is simulated" ||
+  fail "no note that the profile is unused: $out"
 
 out=$("$demo" --devices sim -n 16 -c 1 2>&1) || fail "a run on sim failed: $out"
 printf '%s' "$out" | grep -q 'not checked (sim devices compute nothing)' ||

@@ -2,7 +2,8 @@
 # poas-plan.sh: the poas-plan tool: help, the JSON fields scripts rely on,
 # the same plan twice, and clear errors for a malformed --devices (exit
 # 2), for a problem that fits nowhere, for sizes whose matrices no 64-bit
-# size holds, and for a profile named by --profile that cannot be read;
+# size holds, and for a profile named by --profile that cannot be read
+# (on simulated devices too, which are noted not to use a readable one);
 # without a profile, devices planned with built-in estimates are said to
 # be.
 set -u
@@ -10,6 +11,12 @@ plan="${top_builddir:-.}/tools/poas-plan"
 fail() { echo "poas-plan.sh: $*" >&2; exit 1; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
+# The tests' POAS_PROFILE names a missing file, which poas-plan refuses on
+# simulated devices too: here a profile is named only where one is meant,
+# and the default path lies in an empty data folder.
+unset POAS_PROFILE
+XDG_DATA_HOME=$tmp
+export XDG_DATA_HOME
 
 "$plan" --help | grep -q "Usage: poas-plan" || fail "--help"
 "$plan" --version | grep -q "poas-plan (POAS)" || fail "--version"
@@ -41,14 +48,23 @@ err=$($limit "$plan" --m 9223372036854775807 --n 1 --k 1 --devices sim 2>&1)
 printf '%s' "$err" | grep -q "sizes too large (m=9223372036854775807 n=1 k=1)" ||
   fail "unclear error for sizes that overflow: $err"
 
-for bad in "$tmp/missing.json" "$tmp"; do
-  err=$("$plan" --m 64 --n 64 --k 64 --devices cpu --profile "$bad" 2>&1)
-  [ $? -eq 1 ] || fail "--profile $bad, which cannot be read, accepted: $err"
-  printf '%s' "$err" | grep -q "profile named by --profile cannot be used: .*$bad" ||
-    fail "--profile $bad: unclear error: $err"
+# Only simulated devices read no profile, but one named is still checked.
+printf '{"format": "poas-profile", "vers' >"$tmp/truncated.json"
+for devices in cpu sim; do
+  for bad in "$tmp/missing.json" "$tmp" "$tmp/truncated.json"; do
+    err=$("$plan" --m 64 --n 64 --k 64 --devices $devices --profile "$bad" 2>&1)
+    [ $? -eq 1 ] || fail "--devices $devices --profile $bad, which cannot be read, accepted: $err"
+    printf '%s' "$err" | grep -q "profile named by --profile cannot be used: .*$bad" ||
+      fail "--devices $devices --profile $bad: unclear error: $err"
+  done
 done
-out=$(unset POAS_PROFILE POAS_LOG; XDG_DATA_HOME="$tmp" "$plan" --m 64 --n 64 --k 64 \
-        --devices cpu --json 2>"$tmp/err") || fail "a plan without a profile failed"
+good="$(dirname "$0")/profiles/good-sim.json"
+"$plan" --m 64 --n 64 --k 64 --devices sim --profile "$good" >/dev/null 2>"$tmp/err" ||
+  fail "a readable profile on sim devices refused: $(cat "$tmp/err")"
+grep -q "note: the profile named by --profile is not used: every device selected is simulated" \
+  "$tmp/err" || fail "no note that the profile is unused: $(cat "$tmp/err")"
+out=$(unset POAS_LOG; "$plan" --m 64 --n 64 --k 64 --devices cpu --json 2>"$tmp/err") ||
+  fail "a plan without a profile failed"
 printf '%s' "$out" | grep -q '"estimated": true' ||
   fail "a device without a calibrated model is not marked estimated: $out"
 grep -q "note: no profile at .*: the times of cpu0 are rough built-in estimates" "$tmp/err" ||
