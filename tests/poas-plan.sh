@@ -1,7 +1,7 @@
 #!/bin/sh
 # poas-plan.sh: the poas-plan tool: help, the JSON fields scripts rely on,
-# the same plan twice, and clear errors for a malformed --devices (exit
-# 2), for a problem that fits nowhere, for sizes whose matrices no 64-bit
+# the same plan twice, and clear errors for a malformed --devices and an
+# empty --profile (exit 2), for a problem that fits nowhere, for sizes whose matrices no 64-bit
 # size holds, and for a profile named by --profile that cannot be read
 # (on simulated devices too, which are noted not to use a readable one);
 # without a profile, devices planned with built-in estimates are said to
@@ -58,6 +58,10 @@ for devices in cpu sim; do
       fail "--devices $devices --profile $bad: unclear error: $err"
   done
 done
+# An empty --profile names no file; it was taken as no profile, silently.
+err=$("$plan" --m 64 --n 64 --k 64 --devices cpu --profile '' 2>&1)
+[ $? -eq 2 ] || fail "--profile '' not a usage error: $err"
+printf '%s' "$err" | grep -q "^poas-plan: --profile '' names no file" || fail "unclear error: $err"
 good="$(dirname "$0")/profiles/good-sim.json"
 "$plan" --m 64 --n 64 --k 64 --devices sim --profile "$good" >/dev/null 2>"$tmp/err" ||
   fail "a readable profile on sim devices refused: $(cat "$tmp/err")"

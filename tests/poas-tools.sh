@@ -1,11 +1,12 @@
 #!/bin/sh
 # poas-tools.sh: poas-calibrate and poas-info as a user meets them: help,
-# usage errors refused with exit 2 (a malformed device selection among
-# them, named by where it came from), and a quick calibration of simulated
-# devices (virtual time, so it takes no time): a quiet one writes no noise
-# and no warning; a noisy one (sim:jitter) is flagged by poas-calibrate's
-# summary, kept in the profile, and flagged again by poas-info, in its
-# table and its JSON. poas-info also fails when its output is lost.
+# usage errors refused with exit 2 (an empty --output and a malformed
+# device selection, named by where it came from, among them), and a quick
+# calibration of simulated devices (virtual time, so it takes no time): a
+# quiet one writes no noise and no warning; a noisy one (sim:jitter) is
+# flagged by poas-calibrate's summary, kept in the profile, and flagged
+# again by poas-info, in its table and its JSON. poas-info also fails when
+# its output is lost.
 set -u
 calibrate="${top_builddir:-.}/tools/poas-calibrate"
 info="${top_builddir:-.}/tools/poas-info"
@@ -25,6 +26,9 @@ grep -q "dtype must be s, d or sd" "$tmp/err" || fail "--dtype x: $(cat "$tmp/er
 "$calibrate" --dtype s,d --output "$tmp/plain/p.json" >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] || fail "--dtype s,d: $(cat "$tmp/err")"
 grep -q "dtype must" "$tmp/err" && fail "--dtype s,d refused: $(cat "$tmp/err")"
+"$calibrate" --quick --devices sim --output '' >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "^poas-calibrate: --output '' names no file" "$tmp/err" ||
+  fail "--output '' not a usage error: $(cat "$tmp/err")"
 
 "$calibrate" --quick --devices sim --dtype s --output "$tmp/quiet.json" >"$tmp/out" 2>"$tmp/err" ||
   fail "quiet calibration failed: $(cat "$tmp/err")"

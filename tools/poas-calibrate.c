@@ -31,8 +31,8 @@ static void usage(FILE *f) {
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n\n"
           "Exit status: 0, 1 when calibration fails or the profile or the summary cannot\n"
-          "be written, 2 on a usage error (a malformed --devices or POAS_DEVICES among\n"
-          "them).\n");
+          "be written, 2 on a usage error (an empty --output, a malformed --devices or\n"
+          "POAS_DEVICES among them).\n");
 }
 
 /* Redraws the progress line at most ten times a second, with the seconds
@@ -179,6 +179,11 @@ int main(int argc, char **argv) {
       }
       break;
     case 'o':
+      /* Else the library's write fails with an I/O error that names no file. */
+      if (!*optarg) {
+        fprintf(stderr, "poas-calibrate: --output '' names no file\n");
+        return 2;
+      }
       output = optarg;
       break;
     case 'h':

@@ -29,13 +29,13 @@ static void usage(FILE *f) {
           "  -t, --dtype s|d      float32 (s, the default) or float64 (d)\n"
           "  -d, --devices LIST   device selection, as POAS_DEVICES (e.g. cpu,sim:rate=1e12)\n"
           "  -p, --profile FILE   calibration profile, as POAS_PROFILE (an error when it\n"
-          "                       cannot be read)\n"
+          "                       cannot be read; an empty name is refused)\n"
           "  -j, --json           print one JSON object instead of a table\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n\n"
           "Exit status: 0, 1 when no plan can be made (a problem that fits nowhere, a\n"
           "profile that cannot be read) or the output cannot be written, 2 on a usage\n"
-          "error (a malformed --devices or POAS_DEVICES among them).\n");
+          "error (an empty --profile, a malformed --devices or POAS_DEVICES among them).\n");
 }
 
 /* Writes s to stdout as a JSON string. */
@@ -149,6 +149,12 @@ int main(int argc, char **argv) {
       opts.devices = optarg;
       break;
     case 'p':
+      /* The library takes an empty path for no profile, and plans on
+       * estimates without a word. */
+      if (!*optarg) {
+        fprintf(stderr, "poas-plan: --profile '' names no file\n");
+        return 2;
+      }
       opts.profile = optarg;
       break;
     case 'j':
