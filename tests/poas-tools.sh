@@ -3,7 +3,7 @@
 # usage errors refused with exit 2 (an empty --output and a malformed
 # device selection, named by where it came from, among them), and a quick
 # calibration of simulated devices (virtual time, so it takes no time): a
-# quiet one writes no noise and no warning; a noisy one (sim:jitter) is
+# quiet one writes no noise and no warning, and names its profile whole; a noisy one (sim:jitter) is
 # flagged by poas-calibrate's summary, kept in the profile, and flagged
 # again by poas-info, in its table and its JSON. poas-info also fails when
 # its output is lost.
@@ -35,6 +35,15 @@ grep -q "dtype must" "$tmp/err" && fail "--dtype s,d refused: $(cat "$tmp/err")"
 grep -q "heldout median heldout max  noise" "$tmp/out" || fail "no noise column: $(cat "$tmp/out")"
 grep -q "machine was busy" "$tmp/err" && fail "a quiet sim called busy: $(cat "$tmp/err")"
 grep -q "timing_noise" "$tmp/quiet.json" && fail "a quiet sim's profile holds timing noise"
+# The summary names a long --output whole (the result's copy holds 511
+# bytes of it, and was printed cut short).
+long=$tmp
+for i in 1 2 3 4 5 6; do long=$long/$(printf '%0100d' 0); done
+mkdir -p "$long" || fail "cannot make $long"
+"$calibrate" --quick --devices sim --dtype s --output "$long/p.json" >"$tmp/out" 2>"$tmp/err" ||
+  fail "calibration to a long path failed: $(cat "$tmp/err")"
+last=$(tail -n 1 "$tmp/out")
+[ "${last##*; profile: }" = "$long/p.json" ] || fail "the summary cuts a long path: $last"
 
 "$calibrate" --quick --devices sim:jitter=0.2 --dtype s --output "$tmp/noisy.json" \
   >"$tmp/out" 2>"$tmp/err" || fail "noisy calibration failed: $(cat "$tmp/err")"

@@ -94,7 +94,9 @@ static void print_kept(const poas_calibration_result *r) {
   putchar('\n');
 }
 
-static void print_summary(const poas_calibration_result *r) {
+/* `output` is the profile's path as given: r->output holds 511 bytes of
+ * it, and a longer one would be cut without a mark. */
+static void print_summary(const poas_calibration_result *r, const char *output) {
   printf("%-8s %-5s %7s %8s %14s %11s %6s   %s\n", "device", "dtype", "samples", "R^2",
          "heldout median", "heldout max", "noise", "thin blocks");
   char nb[32];
@@ -144,7 +146,7 @@ static void print_summary(const poas_calibration_result *r) {
   print_kept(r);
   char took[512];
   tool_took_text(r, took, sizeof took);
-  printf("%s; profile: %s\n", took, r->output[0] ? r->output : "(not written)");
+  printf("%s; profile: %s\n", took, output);
   for (int i = 0; i < r->ndevices; i++)
     tool_noise_warnings(stderr, "poas-calibrate: ", &r->dev[i]);
 }
@@ -231,7 +233,7 @@ int main(int argc, char **argv) {
   if (rc)
     fprintf(stderr, "poas-calibrate: %s: %s\n", poas_strerror(rc), poas_error_detail());
   else
-    print_summary(res);
+    print_summary(res, output);
   free(res);
   poas_finalize(ctx);
   return tool_stdout_status("poas-calibrate", rc ? 1 : 0);
