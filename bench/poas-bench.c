@@ -874,11 +874,34 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
   compare(b->rows + first, b->nrows - first);
 }
 
+/* Whether the host's memory can hold the operands of p; if not, why not,
+ * in why[cap]. malloc grants more where the kernel overcommits (3 x 16 GiB
+ * for --sizes 65536 on a 23 GiB host), and filling the operands then woke
+ * the OOM killer. The bound is the physical memory, which is the machine's
+ * own, rather than MemAvailable, which moves with the page cache and other
+ * processes: a size it refused on a busy machine would run on an idle one,
+ * and a recorded run would say the size failed by chance. */
+static int operands_fit(const bench_problem *p, char *why, size_t cap) {
+  double need =
+      ((double)p->m * (double)p->k + (double)p->k * (double)p->n + (double)p->m * (double)p->n) *
+      (double)bench_dtype_size(p->dtype);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  double have = (double)pages * (double)page, gib = 1024.0 * 1024 * 1024;
+  if (pages <= 0 || page <= 0 || need <= have)
+    return 1;
+  snprintf(why, cap, "out of host memory for the operands (%.1f GiB, the host has %.1f GiB)",
+           need / gib, have / gib);
+  return 0;
+}
+
 static void run_shape(bench *b, shape s, poas_dtype dtype, bench_output *out) {
   size_t es = bench_dtype_size(dtype);
   bench_problem p = {dtype, s.m, s.n, s.k, NULL, NULL, NULL};
-  void *a = malloc((size_t)(s.m * s.k) * es), *bm = malloc((size_t)(s.k * s.n) * es),
-       *c = malloc((size_t)(s.m * s.n) * es);
+  char why[128] = "out of host memory for the operands";
+  void *a = NULL, *bm = NULL, *c = NULL;
+  if (operands_fit(&p, why, sizeof why))
+    a = malloc((size_t)(s.m * s.k) * es), bm = malloc((size_t)(s.k * s.n) * es),
+    c = malloc((size_t)(s.m * s.n) * es);
   bench_reference ref = {0};
   int first = b->nrows;
   p.a = a, p.b = bm, p.c = c;
@@ -890,7 +913,7 @@ static void run_shape(bench *b, shape s, poas_dtype dtype, bench_output *out) {
     run_problem(b, &p, &ref);
     bench_reference_free(&ref);
   } else {
-    skip_problem(b, &p, "out of host memory for the operands");
+    skip_problem(b, &p, why);
   }
   free(c), free(bm), free(a);
   if (b->tty)

@@ -199,6 +199,16 @@ assert abs(block["gflops"] / whole["gflops"] - 1) < 0.05, (whole, block)
 print("--alone-limit on a copying device: %.3f of the whole run: ok" % ratio)
 PYEOF
 
+# Operands larger than the host's memory fail their rows before anything
+# is allocated, saying so: malloc overcommits (3 x 16 GiB for --sizes 65536
+# on a 23 GiB host), and filling them woke the OOM killer. 2^20 needs 12 TiB.
+"$bench" gemm --sizes 1048576 --repeat 1 --devices sim --baselines none --csv "$tmp/huge.csv" \
+  --json >"$tmp/huge.json" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "out of host memory for the operands (12288.0 GiB, the host has " "$tmp/err" ||
+  { echo "FAIL: operands beyond the host's memory gave $rc: $(cat "$tmp/err")"; exit 1; }
+echo "operands beyond the host's memory refused: ok"
+
 # Usage errors exit with 2, say why, and leave no file behind (run where a
 # stray default CSV would show).
 cd "$tmp" || exit 1
