@@ -1,12 +1,13 @@
 #!/bin/sh
 # poas-tools.sh: poas-calibrate and poas-info as a user meets them: help,
 # usage errors refused with exit 2 (an empty --output and a malformed
-# device selection, named by where it came from, among them), and a quick
-# calibration of simulated devices (virtual time, so it takes no time): a
-# quiet one writes no noise and no warning, and names its profile whole; a noisy one (sim:jitter) is
-# flagged by poas-calibrate's summary, kept in the profile, and flagged
-# again by poas-info, in its table and its JSON. poas-info also fails when
-# its output is lost.
+# device selection, named by where it came from, among them), an early
+# error on the first line of a terminal, and a quick calibration of
+# simulated devices (virtual time, so it takes no time): a quiet one
+# writes no noise and no warning, and names its profile whole; a noisy one
+# (sim:jitter) is flagged by poas-calibrate's summary, kept in the
+# profile, and flagged again by poas-info, in its table and its JSON.
+# poas-info also fails when its output is lost.
 set -u
 calibrate="${top_builddir:-.}/tools/poas-calibrate"
 info="${top_builddir:-.}/tools/poas-info"
@@ -26,6 +27,16 @@ grep -q "dtype must be s, d or sd" "$tmp/err" || fail "--dtype x: $(cat "$tmp/er
 "$calibrate" --dtype s,d --output "$tmp/plain/p.json" >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] || fail "--dtype s,d: $(cat "$tmp/err")"
 grep -q "dtype must" "$tmp/err" && fail "--dtype s,d refused: $(cat "$tmp/err")"
+# On a terminal (util-linux script gives one), that error is the first
+# line: no blank line ends a progress line that was never drawn.
+if script -qec true /dev/null </dev/null >/dev/null 2>&1; then
+  script -qec "'$calibrate' --devices sim --output '$tmp/plain/p.json'" /dev/null </dev/null \
+    >"$tmp/tty" 2>&1
+  case $(head -n 1 "$tmp/tty" | tr -d '\r') in
+  poas-calibrate:*) ;;
+  *) fail "on a terminal, an early error does not come first: $(cat "$tmp/tty")" ;;
+  esac
+fi
 "$calibrate" --quick --devices sim --output '' >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "^poas-calibrate: --output '' names no file" "$tmp/err" ||
   fail "--output '' not a usage error: $(cat "$tmp/err")"

@@ -37,13 +37,14 @@ static void usage(FILE *f) {
 
 /* Redraws the progress line at most ten times a second, with the seconds
  * since the first call: a step can sit at one fraction for a while (PoCL
- * building its kernels on a machine's first calibration: 25 s). */
-static void progress(void *user, const char *device, const char *step, double fraction) {
+ * building its kernels on a machine's first calibration: 25 s). Sets the
+ * int `drawn` points to once it has drawn, so that the line is ended only
+ * where there is one. */
+static void progress(void *drawn, const char *device, const char *step, double fraction) {
   static double first, last;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-  (void)user;
   if (first == 0)
     first = now;
   if (now - last < 0.1 && fraction < 1)
@@ -58,6 +59,7 @@ static void progress(void *user, const char *device, const char *step, double fr
   fprintf(stderr, "\r%-8s %-7s [%s] %3.0f%% %4.0f s", device, step, bar, 100 * fraction,
           now - first);
   fflush(stderr);
+  *(int *)drawn = 1;
 }
 
 static int parse_dtype(const char *s, int *mask) {
@@ -214,8 +216,11 @@ int main(int argc, char **argv) {
     output = path;
   }
   co.output = output;
-  if (isatty(STDERR_FILENO))
+  int drawn = 0;
+  if (isatty(STDERR_FILENO)) {
     co.progress = progress;
+    co.progress_user = &drawn;
+  }
 
   poas_context *ctx;
   int rc = tool_context_open("poas-calibrate", &opts, &ctx);
@@ -228,7 +233,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   rc = poas_calibrate(ctx, &co, res);
-  if (co.progress)
+  if (drawn)
     fputc('\n', stderr);
   if (rc)
     fprintf(stderr, "poas-calibrate: %s: %s\n", poas_strerror(rc), poas_error_detail());
