@@ -584,7 +584,7 @@ static bench_row new_row(const bench_problem *p, const runner *r, int repeat) {
   snprintf(row.label, sizeof row.label, "%s", r->label);
   row.seconds = row.gflops = row.speedup = row.efficiency = row.ideal_gflops = row.vs_cblas =
       row.predicted_s = row.report_s = row.pred_error = row.num_error = row.used = row.corun =
-          row.fill = NAN;
+          row.fill = row.fastest_s = row.slowest_s = NAN;
   row.num_bound = bench_error_bound(p->dtype, p->n, p->k);
   return row;
 }

@@ -207,7 +207,17 @@ PYEOF
 rc=$?
 [ $rc -eq 1 ] && grep -q "out of host memory for the operands (12288.0 GiB, the host has " "$tmp/err" ||
   { echo "FAIL: operands beyond the host's memory gave $rc: $(cat "$tmp/err")"; exit 1; }
-echo "operands beyond the host's memory refused: ok"
+# A failed row measured nothing: its times are null in JSON and empty in
+# the CSV, fastest_s and slowest_s too (they read 0).
+python3 - "$tmp/huge.json" "$tmp/huge.csv" <<'PYEOF' || exit 1
+import csv, json, sys
+row = json.load(open(sys.argv[1]))["rows"][0]
+times = ["measured_s", "gflops", "predicted_s", "fastest_s", "slowest_s"]
+assert row["status"] == "failed" and all(row[t] is None for t in times), row
+line = list(csv.DictReader(open(sys.argv[2], newline="")))[0]
+assert all(line[t] == "" for t in times), line
+PYEOF
+echo "operands beyond the host's memory refused, times left empty: ok"
 
 # Usage errors exit with 2, say why, and leave no file behind (run where a
 # stray default CSV would show).
