@@ -7,7 +7,8 @@
 # writes no noise and no warning, and names its profile whole; a noisy one
 # (sim:jitter) is flagged by poas-calibrate's summary, kept in the
 # profile, and flagged again by poas-info, in its table and its JSON.
-# poas-info also fails when its output is lost.
+# poas-info also says once why there is no profile path, and fails when
+# its output is lost.
 set -u
 calibrate="${top_builddir:-.}/tools/poas-calibrate"
 info="${top_builddir:-.}/tools/poas-info"
@@ -65,6 +66,13 @@ grep -q '"timing_noise"' "$tmp/noisy.json" || fail "the noise is not in the prof
 "$info" --devices "sim:profile=$tmp/noisy.json" >"$tmp/out" 2>&1 || fail "poas-info: $(cat "$tmp/out")"
 grep -q "profile: (none: only simulated devices; sim0 replays the profile its sim:profile=FILE names" \
   "$tmp/out" || fail "poas-info does not say where sim0 takes its models: $(cat "$tmp/out")"
+# Without HOME, XDG_DATA_HOME or POAS_PROFILE there is no profile path,
+# said once (it read as built-in estimates requested, then as not used).
+(unset HOME XDG_DATA_HOME POAS_PROFILE; "$info" --devices cpu) >"$tmp/nohome" 2>&1 ||
+  fail "poas-info without HOME: $(cat "$tmp/nohome")"
+grep -q "^profile: (none: no profile path: " "$tmp/nohome" &&
+  ! grep -q "requested\|not used" "$tmp/nohome" ||
+  fail "poas-info without HOME does not say why there is no profile, once: $(cat "$tmp/nohome")"
 "$info" --devices sim >"$tmp/plain" 2>&1 || fail "poas-info: $(cat "$tmp/plain")"
 grep -q "profile: (none: simulated devices take theirs from sim:profile=FILE)" "$tmp/plain" ||
   fail "poas-info does not say where simulated devices take their models: $(cat "$tmp/plain")"

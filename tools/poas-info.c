@@ -171,10 +171,12 @@ static void print_profile_table(poas_context *ctx) {
       snprintf(replay + len, sizeof replay - len, "%s%s", len ? ", " : "", d.id);
     }
   }
+  /* With real devices and no path, the problem says why there is none
+   * (no HOME to find the default under), and is said once, here. */
   if (pi.path[0])
     printf("\nprofile: %s\n", pi.path);
   else if (real)
-    printf("\nprofile: (none: built-in estimates requested)\n");
+    printf("\nprofile: (none: %s)\n", pi.problem);
   else if (replay[0])
     printf("\nprofile: (none: only simulated devices; %s replay%s the profile %s "
            "sim:profile=FILE names, whose models follow)\n",
@@ -186,7 +188,7 @@ static void print_profile_table(poas_context *ctx) {
     print_age(pi.age_s);
     printf("\n");
   }
-  if (pi.problem[0])
+  if (pi.path[0] && pi.problem[0])
     printf("  %s: %s\n", pi.loaded ? "partly unused" : "not used", pi.problem);
   printf("%-10s %-5s %-4s %7s %8s %14s %11s %6s  %s\n", "device", "dtype", "pair", "samples",
          "R^2", "heldout median", "heldout max", "noise", "thin blocks");
