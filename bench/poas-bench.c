@@ -263,13 +263,18 @@ static int parse_options(int argc, char **argv, options *o) {
     return bad("argument", argv[optind]);
   int named = strcmp(shape_arg, "square") == 0 || strcmp(shape_arg, "tall") == 0 ||
               strcmp(shape_arg, "wide") == 0;
+  /* The shape first: a misspelt name ("Tall") beside --sizes was taken for
+   * a list of shapes and refused as giving both. */
+  if (!named && parse_shapes(shape_arg, NULL, o) != 0) {
+    fprintf(stderr, "poas-bench: bad --shape '%s' (square, tall, wide or MxNxK,...)\n", shape_arg);
+    return 2;
+  }
   if (!named && sizes) {
     fprintf(stderr, "poas-bench: give --sizes or a list of MxNxK shapes, not both\n");
     return 2;
   }
-  if (named ? parse_shapes(sizes ? sizes : DEFAULT_SIZES, shape_arg, o)
-            : parse_shapes(shape_arg, NULL, o))
-    return bad(named ? "--sizes" : "--shape", named ? sizes : shape_arg);
+  if (named && parse_shapes(sizes ? sizes : DEFAULT_SIZES, shape_arg, o) != 0)
+    return bad("--sizes", sizes);
   return 0;
 }
 

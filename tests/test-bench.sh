@@ -241,6 +241,11 @@ done
 rc=$?
 [ $rc -eq 2 ] ||
   { echo "FAIL: poas-bench gemm with an empty --baselines exited with $rc: $(cat "$tmp/err")"; exit 1; }
+# A misspelt shape is named as one, not taken for a list of MxNxK.
+"$bench" gemm --shape Tall --sizes 64 >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -qF "bad --shape 'Tall' (square, tall, wide or MxNxK,...)" "$tmp/err" ||
+  { echo "FAIL: --shape Tall --sizes 64 gave $rc: $(cat "$tmp/err")"; exit 1; }
 POAS_DEVICES=bogus "$bench" gemm --baselines none >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "^poas-bench: POAS_DEVICES 'bogus': " "$tmp/err" ||
