@@ -733,13 +733,14 @@ static int64_t baseline_rows(const bench *b, const runner *r, const bench_proble
 }
 
 /* A row measured on `rows` of the problem's m rows: its times become the
- * whole problem's, and its note says what ran. Without `half` (NULL), at
- * the same rate per row. With it, the same runner's row on half as many
- * rows, the times are extrapolated along the line through the two: a
- * runner that copies B whole to a device pays that copy once per run
- * whatever rows A has, and scaling it with the rows made the H100's
- * cuBLAS with synchronous copies read 3.6 TFLOP/s at sgemm 32768^3 from
- * a block of 1024 rows, where the whole problem ran at 24.8. */
+ * whole problem's, and its note says what ran, as an inclusive range of
+ * rows (0..255 for 256). Without `half` (NULL), at the same rate per row.
+ * With it, the same runner's row on half as many rows, the times are
+ * extrapolated along the line through the two: a runner that copies B
+ * whole to a device pays that copy once per run whatever rows A has, and
+ * scaling it with the rows made the H100's cuBLAS with synchronous copies
+ * read 3.6 TFLOP/s at sgemm 32768^3 from a block of 1024 rows, where the
+ * whole problem ran at 24.8. */
 static void scale_to_whole(bench_row *row, const bench_row *half, const bench_problem *p,
                            int64_t rows) {
   double r = (double)rows, m = (double)p->m;
@@ -766,12 +767,12 @@ static void scale_to_whole(bench_row *row, const bench_row *half, const bench_pr
     append(row->note, sizeof row->note,
            "%srows 0..%lld and 0..%lld of %lld measured (--alone-limit), times extrapolated "
            "along their line (%.3g s per run whatever the rows)",
-           row->note[0] ? "; " : "", (long long)rows, (long long)(rows / 2), (long long)p->m,
-           fixed);
+           row->note[0] ? "; " : "", (long long)rows - 1, (long long)(rows / 2) - 1,
+           (long long)p->m, fixed);
   else
     append(row->note, sizeof row->note,
            "%srows 0..%lld of %lld measured (--alone-limit), times scaled by %.2f",
-           row->note[0] ? "; " : "", (long long)rows, (long long)p->m, f);
+           row->note[0] ? "; " : "", (long long)rows - 1, (long long)p->m, f);
 }
 
 /* Runner i of the device sets then the baselines. */

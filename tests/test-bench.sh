@@ -172,7 +172,7 @@ rows = json.load(open(sys.argv[1]))["rows"]
 assert sorted(r["devices"] for r in rows) == ["cblas", "cpu0"], rows
 for r in rows:
     assert (r["m"], r["n"], r["k"]) == (1024, 1024, 1024), r
-    assert r["status"] == "ok" and "rows 0..256 of 1024 measured" in r["note"], r
+    assert r["status"] == "ok" and "rows 0..255 of 1024 measured" in r["note"], r
     assert 0 <= r["numerical_error"] <= r["error_bound"], r
 print("--alone-limit rows (device and baseline): ok")
 PYEOF
@@ -191,7 +191,7 @@ sim=sim:rate=1e12:bandwidth=1e9
 python3 - "$tmp/whole.json" "$tmp/block.json" <<'PYEOF' || exit 1
 import json, sys
 whole, block = (json.load(open(f))["rows"][0] for f in sys.argv[1:3])
-assert "rows 0..512 and 0..256 of 2048 measured" in block["note"], block
+assert "rows 0..511 and 0..255 of 2048 measured" in block["note"], block
 assert "extrapolated" in block["note"], block
 ratio = block["measured_s"] / whole["measured_s"]
 assert abs(ratio - 1) < 0.05, (ratio, whole, block)
