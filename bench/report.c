@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "bench/bench.h"
+#include "bench/cli.h"
 #include "tools/json-out.h"
 #include "tools/stdout-check.h"
 
@@ -428,6 +429,18 @@ static int csv_split(char *line, char **field, int cap) {
 
 static double csv_number(const char *s) { return *s ? strtod(s, NULL) : NAN; }
 
+/* A row's m, n and k, its first three fields, each a whole number from 1:
+ * 0, or -1 for one that is not ("abc" was read as 0, "64x" as 64). */
+static int csv_shape(char *const *fld, int64_t out[3]) {
+  for (int i = 0; i < 3; i++) {
+    long v;
+    if (bench_parse_long(fld[i], 1, LONG_MAX, &v) != 0)
+      return -1;
+    out[i] = v;
+  }
+  return 0;
+}
+
 int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char *why,
                    size_t whycap) {
   FILE *f = fopen(path, "r");
@@ -451,7 +464,9 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
       }
       continue;
     }
-    if (nf < 20 || (strcmp(fld[3], "s") != 0 && strcmp(fld[3], "d") != 0)) {
+    int64_t mnk[3];
+    if (nf < 20 || (strcmp(fld[3], "s") != 0 && strcmp(fld[3], "d") != 0) ||
+        csv_shape(fld, mnk) != 0) {
       snprintf(why, whycap, "%s:%d: malformed row", path, lineno);
       rc = -1;
       break;
@@ -463,8 +478,7 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
     }
     bench_row *r = &rows[(*nrows)++];
     memset(r, 0, sizeof *r);
-    r->m = strtoll(fld[0], NULL, 10), r->n = strtoll(fld[1], NULL, 10);
-    r->k = strtoll(fld[2], NULL, 10);
+    r->m = mnk[0], r->n = mnk[1], r->k = mnk[2];
     r->dtype = fld[3][0] == 'd' ? POAS_FLOAT64 : POAS_FLOAT32;
     snprintf(r->label, sizeof r->label, "%s", fld[4]);
     r->role = strcmp(fld[5], "coexec") == 0     ? BENCH_COEXEC

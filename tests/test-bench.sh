@@ -326,7 +326,19 @@ for csv in "$tmp/header.csv" "$tmp/empty.csv" "$tmp"; do
     exit 1
   fi
 done
-echo "plot of a foreign CSV, or one without rows, refused: ok"
+# A row whose m, n or k is not a whole number is malformed, not read as 0
+# or as its leading digits.
+for mnk in "abc,64,64" "64x,64,64" "64,,64" "64,64,0"; do
+  { head -n 1 "$tmp/x.csv"; printf '%s,s,cpu0,device,1,0.1,5%14s,ok,""\n' "$mnk" | tr ' ' ,; } \
+    >"$tmp/mnk.csv"
+  "$bench" plot --plot "$tmp/bad.svg" "$tmp/mnk.csv" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -qF "$tmp/mnk.csv:2: malformed row" "$tmp/err"; then
+    echo "FAIL: poas-bench plot of a row $mnk gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+done
+echo "plot of a foreign CSV, one without rows, or a malformed row refused: ok"
 
 # The plot may not overwrite a CSV, the run's or one it is drawn from, by
 # the same name, another name for it, or a link to it: a usage error that
