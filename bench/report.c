@@ -216,6 +216,20 @@ static int opens_series(const bench_row *rows, int i) {
   return 1;
 }
 
+/* The spans of what the plot draws, sizes on x and rates on y (each row's
+ * rate, and a co-executed row's ideal); lo > hi where nothing is drawn. */
+static void plot_spans(const bench_row *rows, int nrows, double x[2], double y[2]) {
+  x[0] = y[0] = INFINITY, x[1] = y[1] = -INFINITY;
+  for (int i = 0; i < nrows; i++)
+    for (int ideal = 0; ideal <= (rows[i].role == BENCH_COEXEC); ideal++) {
+      double v = ideal ? rows[i].ideal_gflops : rows[i].gflops;
+      if (isnan(v))
+        continue;
+      x[0] = fmin(x[0], plot_size(&rows[i])), x[1] = fmax(x[1], plot_size(&rows[i]));
+      y[0] = fmin(y[0], v), y[1] = fmax(y[1], v);
+    }
+}
+
 /* The data first, as datablocks $d0, $d1, ..., then one plot command over
  * them in the same order: a co-executed series is followed by its ideal. */
 static void plot_script(FILE *g, const char *path, const bench_row *rows, int nrows) {
@@ -225,13 +239,17 @@ static void plot_script(FILE *g, const char *path, const bench_row *rows, int nr
   fprintf(g, "\nset title 'poas-bench gemm: end to end, operands in host memory'\n"
              "set xlabel 'size (n; cube root of m n k for other shapes)'\n"
              "set ylabel 'GFLOP/s'\nset logscale x 2\nset grid\nset key outside right top\n");
-  /* One size only: gnuplot cannot scale an empty range and says so on
-   * stderr (into recorded runs); give it half an octave either side. */
-  double lo = INFINITY, hi = -INFINITY;
-  for (int i = 0; i < nrows; i++)
-    lo = fmin(lo, plot_size(&rows[i])), hi = fmax(hi, plot_size(&rows[i]));
-  if (nrows > 0 && lo == hi)
-    fprintf(g, "set xrange [%.6g:%.6g]\n", lo / sqrt(2.0), hi * sqrt(2.0));
+  /* One size only, or one rate (one point): gnuplot cannot scale an empty
+   * range and says so on stderr, into recorded runs. x then takes half an
+   * octave either side, y half the rate. */
+  double x[2], y[2];
+  plot_spans(rows, nrows, x, y);
+  if (x[0] == x[1])
+    fprintf(g, "set xrange [%.6g:%.6g]\n", x[0] / sqrt(2.0), x[1] * sqrt(2.0));
+  if (y[0] == y[1]) {
+    double d = y[0] != 0 ? fabs(y[0]) / 2 : 1;
+    fprintf(g, "set yrange [%.6g:%.6g]\n", y[0] - d, y[1] + d);
+  }
   int id = 0;
   for (int i = 0; i < nrows; i++)
     for (int ideal = 0; opens_series(rows, i) && ideal <= (rows[i].role == BENCH_COEXEC); ideal++)

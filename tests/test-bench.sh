@@ -308,6 +308,15 @@ if [ -s "$tmp/again.svg" ]; then
     exit 1
   fi
   echo "a failed plot keeps the earlier one: ok"
+  # One point (one size, one series) plots without a word on stderr: gnuplot
+  # warned of an empty y range into every single-size run's record.
+  "$bench" plot --plot "$tmp/one.svg" "$tmp/w.csv" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 0 ] || [ -s "$tmp/err" ] || ! grep -q "<svg" "$tmp/one.svg"; then
+    echo "FAIL: the plot of one point gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+  echo "a plot of one point, quietly: ok"
 fi
 printf 'not,a,bench,csv\n' >"$tmp/bad.csv"
 "$bench" plot --plot "$tmp/bad.svg" "$tmp/bad.csv" 2>"$tmp/err"
