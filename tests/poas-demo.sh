@@ -1,12 +1,12 @@
 #!/bin/sh
 # poas-demo.sh: the README's demo: help, a bad size, a bad call count, a
-# stray word and a malformed POAS_DEVICES refused, and small runs on the
-# CPU that print their plan, the first call and the warm ones (their
-# median, or the one), each call checked exactly; without a profile it
-# says the times are estimates, and a profile named by POAS_PROFILE that
-# cannot be read is an error (on sim devices too, which are noted not to
-# use a readable one). On sim devices, which compute nothing, the results
-# are not checked.
+# stray word, a malformed POAS_DEVICES and matrices larger than the
+# machine's memory refused, and small runs on the CPU that print their
+# plan, the first call and the warm ones (their median, or the one), each
+# call checked exactly; without a profile it says the times are
+# estimates, and a profile named by POAS_PROFILE that cannot be read is an
+# error (on sim devices too, which are noted not to use a readable one).
+# On sim devices, which compute nothing, the results are not checked.
 set -u
 demo="${top_builddir:-.}/tools/poas-demo"
 fail() { echo "poas-demo.sh: $*" >&2; exit 1; }
@@ -26,6 +26,17 @@ noprofile() { (unset POAS_LOG; "$demo" "$@"); }
 [ $? -eq 2 ] || fail "--n 0 accepted"
 "$demo" --calls 0 2>/dev/null
 [ $? -eq 2 ] || fail "--calls 0 accepted"
+# n = 65536 asks for 48 GiB, which filling under overcommit gave to the
+# OOM killer: refused before anything is allocated where the machine has
+# less memory, and not tried where it has more.
+pages=$(getconf _PHYS_PAGES 2>/dev/null) || pages=
+page=$(getconf PAGESIZE 2>/dev/null) || page=
+if [ -n "$pages" ] && [ -n "$page" ] && [ $((pages / 1024 * page / 1048576)) -lt 48 ]; then
+  out=$("$demo" --devices sim -n 65536 -c 1 2>&1)
+  [ $? -eq 1 ] || fail "n=65536 with less than 48 GiB of memory accepted: $out"
+  printf '%s' "$out" | grep -q "n=65536 needs 48.0 GiB for A, B and C, more than this machine's" ||
+    fail "n=65536: unclear error: $out"
+fi
 "$demo" -n 16 -c 1 extra 2>/dev/null
 [ $? -eq 2 ] || fail "a stray argument accepted"
 out=$(POAS_DEVICES=nodevice "$demo" -n 16 -c 1 2>&1)

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
   fprintf(f, "Usage: poas-demo [--devices LIST] [--n N] [--calls N]\n"
@@ -23,13 +24,15 @@ static void usage(FILE *f) {
              "then warm ones; check each, and print the plan and the predicted against the\n"
              "measured times (the warm calls' median, and their spread).\n\n"
              "  -d, --devices LIST  device selection, as POAS_DEVICES\n"
-             "  -n, --n N           matrix size (default 1024)\n"
+             "  -n, --n N           matrix size (default 1024, at most 65536, and A, B and C\n"
+             "                      must fit in the machine's memory: 3 x 4n^2 bytes)\n"
              "  -c, --calls N       warm calls (default 5, 1 to 100)\n"
              "  -h, --help          show this help\n"
              "  -V, --version       show the version\n\n"
-             "Exit status: 0, 1 when a call fails or computes a wrong element, a profile\n"
-             "named by POAS_PROFILE cannot be read or the output cannot be written, 2 on\n"
-             "a usage error (a malformed --devices or POAS_DEVICES among them).\n");
+             "Exit status: 0, 1 when A, B and C do not fit in memory, a call fails or\n"
+             "computes a wrong element, a profile named by POAS_PROFILE cannot be read or\n"
+             "the output cannot be written, 2 on a usage error (a malformed --devices or\n"
+             "POAS_DEVICES among them).\n");
 }
 
 #define MAX_WARM 100
@@ -48,6 +51,22 @@ static int took_part_simulated(const poas_context *ctx, const poas_report *rep) 
         poas_device_get(ctx, d, &info) == 0 && info.kind == POAS_DEVICE_SIM)
       return 1;
   }
+  return 0;
+}
+
+/* Whether A, B and C, n x n floats each, fit in the machine's memory;
+ * says why on stderr when not. Past it malloc still succeeds under
+ * overcommit, and filling them wakes the OOM killer (n = 65536 asks for
+ * 48 GiB). Not a usage error: the same n runs on a larger machine. */
+static int operands_fit(long n) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  double need = 3.0 * sizeof(float) * (double)n * (double)n, have = (double)pages * (double)page;
+  if (pages <= 0 || page <= 0 || need <= have)
+    return 1;
+  fprintf(stderr,
+          "poas-demo: n=%ld needs %.1f GiB for A, B and C, more than this machine's %.1f GiB of "
+          "memory\n",
+          n, need / 1073741824.0, have / 1073741824.0);
   return 0;
 }
 
@@ -122,6 +141,8 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (!operands_fit(n))
+    return 1;
   float *A = malloc(sizeof(float) * (size_t)(n * n)), *B = malloc(sizeof(float) * (size_t)(n * n)),
         *C = malloc(sizeof(float) * (size_t)(n * n));
   if (!A || !B || !C) {
