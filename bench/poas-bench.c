@@ -1003,7 +1003,14 @@ static int plot_over_csv(const char *prog, const char *plot, const char *csv) {
 /* `poas-bench gemm ...`: argv[1] is "gemm", whose options follow. */
 static int gemm_main(int argc, char **argv) {
   static bench b;
+  /* getopt names the program by argv[0] in its messages, which said
+   * "gemm: unrecognized option"; argv[1] is put back for the JSON's
+   * command line. */
+  static char name[] = "poas-bench gemm";
+  char *cmd = argv[1];
+  argv[1] = name;
   int rc = parse_options(argc - 1, argv + 1, &b.o);
+  argv[1] = cmd;
   if (rc)
     return rc;
   char csv_name[64];
@@ -1092,7 +1099,9 @@ static int plot_main(int argc, char **argv) {
   const char *out = NULL;
   int nrows = 0, c;
   char why[512];
+  static char name[] = "poas-bench plot"; /* getopt's name for the program */
   argc--, argv++;
+  argv[0] = name;
   while ((c = getopt_long(argc, argv, "p:hV", longopts, NULL)) != -1) {
     switch (c) {
     case 'p': out = optarg; break;

@@ -241,6 +241,13 @@ done
 rc=$?
 [ $rc -eq 2 ] ||
   { echo "FAIL: poas-bench gemm with an empty --baselines exited with $rc: $(cat "$tmp/err")"; exit 1; }
+# getopt's messages name the command as poas-bench's own do, not as "gemm".
+for sub in gemm plot; do
+  "$bench" $sub --frobnicate x.csv >/dev/null 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "^poas-bench $sub: unrecognized option '--frobnicate'" "$tmp/err" ||
+    { echo "FAIL: poas-bench $sub --frobnicate gave $rc: $(cat "$tmp/err")"; exit 1; }
+done
 # A misspelt shape is named as one, not taken for a list of MxNxK.
 "$bench" gemm --shape Tall --sizes 64 >/dev/null 2>"$tmp/err"
 rc=$?
