@@ -57,9 +57,12 @@ EOF
 fi
 export LD_LIBRARY_PATH=$work/lib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export top_srcdir=$src top_builddir=$build
-export POAS_PROFILE=$out/profile.json
+profile=$out/profile.json
 # A profile calibrated by an earlier call, brought back and put in .gpu/.
-[ -f "$pack/profile.json" ] && cp "$pack/profile.json" "$POAS_PROFILE"
+[ -f "$pack/profile.json" ] && cp "$pack/profile.json" "$profile"
+# Named once it exists: the tools stop on a named profile they cannot read,
+# and without one they say their times are built-in estimates.
+[ -f "$profile" ] && export POAS_PROFILE=$profile
 machine=${POAS_MACHINE:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-' | tr -cd 'A-Za-z0-9-')-$(nproc)c}
 commit=$(cat "$pack/commit" 2>/dev/null || echo unknown)
 stamp() { date -u '+%Y-%m-%d %H:%M:%S UTC'; }
@@ -112,9 +115,10 @@ stage_test() {
 stage_calibrate() {
   echo "== calibrate $* ($(stamp))"
   local t0=$SECONDS
-  POAS_LOG=3 "$build/tools/poas-calibrate" --devices "${CAL_DEVICES:-cpu0,cuda0}" --output "$POAS_PROFILE" "$@" \
+  POAS_LOG=3 "$build/tools/poas-calibrate" --devices "${CAL_DEVICES:-cpu0,cuda0}" --output "$profile" "$@" \
     2>"$work/calibrate.err"
   echo "calibration took $((SECONDS - t0)) s, exit status $?"
+  [ -f "$profile" ] && export POAS_PROFILE=$profile
   grep -v '^poas: debug: calibrate ' "$work/calibrate.err"
   grep '^poas: debug: calibrate ' "$work/calibrate.err" | sed 's/^poas: debug: //' \
     >"$out/calibrate-samples.log"
