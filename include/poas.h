@@ -456,15 +456,18 @@ int poas_predict_transfer(const poas_context *ctx, int device, poas_direction di
 
 /* The profile behind a context's models. */
 typedef struct poas_profile_info {
-  /* The file looked for; "" with no_profile. A longer path is cut to
-   * fit and ends in "..." (the context itself uses the whole path). */
+  /* The file looked for; "" with no_profile, and when every device is
+   * simulated and no profile was named (sims take no model from one). A
+   * longer path is cut to fit and ends in "..." (the context itself uses
+   * the whole path). */
   char path[512];
   int loaded;              /* 1: read, and at least one device uses it */
   char created[32];        /* when it was written (ISO 8601 UTC), or "" */
   double age_s;            /* seconds since then; -1 when not loaded */
   /* Why the profile or part of it is not used, in words ("no profile at
    * ...", "cpu0 is 'X' here but 'Y' in the profile", a parse error naming
-   * the file); "" when every device uses it. */
+   * the file, "every device selected is simulated ..."); ""
+   * when every device uses it. */
   char problem[512];
   int ndevices;            /* as poas_device_count */
   poas_device_fit dev[POAS_MAX_DEVICES]; /* the model each device uses now */

@@ -174,7 +174,9 @@ int poas__predict_attach(const poas__devset *set, const char *profile_path, int 
   int real = 0;
   for (int i = 0; i < set->ndev; i++)
     real += set->dev[i]->be != &poas__backend_sim;
-  if (no_profile || !real)
+  /* Simulated devices take no model from the profile, but one named for
+   * them is still read, so that a wrong name is said, not passed over. */
+  if (no_profile || (!real && !profile_path))
     return 0;
   if (profile_path && strlen(profile_path) >= sizeof status->path) {
     /* Not cut short: a shorter name may be another file. */
@@ -198,7 +200,8 @@ int poas__predict_attach(const poas__devset *set, const char *profile_path, int 
   struct stat sb;
   if (stat(status->path, &sb) != 0 && errno == ENOENT) {
     snprintf(status->problem, sizeof status->problem, "no profile at %.480s", status->path);
-    suggest_calibration(status->problem);
+    if (real)
+      suggest_calibration(status->problem);
     return 0;
   }
   poas__profile *p = malloc(sizeof *p);
@@ -209,9 +212,14 @@ int poas__predict_attach(const poas__devset *set, const char *profile_path, int 
     apply_profile(set, p, models, status);
   else
     poas__strlcpy(status->problem, poas_error_detail(), sizeof status->problem);
+  if (rc == 0 && !real)
+    poas__strlcpy(status->problem,
+                  "every device selected is simulated, and a sim takes its model from its "
+                  "settings or sim:profile=FILE",
+                  sizeof status->problem);
   free(p);
   poas__clear_detail();
-  if (rc)
+  if (rc && real)
     suggest_calibration(status->problem);
   return rc == POAS_ENOMEM ? rc : 0;
 }

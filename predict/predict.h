@@ -27,7 +27,9 @@ typedef struct poas__profile_status {
  * estimate, and the status says which. A sim device with profile=FILE
  * (optionally FILE#ID to pick a device of that profile; default its first)
  * replays it: its model and its simulated times both follow that profile's
- * model, so `models` must outlive the devices of `set`. Never fails for a
+ * model, so `models` must outlive the devices of `set`. Sims take no
+ * model from the profile, but one named for them is read all the same,
+ * and the status says whether it could be. Never fails for a
  * missing or mismatched default profile (the status says why); returns an
  * error for out-of-memory and for a sim replay profile that cannot be
  * used. */

@@ -512,6 +512,33 @@ TEST(default_path_follows_environment) {
   return 0;
 }
 
+/* Simulated devices take no model from a profile, but one named for them
+ * is read: the status says it is unused, or why it cannot be read (it
+ * once said nothing, the path left empty). Unnamed, none is looked for. */
+TEST(a_profile_named_for_simulated_devices_is_read) {
+  const char *path = test_tmp_path("for-sims.json");
+  CHECK_OK(write_cpu_profile(path, 3e10));
+  poas_profile_info pi;
+  poas_context *ctx = open_with_profile("sim,sim", path);
+  CHECK(ctx);
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK(!pi.loaded && pi.created[0] && strcmp(pi.path, path) == 0);
+  CHECK_MSG(strstr(pi.problem, "every device selected is simulated"), "'%s'", pi.problem);
+  poas_finalize(ctx);
+  ctx = open_with_profile("sim", "/nonexistent/p.json");
+  CHECK(ctx);
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK(!pi.loaded && !pi.created[0] && strstr(pi.problem, "no profile at /nonexistent/p.json"));
+  poas_finalize(ctx);
+  unsetenv("POAS_PROFILE");
+  ctx = open_with_profile("sim", NULL);
+  CHECK(ctx);
+  CHECK_OK(poas_profile_get(ctx, &pi));
+  CHECK(!pi.path[0] && !pi.problem[0]);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* A profile path longer than poas_profile_info's 512 bytes is loaded
  * whole (it was once cut short, and a missing shorter name reported); one
  * longer than the system allows is refused, not cut; so is a
@@ -559,4 +586,5 @@ TEST_MAIN(TEST_ENTRY(round_trip_is_exact), TEST_ENTRY(bad_profiles_fail_with_fil
           TEST_ENTRY(a_profiles_thread_counts_reach_the_device),
           TEST_ENTRY(fingerprint_mismatch_names_the_device),
           TEST_ENTRY(default_path_follows_environment),
-          TEST_ENTRY(long_profile_paths_are_used_whole))
+          TEST_ENTRY(long_profile_paths_are_used_whole),
+          TEST_ENTRY(a_profile_named_for_simulated_devices_is_read))

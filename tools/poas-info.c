@@ -155,10 +155,10 @@ static void print_profile_table(poas_context *ctx) {
   poas_profile_info pi;
   if (poas_profile_get(ctx, &pi) != 0)
     return;
-  /* Only a set with a real device reads a profile; simulated devices take
-   * theirs with sim:profile=FILE, which is no profile of this machine's:
-   * those that do are named, so that "none" does not read as if their
-   * FILE had been left unread. */
+  /* A set of simulated devices reads no profile unless one is named
+   * (and then uses none of it): they take theirs with sim:profile=FILE,
+   * which is no profile of this machine's. Those that do are named, so
+   * that "none" does not read as if their FILE had been left unread. */
   int real = 0;
   char replay[160] = "";
   for (int i = 0; i < poas_device_count(ctx); i++) {

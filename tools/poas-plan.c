@@ -184,9 +184,10 @@ int main(int argc, char **argv) {
   if (rc)
     return rc;
   const char *env_profile = getenv("POAS_PROFILE");
-  if (opts.profile ? tool_profile_check_path("poas-plan", ctx, "--profile", opts.profile)
-                   : tool_profile_check("poas-plan", ctx,
-                                        env_profile && *env_profile ? "POAS_PROFILE" : NULL)) {
+  if (tool_profile_check("poas-plan", ctx,
+                         opts.profile                  ? "--profile"
+                         : env_profile && *env_profile ? "POAS_PROFILE"
+                                                       : NULL)) {
     poas_finalize(ctx);
     return 1;
   }
