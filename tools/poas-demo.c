@@ -156,6 +156,7 @@ int main(int argc, char **argv) {
         *C = malloc(sizeof(float) * (size_t)(n * n));
   if (!A || !B || !C) {
     fprintf(stderr, "poas-demo: out of memory for n=%ld\n", n);
+    free(A), free(B), free(C);
     return 1;
   }
   /* A(i,p) = (i+p) % 7 - 3, B = identity scaled by 2: C = 2A exactly. */
@@ -166,11 +167,14 @@ int main(int argc, char **argv) {
     }
   poas_context *ctx;
   int rc = tool_context_open("poas-demo", &opts, &ctx);
-  if (rc)
+  if (rc) {
+    free(A), free(B), free(C);
     return rc;
+  }
   const char *env_profile = getenv("POAS_PROFILE");
   if (tool_profile_check("poas-demo", ctx, env_profile && *env_profile ? "POAS_PROFILE" : NULL)) {
     poas_finalize(ctx);
+    free(A), free(B), free(C);
     return 1;
   }
   print_plan(ctx, n);
