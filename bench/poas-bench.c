@@ -95,7 +95,7 @@ static void usage(FILE *f) {
           "  -S, --shape SHAPE     square (n x n x n, the default), tall (4n x n/4 x n),\n"
           "                        wide (n/4 x 4n x n), or a list MxNxK,... used instead\n"
           "                        of --sizes\n"
-          "  -t, --dtype LIST      s, d or s,d (default s)\n"
+          "  -t, --dtype LIST      s, d or s,d (sd too; default s)\n"
           "  -d, --devices LIST    device selection, as POAS_DEVICES (default: every\n"
           "                        device); each device alone keeps its entry's settings\n"
           "  -b, --baselines LIST  cblas, clblast, cublas, all (default) or none\n"
@@ -189,7 +189,10 @@ static int parse_dtypes(const char *text, options *o) {
   } known[] = {{"s", 1, {POAS_FLOAT32}},
                {"d", 1, {POAS_FLOAT64}},
                {"s,d", 2, {POAS_FLOAT32, POAS_FLOAT64}},
-               {"d,s", 2, {POAS_FLOAT64, POAS_FLOAT32}}};
+               {"d,s", 2, {POAS_FLOAT64, POAS_FLOAT32}},
+               /* as poas-calibrate takes them */
+               {"sd", 2, {POAS_FLOAT32, POAS_FLOAT64}},
+               {"ds", 2, {POAS_FLOAT64, POAS_FLOAT32}}};
   for (size_t i = 0; i < sizeof known / sizeof *known; i++)
     if (strcmp(text, known[i].text) == 0) {
       o->ndtypes = known[i].n;
