@@ -188,7 +188,8 @@ int poas_last_report(const poas_context *ctx, poas_report *out) {
   if (!ctx || !out)
     return poas__fail(POAS_ENULL, "poas_last_report: %s is NULL", ctx ? "out" : "ctx");
   if (!poas__report_get(ctx, out)) /* which writes nothing then */
-    return poas__fail(POAS_ESTATE, "poas_last_report: no GEMM has run on this context yet");
+    return poas__fail(POAS_ESTATE, "poas_last_report: no GEMM has run on this context yet, or "
+                                   "the last one failed");
   return 0;
 }
 

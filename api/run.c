@@ -587,6 +587,10 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   if (!r.faults)
     adapt_from_run(ctx, plan, &r);
 done:
+  /* A GEMM that failed leaves no report: the one before it, kept, was
+   * taken for this call's (its error says what failed). */
+  if (rc)
+    poas__report_set(ctx, NULL);
   poas__gemm_source_destroy(src);
   free(plan);
   return rc;

@@ -228,7 +228,8 @@ typedef struct poas_report {
 } poas_report;
 
 /* Copies the report of the context's last GEMM into *out; POAS_ESTATE when
- * nothing has run yet. */
+ * nothing has run yet, or when the last GEMM failed (it leaves no report:
+ * its error code and poas_error_detail() say what failed). */
 int poas_last_report(const poas_context *ctx, poas_report *out);
 
 /* ------------------------------------------------------ prediction (predict/)

@@ -445,6 +445,28 @@ TEST(a_contexts_log_level_ends_with_it) {
   return 0;
 }
 
+/* A GEMM that fails leaves no report, where the one before it, kept, was
+ * once taken for its own (an audit read a 64^3 report after a failed
+ * 32 x 16 x 8). */
+TEST(a_failed_gemm_leaves_no_report) {
+  poas_context *ctx = test_open("sim");
+  CHECK(ctx);
+  static float a[64 * 64], b[64 * 64], c[64 * 64];
+  poas_report r;
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64, 64, 1, a, 64, b,
+                      64, 0, c, 64));
+  CHECK_OK(poas_last_report(ctx, &r));
+  CHECK(r.m == 64 && r.faults == 0);
+  setenv("POAS_FAULT", "sim0:after=0", 1);
+  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 32, 16, 8, 1, a, 32, b, 8,
+                      0, c, 32);
+  unsetenv("POAS_FAULT");
+  CHECK_MSG(rc < 0, "the only device failed, and the GEMM returned %d", rc);
+  CHECK_FAILS(poas_last_report(ctx, &r), POAS_ESTATE, "the last one failed");
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* poas_predict_gemm refuses the sizes the GEMM calls and poas_plan_gemm
  * refuse, with the same detail, where it once timed them (1.4e46 s). */
 TEST(predict_refuses_sizes_that_overflow) {
@@ -762,9 +784,9 @@ TEST(calibration_says_how_long_building_kernels_took) {
 }
 
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail),
-          TEST_ENTRY(a_contexts_log_level_ends_with_it), TEST_ENTRY(device_queries),
-          TEST_ENTRY(simulated_split_runs_as_planned), TEST_ENTRY(gemm_validation),
-          TEST_ENTRY(row_major_errors_name_the_callers_arguments),
+          TEST_ENTRY(a_failed_gemm_leaves_no_report), TEST_ENTRY(a_contexts_log_level_ends_with_it),
+          TEST_ENTRY(device_queries), TEST_ENTRY(simulated_split_runs_as_planned),
+          TEST_ENTRY(gemm_validation), TEST_ENTRY(row_major_errors_name_the_callers_arguments),
           TEST_ENTRY(gemm_takes_blocks_of_one_array),
           TEST_ENTRY(gemm_refuses_matrices_that_share_elements),
           TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(errors_leave_no_stale_detail),
