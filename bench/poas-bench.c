@@ -15,6 +15,7 @@
 
 #include "bench/bench.h"
 #include "bench/timing.h"
+#include "tools/host-memory.h"
 #include "tools/profile-note.h"
 #include "tools/stdout-check.h"
 
@@ -883,20 +884,14 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
   compare(b->rows + first, b->nrows - first);
 }
 
-/* Whether the host's memory can hold the operands of p; if not, why not,
- * in why[cap]. malloc grants more where the kernel overcommits (3 x 16 GiB
- * for --sizes 65536 on a 23 GiB host), and filling the operands then woke
- * the OOM killer. The bound is the physical memory, which is the machine's
- * own, rather than MemAvailable, which moves with the page cache and other
- * processes: a size it refused on a busy machine would run on an idle one,
- * and a recorded run would say the size failed by chance. */
+/* Whether the host's memory (tool_host_memory) can hold the operands of
+ * p; if not, why not, in why[cap]. */
 static int operands_fit(const bench_problem *p, char *why, size_t cap) {
   double need =
       ((double)p->m * (double)p->k + (double)p->k * (double)p->n + (double)p->m * (double)p->n) *
       (double)bench_dtype_size(p->dtype);
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  double have = (double)pages * (double)page, gib = 1024.0 * 1024 * 1024;
-  if (pages <= 0 || page <= 0 || need <= have)
+  double have = tool_host_memory(), gib = 1024.0 * 1024 * 1024;
+  if (have == 0 || need <= have)
     return 1;
   snprintf(why, cap, "out of host memory for the operands (%.1f GiB, the host has %.1f GiB)",
            need / gib, have / gib);

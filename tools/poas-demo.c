@@ -9,6 +9,7 @@
  * 0.086 to 0.166 s), and their spread is printed beside it. */
 #include "poas.h"
 #include "tools/context-open.h"
+#include "tools/host-memory.h"
 #include "tools/profile-note.h"
 #include "tools/stdout-check.h"
 
@@ -16,7 +17,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 static void usage(FILE *f) {
   fprintf(f, "Usage: poas-demo [--devices LIST] [--n N] [--calls N]\n"
@@ -54,14 +54,12 @@ static int took_part_simulated(const poas_context *ctx, const poas_report *rep) 
   return 0;
 }
 
-/* Whether A, B and C, n x n floats each, fit in the machine's memory;
- * says why on stderr when not. Past it malloc still succeeds under
- * overcommit, and filling them wakes the OOM killer (n = 65536 asks for
- * 48 GiB). Not a usage error: the same n runs on a larger machine. */
+/* Whether A, B and C, n x n floats each, fit in the machine's memory
+ * (tool_host_memory); says why on stderr when not. Not a usage error: the
+ * same n runs on a larger machine. */
 static int operands_fit(long n) {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  double need = 3.0 * sizeof(float) * (double)n * (double)n, have = (double)pages * (double)page;
-  if (pages <= 0 || page <= 0 || need <= have)
+  double need = 3.0 * sizeof(float) * (double)n * (double)n, have = tool_host_memory();
+  if (have == 0 || need <= have)
     return 1;
   fprintf(stderr,
           "poas-demo: n=%ld needs %.1f GiB for A, B and C, more than this machine's %.1f GiB of "
