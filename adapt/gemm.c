@@ -513,6 +513,10 @@ int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_proble
   s->ws = (poas__work_source){.user = s, .total_units = plan->total_units,
                               .granule = plan->granule, .emit = emit, .finish = finish,
                               .predict = predict};
+  /* With beta = 0 nothing reads C: a chunk whose device failed after some
+   * of its tiles reached C computes them again elsewhere, to the same
+   * values. */
+  s->ws.rerunnable = call->beta == 0;
   *src = s;
   *out = &s->ws;
   return 0;

@@ -174,9 +174,14 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * op(B) is k x n, C is m x n; when beta is 0, C is not read (NaNs in it do
  * not propagate). Runs on every selected device at once. On an argument
  * error nothing is written, and poas_error_detail() names the argument as
- * the call passed it, in either layout. A run that fails once started (a
- * device error, POAS_EDEVICE, or memory, POAS_ENOMEM) may have written part of C:
- * the chunks the devices finished, and C is then to be treated as lost.
+ * the call passed it, in either layout. A device that fails during the run
+ * is retired and its unfinished work runs on the others (poas_report.faults
+ * counts such failures), unless it had written part of that work back to C
+ * and beta != 0: that part's update cannot be applied twice, and the call
+ * fails with POAS_EDEVICE (with beta = 0 it is simply written again). A run
+ * that fails once started (a device error, POAS_EDEVICE, or memory,
+ * POAS_ENOMEM) may have written part of C: the chunks the devices finished,
+ * and C is then to be treated as lost.
  *
  * C may share no element with A or B (POAS_EOVERLAP); A and B, only read,
  * may overlap each other. Blocks of one array are fine, such as LAPACK's

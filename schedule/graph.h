@@ -120,6 +120,12 @@ typedef struct poas__work_source {
   void *user;
   int64_t total_units;
   int64_t granule;     /* ranges handed out are multiples of this, but the last */
+  /* 1: a range's instructions overwrite the host memory they write and
+   * read none of it (a GEMM with beta = 0), so a range that failed after
+   * part of its result reached host memory can run again elsewhere; 0: it
+   * may read what it writes (beta != 0), and running it twice would apply
+   * its update twice. */
+  int rerunnable;
   /* Appends to g the instructions computing units [u0, u1) on device
    * `device`, tagged with chunk id `chunk`; the source may reuse buffers
    * it emitted earlier on that device (the shared operand). Returns 0 or

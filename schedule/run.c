@@ -452,7 +452,7 @@ static void collect(runner *r) {
       /* Cancelled on a healthy device: the runtime ran out of memory. */
       if (!r->rc)
         r->rc = poas__fail(POAS_ENOMEM, "schedule: out of memory recording dependencies");
-    } else if (ch->host_written) {
+    } else if (ch->host_written && !r->src->rerunnable) {
       /* Part of its result may be in host memory already: running it
        * again could apply beta twice. */
       if (!r->rc)

@@ -82,8 +82,9 @@ typedef struct poas__sched_config {
  * releases) fail before it starts. A device whose operation fails is
  * retired; its chunks that did not complete are emitted again on the
  * others (on the devices the plan left out, once every device it used has
- * failed), unless one had already started writing host memory (then
- * POAS_EDEVICE: applying it twice would be wrong). Every device failed:
+ * failed), unless one had already started writing host memory and the
+ * source is not rerunnable (then POAS_EDEVICE: applying its update twice
+ * would be wrong). Every device failed:
  * POAS_EDEVICE.
  *
  * Trace: cfg->trace_path, else $POAS_TRACE, gets a Chrome trace of the run

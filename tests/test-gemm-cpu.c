@@ -80,6 +80,77 @@ TEST(cpu_takes_over_when_the_plans_only_device_fails) {
   return 0;
 }
 
+/* A device that fails after its first tiles were copied back into C: with
+ * beta = 0 the CPU runs its chunk again and C is right; with beta != 0 the
+ * call fails with POAS_EDEVICE, since those tiles' update cannot be applied
+ * twice. The simulated device has room for B and a few of A's rows at a
+ * time, so its part runs as several tiles; its operation number `after`
+ * fails, for each `after` until one falls past its last operation. It
+ * computes nothing, so C is checked where the CPU computed all of it. */
+static int run_failing_after(poas_context *ctx, int after, double beta, const double *a,
+                             const double *b, double *c, poas_report *rep) {
+  char fault[64];
+  snprintf(fault, sizeof fault, "sim0:after=%d", after);
+  setenv("POAS_FAULT", fault, 1);
+  enum { N = 384 };
+  int rc = poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1, a, N, b, N,
+                      beta, c, N);
+  unsetenv("POAS_FAULT");
+  if (rc == 0 && poas_last_report(ctx, rep) != 0)
+    return POAS_ESTATE;
+  return rc;
+}
+
+TEST(failure_after_partial_write_back) {
+  const char *devices = "cpu,sim:rate=1e13:drate=1e13:bandwidth=1e13:latency=0:memory=2Mi";
+  enum { N = 384 };
+  poas_context *ctx = test_open(devices);
+  CHECK(ctx);
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT64, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N,
+                          &plan));
+  if (plan.ndevices != 1 || strcmp(plan.dev[0].id, "sim0") != 0 || plan.dev[0].tiles < 3) {
+    poas_finalize(ctx);
+    SKIP("the plan does not give sim0 all the work in several tiles here");
+  }
+  static double a[N * N], b[N * N], c[N * N], ref[N * N];
+  for (int i = 0; i < N * N; i++)
+    a[i] = (double)(i % 7) - 3, b[i] = (double)(i % 5) - 2;
+  cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a, N, b, N, 0, ref, N);
+  int recovered = 0, after;
+  poas_report rep;
+  for (after = 0; after < 200; after++) {
+    for (int i = 0; i < N * N; i++)
+      c[i] = NAN;
+    int rc = run_failing_after(ctx, after, 0, a, b, c, &rep);
+    CHECK_MSG(rc == 0, "beta = 0, after=%d: %s: %s", after, poas_strerror(rc), poas_error_detail());
+    if (rep.faults == 0)
+      break; /* past sim0's last operation */
+    if (rep.dev[0].share < 1)
+      continue; /* sim0 finished a chunk (of nothing) before failing */
+    /* Integer-valued operands: the products and sums are exact in double. */
+    for (int i = 0; i < N * N; i++)
+      CHECK_MSG(c[i] == ref[i], "beta = 0, after=%d: c[%d] = %g, expected %g", after, i, c[i],
+                ref[i]);
+    for (int i = 0; i < N * N; i++)
+      c[i] = 0;
+    rc = run_failing_after(ctx, after, 1, a, b, c, &rep);
+    recovered += rc == POAS_EDEVICE;
+    if (rc == POAS_EDEVICE || rep.dev[0].share < 1)
+      continue;
+    CHECK_MSG(rc == 0, "beta = 1, after=%d: %s: %s", after, poas_strerror(rc), poas_error_detail());
+    for (int i = 0; i < N * N; i++)
+      CHECK_MSG(c[i] == ref[i], "beta = 1, after=%d: c[%d] = %g, expected %g", after, i, c[i],
+                ref[i]);
+  }
+  CHECK_MSG(after < 200, "sim0 still failed at operation %d", after);
+  /* Some fault fell between two tiles' copies back (beta != 0 refused it),
+   * so some beta = 0 run above recovered from a partial write back. */
+  CHECK_MSG(recovered > 0, "no fault of %d fell after a tile was written back", after);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* A C of few rows or columns runs on as many threads as the device's
  * table says (calibration fills it, a profile carries it; 0: all):
  * OpenBLAS's thread count after a call is the one the call ran on, and C
@@ -246,6 +317,7 @@ TEST_MAIN(TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cp
           TEST_ENTRY(caller_keeps_its_cpu_binding),
           TEST_ENTRY(cpu_binds_the_caller_only_on_fewer_cores),
           TEST_ENTRY(cpu_takes_over_when_the_plans_only_device_fails),
+          TEST_ENTRY(failure_after_partial_write_back),
           TEST_ENTRY(few_row_and_column_calls_run_on_the_threads_the_table_gives),
           TEST_ENTRY(calls_past_the_blas_int_run_as_blocks),
           TEST_ENTRY(leading_dimensions_past_32_bits))

@@ -592,10 +592,12 @@ TEST(fault_moves_work_virtual_time) {
 
 /* A host-call source that really computes: C[u] += A[u] over each range,
  * in `parts` host calls per range, so beta-like accumulation shows any
- * unit applied twice or never. */
+ * unit applied twice or never. With `overwrite`, C[u] = u / 2 + A[u]
+ * instead, the same result written without reading C (as a GEMM with
+ * beta = 0 writes it): a rerunnable source. */
 typedef struct add_source {
   double *a, *c;
-  int parts;
+  int parts, overwrite;
   int abuf, cbuf;
 } add_source;
 
@@ -611,7 +613,7 @@ static atomic_int ncalls;
 static int add_fn(void *arg) {
   add_call *c = arg;
   for (int64_t u = c->u0; u < c->u1; u++)
-    c->s->c[u] += c->s->a[u];
+    c->s->c[u] = (c->s->overwrite ? 0.5 * (double)u : c->s->c[u]) + c->s->a[u];
   return 0;
 }
 
@@ -631,7 +633,7 @@ static int add_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t 
     in.access[0] = (poas__access){{s->abuf, 0, 1, (size_t)c->u0 * 8, (size_t)c->u1 * 8},
                                   POAS__READ};
     in.access[1] = (poas__access){{s->cbuf, 0, 1, (size_t)c->u0 * 8, (size_t)c->u1 * 8},
-                                  POAS__RW};
+                                  s->overwrite ? POAS__WRITE : POAS__RW};
     in.u.host.fn = add_fn, in.u.host.arg = c;
     if (poas__graph_add(g, &in) < 0)
       return POAS_ENOMEM;
@@ -639,14 +641,15 @@ static int add_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t 
   return 0;
 }
 
-static int add_run(const char *fault, poas__policy policy, int parts, poas_report *rep,
-                   int *exact) {
+static int add_run(const char *fault, poas__policy policy, int parts, int overwrite,
+                   poas_report *rep, int *exact) {
   static double a[1000], c[1000];
   for (int i = 0; i < 1000; i++)
     a[i] = i + 1, c[i] = 0.5 * i;
   atomic_store(&ncalls, 0);
-  add_source s = {a, c, parts, 0, 0};
-  poas__work_source src = {.user = &s, .total_units = 1000, .granule = 10, .emit = add_emit};
+  add_source s = {a, c, parts, overwrite, 0, 0};
+  poas__work_source src = {
+      .user = &s, .total_units = 1000, .granule = 10, .emit = add_emit, .rerunnable = overwrite};
   poas__devset set;
   char err[256];
   if (poas__devset_open("cpu,sim", &set, err, sizeof err) != 0)
@@ -682,8 +685,8 @@ TEST(fault_result_still_correct) {
     for (int after = 0; after < 2; after++) {
       if (p == POAS__SCHED_STATIC && after == 1)
         continue; /* its one chunk is its only operation */
-      CHECK_OK(add_run(after ? "sim0:after=1" : "sim0:after=0", (poas__policy)p, 1, &rep,
-                       &exact));
+      CHECK_OK(
+          add_run(after ? "sim0:after=1" : "sim0:after=0", (poas__policy)p, 1, 0, &rep, &exact));
       CHECK_MSG(exact, "policy %d after %d: wrong result", p, after);
       if (add_calls_on(1) <= after) {
         CHECK_MSG(rep.faults == 0 && !rep.dev[1].failed, "policy %d after %d", p, after);
@@ -692,7 +695,7 @@ TEST(fault_result_still_correct) {
       CHECK(rep.faults == 1 && rep.dev[1].failed && !rep.dev[0].failed);
       CHECK(rep.dev[0].share >= 0.5 && rep.dev[0].share + rep.dev[1].share == 1);
     }
-  CHECK_OK(add_run(NULL, POAS__SCHED_GUIDED, 1, &rep, &exact));
+  CHECK_OK(add_run(NULL, POAS__SCHED_GUIDED, 1, 0, &rep, &exact));
   CHECK(exact && rep.faults == 0 && !rep.virtual_time);
   return 0;
 }
@@ -702,8 +705,20 @@ TEST(fault_result_still_correct) {
 TEST(fault_after_partial_write_back_is_an_error) {
   poas_report rep;
   int exact;
-  CHECK_RC(add_run("sim0:after=1", POAS__SCHED_STATIC, 2, &rep, &exact), POAS_EDEVICE);
+  CHECK_RC(add_run("sim0:after=1", POAS__SCHED_STATIC, 2, 0, &rep, &exact), POAS_EDEVICE);
   CHECK(rep.dev[1].failed);
+  return 0;
+}
+
+/* A source that overwrites what it writes (a GEMM with beta = 0) runs such
+ * a chunk again on the other device, and every unit comes out right. */
+TEST(fault_after_partial_write_back_reruns_an_overwriting_source) {
+  poas_report rep;
+  int exact;
+  CHECK_OK(add_run("sim0:after=1", POAS__SCHED_STATIC, 2, 1, &rep, &exact));
+  CHECK(exact);
+  CHECK(rep.faults == 1 && rep.dev[1].failed && !rep.dev[0].failed);
+  CHECK(rep.dev[0].share == 1 && rep.dev[1].share == 0);
   return 0;
 }
 
@@ -902,9 +917,10 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(guided_tail_counts_a_cost_per_call),
           TEST_ENTRY(guided_tail_cuts_a_late_chunk_to_end_in_time),
           TEST_ENTRY(guided_tail_takes_few_calls),
-         TEST_ENTRY(guided_minor_tail_follows_the_model_error),
+          TEST_ENTRY(guided_minor_tail_follows_the_model_error),
           TEST_ENTRY(guided_major_tail_is_what_the_others_can_take),
           TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(fault_result_still_correct),
           TEST_ENTRY(fault_after_partial_write_back_is_an_error),
+          TEST_ENTRY(fault_after_partial_write_back_reruns_an_overwriting_source),
           TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
           TEST_ENTRY(trace_is_valid_chrome_json))
