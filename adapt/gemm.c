@@ -288,6 +288,7 @@ static int emit_host(poas__gemm_source *s, poas__graph *g, int device, int64_t u
   poas__pipe_time t;
   poas__pipe_eval(&s->dev[device].later, u1 - u0, &t);
   in.predicted_s = t.total_s;
+  in.result_u0 = u0, in.result_u1 = u1;
   in.access[in.naccess++] =
       (poas__access){host_region(&s->c, s->host_c, u0, u1, s->es),
                      s->call.beta != 0 ? POAS__RW : POAS__WRITE};
@@ -374,6 +375,7 @@ static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t
 
   poas__ins out = {.kind = POAS__INS_D2H, .device = device, .lane = POAS__LANE_D2H,
                    .chunk = chunk, .predicted_s = cost.out_s, .naccess = 2};
+  out.result_u0 = t0, out.result_u1 = t1; /* the tile is final in C once copied */
   out.u.d2h.dst = s->c.base + part_offset(&s->c, t0, s->es);
   out.u.d2h.src_buf = c.buf;
   out.u.d2h.shape = c_shape;

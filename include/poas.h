@@ -175,10 +175,11 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * not propagate). Runs on every selected device at once. On an argument
  * error nothing is written, and poas_error_detail() names the argument as
  * the call passed it, in either layout. A device that fails during the run
- * is retired and its unfinished work runs on the others (poas_report.faults
- * counts such failures), unless it had written part of that work back to C
- * and beta != 0: that part's update cannot be applied twice, and the call
- * fails with POAS_EDEVICE (with beta = 0 it is simply written again). A run
+ * is retired (poas_report.faults counts such failures): the tiles it had
+ * copied back to C are kept, and the rest of its work runs on the others.
+ * A failure in the middle of a copy back leaves that tile's part of C
+ * unknown: with beta = 0 it is written again; with beta != 0 its update
+ * cannot be applied twice, and the call fails with POAS_EDEVICE. A run
  * that fails once started (a device error, POAS_EDEVICE, or memory,
  * POAS_ENOMEM) may have written part of C: the chunks the devices finished,
  * and C is then to be treated as lost.

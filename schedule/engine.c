@@ -241,7 +241,7 @@ static poas__mem buffer_mem(const poas__engine *e, int buf) {
   return b->device < 0 ? poas__mem_host(b->host) : b->mem;
 }
 
-static int writes_host(const poas__engine *e, const poas__ins *in) {
+int poas__engine_writes_host(const poas__engine *e, const poas__ins *in) {
   for (int i = 0; i < in->naccess; i++)
     if ((in->access[i].mode & POAS__WRITE) && e->bufs[in->access[i].region.buf].desc.device < 0)
       return 1;
@@ -357,7 +357,8 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
   int injected = 0;
   if (w->dev && is.in.kind != POAS__INS_FREE && w->ops++ == w->fault_after)
     injected = 1;
-  if (!injected && is.in.chunk >= 0 && is.in.chunk < e->nchunks && writes_host(e, &is.in))
+  if (!injected && is.in.chunk >= 0 && is.in.chunk < e->nchunks &&
+      poas__engine_writes_host(e, &is.in))
     e->chunks[is.in.chunk].host_written = 1;
   poas__engine_unlock(e);
 

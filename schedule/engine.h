@@ -178,6 +178,9 @@ void poas__engine_chunk_seal(poas__engine *e, int chunk);
 int poas__engine_add(poas__engine *e, const poas__ins *ins, poas__node_done_fn done_fn,
                      void *done_arg);
 
+/* Whether the instruction writes host memory (a buffer of device -1). */
+int poas__engine_writes_host(const poas__engine *e, const poas__ins *in);
+
 /* A device's clock: the furthest virtual lane clock for simulated devices
  * in virtual time, else the wall. Not locked. */
 double poas__engine_clock(const poas__engine *e, int device);

@@ -64,6 +64,11 @@ typedef struct poas__ins {
                         * -1: a host call any host thread may run) */
   int lane;            /* POAS__LANE_* hint */
   int chunk;           /* work chunk it belongs to; -1 for none */
+  /* The units [result_u0, result_u1) of its chunk whose final result is in
+   * host memory once it completes (a tile's copy out, a GEMM on host
+   * memory); equal: none. When the chunk's device fails, the units its
+   * completed instructions finished are kept, and only the rest run again. */
+  int64_t result_u0, result_u1;
   double predicted_s;  /* the model's time for it, for traces */
   uint64_t bytes;      /* bytes a copy moves */
   int naccess;
@@ -121,10 +126,11 @@ typedef struct poas__work_source {
   int64_t total_units;
   int64_t granule;     /* ranges handed out are multiples of this, but the last */
   /* 1: a range's instructions overwrite the host memory they write and
-   * read none of it (a GEMM with beta = 0), so a range that failed after
-   * part of its result reached host memory can run again elsewhere; 0: it
-   * may read what it writes (beta != 0), and running it twice would apply
-   * its update twice. */
+   * read none of it (a GEMM with beta = 0), so a range whose device failed
+   * while writing part of its result to host memory can run again
+   * elsewhere; 0: it may read what it writes (beta != 0), and running that
+   * part twice would apply its update twice (parts that instructions
+   * finished, ins.result_u0/u1, are kept either way). */
   int rerunnable;
   /* Appends to g the instructions computing units [u0, u1) on device
    * `device`, tagged with chunk id `chunk`; the source may reuse buffers

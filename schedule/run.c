@@ -423,8 +423,68 @@ static int give_next(runner *r, int d, int *gave) {
   return give(r, d, a, b);
 }
 
+static int interval_cmp(const void *x, const void *y) {
+  const interval *a = x, *b = y;
+  return (a->a > b->a) - (a->a < b->a);
+}
+
+/* A chunk that failed after its device had started writing host memory:
+ * the units its completed instructions finished there (ins.result_u0/u1)
+ * count for that device, and the rest go back to the pool. An instruction
+ * that ran and wrote host memory without finishing a declared range (it
+ * failed, or declares none) left part of the result in an unknown state:
+ * that part is run again only when the source is rerunnable; otherwise the
+ * run fails, as applying its update twice would be wrong. Locked. */
+static int salvage(runner *r, int c) {
+  poas__engine *e = r->e;
+  const poas__chunk *ch = &e->chunks[c];
+  interval *done = NULL;
+  int ndone = 0, cap = 0, unknown = 0;
+  for (int id = 0; id < e->nnodes; id++) {
+    const poas__node *nd = &e->nodes[id];
+    if (nd->ins.chunk != c || !nd->ran)
+      continue;
+    if (nd->state == POAS__NODE_DONE && nd->ins.result_u1 > nd->ins.result_u0) {
+      if (ndone == cap) {
+        int ncap = cap ? 2 * cap : 16;
+        interval *p = realloc(done, (size_t)ncap * sizeof *p);
+        if (!p) {
+          free(done);
+          return POAS_ENOMEM;
+        }
+        done = p, cap = ncap;
+      }
+      done[ndone++] = (interval){nd->ins.result_u0, nd->ins.result_u1};
+    } else if (poas__engine_writes_host(e, &nd->ins)) {
+      unknown = 1;
+    }
+  }
+  if (unknown && !r->src->rerunnable) {
+    free(done);
+    return poas__fail(POAS_EDEVICE,
+                      "%s failed with part of units [%lld, %lld) written back, in a state not "
+                      "known; the result cannot be recovered",
+                      r->set->dev[ch->device]->info.id, (long long)ch->u0, (long long)ch->u1);
+  }
+  if (ndone > 1)
+    qsort(done, (size_t)ndone, sizeof *done, interval_cmp);
+  int64_t at = ch->u0;
+  int rc = 0;
+  for (int i = 0; i < ndone && !rc; i++) {
+    int64_t a = POAS__MAX(done[i].a, at), b = POAS__MIN(done[i].b, ch->u1);
+    if (b <= a)
+      continue;
+    rc = pool_add(r, at, a);
+    r->units[ch->device] += b - a;
+    at = b;
+  }
+  free(done);
+  return rc ? rc : pool_add(r, at, ch->u1);
+}
+
 /* Accounts for completed chunks: done ones count for their device, failed
- * ones go back to the pool. Locked. */
+ * ones go back to the pool (but for what they finished in host memory:
+ * salvage). Locked. */
 static void collect(runner *r) {
   poas__engine *e = r->e;
   for (int c = 0; c < e->nchunks; c++) {
@@ -452,17 +512,10 @@ static void collect(runner *r) {
       /* Cancelled on a healthy device: the runtime ran out of memory. */
       if (!r->rc)
         r->rc = poas__fail(POAS_ENOMEM, "schedule: out of memory recording dependencies");
-    } else if (ch->host_written && !r->src->rerunnable) {
-      /* Part of its result may be in host memory already: running it
-       * again could apply beta twice. */
-      if (!r->rc)
-        r->rc = poas__fail(POAS_EDEVICE,
-                           "%s failed after writing part of units [%lld, %lld) back; the "
-                           "result cannot be recovered",
-                           r->set->dev[ch->device]->info.id, (long long)ch->u0,
-                           (long long)ch->u1);
-    } else if (pool_add(r, ch->u0, ch->u1) != 0 && !r->rc) {
-      r->rc = POAS_ENOMEM;
+    } else {
+      int rc = ch->host_written ? salvage(r, c) : pool_add(r, ch->u0, ch->u1);
+      if (rc && !r->rc)
+        r->rc = rc;
     }
   }
 }

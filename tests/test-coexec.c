@@ -8,6 +8,8 @@
  * device that can be limited to one core is present. */
 #include "gemm-cases.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const pair = "cpu:threads=1,opencl0:cores=1";
@@ -74,4 +76,57 @@ TEST(coexec_every_policy_uses_both_devices) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(coexec_cpu_opencl_gemm_cases), TEST_ENTRY(coexec_every_policy_uses_both_devices))
+/* The OpenCL device fails at its operation number `after`, for each `after`
+ * until one falls past its last, under the static and guided policies:
+ * every call returns C right with beta != 0, the CPU computing what the
+ * device did not finish (with these estimates its part is one tile: the
+ * keeping of finished tiles is test-schedule's and test-gemm-cpu's). */
+static int fail_at_each_operation(const char *policy) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = pair;
+  o.no_profile = 1;
+  o.sched = policy;
+  poas_context *ctx = NULL;
+  CHECK_OK(poas_init(&ctx, &o));
+  test_gemm g;
+  CHECK(test_gemm_alloc(&g, POAS_FLOAT64, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_TRANS, 900, 700, 300,
+                        0, 1.0, 0.5, 11) == 0);
+  size_t csize = (size_t)g.ldc * (size_t)g.n * sizeof(double);
+  int after, rc = 0;
+  for (after = 0; after < 400 && !rc; after++) {
+    char fault[64], what[96];
+    snprintf(fault, sizeof fault, "opencl0:after=%d", after);
+    snprintf(what, sizeof what, "%s, %s", policy, fault);
+    memcpy(g.C, g.C0, csize);
+    setenv("POAS_FAULT", fault, 1);
+    int run = test_gemm_run(ctx, &g);
+    unsetenv("POAS_FAULT");
+    CHECK_MSG(run == 0, "%s: %s: %s", what, poas_strerror(run), poas_error_detail());
+    CHECK_OK(test_gemm_verify(&g, what));
+    poas_report r;
+    CHECK_OK(poas_last_report(ctx, &r));
+    CHECK_MSG(r.dev[0].share + r.dev[1].share > 0.999 && r.dev[0].share + r.dev[1].share < 1.001,
+              "%s: shares %g and %g", what, r.dev[0].share, r.dev[1].share);
+    if (r.faults == 0)
+      rc = 1; /* past opencl0's last operation */
+    else
+      CHECK_MSG(r.faults == 1 && r.dev[1].failed && !r.dev[0].failed, "%s: faults", what);
+  }
+  CHECK_MSG(rc == 1, "%s: opencl0 still failed at operation %d", policy, after - 1);
+  test_gemm_free(&g);
+  poas_finalize(ctx);
+  return 0;
+}
+
+TEST(coexec_device_failure_at_every_operation) {
+  if (!pair_available())
+    SKIP("no OpenCL CPU device to pair with one CPU core");
+  CHECK_OK(fail_at_each_operation("static"));
+  CHECK_OK(fail_at_each_operation("guided"));
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(coexec_cpu_opencl_gemm_cases),
+          TEST_ENTRY(coexec_every_policy_uses_both_devices),
+          TEST_ENTRY(coexec_device_failure_at_every_operation))

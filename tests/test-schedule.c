@@ -594,10 +594,14 @@ TEST(fault_moves_work_virtual_time) {
  * in `parts` host calls per range, so beta-like accumulation shows any
  * unit applied twice or never. With `overwrite`, C[u] = u / 2 + A[u]
  * instead, the same result written without reading C (as a GEMM with
- * beta = 0 writes it): a rerunnable source. */
+ * beta = 0 writes it): a rerunnable source. With `declare`, each call
+ * declares the units it finishes (ins.result_u0/u1), as a tile's copy out
+ * does. A call on device 1 that covers unit `fail_unit` (-1: none) writes
+ * the first half of its units and fails. */
 typedef struct add_source {
   double *a, *c;
-  int parts, overwrite;
+  int parts, overwrite, declare;
+  int64_t fail_unit;
   int abuf, cbuf;
 } add_source;
 
@@ -612,9 +616,11 @@ static atomic_int ncalls;
 
 static int add_fn(void *arg) {
   add_call *c = arg;
-  for (int64_t u = c->u0; u < c->u1; u++)
+  int fails = c->device == 1 && c->s->fail_unit >= c->u0 && c->s->fail_unit < c->u1;
+  int64_t end = fails ? c->u0 + (c->u1 - c->u0) / 2 : c->u1;
+  for (int64_t u = c->u0; u < end; u++)
     c->s->c[u] = (c->s->overwrite ? 0.5 * (double)u : c->s->c[u]) + c->s->a[u];
-  return 0;
+  return fails ? POAS_EDEVICE : 0;
 }
 
 static int add_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t u1, int chunk) {
@@ -630,6 +636,8 @@ static int add_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t 
     add_call *c = &calls[atomic_fetch_add(&ncalls, 1)];
     *c = (add_call){s, v, POAS__MIN(v + step, u1), device};
     poas__ins in = {.kind = POAS__INS_HOST, .device = device, .chunk = chunk, .naccess = 2};
+    if (s->declare)
+      in.result_u0 = c->u0, in.result_u1 = c->u1;
     in.access[0] = (poas__access){{s->abuf, 0, 1, (size_t)c->u0 * 8, (size_t)c->u1 * 8},
                                   POAS__READ};
     in.access[1] = (poas__access){{s->cbuf, 0, 1, (size_t)c->u0 * 8, (size_t)c->u1 * 8},
@@ -641,15 +649,16 @@ static int add_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t 
   return 0;
 }
 
-static int add_run(const char *fault, poas__policy policy, int parts, int overwrite,
-                   poas_report *rep, int *exact) {
+/* Runs `s` (its options; a and c are filled here) on cpu + sim, half each. */
+static int add_run(const char *fault, poas__policy policy, add_source s, poas_report *rep,
+                   int *exact) {
   static double a[1000], c[1000];
   for (int i = 0; i < 1000; i++)
     a[i] = i + 1, c[i] = 0.5 * i;
   atomic_store(&ncalls, 0);
-  add_source s = {a, c, parts, overwrite, 0, 0};
+  s.a = a, s.c = c;
   poas__work_source src = {
-      .user = &s, .total_units = 1000, .granule = 10, .emit = add_emit, .rerunnable = overwrite};
+      .user = &s, .total_units = 1000, .granule = 10, .emit = add_emit, .rerunnable = s.overwrite};
   poas__devset set;
   char err[256];
   if (poas__devset_open("cpu,sim", &set, err, sizeof err) != 0)
@@ -685,8 +694,8 @@ TEST(fault_result_still_correct) {
     for (int after = 0; after < 2; after++) {
       if (p == POAS__SCHED_STATIC && after == 1)
         continue; /* its one chunk is its only operation */
-      CHECK_OK(
-          add_run(after ? "sim0:after=1" : "sim0:after=0", (poas__policy)p, 1, 0, &rep, &exact));
+      CHECK_OK(add_run(after ? "sim0:after=1" : "sim0:after=0", (poas__policy)p,
+                       (add_source){.parts = 1, .fail_unit = -1}, &rep, &exact));
       CHECK_MSG(exact, "policy %d after %d: wrong result", p, after);
       if (add_calls_on(1) <= after) {
         CHECK_MSG(rep.faults == 0 && !rep.dev[1].failed, "policy %d after %d", p, after);
@@ -695,17 +704,21 @@ TEST(fault_result_still_correct) {
       CHECK(rep.faults == 1 && rep.dev[1].failed && !rep.dev[0].failed);
       CHECK(rep.dev[0].share >= 0.5 && rep.dev[0].share + rep.dev[1].share == 1);
     }
-  CHECK_OK(add_run(NULL, POAS__SCHED_GUIDED, 1, 0, &rep, &exact));
+  CHECK_OK(
+      add_run(NULL, POAS__SCHED_GUIDED, (add_source){.parts = 1, .fail_unit = -1}, &rep, &exact));
   CHECK(exact && rep.faults == 0 && !rep.virtual_time);
   return 0;
 }
 
-/* A chunk that failed after part of it reached host memory cannot be run
- * again without applying its update twice: the run says so. */
+/* A chunk that failed after part of it reached host memory, with nothing
+ * said of which part, cannot be run again without applying its update
+ * twice: the run says so. */
 TEST(fault_after_partial_write_back_is_an_error) {
   poas_report rep;
   int exact;
-  CHECK_RC(add_run("sim0:after=1", POAS__SCHED_STATIC, 2, 0, &rep, &exact), POAS_EDEVICE);
+  CHECK_RC(add_run("sim0:after=1", POAS__SCHED_STATIC, (add_source){.parts = 2, .fail_unit = -1},
+                   &rep, &exact),
+           POAS_EDEVICE);
   CHECK(rep.dev[1].failed);
   return 0;
 }
@@ -715,10 +728,37 @@ TEST(fault_after_partial_write_back_is_an_error) {
 TEST(fault_after_partial_write_back_reruns_an_overwriting_source) {
   poas_report rep;
   int exact;
-  CHECK_OK(add_run("sim0:after=1", POAS__SCHED_STATIC, 2, 1, &rep, &exact));
+  CHECK_OK(add_run("sim0:after=1", POAS__SCHED_STATIC,
+                   (add_source){.parts = 2, .overwrite = 1, .fail_unit = -1}, &rep, &exact));
   CHECK(exact);
   CHECK(rep.faults == 1 && rep.dev[1].failed && !rep.dev[0].failed);
   CHECK(rep.dev[0].share == 1 && rep.dev[1].share == 0);
+  return 0;
+}
+
+/* Calls that declare the units they finish: a chunk whose device fails
+ * keeps what its completed calls finished (they count for it) and runs the
+ * rest elsewhere, accumulating or not. A call that fails halfway through
+ * its writes leaves its units unknown: refused when accumulating, run
+ * again when overwriting. */
+TEST(fault_keeps_the_units_finished_in_host_memory) {
+  poas_report rep;
+  int exact;
+  for (int overwrite = 0; overwrite < 2; overwrite++) {
+    add_source s = {.parts = 4, .overwrite = overwrite, .declare = 1, .fail_unit = -1};
+    CHECK_OK(add_run("sim0:after=2", POAS__SCHED_STATIC, s, &rep, &exact));
+    CHECK_MSG(exact, "overwrite %d: wrong result", overwrite);
+    CHECK(rep.faults == 1 && rep.dev[1].failed && !rep.dev[0].failed);
+    /* sim0 held [500, 1000) in calls of 125 units, and finished two. */
+    CHECK_MSG(rep.dev[1].share == 0.25 && rep.dev[0].share == 0.75, "shares %g and %g",
+              rep.dev[0].share, rep.dev[1].share);
+  }
+  add_source s = {.parts = 4, .declare = 1, .fail_unit = 800};
+  CHECK_RC(add_run(NULL, POAS__SCHED_STATIC, s, &rep, &exact), POAS_EDEVICE);
+  s.overwrite = 1;
+  CHECK_OK(add_run(NULL, POAS__SCHED_STATIC, s, &rep, &exact));
+  CHECK(exact && rep.faults == 1 && rep.dev[1].failed);
+  CHECK_MSG(rep.dev[1].share == 0.25, "share %g", rep.dev[1].share);
   return 0;
 }
 
@@ -922,5 +962,6 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(fault_result_still_correct),
           TEST_ENTRY(fault_after_partial_write_back_is_an_error),
           TEST_ENTRY(fault_after_partial_write_back_reruns_an_overwriting_source),
+          TEST_ENTRY(fault_keeps_the_units_finished_in_host_memory),
           TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
           TEST_ENTRY(trace_is_valid_chrome_json))
