@@ -130,10 +130,12 @@ static int check_failing_after(poas_context *ctx, int after, double beta, int *k
   return 0;
 }
 
-TEST(failure_after_partial_write_back) {
+static int sweep_failures(const char *policy) {
   const char *devices = "cpu,sim:rate=1e13:drate=1e13:bandwidth=1e13:latency=0:memory=2Mi";
   enum { N = 384 };
+  setenv("POAS_SCHED", policy, 1);
   poas_context *ctx = test_open(devices);
+  unsetenv("POAS_SCHED");
   CHECK(ctx);
   poas_plan plan;
   CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT64, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N,
@@ -148,12 +150,18 @@ TEST(failure_after_partial_write_back) {
     if (!rc)
       rc = check_failing_after(ctx, after, 1, &kept);
   }
-  CHECK_MSG(rc == PAST_THE_END, "sim0 still failed at operation %d, or a check failed", after);
+  CHECK_MSG(rc == PAST_THE_END, "%s: sim0 still failed at operation %d, or a check failed", policy,
+            after);
   /* Some fault fell between two tiles' copies back, so some run above kept
    * what sim0 had finished and ran only the rest on the CPU. */
-  CHECK_MSG(kept > 0, "no fault of %d fell after a tile was written back", after);
+  CHECK_MSG(kept > 0, "%s: no fault of %d fell after a tile was written back", policy, after);
   poas_finalize(ctx);
   return 0;
+}
+
+TEST(failure_after_partial_write_back) {
+  int rc = sweep_failures("static");
+  return rc ? rc : sweep_failures("guided");
 }
 
 /* A C of few rows or columns runs on as many threads as the device's
