@@ -14,15 +14,21 @@
 
 static const char *const pair = "cpu:threads=1,opencl0:cores=1";
 
-static int pair_available(void) {
+/* The pair on built-in estimates under `policy` (NULL: the default), or
+ * NULL when it cannot be opened. */
+static poas_context *open_pair(const char *policy) {
   poas_options o;
   poas_options_init(&o);
   o.devices = pair;
   o.no_profile = 1;
+  o.sched = policy;
   poas_context *ctx = NULL;
-  if (poas_init(&ctx, &o) != 0)
-    return 0;
-  int n = poas_device_count(ctx);
+  return poas_init(&ctx, &o) == 0 ? ctx : NULL;
+}
+
+static int pair_available(void) {
+  poas_context *ctx = open_pair(NULL);
+  int n = ctx ? poas_device_count(ctx) : 0;
   poas_finalize(ctx);
   return n == 2;
 }
@@ -36,13 +42,8 @@ TEST(coexec_cpu_opencl_gemm_cases) {
 /* Runs one problem under `policy` and checks the result and that both
  * devices took part. */
 static int run_split(const char *policy, poas_dtype dtype, poas_layout layout) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = pair;
-  o.no_profile = 1;
-  o.sched = policy;
-  poas_context *ctx = NULL;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = open_pair(policy);
+  CHECK_MSG(ctx, "%s: %s", policy, poas_error_detail());
   test_gemm g;
   CHECK(test_gemm_alloc(&g, dtype, layout, POAS_TRANS, POAS_NO_TRANS, 640, 576, 256, 3, 1.0, 0.5,
                         7) == 0);
@@ -82,13 +83,8 @@ TEST(coexec_every_policy_uses_both_devices) {
  * device did not finish (with these estimates its part is one tile: the
  * keeping of finished tiles is test-schedule's and test-gemm-cpu's). */
 static int fail_at_each_operation(const char *policy) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = pair;
-  o.no_profile = 1;
-  o.sched = policy;
-  poas_context *ctx = NULL;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = open_pair(policy);
+  CHECK_MSG(ctx, "%s: %s", policy, poas_error_detail());
   test_gemm g;
   CHECK(test_gemm_alloc(&g, POAS_FLOAT64, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_TRANS, 900, 700, 300,
                         0, 1.0, 0.5, 11) == 0);
