@@ -1,6 +1,7 @@
-/* plan.c: poas_plan_gemm: the plan a GEMM would run, from the same path
- * poas_sgemm / poas_dgemm take up to the solve, told in the caller's
- * layout (a row-major caller's rows are the normalised problem's columns). */
+/* plan.c: poas_plan_gemm and poas_plan_gemm_call: the plan a GEMM would
+ * run, from the same path poas_sgemm / poas_dgemm take up to the solve,
+ * told in the caller's layout (a row-major caller's rows are the
+ * normalised problem's columns). */
 #include "api/context.h"
 
 #include <stdlib.h>
@@ -51,15 +52,18 @@ static void describe(const poas_context *ctx, const poas__gemm_problem *p,
   }
 }
 
-int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
-                   poas_op transb, int64_t m, int64_t n, int64_t k, poas_plan *out) {
+int poas_plan_gemm_call(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
+                        poas_op transb, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+                        poas_plan *out) {
   poas__clear_detail();
   if (!ctx || !out)
     return poas__fail(POAS_ENULL, "plan: %s is NULL", ctx ? "out" : "ctx");
   int rc = poas__gemm_shape_check("plan", dtype, transa, transb, m, n, k);
   if (rc)
     return rc;
-  poas__gemm_problem p = {.dtype = dtype, .alpha = 1, .beta = 1};
+  /* Only whether each is 0 matters to a plan (api/run.c, reads_c and
+   * reads_ab), as to the call. */
+  poas__gemm_problem p = {.dtype = dtype, .alpha = alpha, .beta = beta};
   if ((rc = poas__gemm_shape(&p, layout, transa, transb, m, n, k)) != 0)
     return rc;
   poas__gemm_plan *plan = malloc(sizeof *plan);
@@ -70,4 +74,9 @@ int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas
     describe(ctx, &p, plan, out);
   free(plan);
   return rc;
+}
+
+int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
+                   poas_op transb, int64_t m, int64_t n, int64_t k, poas_plan *out) {
+  return poas_plan_gemm_call(ctx, dtype, layout, transa, transb, m, n, k, 1, 1, out);
 }

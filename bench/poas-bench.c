@@ -707,8 +707,8 @@ static int64_t rows_within(const bench_problem *p, double whole, double limit) {
 static int64_t alone_rows(const bench *b, const runner *r, const bench_problem *p) {
   poas_plan plan;
   if (!(b->o.alone_limit > 0) || !r->ctx ||
-      poas_plan_gemm(r->ctx, p->dtype, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, p->m, p->n,
-                     p->k, &plan) != 0 ||
+      poas_plan_gemm_call(r->ctx, p->dtype, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, p->m,
+                          p->n, p->k, 1, 0, &plan) != 0 ||
       !(plan.makespan_s > b->o.alone_limit))
     return p->m;
   return rows_within(p, plan.makespan_s, b->o.alone_limit);

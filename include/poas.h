@@ -495,10 +495,9 @@ int poas_default_profile_path(char *buf, size_t cap);
  * problem and learned factors give the same plan: a context that learns
  * from its runs (POAS_ADAPT, the default) may plan a problem differently
  * after a run, and with learning off the same profile and problem always
- * give the same plan. poas_sgemm / poas_dgemm with beta != 0 run exactly
- * the plan poas_plan_gemm returns for their problem just before; with
- * beta = 0, C is not copied to the devices, and their plan leaves out
- * that copy's time. */
+ * give the same plan. poas_sgemm / poas_dgemm run exactly the plan
+ * poas_plan_gemm_call returns for their problem, alpha and beta just
+ * before (poas_plan_gemm: for beta != 0). */
 
 /* Which dimension of C (in the caller's layout) is cut between devices. */
 typedef enum poas_split { POAS_SPLIT_ROWS = 0, POAS_SPLIT_COLS = 1 } poas_split;
@@ -559,6 +558,15 @@ typedef struct poas_plan {
  * untouched. m = 0 or n = 0 gives an empty plan. */
 int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
                    poas_op transb, int64_t m, int64_t n, int64_t k, poas_plan *out);
+
+/* As poas_plan_gemm, for a call with these alpha and beta, which decide
+ * what the devices copy: with beta = 0, C is not read, so devices with
+ * memory of their own do not copy it in (the usual C = A B moves less than
+ * poas_plan_gemm plans); with alpha = 0, A and B are not read. The plan
+ * poas_sgemm / poas_dgemm run for the same problem, alpha and beta. */
+int poas_plan_gemm_call(poas_context *ctx, poas_dtype dtype, poas_layout layout,
+                        poas_op transa, poas_op transb, int64_t m, int64_t n, int64_t k,
+                        double alpha, double beta, poas_plan *out);
 
 /* ------------------------------------------------------ tasks (schedule/)
  * Work of your own, ordered with GEMMs by the data it touches. Register

@@ -1,6 +1,6 @@
 #!/bin/sh
 # poas-plan.sh: the poas-plan tool: help, the JSON fields scripts rely on,
-# the same plan twice, and clear errors for a malformed --devices and an
+# the same plan twice, --beta 0 leaving C's copy out, and clear errors for a malformed --devices and an
 # empty --profile (exit 2), for a problem that fits nowhere, for sizes whose matrices no 64-bit
 # size holds, and for a profile named by --profile that cannot be read
 # (on simulated devices too, which are noted not to use a readable one);
@@ -32,6 +32,25 @@ again=$("$plan" --m 4096 --n 1024 --k 1024 --devices "$devs" --json)
 [ "$out" = "$again" ] || fail "two plans of the same problem differ"
 "$plan" --m 4096 --n 1024 --k 1024 --dtype d --devices "$devs" | grep -q "left out" ||
   fail "table lacks the devices left out"
+
+# --beta 0 plans C = A B: C is not copied in, so the H2D bytes drop by
+# C's (here 1024 x 1024 floats, all on one sim); the JSON gives the beta.
+h2d() { printf '%s' "$1" | sed -n 's/.*"bytes_h2d": \([0-9]*\).*/\1/p'; }
+one='sim:rate=1e9:latency=0:bandwidth=1e9'
+with_c=$("$plan" --m 1024 --n 1024 --k 64 --devices "$one" --json) || fail "--json failed"
+without_c=$("$plan" --m 1024 --n 1024 --k 64 --beta 0 --devices "$one" --json) ||
+  fail "--beta 0 failed"
+[ "$(h2d "$with_c")" -eq $(($(h2d "$without_c") + 1024 * 1024 * 4)) ] ||
+  fail "--beta 0 does not leave C's copy in out: $with_c / $without_c"
+printf '%s' "$without_c" | grep -q '"beta": 0,' || fail "JSON lacks the beta: $without_c"
+printf '%s' "$with_c" | grep -q '"beta": 1,' || fail "JSON lacks the default beta: $with_c"
+"$plan" --m 8 --n 8 --k 8 --beta 0 --devices sim | grep -q "^sgemm m=8 n=8 k=8 beta=0:" ||
+  fail "the table does not name the beta"
+for bad in x 1e999 nan ''; do
+  err=$("$plan" --m 8 --n 8 --k 8 --beta "$bad" --devices sim 2>&1)
+  [ $? -eq 2 ] || fail "--beta '$bad' not a usage error: $err"
+  printf '%s' "$err" | grep -q "bad value '$bad' for --beta" || fail "unclear error: $err"
+done
 
 err=$("$plan" --m 8 --n 8 --k 8 --devices nodevice 2>&1)
 [ $? -eq 2 ] || fail "a malformed --devices not a usage error: $err"

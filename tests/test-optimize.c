@@ -435,6 +435,60 @@ TEST(plans_predict_what_their_policy_runs) {
   return 0;
 }
 
+/* poas_plan_gemm_call plans the call with its alpha and beta: with beta =
+ * 0 the devices do not copy C in, and the plan predicts less; with alpha =
+ * 0 they copy only C. A call with that alpha and beta runs that plan (its
+ * report predicts the plan's makespan); poas_plan_gemm is the beta != 0
+ * plan. Two sims with their own memory, learning off. */
+TEST(plan_gemm_call_plans_the_call) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "sim:rate=1e11:latency=0:bandwidth=1e10,sim:rate=4.4e10:latency=0:bandwidth=1e10";
+  o.no_profile = 1;
+  o.no_adapt = 1;
+  poas_context *ctx = NULL;
+  CHECK_OK(poas_init(&ctx, &o));
+  enum { M = 1536, N = 1024, K = 512 };
+  static float a[M * K], b[K * N], c[M * N];
+  poas_plan plan[2], legacy;
+  for (int beta = 0; beta < 2; beta++) {
+    CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
+                                 N, K, 1, beta, &plan[beta]));
+    CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, a, M, b, K,
+                        (float)beta, c, M));
+    poas_report rep;
+    CHECK_OK(poas_last_report(ctx, &rep));
+    CHECK_MSG(rep.predicted_s == plan[beta].makespan_s,
+              "beta %d: the call predicted %.9g s, "
+              "its plan %.9g s",
+              beta, rep.predicted_s, plan[beta].makespan_s);
+  }
+  uint64_t h2d[2] = {0, 0};
+  for (int beta = 0; beta < 2; beta++)
+    for (int d = 0; d < plan[beta].ndevices; d++)
+      h2d[beta] += plan[beta].dev[d].bytes_h2d;
+  CHECK_MSG(h2d[1] == h2d[0] + (uint64_t)M * N * sizeof(float), "h2d %llu with C, %llu without",
+            (unsigned long long)h2d[1], (unsigned long long)h2d[0]);
+  CHECK(plan[0].makespan_s < plan[1].makespan_s);
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K,
+                          &legacy));
+  CHECK(legacy.makespan_s == plan[1].makespan_s && legacy.ndevices == plan[1].ndevices);
+  /* alpha = 0: only beta C, so the devices copy in C alone. */
+  poas_plan scale;
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
+                               N, K, 0, 2, &scale));
+  uint64_t scale_h2d = 0;
+  for (int d = 0; d < scale.ndevices; d++)
+    scale_h2d += scale.dev[d].bytes_h2d;
+  CHECK_MSG(scale_h2d == (uint64_t)M * N * sizeof(float), "alpha 0: h2d %llu",
+            (unsigned long long)scale_h2d);
+  CHECK_RC(poas_plan_gemm_call(NULL, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
+                               N, K, 1, 0, &scale),
+           POAS_ENULL);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* ------------------------------------------------------------ exclusion */
 
 TEST(useless_and_unfit_devices_are_excluded_with_reasons) {
@@ -755,7 +809,10 @@ TEST(huge_problems_plan_or_are_refused_without_overflow) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search), TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates), TEST_ENTRY(plans_predict_what_their_policy_runs),
+TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
+          TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates),
+          TEST_ENTRY(plans_predict_what_their_policy_runs),
+          TEST_ENTRY(plan_gemm_call_plans_the_call),
           TEST_ENTRY(the_balanced_makespan_is_the_even_split_of_whole_granules),
           TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
           TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),

@@ -68,34 +68,26 @@ static int operands_fit(long n) {
   return 0;
 }
 
-/* The plan poas_plan_gemm gives, which is for beta != 0: devices with
- * memory of their own copy C in as well. The calls below run beta = 0,
- * without that copy: where a device copies, their predictions differ from
- * this plan's by that copy, and the plan says so. */
+/* The plan of the calls below (alpha 1, beta 0: C is not copied in). */
 static void print_plan(poas_context *ctx, long n) {
   poas_plan plan;
-  int rc = poas_plan_gemm(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n,
-                          n, &plan);
+  int rc = poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n,
+                               n, n, 1, 0, &plan);
   if (rc) {
     printf("plan: %s: %s\n", poas_strerror(rc), poas_error_detail());
     return;
   }
-  printf("plan for sgemm %ld x %ld x %ld: split by %s, predicted makespan %.3g s\n", n, n, n,
+  printf("plan for sgemm %ld x %ld x %ld: split by %s, predicted makespan %.4g s\n", n, n, n,
          plan.split == POAS_SPLIT_ROWS ? "rows" : "columns", plan.makespan_s);
-  int copies = 0;
   for (int d = 0; d < plan.ndevices; d++) {
     const poas_plan_device *p = &plan.dev[d];
-    printf("  %-10s %6.1f%%  %lld-%lld in %lld tile%s  predicted %.3g s%s\n", p->id,
-           100 * p->share, (long long)p->first, (long long)(p->first + p->count - 1),
-           (long long)p->tiles, p->tiles == 1 ? "" : "s", p->predicted_s,
+    printf("  %-10s %6.1f%%  %lld-%lld in %lld tile%s  predicted %.4g s%s\n", p->id, 100 * p->share,
+           (long long)p->first, (long long)(p->first + p->count - 1), (long long)p->tiles,
+           p->tiles == 1 ? "" : "s", p->predicted_s,
            p->estimated ? "  (no calibrated model: estimate)" : "");
-    copies |= p->bytes_h2d > 0;
   }
   for (int e = 0; e < plan.nexcluded; e++)
     printf("  %-10s left out: %s\n", plan.excluded[e].id, plan.excluded[e].reason);
-  if (copies)
-    printf("  (planned for beta != 0, with C copied in; the calls below run beta = 0, and\n"
-           "  their predictions leave that copy out)\n");
 }
 
 int main(int argc, char **argv) {

@@ -10,43 +10,45 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: poas-plan --m M --n N --k K [--dtype s|d] [--devices LIST] [--profile FILE]\n"
-          "                 [--json]\n"
-          "Print the plan POAS would run for C = A B + C (m x k times k x n, row-major),\n"
-          "without running it. C is read as well as written (as for beta != 0), so devices\n"
-          "with their own memory copy it in too; a call with beta = 0 copies less.\n"
-          "co-run is the factor a device's times carry for computing beside other devices\n"
-          "that share the host's cores (the contention calibration measured).\n\n"
-          "  -m, --m M            rows of C\n"
-          "  -n, --n N            columns of C\n"
-          "  -k, --k K            inner dimension\n"
-          "  -t, --dtype s|d      float32 (s, the default) or float64 (d)\n"
-          "  -d, --devices LIST   device selection, as POAS_DEVICES (e.g. cpu,sim:rate=1e12)\n"
-          "  -p, --profile FILE   calibration profile, as POAS_PROFILE (an error when it\n"
-          "                       cannot be read; an empty name is refused)\n"
-          "  -j, --json           print one JSON object instead of a table\n"
-          "  -h, --help           show this help\n"
-          "  -V, --version        show the version\n\n"
-          "Exit status: 0, 1 when no plan can be made (a problem that fits nowhere, a\n"
-          "profile that cannot be read) or the output cannot be written, 2 on a usage\n"
-          "error (an empty --profile, a malformed --devices or POAS_DEVICES among them).\n");
+  fprintf(f, "Usage: poas-plan --m M --n N --k K [--dtype s|d] [--beta B] [--devices LIST]\n"
+             "                 [--profile FILE] [--json]\n"
+             "Print the plan POAS would run for C = A B + beta C (m x k times k x n,\n"
+             "row-major), without running it. With beta != 0 (the default, 1) C is read as\n"
+             "well as written, so devices with their own memory copy it in too; --beta 0\n"
+             "plans C = A B, which copies less.\n"
+             "co-run is the factor a device's times carry for computing beside other devices\n"
+             "that share the host's cores (the contention calibration measured).\n\n"
+             "  -m, --m M            rows of C\n"
+             "  -n, --n N            columns of C\n"
+             "  -k, --k K            inner dimension\n"
+             "  -t, --dtype s|d      float32 (s, the default) or float64 (d)\n"
+             "  -b, --beta B         the call's beta (default 1; 0: C is not read)\n"
+             "  -d, --devices LIST   device selection, as POAS_DEVICES (e.g. cpu,sim:rate=1e12)\n"
+             "  -p, --profile FILE   calibration profile, as POAS_PROFILE (an error when it\n"
+             "                       cannot be read; an empty name is refused)\n"
+             "  -j, --json           print one JSON object instead of a table\n"
+             "  -h, --help           show this help\n"
+             "  -V, --version        show the version\n\n"
+             "Exit status: 0, 1 when no plan can be made (a problem that fits nowhere, a\n"
+             "profile that cannot be read) or the output cannot be written, 2 on a usage\n"
+             "error (an empty --profile, a malformed --devices or POAS_DEVICES among them).\n");
 }
 
 /* Writes s to stdout as a JSON string. */
 static void json_string(const char *s) { tool_json_string(stdout, s); }
 
-static void print_json(const poas_plan *p) {
-  printf("{\"dtype\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"split\": \"%s\", "
-         "\"granule\": %lld, \"makespan_s\": %.9g,\n \"devices\": [",
-         p->dtype == POAS_FLOAT64 ? "d" : "s", (long long)p->m, (long long)p->n,
-         (long long)p->k, p->split == POAS_SPLIT_ROWS ? "rows" : "columns",
-         (long long)p->granule, p->makespan_s);
+static void print_json(const poas_plan *p, double beta) {
+  printf("{\"dtype\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"beta\": %.17g, "
+         "\"split\": \"%s\", \"granule\": %lld, \"makespan_s\": %.9g,\n \"devices\": [",
+         p->dtype == POAS_FLOAT64 ? "d" : "s", (long long)p->m, (long long)p->n, (long long)p->k,
+         beta, p->split == POAS_SPLIT_ROWS ? "rows" : "columns", (long long)p->granule,
+         p->makespan_s);
   for (int i = 0; i < p->ndevices; i++) {
     const poas_plan_device *d = &p->dev[i];
     printf("%s\n  {\"id\": ", i ? "," : "");
@@ -71,11 +73,12 @@ static void print_json(const poas_plan *p) {
   printf("]}\n");
 }
 
-static void print_table(const poas_plan *p) {
+static void print_table(const poas_plan *p, double beta) {
   const char *unit = p->split == POAS_SPLIT_ROWS ? "rows" : "columns";
-  printf("%sgemm m=%lld n=%lld k=%lld: split by %s (granule %lld), predicted makespan %.4g s\n\n",
+  printf("%sgemm m=%lld n=%lld k=%lld beta=%g: split by %s (granule %lld), predicted makespan "
+         "%.4g s\n\n",
          p->dtype == POAS_FLOAT64 ? "d" : "s", (long long)p->m, (long long)p->n, (long long)p->k,
-         unit, (long long)p->granule, p->makespan_s);
+         beta, unit, (long long)p->granule, p->makespan_s);
   printf("%-10s %-21s %7s %6s %7s %10s %10s %10s %10s %11s %7s\n", "device", unit, "share",
          "tiles", "tile", "H2D MiB", "D2H MiB", "compute s", "transfer s", "predicted s",
          "co-run");
@@ -118,18 +121,24 @@ static int parse_size(const char *name, const char *text, int64_t *out) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"m", required_argument, NULL, 'm'},       {"n", required_argument, NULL, 'n'},
-      {"k", required_argument, NULL, 'k'},       {"dtype", required_argument, NULL, 't'},
-      {"devices", required_argument, NULL, 'd'}, {"profile", required_argument, NULL, 'p'},
-      {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"m", required_argument, NULL, 'm'},
+                                           {"n", required_argument, NULL, 'n'},
+                                           {"k", required_argument, NULL, 'k'},
+                                           {"dtype", required_argument, NULL, 't'},
+                                           {"beta", required_argument, NULL, 'b'},
+                                           {"devices", required_argument, NULL, 'd'},
+                                           {"profile", required_argument, NULL, 'p'},
+                                           {"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, 'V'},
+                                           {NULL, 0, NULL, 0}};
   poas_options opts;
   poas_options_init(&opts);
   int64_t m = -1, n = -1, k = -1;
   poas_dtype dtype = POAS_FLOAT32;
+  double beta = 1;
   int json = 0, c;
-  while ((c = getopt_long(argc, argv, "m:n:k:t:d:p:jhV", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "m:n:k:t:b:d:p:jhV", longopts, NULL)) != -1) {
     switch (c) {
     case 'm':
     case 'n':
@@ -145,6 +154,16 @@ int main(int argc, char **argv) {
       }
       dtype = optarg[0] == 'd' ? POAS_FLOAT64 : POAS_FLOAT32;
       break;
+    case 'b': {
+      char *end;
+      errno = 0;
+      beta = strtod(optarg, &end);
+      if (errno || end == optarg || *end || !isfinite(beta)) {
+        fprintf(stderr, "poas-plan: bad value '%s' for --beta (a finite number)\n", optarg);
+        return 2;
+      }
+      break;
+    }
     case 'd':
       opts.devices = optarg;
       break;
@@ -197,13 +216,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "poas-plan: out of memory\n");
     return 1;
   }
-  rc = poas_plan_gemm(ctx, dtype, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, plan);
+  rc = poas_plan_gemm_call(ctx, dtype, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 1,
+                           beta, plan);
   if (rc)
     fprintf(stderr, "poas-plan: %s: %s\n", poas_strerror(rc), poas_error_detail());
   else if (json)
-    print_json(plan);
+    print_json(plan, beta);
   else
-    print_table(plan);
+    print_table(plan, beta);
   free(plan);
   poas_finalize(ctx);
   return tool_stdout_status("poas-plan", rc ? 1 : 0);
