@@ -1,0 +1,648 @@
+/* poas-mpi-bench: one GEMM split across the nodes of an MPI job, each node
+ * running its rows through POAS on every device it has. The method is
+ * POAS's own, one level up: every rank predicts how fast its node runs the
+ * problem (poas_plan_gemm_call, on its own calibrated profile: the default
+ * path is named for the host), the rows of C are shared in proportion to
+ * those rates, refined once by each rank's plan for its own block (fixed
+ * costs, the shape of a thinner block), and each rank's GEMM is timed
+ * beside its prediction.
+ *
+ * Rank 0 holds A, B and C in host memory, as an application would: it
+ * scatters each rank's rows of A, broadcasts B and gathers the rows of C.
+ * Those transfers are timed and reported apart, not predicted: the
+ * network is not calibrated. The result is checked on rank 0 against a
+ * random-vector projection (bench/verify.c), unless a rank computed on
+ * simulated devices, which compute nothing.
+ *
+ * Every rank parses the same command line and every failure is agreed on
+ * with a reduction, so a bad argument or a rank that cannot open its
+ * devices ends the whole job with one exit status instead of a hang. */
+#include "bench/bench.h"
+#include "bench/cli.h"
+#include "bench/timing.h"
+#include "poas.h"
+#include "tools/context-open.h"
+#include "tools/json-out.h"
+#include "tools/profile-note.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "poas-mpi-bench"
+#define MAX_PROBLEMS 32
+/* Rows are handed out in multiples of this (but the last rank's share). */
+#define GRANULE 32
+/* Rounds of refining the split by each rank's plan for its own rows. */
+#define REFINE 3
+/* Elements per MPI call at most: MPI counts are ints. */
+#define MPI_CHUNK ((int64_t)1 << 28)
+
+static void usage(FILE *f) {
+  fprintf(f, "Usage: mpirun -np R " PROG " [--sizes LIST] [--dtype s|d] [--repeat N]\n"
+             "                [--devices LIST] [--profile FILE] [--json]\n"
+             "Runs row-major C = A B (beta = 0) split by rows across the ranks of an MPI job,\n"
+             "each rank on every device of its node through POAS, with the rows shared by\n"
+             "what each node's calibrated models predict for it. Rank 0 holds A, B and C:\n"
+             "it scatters the rows of A, broadcasts B and gathers C, and those transfers are\n"
+             "timed apart (the network is not calibrated, so not predicted).\n\n"
+             "  -s, --sizes LIST    problems: N (square) or MxNxK, comma-separated\n"
+             "                      (default 1024)\n"
+             "  -t, --dtype s|d     float32 (s, the default) or float64 (d)\n"
+             "  -r, --repeat N      timed runs after a warm-up, median taken (default 3)\n"
+             "  -d, --devices LIST  each rank's device selection, as POAS_DEVICES\n"
+             "  -p, --profile FILE  each rank's profile, as POAS_PROFILE (default: the\n"
+             "                      node's own, $XDG_DATA_HOME/poas/<hostname>.json)\n"
+             "  -j, --json          one JSON object on stdout, the table on stderr\n"
+             "  -h, --help          show this help\n"
+             "  -V, --version       show the version\n\n"
+             "Exit status: 0; 1 when a run failed or its result is wrong; 2 on a usage\n"
+             "error. Every rank exits with the same status.\n");
+}
+
+typedef struct problem {
+  int64_t m, n, k;
+} problem;
+
+typedef struct options {
+  problem prob[MAX_PROBLEMS];
+  int nprob;
+  poas_dtype dtype;
+  long repeat;
+  int json;
+  poas_options po;
+} options;
+
+/* One MPI job's view: this rank, the others, and this rank's context. */
+typedef struct job {
+  int rank, size;
+  poas_context *ctx;
+  int simulated; /* this rank selected a sim device */
+  char host[MPI_MAX_PROCESSOR_NAME];
+  char devices[128]; /* its device ids, ","-joined */
+  FILE *table;       /* stdout, or stderr under --json */
+} job;
+
+/* What one problem came to, on rank 0. */
+typedef struct outcome {
+  int64_t *first, *count;        /* rows per rank */
+  double *predicted, *measured;  /* each rank's GEMM: plan and median */
+  double predicted_s, compute_s; /* the slowest rank's */
+  double end_to_end_s, scatter_s, gather_s;
+  double num_error, bound;
+  int checked;
+} outcome;
+
+/* -------------------------------------------------------------- options */
+
+static int parse_problem(const char *text, problem *p) {
+  long long m, n, k;
+  int used = 0;
+  if (sscanf(text, "%lldx%lldx%lld%n", &m, &n, &k, &used) == 3 && !text[used] && m > 0 && n > 0 &&
+      k > 0) {
+    *p = (problem){m, n, k};
+    return 0;
+  }
+  long v;
+  if (bench_parse_long(text, 1, 1L << 20, &v) != 0)
+    return -1;
+  *p = (problem){v, v, v};
+  return 0;
+}
+
+static int parse_sizes(char *list, options *o) {
+  o->nprob = 0;
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (o->nprob == MAX_PROBLEMS || parse_problem(t, &o->prob[o->nprob]) != 0)
+      return -1;
+    o->nprob++;
+  }
+  return o->nprob ? 0 : -1;
+}
+
+/* Returns -1 to go on, else the exit status (0 after --help). */
+static int parse_options(int argc, char **argv, options *o, int rank) {
+  static const struct option longopts[] = {{"sizes", required_argument, NULL, 's'},
+                                           {"dtype", required_argument, NULL, 't'},
+                                           {"repeat", required_argument, NULL, 'r'},
+                                           {"devices", required_argument, NULL, 'd'},
+                                           {"profile", required_argument, NULL, 'p'},
+                                           {"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, 'V'},
+                                           {NULL, 0, NULL, 0}};
+  memset(o, 0, sizeof *o);
+  o->prob[0] = (problem){1024, 1024, 1024};
+  o->nprob = 1;
+  o->dtype = POAS_FLOAT32;
+  o->repeat = 3;
+  poas_options_init(&o->po);
+  /* Only rank 0 speaks for a bad command line: every rank sees the same. */
+  opterr = rank == 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "s:t:r:d:p:jhV", longopts, NULL)) != -1) {
+    switch (c) {
+    case 's':
+      if (parse_sizes(optarg, o) != 0)
+        return rank ? 2 : bench_bad_arg(PROG, "--sizes", optarg);
+      break;
+    case 't':
+      if (strcmp(optarg, "s") != 0 && strcmp(optarg, "d") != 0)
+        return rank ? 2 : bench_bad_arg(PROG, "--dtype (s or d)", optarg);
+      o->dtype = optarg[0] == 'd' ? POAS_FLOAT64 : POAS_FLOAT32;
+      break;
+    case 'r':
+      if (bench_parse_long(optarg, 1, 1000, &o->repeat) != 0)
+        return rank ? 2 : bench_bad_arg(PROG, "--repeat (1 to 1000)", optarg);
+      break;
+    case 'd':
+      o->po.devices = optarg;
+      break;
+    case 'p':
+      if (!*optarg)
+        return rank ? 2 : bench_bad_arg(PROG, "--profile", optarg);
+      o->po.profile = optarg;
+      break;
+    case 'j':
+      o->json = 1;
+      break;
+    case 'h':
+      if (rank == 0)
+        usage(stdout);
+      return 0;
+    case 'V':
+      if (rank == 0)
+        printf(PROG " (POAS) %s\n", poas_version());
+      return 0;
+    default:
+      if (rank == 0)
+        usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc)
+    return rank ? 2 : bench_bad_arg(PROG, "argument", argv[optind]);
+  return -1;
+}
+
+/* The worst exit status of all ranks: every rank leaves with the same. */
+static int agree(int status) {
+  int worst = status;
+  MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
+/* --------------------------------------------------------------- the job */
+
+static int open_job(job *j, const options *o) {
+  char prog[64];
+  snprintf(prog, sizeof prog, PROG " (rank %d)", j->rank);
+  int status = tool_context_open(prog, &o->po, &j->ctx);
+  const char *env_profile = getenv("POAS_PROFILE");
+  if (!status && tool_profile_check(prog, j->ctx,
+                                    o->po.profile                 ? "--profile"
+                                    : env_profile && *env_profile ? "POAS_PROFILE"
+                                                                  : NULL))
+    status = 1;
+  for (int d = 0; !status && d < poas_device_count(j->ctx); d++) {
+    poas_device_info info;
+    if (poas_device_get(j->ctx, d, &info) != 0)
+      continue;
+    j->simulated |= info.kind == POAS_DEVICE_SIM;
+    size_t len = strlen(j->devices);
+    snprintf(j->devices + len, sizeof j->devices - len, "%s%s", len ? "," : "", info.id);
+  }
+  return status;
+}
+
+/* Rows for each rank in proportion to rate[] (rows per second), in whole
+ * granules by largest remainder (rest[] is scratch), the rows past the last
+ * whole granule to the fastest rank. A rank with rate 0 gets none; when
+ * every rate is 0, the rows are shared evenly. */
+static void share_rows(int64_t m, const double *rate, double *rest, int size, int64_t *first,
+                       int64_t *count) {
+  double total = 0;
+  for (int r = 0; r < size; r++)
+    total += rate[r];
+  int64_t granules = m / GRANULE, given = 0;
+  for (int r = 0; r < size; r++) {
+    double want = total > 0 ? (double)granules * rate[r] / total : (double)granules / size;
+    count[r] = (int64_t)want;
+    rest[r] = want - (double)count[r];
+    given += count[r];
+  }
+  while (given < granules) {
+    int best = 0;
+    for (int r = 1; r < size; r++)
+      if (rest[r] > rest[best])
+        best = r;
+    count[best]++, rest[best] = -1, given++;
+  }
+  int64_t at = 0;
+  for (int r = 0; r < size; r++) {
+    count[r] *= GRANULE;
+    first[r] = at;
+    at += count[r];
+  }
+  int fastest = 0;
+  for (int r = 1; r < size; r++)
+    if (rate[r] > rate[fastest])
+      fastest = r;
+  count[fastest] += m - at;
+  for (int r = fastest + 1; r < size; r++)
+    first[r] += m - at;
+}
+
+/* This rank's predicted seconds for rows x n x k (0 rows: 0), or a
+ * negative POAS error. */
+static double predict_rows(const job *j, const options *o, int64_t rows, const problem *p) {
+  if (rows == 0)
+    return 0;
+  poas_plan plan;
+  int rc = poas_plan_gemm_call(j->ctx, o->dtype, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, rows,
+                               p->n, p->k, 1, 0, &plan);
+  return rc ? rc : plan.makespan_s;
+}
+
+/* The split: rates from each rank's plan for the whole problem, then again
+ * from its plan for the rows the last split gave it, REFINE times: a
+ * rank's fixed costs (B's copy to its devices, the runtime's) weigh more
+ * in a smaller block, and each round moves the split nearer to where all
+ * ranks' plans end together. Collective. */
+static int plan_split(const job *j, const options *o, const problem *p, int64_t *first,
+                      int64_t *count, double *predicted) {
+  int size = j->size;
+  /* A node whose memory cannot hold the whole problem may still hold its
+   * share: its rate then comes from an even share's plan. */
+  int64_t probe_rows = p->m;
+  double mine = predict_rows(j, o, probe_rows, p);
+  if (mine == POAS_ETOOBIG && size > 1) {
+    probe_rows = (p->m + size - 1) / size;
+    mine = predict_rows(j, o, probe_rows, p);
+  }
+  double *rate = malloc(2 * sizeof(double) * (size_t)size);
+  int ok = rate != NULL, all_ok;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_ok) {
+    free(rate);
+    return 1;
+  }
+  if (mine < 0)
+    fprintf(stderr, PROG " (rank %d): no plan for %lld x %lld x %lld: %s: %s; it takes no rows\n",
+            j->rank, (long long)p->m, (long long)p->n, (long long)p->k, poas_strerror((int)mine),
+            poas_error_detail());
+  double my_rate = mine > 0 ? (double)probe_rows / mine : 0;
+  MPI_Allgather(&my_rate, 1, MPI_DOUBLE, rate, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+  share_rows(p->m, rate, rate + size, size, first, count);
+  for (int round = 0; round < REFINE; round++) {
+    double t = predict_rows(j, o, count[j->rank], p);
+    my_rate = t > 0 ? (double)count[j->rank] / t : my_rate;
+    MPI_Allgather(&my_rate, 1, MPI_DOUBLE, rate, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    share_rows(p->m, rate, rate + size, size, first, count);
+  }
+  free(rate);
+  double t = predict_rows(j, o, count[j->rank], p);
+  MPI_Allgather(&t, 1, MPI_DOUBLE, predicted, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+  return 0;
+}
+
+/* Broadcasts `count` contiguous elements of `type` from rank 0, in pieces
+ * whose counts fit an int. */
+static void bcast_all(void *buf, int64_t count, MPI_Datatype type, size_t elem) {
+  for (int64_t at = 0; at < count; at += MPI_CHUNK) {
+    int64_t piece = count - at < MPI_CHUNK ? count - at : MPI_CHUNK;
+    MPI_Bcast((char *)buf + (size_t)at * elem, (int)piece, type, 0, MPI_COMM_WORLD);
+  }
+}
+
+/* Timings of one run on this rank. */
+typedef struct run_times {
+  double scatter, gemm, total;
+  double gemm_wall; /* gemm on the wall clock (a simulated one's is not) */
+  double predicted; /* its report's prediction */
+  int rc;
+} run_times;
+
+/* One run: rows of A out, B out, each rank's GEMM, rows of C back. A row
+ * of A (k elements) and one of C (n) are MPI types, so counts are rows.
+ * Collective. */
+static run_times run_once(const job *j, const options *o, const problem *p, const int64_t *first,
+                          const int64_t *count, void *a, void *b, void *c) {
+  size_t elem = bench_dtype_size(o->dtype);
+  MPI_Datatype scalar = o->dtype == POAS_FLOAT64 ? MPI_DOUBLE : MPI_FLOAT, arow, crow;
+  MPI_Type_contiguous((int)p->k, scalar, &arow);
+  MPI_Type_contiguous((int)p->n, scalar, &crow);
+  MPI_Type_commit(&arow);
+  MPI_Type_commit(&crow);
+  int *counts = malloc(sizeof(int) * (size_t)j->size),
+      *displs = malloc(sizeof(int) * (size_t)j->size);
+  for (int r = 0; r < j->size; r++)
+    counts[r] = (int)count[r], displs[r] = (int)first[r];
+  run_times t = {0};
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  if (j->rank == 0)
+    MPI_Scatterv(a, counts, displs, arow, MPI_IN_PLACE, counts[0], arow, 0, MPI_COMM_WORLD);
+  else
+    MPI_Scatterv(NULL, NULL, NULL, arow, a, counts[j->rank], arow, 0, MPI_COMM_WORLD);
+  bcast_all(b, p->k * p->n, scalar, elem);
+  double t1 = MPI_Wtime();
+  int64_t rows = count[j->rank];
+  if (rows > 0) {
+    t.rc = o->dtype == POAS_FLOAT64
+               ? poas_dgemm(j->ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, rows, p->n, p->k,
+                            1.0, a, p->k, b, p->n, 0.0, c, p->n)
+               : poas_sgemm(j->ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, rows, p->n, p->k,
+                            1.0f, a, p->k, b, p->n, 0.0f, c, p->n);
+  }
+  double t2 = MPI_Wtime();
+  t.gemm_wall = t2 - t1;
+  poas_report rep;
+  if (rows > 0 && !t.rc && poas_last_report(j->ctx, &rep) == 0) {
+    t.predicted = rep.predicted_s;
+    /* Simulated devices compute nothing, in virtual time: their GEMM
+     * takes the report's seconds. */
+    if (rep.virtual_time)
+      t2 = t1 + rep.measured_s;
+  }
+  if (j->rank == 0)
+    MPI_Gatherv(MPI_IN_PLACE, counts[0], crow, c, counts, displs, crow, 0, MPI_COMM_WORLD);
+  else
+    MPI_Gatherv(c, counts[j->rank], crow, NULL, NULL, NULL, crow, 0, MPI_COMM_WORLD);
+  double t3 = MPI_Wtime();
+  t.scatter = t1 - t0, t.gemm = t2 - t1, t.total = t3 - t0;
+  free(displs), free(counts);
+  MPI_Type_free(&crow);
+  MPI_Type_free(&arow);
+  return t;
+}
+
+/* Whether the problem's rows, columns and pieces fit MPI's int counts. */
+static int fits_mpi(const problem *p) {
+  return p->m <= INT32_MAX && p->n <= INT32_MAX && p->k <= INT32_MAX;
+}
+
+static void outcome_free(outcome *out) {
+  free(out->first), free(out->count), free(out->predicted), free(out->measured);
+  memset(out, 0, sizeof *out);
+}
+
+/* Says on stderr why this rank's run failed; returns 1 when it did. */
+static int say_failed(const job *j, int rc) {
+  if (rc)
+    fprintf(stderr, PROG " (rank %d): gemm failed: %s: %s\n", j->rank, poas_strerror(rc),
+            poas_error_detail());
+  return rc != 0;
+}
+
+/* Runs one problem: the split, the operands, a warm-up, the timed runs and
+ * the check. Collective; fills *out on rank 0 (its arrays on every rank).
+ * Returns the exit status all ranks agreed on. */
+static int run_problem(const job *j, const options *o, const problem *p, outcome *out) {
+  int size = j->size, rank = j->rank;
+  memset(out, 0, sizeof *out);
+  out->first = calloc((size_t)size, sizeof *out->first);
+  out->count = calloc((size_t)size, sizeof *out->count);
+  out->predicted = calloc((size_t)size, sizeof *out->predicted);
+  out->measured = calloc((size_t)size, sizeof *out->measured);
+  double *gemm = calloc((size_t)o->repeat, sizeof *gemm);
+  double *total = calloc((size_t)o->repeat, sizeof *total);
+  double *gather = calloc((size_t)o->repeat, sizeof *gather);
+  double *scatter = calloc((size_t)o->repeat, sizeof *scatter);
+  int status = out->first && out->count && out->predicted && out->measured && gemm && total &&
+                       gather && scatter
+                   ? 0
+                   : 1;
+  if (!fits_mpi(p)) {
+    if (rank == 0)
+      fprintf(stderr, PROG ": %lld x %lld x %lld: a side past 2^31 - 1 does not fit MPI's counts\n",
+              (long long)p->m, (long long)p->n, (long long)p->k);
+    status = 1;
+  }
+  void *a = NULL, *b = NULL, *c = NULL;
+  bench_reference ref = {0};
+  bench_problem bp = {o->dtype, p->m, p->n, p->k, NULL, NULL, NULL};
+  if (!agree(status) && plan_split(j, o, p, out->first, out->count, out->predicted) == 0) {
+    size_t elem = bench_dtype_size(o->dtype);
+    int64_t rows = rank == 0 ? p->m : out->count[rank];
+    /* At least one element each: a rank without rows still takes part. */
+    a = malloc(elem * (size_t)(rows * p->k + 1));
+    b = malloc(elem * (size_t)(p->k * p->n + 1));
+    c = malloc(elem * (size_t)(rows * p->n + 1));
+    status = a && b && c ? 0 : 1;
+    if (!status && rank == 0) {
+      bench_fill(a, o->dtype, (size_t)(p->m * p->k), 1);
+      bench_fill(b, o->dtype, (size_t)(p->k * p->n), 2);
+      bp.a = a, bp.b = b, bp.c = c;
+      status = bench_reference_init(&ref, &bp, 3) == 0 ? 0 : 1;
+    }
+    if (status)
+      fprintf(stderr, PROG " (rank %d): no memory for the operands\n", rank);
+  } else {
+    status = 1;
+  }
+  if (agree(status)) {
+    status = 1;
+    goto done;
+  }
+  /* A warm-up: threads started, pages touched, kernels built. */
+  run_times t = run_once(j, o, p, out->first, out->count, a, b, c);
+  if (agree(say_failed(j, t.rc))) {
+    status = 1;
+    goto done;
+  }
+  double my_predicted = 0;
+  for (long r = 0; r < o->repeat; r++) {
+    if (rank == 0)
+      bench_poison(c, o->dtype, (size_t)(p->m * p->n));
+    t = run_once(j, o, p, out->first, out->count, a, b, c);
+    if (agree(say_failed(j, t.rc))) {
+      status = 1;
+      goto done;
+    }
+    /* Rank r ends its GEMM scatter + gemm after the barrier (its own
+     * clock: MPI_Wtime is not one clock across hosts); what rank 0 waits
+     * past the last of them is the gather. */
+    double end = t.scatter + t.gemm_wall, last_end, slowest_in;
+    MPI_Reduce(&end, &last_end, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&t.scatter, &slowest_in, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    gemm[r] = t.gemm, total[r] = t.total, scatter[r] = slowest_in;
+    gather[r] = t.total - last_end;
+    my_predicted = t.predicted;
+  }
+  double my_gemm = out->count[rank] ? bench_median(gemm, (int)o->repeat) : 0;
+  MPI_Gather(&my_gemm, 1, MPI_DOUBLE, out->measured, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  /* The prediction each rank's last run made (its report: its models as
+   * that run had them, learning included). */
+  MPI_Gather(&my_predicted, 1, MPI_DOUBLE, out->predicted, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  int simulated = 0;
+  MPI_Reduce(&j->simulated, &simulated, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    for (int r = 0; r < size; r++) {
+      out->predicted_s = fmax(out->predicted_s, out->predicted[r]);
+      out->compute_s = fmax(out->compute_s, out->measured[r]);
+    }
+    out->end_to_end_s = bench_median(total, (int)o->repeat);
+    out->scatter_s = bench_median(scatter, (int)o->repeat);
+    out->gather_s = bench_median(gather, (int)o->repeat);
+    out->bound = bench_error_bound(o->dtype, p->n, p->k);
+    out->checked = !simulated;
+    out->num_error = out->checked ? bench_error(&ref, &bp) : NAN;
+    if (out->checked && !(out->num_error <= out->bound)) {
+      fprintf(stderr, PROG ": %lld x %lld x %lld: numerical error %.2g past its bound %.2g\n",
+              (long long)p->m, (long long)p->n, (long long)p->k, out->num_error, out->bound);
+      status = 1;
+    }
+  }
+  status = agree(status);
+done:
+  bench_reference_free(&ref);
+  free(a), free(b), free(c);
+  free(scatter), free(gather), free(total), free(gemm);
+  return status;
+}
+
+/* ---------------------------------------------------------------- output */
+
+static double rel_error(double predicted, double measured) {
+  return measured > 0 && predicted > 0 ? (predicted - measured) / measured : NAN;
+}
+
+static void print_table(const job *j, const options *o, const problem *p, const outcome *out,
+                        char (*hosts)[MPI_MAX_PROCESSOR_NAME], char (*devices)[128]) {
+  FILE *f = j->table;
+  double flops = 2.0 * (double)p->m * (double)p->n * (double)p->k;
+  fprintf(f, "\n%sgemm %lld x %lld x %lld on %d rank%s\n", o->dtype == POAS_FLOAT64 ? "d" : "s",
+          (long long)p->m, (long long)p->n, (long long)p->k, j->size, j->size == 1 ? "" : "s");
+  fprintf(f, "%4s  %-16s %-24s %-19s %6s %10s %10s %9s\n", "rank", "host", "devices", "rows",
+          "share", "pred. s", "meas. s", "pred.err");
+  for (int r = 0; r < j->size; r++) {
+    fprintf(f, "%4d  %-16.16s %-24.24s ", r, hosts[r], devices[r]);
+    if (!out->count[r]) {
+      fprintf(f, "%-19s %5.1f%% %10s %10s %9s\n", "-", 0.0, "-", "-", "-");
+      continue;
+    }
+    char rows[40];
+    snprintf(rows, sizeof rows, "%lld-%lld", (long long)out->first[r],
+             (long long)(out->first[r] + out->count[r] - 1));
+    fprintf(f, "%-19s %5.1f%% %10.4g %10.4g %+8.1f%%\n", rows,
+            100.0 * (double)out->count[r] / (double)p->m, out->predicted[r], out->measured[r],
+            100 * rel_error(out->predicted[r], out->measured[r]));
+  }
+  fprintf(f, "compute: predicted %.4g s, measured %.4g s (the slowest rank), error %+.1f%%\n",
+          out->predicted_s, out->compute_s, 100 * rel_error(out->predicted_s, out->compute_s));
+  fprintf(f,
+          "end to end: %.4g s, %.1f GFLOP/s (A's rows and B out %.3g s, C's rows back %.3g s: "
+          "timed, not predicted)\n",
+          out->end_to_end_s, flops / out->end_to_end_s / 1e9, out->scatter_s, out->gather_s);
+  if (out->checked)
+    fprintf(f, "numerical error %.2g (bound %.2g): %s\n", out->num_error, out->bound,
+            out->num_error <= out->bound ? "ok" : "WRONG");
+  else
+    fprintf(f, "result not checked: a rank computed on simulated devices, which compute "
+               "nothing (their GEMM times are their reports' virtual seconds)\n");
+}
+
+static void json_number(double v) {
+  if (isfinite(v))
+    printf("%.9g", v);
+  else
+    printf("null");
+}
+
+static void print_json(const job *j, const options *o, const problem *prob, const outcome *outs,
+                       int n, char (*hosts)[MPI_MAX_PROCESSOR_NAME], char (*devices)[128]) {
+  printf("{\"ranks\": %d, \"dtype\": \"%s\", \"repeat\": %ld, \"problems\": [", j->size,
+         o->dtype == POAS_FLOAT64 ? "d" : "s", o->repeat);
+  for (int i = 0; i < n; i++) {
+    const outcome *out = &outs[i];
+    const problem *p = &prob[i];
+    double flops = 2.0 * (double)p->m * (double)p->n * (double)p->k;
+    printf("%s\n {\"m\": %lld, \"n\": %lld, \"k\": %lld, \"split\": [", i ? "," : "",
+           (long long)p->m, (long long)p->n, (long long)p->k);
+    for (int r = 0; r < j->size; r++) {
+      printf("%s\n  {\"rank\": %d, \"host\": ", r ? "," : "", r);
+      tool_json_string(stdout, hosts[r]);
+      printf(", \"devices\": ");
+      tool_json_string(stdout, devices[r]);
+      printf(", \"first\": %lld, \"count\": %lld, \"predicted_s\": ", (long long)out->first[r],
+             (long long)out->count[r]);
+      json_number(out->predicted[r]);
+      printf(", \"measured_s\": ");
+      json_number(out->measured[r]);
+      printf(", \"prediction_error\": ");
+      json_number(rel_error(out->predicted[r], out->measured[r]));
+      printf("}");
+    }
+    printf("],\n  \"predicted_s\": ");
+    json_number(out->predicted_s);
+    printf(", \"compute_s\": ");
+    json_number(out->compute_s);
+    printf(", \"prediction_error\": ");
+    json_number(rel_error(out->predicted_s, out->compute_s));
+    printf(", \"end_to_end_s\": ");
+    json_number(out->end_to_end_s);
+    printf(", \"gflops\": ");
+    json_number(flops / out->end_to_end_s / 1e9);
+    printf(", \"scatter_s\": ");
+    json_number(out->scatter_s);
+    printf(", \"gather_s\": ");
+    json_number(out->gather_s);
+    printf(", \"numerical_error\": ");
+    json_number(out->num_error);
+    printf(", \"error_bound\": ");
+    json_number(out->bound);
+    printf(", \"checked\": %s}", out->checked ? "true" : "false");
+  }
+  printf("]}\n");
+}
+
+int main(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  job j = {0};
+  MPI_Comm_rank(MPI_COMM_WORLD, &j.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &j.size);
+  int len = 0;
+  MPI_Get_processor_name(j.host, &len);
+  options o;
+  int status = parse_options(argc, argv, &o, j.rank);
+  if (status >= 0) {
+    MPI_Finalize();
+    return status;
+  }
+  j.table = o.json ? stderr : stdout;
+  status = agree(open_job(&j, &o));
+  char(*hosts)[MPI_MAX_PROCESSOR_NAME] = calloc((size_t)j.size, sizeof *hosts);
+  char(*devices)[128] = calloc((size_t)j.size, sizeof *devices);
+  outcome *outs = calloc((size_t)o.nprob, sizeof *outs);
+  if (agree(!hosts || !devices || !outs))
+    status = 1;
+  if (!status) {
+    MPI_Gather(j.host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
+               MPI_COMM_WORLD);
+    MPI_Gather(j.devices, 128, MPI_CHAR, devices, 128, MPI_CHAR, 0, MPI_COMM_WORLD);
+  }
+  int done = 0;
+  for (; !status && done < o.nprob; done++) {
+    status = run_problem(&j, &o, &o.prob[done], &outs[done]);
+    if (!status && j.rank == 0)
+      print_table(&j, &o, &o.prob[done], &outs[done], hosts, devices);
+  }
+  if (!status && j.rank == 0 && o.json)
+    print_json(&j, &o, o.prob, outs, done, hosts, devices);
+  if (j.rank == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+    fprintf(stderr, PROG ": the output could not be written\n");
+    status = 1;
+  }
+  status = agree(status);
+  for (int i = 0; outs && i < o.nprob; i++)
+    outcome_free(&outs[i]);
+  free(outs), free(devices), free(hosts);
+  poas_finalize(j.ctx);
+  MPI_Finalize();
+  return status;
+}
