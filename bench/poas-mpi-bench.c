@@ -466,7 +466,7 @@ static int run_problem(const job *j, const options *o, const problem *p, outcome
     /* Rank r ends its GEMM scatter + gemm after the barrier (its own
      * clock: MPI_Wtime is not one clock across hosts); what rank 0 waits
      * past the last of them is the gather. */
-    double end = t.scatter + t.gemm_wall, last_end, slowest_in;
+    double end = t.scatter + t.gemm_wall, last_end = 0, slowest_in = 0;
     MPI_Reduce(&end, &last_end, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&t.scatter, &slowest_in, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     gemm[r] = t.gemm, total[r] = t.total, scatter[r] = slowest_in;
