@@ -43,6 +43,39 @@ TEST(caller_keeps_its_cpu_binding) {
   return 0;
 }
 
+/* A process bound to some cores (an MPI rank, by mpirun; taskset) keeps
+ * the cpu device on them: on the last core, the device has one core, and
+ * it is that one (its threads need no binding beyond the caller's), where
+ * it used to take the machine's first core and two such processes shared
+ * core 0 at half speed each. A second thread is refused: there is no
+ * second core to run it on. */
+TEST(cpu_device_stays_on_the_cores_the_process_may_use) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t saved, last;
+  if (ncpu < 2 || ncpu > CPU_SETSIZE ||
+      pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) != 0 ||
+      !CPU_ISSET((int)ncpu - 1, &saved))
+    SKIP("one CPU, or the last one not ours to bind to");
+  CPU_ZERO(&last);
+  CPU_SET((int)ncpu - 1, &last);
+  CHECK(pthread_setaffinity_np(pthread_self(), sizeof last, &last) == 0);
+  poas__devset set;
+  char err[256];
+  int rc = poas__devset_open("cpu", &set, err, sizeof err);
+  int cores = rc ? -1 : set.dev[0]->info.cores, binds = rc ? -1 : set.dev[0]->binds_caller;
+  if (!rc)
+    poas__devset_close(&set);
+  int rc2 = poas__devset_open("cpu:threads=2", &set, err, sizeof err);
+  if (!rc2)
+    poas__devset_close(&set);
+  CHECK(pthread_setaffinity_np(pthread_self(), sizeof saved, &saved) == 0);
+  CHECK_MSG(rc == 0, "%s", err);
+  CHECK_MSG(cores == 1, "the device took %d cores of the one it may use", cores);
+  CHECK_MSG(binds == 0, "the device binds its threads away from the one core it may use");
+  CHECK_MSG(rc2 == POAS_ESPEC, "threads=2 on one core: %s", rc2 ? poas_strerror(rc2) : "accepted");
+  return 0;
+}
+
 /* A plan that gives everything to one device, which then fails: the CPU,
  * left out of the plan, takes the work over and C is right. The failing
  * device is a fast simulated one (it computes nothing, so every element of
@@ -330,6 +363,7 @@ TEST_MAIN(TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cp
           TEST_ENTRY(caller_keeps_its_cpu_binding),
           TEST_ENTRY(cpu_binds_the_caller_only_on_fewer_cores),
           TEST_ENTRY(cpu_takes_over_when_the_plans_only_device_fails),
+          TEST_ENTRY(cpu_device_stays_on_the_cores_the_process_may_use),
           TEST_ENTRY(failure_after_partial_write_back),
           TEST_ENTRY(few_row_and_column_calls_run_on_the_threads_the_table_gives),
           TEST_ENTRY(calls_past_the_blas_int_run_as_blocks),
