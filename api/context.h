@@ -147,6 +147,9 @@ struct poas_context {
   poas__device_model models[POAS_MAX_DEVICES]; /* models[i] for devices.dev[i] */
   poas__profile_status profile;
   poas__policy sched; /* from options, POAS_SCHED, else guided */
+  /* The host's cores the devices that share them share: those the
+   * process could run on at poas_init (poas__host_usable_cores). */
+  int host_cores;
   char *trace_path;   /* NULL: no trace */
   int log_level;      /* the level its options hold (core/log.c); -1: none */
   /* The last GEMM's report: written by the thread that ran it (a task's

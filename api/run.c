@@ -8,27 +8,11 @@
 #include "predict/predict.h"
 #include "schedule/schedule.h"
 
-#include <hwloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-static int host_core_count;
-static pthread_once_t host_cores_once = PTHREAD_ONCE_INIT;
-
-static void count_host_cores(void) {
-  hwloc_topology_t topo;
-  int n = 0;
-  if (hwloc_topology_init(&topo) == 0) {
-    if (hwloc_topology_load(topo) == 0)
-      n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
-    hwloc_topology_destroy(topo);
-  }
-  host_core_count = n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
-}
 
 /* A device must shorten the predicted makespan by at least this much to
  * take part, or by the devices' calibrated model errors when those are
@@ -142,11 +126,6 @@ static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
   pthread_mutex_unlock(&ctx->adapt_lock);
 }
 
-/* The host's cores, which devices that share them compete for. */
-static int host_cores(void) {
-  pthread_once(&host_cores_once, count_host_cores);
-  return host_core_count;
-}
 
 int poas__shape_class(int64_t m, int64_t n) {
   int side;
@@ -165,7 +144,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
   out->prob = (poas__opt_problem){.dtype = p->dtype, .transa = p->transa, .transb = p->transb,
                                   .m = p->m, .n = p->n, .k = p->k, .reads_c = p->beta != 0,
                                   .reads_ab = p->k > 0 && p->alpha != 0,
-                                  .host_cores = host_cores(),
+                                  .host_cores = ctx->host_cores,
                                   .min_gain = POAS__MIN_GAIN,
                                   .engine_s = plan_engine_s(ctx),
                                   .names_swapped = p->row_major};

@@ -234,6 +234,12 @@ extern const poas__backend poas__backend_sim;
  * on small matrices. */
 extern int64_t poas__cpu_blas_int_max;
 
+/* The host's cores the calling thread may run on (its affinity: where
+ * mpirun, taskset or a batch system bound the process), counted by hwloc;
+ * all of them when that cannot be read. The cpu device computes on them,
+ * and devices that share the host's cores share these. */
+int poas__host_usable_cores(void);
+
 /* The backend for a kind name, or NULL. */
 const poas__backend *poas__backend_find(const char *kind_name);
 

@@ -6,11 +6,15 @@
  * devices computing part of C. The two devices are given one core each so
  * that the planner has a reason to use both. Skips where no OpenCL CPU
  * device that can be limited to one core is present. */
+#define _GNU_SOURCE /* pthread_setaffinity_np */
 #include "gemm-cases.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const pair = "cpu:threads=1,opencl0:cores=1";
 
@@ -123,6 +127,40 @@ TEST(coexec_device_failure_at_every_operation) {
   return 0;
 }
 
+/* A process bound to one core (an MPI rank, by mpirun) has no second core
+ * for the OpenCL device beside a one-thread cpu device: the plan leaves it
+ * out, saying the host's one core is shared, where it used to count the
+ * machine's cores and put both on the one. Last in the list: PoCL's threads
+ * started here keep the binding. */
+TEST(coexec_on_one_core_of_the_process) {
+  if (!pair_available())
+    SKIP("no OpenCL CPU device to pair with one CPU core");
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t saved, last;
+  if (ncpu < 2 || ncpu > CPU_SETSIZE ||
+      pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) != 0 ||
+      !CPU_ISSET((int)ncpu - 1, &saved))
+    SKIP("one CPU, or the last one not ours to bind to");
+  CPU_ZERO(&last);
+  CPU_SET((int)ncpu - 1, &last);
+  CHECK(pthread_setaffinity_np(pthread_self(), sizeof last, &last) == 0);
+  poas_context *ctx = open_pair(NULL);
+  poas_plan plan;
+  int rc = ctx ? poas_plan_gemm(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_TRANS, POAS_NO_TRANS, 640,
+                                576, 256, &plan)
+               : POAS_EDEVICE;
+  poas_finalize(ctx);
+  CHECK(pthread_setaffinity_np(pthread_self(), sizeof saved, &saved) == 0);
+  CHECK_MSG(rc == 0, "%s: %s", poas_strerror(rc), poas_error_detail());
+  CHECK_MSG(plan.ndevices == 1 && strcmp(plan.dev[0].id, "cpu0") == 0, "%d devices planned",
+            plan.ndevices);
+  CHECK(plan.nexcluded == 1 && strcmp(plan.excluded[0].id, "opencl0") == 0);
+  CHECK_MSG(strstr(plan.excluded[0].reason, "shares the host's 1 cores") != NULL, "%s",
+            plan.excluded[0].reason);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(coexec_cpu_opencl_gemm_cases),
           TEST_ENTRY(coexec_every_policy_uses_both_devices),
-          TEST_ENTRY(coexec_device_failure_at_every_operation))
+          TEST_ENTRY(coexec_device_failure_at_every_operation),
+          TEST_ENTRY(coexec_on_one_core_of_the_process))

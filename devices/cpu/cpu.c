@@ -74,6 +74,19 @@ static int core_count(hwloc_topology_t topo, const cpu_set_t *may_use) {
   return usable > 0 ? usable : n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+int poas__host_usable_cores(void) {
+  hwloc_topology_t topo;
+  int n = 0;
+  if (hwloc_topology_init(&topo) == 0) {
+    if (hwloc_topology_load(topo) == 0) {
+      cpu_set_t may_use;
+      n = core_count(topo, sched_getaffinity(0, sizeof may_use, &may_use) == 0 ? &may_use : NULL);
+    }
+    hwloc_topology_destroy(topo);
+  }
+  return n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 static void fill_name(cpu_state *s) {
   hwloc_obj_t pkg = hwloc_get_obj_by_type(s->topo, HWLOC_OBJ_PACKAGE, 0);
   const char *model = pkg ? hwloc_obj_get_info_by_name(pkg, "CPUModel") : NULL;
