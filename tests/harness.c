@@ -1,9 +1,12 @@
 /* harness.c: the test runner and the GEMM reference used by every test. */
+#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET */
 #include "harness.h"
 
 #include <cblas.h>
 #include <execinfo.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,4 +232,28 @@ int test_gemm_verify(const test_gemm *g, const char *what) {
     return 1;
   }
   return 0;
+}
+
+void *test_bind_last_cpu(void) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t *saved = malloc(sizeof *saved), last;
+  if (!saved || ncpu < 2 || ncpu > CPU_SETSIZE ||
+      pthread_getaffinity_np(pthread_self(), sizeof *saved, saved) != 0 ||
+      !CPU_ISSET((int)ncpu - 1, saved)) {
+    free(saved);
+    return NULL;
+  }
+  CPU_ZERO(&last);
+  CPU_SET((int)ncpu - 1, &last);
+  if (pthread_setaffinity_np(pthread_self(), sizeof last, &last) != 0) {
+    free(saved);
+    return NULL;
+  }
+  return saved;
+}
+
+int test_restore_cpus(void *saved) {
+  int rc = pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t), saved) == 0 ? 0 : -1;
+  free(saved);
+  return rc;
 }

@@ -69,6 +69,13 @@ int test_run_all(const test_entry *tests, size_t n, int argc, char **argv);
 /* A context on `devices` (NULL: every device) with built-in models and no
  * profile; NULL when poas_init fails (poas_error_detail() says why). */
 poas_context *test_open(const char *devices);
+/* Binds the calling thread to the last online CPU alone, as mpirun or
+ * taskset binds a process to part of the machine, and returns its binding
+ * before (to hand to test_restore_cpus); NULL, with nothing changed, when
+ * there is one CPU or the last is not the thread's to bind to. */
+void *test_bind_last_cpu(void);
+/* Puts back the binding test_bind_last_cpu saved, and frees it; 0 or -1. */
+int test_restore_cpus(void *saved);
 /* `name` in a temporary folder made once per test program; NULL when it
  * cannot be made. The string is overwritten by the next call. */
 const char *test_tmp_path(const char *name);

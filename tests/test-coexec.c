@@ -6,15 +6,11 @@
  * devices computing part of C. The two devices are given one core each so
  * that the planner has a reason to use both. Skips where no OpenCL CPU
  * device that can be limited to one core is present. */
-#define _GNU_SOURCE /* pthread_setaffinity_np */
 #include "gemm-cases.h"
 
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char *const pair = "cpu:threads=1,opencl0:cores=1";
 
@@ -135,22 +131,16 @@ TEST(coexec_device_failure_at_every_operation) {
 TEST(coexec_on_one_core_of_the_process) {
   if (!pair_available())
     SKIP("no OpenCL CPU device to pair with one CPU core");
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  cpu_set_t saved, last;
-  if (ncpu < 2 || ncpu > CPU_SETSIZE ||
-      pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) != 0 ||
-      !CPU_ISSET((int)ncpu - 1, &saved))
+  void *saved = test_bind_last_cpu();
+  if (!saved)
     SKIP("one CPU, or the last one not ours to bind to");
-  CPU_ZERO(&last);
-  CPU_SET((int)ncpu - 1, &last);
-  CHECK(pthread_setaffinity_np(pthread_self(), sizeof last, &last) == 0);
   poas_context *ctx = open_pair(NULL);
   poas_plan plan;
   int rc = ctx ? poas_plan_gemm(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_TRANS, POAS_NO_TRANS, 640,
                                 576, 256, &plan)
                : POAS_EDEVICE;
   poas_finalize(ctx);
-  CHECK(pthread_setaffinity_np(pthread_self(), sizeof saved, &saved) == 0);
+  CHECK(test_restore_cpus(saved) == 0);
   CHECK_MSG(rc == 0, "%s: %s", poas_strerror(rc), poas_error_detail());
   CHECK_MSG(plan.ndevices == 1 && strcmp(plan.dev[0].id, "cpu0") == 0, "%d devices planned",
             plan.ndevices);

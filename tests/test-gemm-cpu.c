@@ -50,15 +50,9 @@ TEST(caller_keeps_its_cpu_binding) {
  * core 0 at half speed each. A second thread is refused: there is no
  * second core to run it on. */
 TEST(cpu_device_stays_on_the_cores_the_process_may_use) {
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  cpu_set_t saved, last;
-  if (ncpu < 2 || ncpu > CPU_SETSIZE ||
-      pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) != 0 ||
-      !CPU_ISSET((int)ncpu - 1, &saved))
+  void *saved = test_bind_last_cpu();
+  if (!saved)
     SKIP("one CPU, or the last one not ours to bind to");
-  CPU_ZERO(&last);
-  CPU_SET((int)ncpu - 1, &last);
-  CHECK(pthread_setaffinity_np(pthread_self(), sizeof last, &last) == 0);
   poas__devset set;
   char err[256];
   int rc = poas__devset_open("cpu", &set, err, sizeof err);
@@ -68,7 +62,7 @@ TEST(cpu_device_stays_on_the_cores_the_process_may_use) {
   int rc2 = poas__devset_open("cpu:threads=2", &set, err, sizeof err);
   if (!rc2)
     poas__devset_close(&set);
-  CHECK(pthread_setaffinity_np(pthread_self(), sizeof saved, &saved) == 0);
+  CHECK(test_restore_cpus(saved) == 0);
   CHECK_MSG(rc == 0, "%s", err);
   CHECK_MSG(cores == 1, "the device took %d cores of the one it may use", cores);
   CHECK_MSG(binds == 0, "the device binds its threads away from the one core it may use");
