@@ -3,16 +3,18 @@
  * POAS's own, one level up: every rank predicts how fast its node runs the
  * problem (poas_plan_gemm_call, on its own calibrated profile: the default
  * path is named for the host), the rows of C are shared in proportion to
- * those rates, refined once by each rank's plan for its own block (fixed
- * costs, the shape of a thinner block), and each rank's GEMM is timed
- * beside its prediction.
+ * those rates, refined REFINE times by each rank's plan for its own block
+ * (fixed costs, the shape of a thinner block), and each rank's GEMM is
+ * timed beside its prediction.
  *
  * Rank 0 holds A, B and C in host memory, as an application would: it
  * scatters each rank's rows of A, broadcasts B and gathers the rows of C.
- * Those transfers are timed and reported apart, not predicted: the
- * network is not calibrated. The result is checked on rank 0 against a
- * random-vector projection (bench/verify.c), unless a rank computed on
- * simulated devices, which compute nothing.
+ * Those transfers are predicted from the links measured at start (a
+ * ping-pong of a small and a large message between rank 0 and each rank:
+ * latency and bandwidth) and reported apart, so the end-to-end prediction
+ * is whole; the split itself weighs compute alone. The result is checked
+ * on rank 0 against a random-vector projection (bench/verify.c), unless a
+ * rank computed on simulated devices, which compute nothing.
  *
  * Every rank parses the same command line and every failure is agreed on
  * with a reduction, so a bad argument or a rank that cannot open its
@@ -47,8 +49,8 @@ static void usage(FILE *f) {
              "Runs row-major C = A B (beta = 0) split by rows across the ranks of an MPI job,\n"
              "each rank on every device of its node through POAS, with the rows shared by\n"
              "what each node's calibrated models predict for it. Rank 0 holds A, B and C:\n"
-             "it scatters the rows of A, broadcasts B and gathers C, and those transfers are\n"
-             "timed apart (the network is not calibrated, so not predicted).\n\n"
+             "it scatters the rows of A, broadcasts B and gathers C; those transfers are\n"
+             "predicted from each link's latency and bandwidth, measured at start.\n\n"
              "  -s, --sizes LIST    problems: N (square) or MxNxK, comma-separated\n"
              "                      (default 1024)\n"
              "  -t, --dtype s|d     float32 (s, the default) or float64 (d)\n"
@@ -86,12 +88,20 @@ typedef struct job {
   FILE *table;       /* stdout, or stderr under --json */
 } job;
 
+/* The link from rank 0 to a rank, measured at start: seconds per message
+ * and bytes per second beyond it. */
+typedef struct link_model {
+  double latency, bandwidth;
+} link_model;
+
 /* What one problem came to, on rank 0. */
 typedef struct outcome {
   int64_t *first, *count;        /* rows per rank */
   double *predicted, *measured;  /* each rank's GEMM: plan and median */
   double predicted_s, compute_s; /* the slowest rank's */
   double end_to_end_s, scatter_s, gather_s;
+  /* The transfers and the whole, predicted from the links. */
+  double predicted_scatter_s, predicted_gather_s, predicted_end_to_end_s;
   double num_error, bound;
   int checked;
 } outcome;
@@ -385,6 +395,77 @@ static int fits_mpi(const problem *p) {
   return p->m <= INT32_MAX && p->n <= INT32_MAX && p->k <= INT32_MAX;
 }
 
+/* Messages of the link probe, and round trips timed of each (median). */
+#define LINK_SMALL 8
+#define LINK_LARGE (4 << 20)
+#define LINK_ROUNDS 7
+
+/* The median round trip, halved, of `bytes` between rank 0 and rank r. */
+static double one_way(const job *j, int r, char *buf, int bytes) {
+  double t[LINK_ROUNDS];
+  for (int i = 0; i < LINK_ROUNDS; i++) {
+    if (j->rank == 0) {
+      double t0 = MPI_Wtime();
+      MPI_Send(buf, bytes, MPI_CHAR, r, 0, MPI_COMM_WORLD);
+      MPI_Recv(buf, bytes, MPI_CHAR, r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      t[i] = (MPI_Wtime() - t0) / 2;
+    } else {
+      MPI_Recv(buf, bytes, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(buf, bytes, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+      t[i] = 0;
+    }
+  }
+  return bench_median(t, LINK_ROUNDS);
+}
+
+/* Measures the link from rank 0 to every other rank into links[r] (on rank
+ * 0): a small message's time is the latency, and the large one's time past
+ * it gives the bandwidth. Collective; 0, or 1 when out of memory (agreed). */
+static int measure_links(const job *j, link_model *links) {
+  char *buf = calloc(LINK_LARGE, 1);
+  if (agree(!buf)) {
+    free(buf);
+    return 1;
+  }
+  for (int r = 1; r < j->size; r++) {
+    if (j->rank != 0 && j->rank != r)
+      continue;
+    double small = one_way(j, r, buf, LINK_SMALL), large = one_way(j, r, buf, LINK_LARGE);
+    if (j->rank == 0) {
+      links[r].latency = small;
+      links[r].bandwidth = large > small ? (LINK_LARGE - LINK_SMALL) / (large - small) : 0;
+    }
+  }
+  free(buf);
+  return 0;
+}
+
+/* Seconds to move `bytes` over link l (an unmeasured link: none). */
+static double link_time(const link_model *l, double bytes) {
+  return l->bandwidth > 0 ? l->latency + bytes / l->bandwidth : 0;
+}
+
+/* The transfers' predicted seconds, on rank 0: the scatter and the gather
+ * go rank by rank from rank 0; the broadcast of B, a tree, takes
+ * ceil(log2(ranks)) sends of B over the slowest link. */
+static void predict_transfers(const job *j, const link_model *links, const problem *p,
+                              const int64_t *count, size_t elem, outcome *out) {
+  double scatter = 0, gather = 0, slowest_b = 0;
+  int depth = 0;
+  while ((1 << depth) < j->size)
+    depth++;
+  for (int r = 1; r < j->size; r++) {
+    if (count[r]) {
+      scatter += link_time(&links[r], (double)(count[r] * p->k) * (double)elem);
+      gather += link_time(&links[r], (double)(count[r] * p->n) * (double)elem);
+    }
+    slowest_b = fmax(slowest_b, link_time(&links[r], (double)(p->k * p->n) * (double)elem));
+  }
+  out->predicted_scatter_s = scatter + depth * slowest_b;
+  out->predicted_gather_s = gather;
+  out->predicted_end_to_end_s = out->predicted_scatter_s + out->predicted_s + gather;
+}
+
 static void outcome_free(outcome *out) {
   free(out->first), free(out->count), free(out->predicted), free(out->measured);
   memset(out, 0, sizeof *out);
@@ -401,7 +482,8 @@ static int say_failed(const job *j, int rc) {
 /* Runs one problem: the split, the operands, a warm-up, the timed runs and
  * the check. Collective; fills *out on rank 0 (its arrays on every rank).
  * Returns the exit status all ranks agreed on. */
-static int run_problem(const job *j, const options *o, const problem *p, outcome *out) {
+static int run_problem(const job *j, const options *o, const problem *p, const link_model *links,
+                       outcome *out) {
   int size = j->size, rank = j->rank;
   memset(out, 0, sizeof *out);
   out->first = calloc((size_t)size, sizeof *out->first);
@@ -485,6 +567,7 @@ static int run_problem(const job *j, const options *o, const problem *p, outcome
       out->predicted_s = fmax(out->predicted_s, out->predicted[r]);
       out->compute_s = fmax(out->compute_s, out->measured[r]);
     }
+    predict_transfers(j, links, p, out->count, bench_dtype_size(o->dtype), out);
     out->end_to_end_s = bench_median(total, (int)o->repeat);
     out->scatter_s = bench_median(scatter, (int)o->repeat);
     out->gather_s = bench_median(gather, (int)o->repeat);
@@ -534,10 +617,13 @@ static void print_table(const job *j, const options *o, const problem *p, const 
   }
   fprintf(f, "compute: predicted %.4g s, measured %.4g s (the slowest rank), error %+.1f%%\n",
           out->predicted_s, out->compute_s, 100 * rel_error(out->predicted_s, out->compute_s));
+  fprintf(f, "end to end: %.4g s, %.1f GFLOP/s, predicted %.4g s, error %+.1f%%\n",
+          out->end_to_end_s, flops / out->end_to_end_s / 1e9, out->predicted_end_to_end_s,
+          100 * rel_error(out->predicted_end_to_end_s, out->end_to_end_s));
   fprintf(f,
-          "end to end: %.4g s, %.1f GFLOP/s (A's rows and B out %.3g s, C's rows back %.3g s: "
-          "timed, not predicted)\n",
-          out->end_to_end_s, flops / out->end_to_end_s / 1e9, out->scatter_s, out->gather_s);
+          "  A's rows and B out %.3g s (predicted %.3g s), C's rows back %.3g s (predicted "
+          "%.3g s)\n",
+          out->scatter_s, out->predicted_scatter_s, out->gather_s, out->predicted_gather_s);
   if (out->checked)
     fprintf(f, "numerical error %.2g (bound %.2g): %s\n", out->num_error, out->bound,
             out->num_error <= out->bound ? "ok" : "WRONG");
@@ -554,9 +640,18 @@ static void json_number(double v) {
 }
 
 static void print_json(const job *j, const options *o, const problem *prob, const outcome *outs,
-                       int n, char (*hosts)[MPI_MAX_PROCESSOR_NAME], char (*devices)[128]) {
-  printf("{\"ranks\": %d, \"dtype\": \"%s\", \"repeat\": %ld, \"problems\": [", j->size,
+                       int n, char (*hosts)[MPI_MAX_PROCESSOR_NAME], char (*devices)[128],
+                       const link_model *links) {
+  printf("{\"ranks\": %d, \"dtype\": \"%s\", \"repeat\": %ld, \"links\": [", j->size,
          o->dtype == POAS_FLOAT64 ? "d" : "s", o->repeat);
+  for (int r = 1; r < j->size; r++) {
+    printf("%s{\"rank\": %d, \"latency_s\": ", r > 1 ? ", " : "", r);
+    json_number(links[r].latency);
+    printf(", \"bandwidth\": ");
+    json_number(links[r].bandwidth);
+    printf("}");
+  }
+  printf("],\n \"problems\": [");
   for (int i = 0; i < n; i++) {
     const outcome *out = &outs[i];
     const problem *p = &prob[i];
@@ -587,10 +682,16 @@ static void print_json(const job *j, const options *o, const problem *prob, cons
     json_number(out->end_to_end_s);
     printf(", \"gflops\": ");
     json_number(flops / out->end_to_end_s / 1e9);
+    printf(", \"predicted_end_to_end_s\": ");
+    json_number(out->predicted_end_to_end_s);
     printf(", \"scatter_s\": ");
     json_number(out->scatter_s);
+    printf(", \"predicted_scatter_s\": ");
+    json_number(out->predicted_scatter_s);
     printf(", \"gather_s\": ");
     json_number(out->gather_s);
+    printf(", \"predicted_gather_s\": ");
+    json_number(out->predicted_gather_s);
     printf(", \"numerical_error\": ");
     json_number(out->num_error);
     printf(", \"error_bound\": ");
@@ -619,8 +720,11 @@ int main(int argc, char **argv) {
   char(*hosts)[MPI_MAX_PROCESSOR_NAME] = calloc((size_t)j.size, sizeof *hosts);
   char(*devices)[128] = calloc((size_t)j.size, sizeof *devices);
   outcome *outs = calloc((size_t)o.nprob, sizeof *outs);
-  if (agree(!hosts || !devices || !outs))
+  link_model *links = calloc((size_t)j.size, sizeof *links);
+  if (agree(!hosts || !devices || !outs || !links))
     status = 1;
+  if (!status)
+    status = measure_links(&j, links);
   if (!status) {
     MPI_Gather(j.host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
                MPI_COMM_WORLD);
@@ -628,12 +732,12 @@ int main(int argc, char **argv) {
   }
   int done = 0;
   for (; !status && done < o.nprob; done++) {
-    status = run_problem(&j, &o, &o.prob[done], &outs[done]);
+    status = run_problem(&j, &o, &o.prob[done], links, &outs[done]);
     if (!status && j.rank == 0)
       print_table(&j, &o, &o.prob[done], &outs[done], hosts, devices);
   }
   if (!status && j.rank == 0 && o.json)
-    print_json(&j, &o, o.prob, outs, done, hosts, devices);
+    print_json(&j, &o, o.prob, outs, done, hosts, devices, links);
   if (j.rank == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
     fprintf(stderr, PROG ": the output could not be written\n");
     status = 1;
@@ -641,7 +745,7 @@ int main(int argc, char **argv) {
   status = agree(status);
   for (int i = 0; outs && i < o.nprob; i++)
     outcome_free(&outs[i]);
-  free(outs), free(devices), free(hosts);
+  free(links), free(outs), free(devices), free(hosts);
   poas_finalize(j.ctx);
   MPI_Finalize();
   return status;

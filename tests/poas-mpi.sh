@@ -1,8 +1,9 @@
 #!/bin/sh
 # poas-mpi.sh: poas-mpi-bench under mpirun on this one machine: two ranks
-# on real CPU devices split the rows of C between them and the result is
-# right in s and d; two ranks of simulated devices, one three times the
-# other's rate, get the rows in that ratio and measure what they predicted;
+# on real CPU devices split the rows of C between them, the result is
+# right in s and d, and the transfers are predicted from the link measured
+# at start; two ranks of simulated devices, one three times the other's
+# rate, get the rows in that ratio and measure what they predicted;
 # a bad argument or device selection ends every rank with exit status 2,
 # said once. Skips (77) where poas-mpi-bench is not built (configure found
 # no Open MPI) or mpirun cannot start two processes here.
@@ -44,6 +45,9 @@ for dtype in s d; do
 import json, sys
 out = json.load(open(sys.argv[1]))
 assert out["ranks"] == 2 and len(out["problems"]) == 2, out
+# The link to rank 1, measured at start, predicts the transfers.
+link = out["links"][0]
+assert link["rank"] == 1 and link["latency_s"] > 0 and link["bandwidth"] > 0, out
 for p in out["problems"]:
     at = 0
     for r in p["split"]:
@@ -54,6 +58,10 @@ for p in out["problems"]:
     assert p["checked"] is True, p
     assert 0 <= p["numerical_error"] <= p["error_bound"], p
     assert p["end_to_end_s"] > 0 and p["compute_s"] > 0, p
+    assert p["predicted_scatter_s"] > 0 and p["predicted_gather_s"] > 0, p
+    assert p["predicted_end_to_end_s"] == p["predicted_scatter_s"] + p["predicted_s"] + \
+        p["predicted_gather_s"] or abs(p["predicted_end_to_end_s"] / (p["predicted_scatter_s"] +
+        p["predicted_s"] + p["predicted_gather_s"]) - 1) < 1e-6, p
 PYEOF
 done
 
