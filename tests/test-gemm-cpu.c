@@ -111,13 +111,15 @@ TEST(cpu_takes_over_when_the_plans_only_device_fails) {
  * tiles it finished are kept, and the CPU computes the rest of its part,
  * whatever beta. The simulated device has room for B and a few of A's rows
  * at a time, so its part runs as several tiles; its operation number
- * `after` fails, for each `after` until one falls past its last operation.
- * It computes and copies nothing, so its finished tiles keep C's poison,
+ * `after` fails, for each `after` until one falls past its last operation:
+ * synchronous calls under static and guided, and asynchronous ones (a
+ * task's worker runs them) under static. The sim computes and copies
+ * nothing, so its finished tiles keep C's poison,
  * and every element of C is either the CPU's exact result or untouched:
  * as many of the first as the CPU's share says. Returns 0 when checked,
  * PAST_THE_END when sim0 had no operation `after`, 1 when a check failed. */
 enum { PAST_THE_END = 2 };
-static int check_failing_after(poas_context *ctx, int after, double beta, int *kept) {
+static int check_failing_after(poas_context *ctx, int after, double beta, int async, int *kept) {
   enum { N = 384 };
   static double a[N * N], b[N * N], c[N * N], ref[N * N];
   if (!*kept) {
@@ -133,8 +135,17 @@ static int check_failing_after(poas_context *ctx, int after, double beta, int *k
   char fault[64];
   snprintf(fault, sizeof fault, "sim0:after=%d", after);
   setenv("POAS_FAULT", fault, 1);
-  int rc = poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1, a, N, b, N,
-                      beta, c, N);
+  int rc;
+  if (async) { /* the same through a task, whose worker runs it */
+    poas_task *t = NULL;
+    rc = poas_dgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1, a, N, b, N,
+                          beta, c, N, &t);
+    if (!rc)
+      rc = poas_task_wait(t);
+  } else {
+    rc = poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1, a, N, b, N, beta,
+                    c, N);
+  }
   unsetenv("POAS_FAULT");
   CHECK_MSG(rc == 0, "beta %g, %s: %s: %s", beta, fault, poas_strerror(rc), poas_error_detail());
   poas_report rep;
@@ -157,7 +168,7 @@ static int check_failing_after(poas_context *ctx, int after, double beta, int *k
   return 0;
 }
 
-static int sweep_failures(const char *policy) {
+static int sweep_failures(const char *policy, int async) {
   const char *devices = "cpu,sim:rate=1e13:drate=1e13:bandwidth=1e13:latency=0:memory=2Mi";
   enum { N = 384 };
   setenv("POAS_SCHED", policy, 1);
@@ -173,22 +184,25 @@ static int sweep_failures(const char *policy) {
   }
   int kept = 0, after, rc = 0;
   for (after = 0; after < 200 && !rc; after++) {
-    rc = check_failing_after(ctx, after, 0, &kept);
+    rc = check_failing_after(ctx, after, 0, async, &kept);
     if (!rc)
-      rc = check_failing_after(ctx, after, 1, &kept);
+      rc = check_failing_after(ctx, after, 1, async, &kept);
   }
-  CHECK_MSG(rc == PAST_THE_END, "%s: sim0 still failed at operation %d, or a check failed", policy,
-            after);
+  CHECK_MSG(rc == PAST_THE_END, "%s%s: sim0 still failed at operation %d, or a check failed",
+            policy, async ? " (async)" : "", after);
   /* Some fault fell between two tiles' copies back, so some run above kept
    * what sim0 had finished and ran only the rest on the CPU. */
-  CHECK_MSG(kept > 0, "%s: no fault of %d fell after a tile was written back", policy, after);
+  CHECK_MSG(kept > 0, "%s%s: no fault of %d fell after a tile was written back", policy,
+            async ? " (async)" : "", after);
   poas_finalize(ctx);
   return 0;
 }
 
 TEST(failure_after_partial_write_back) {
-  int rc = sweep_failures("static");
-  return rc ? rc : sweep_failures("guided");
+  int rc = sweep_failures("static", 0);
+  if (!rc)
+    rc = sweep_failures("guided", 0);
+  return rc ? rc : sweep_failures("static", 1);
 }
 
 /* A C of few rows or columns runs on as many threads as the device's
