@@ -126,7 +126,6 @@ static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
   pthread_mutex_unlock(&ctx->adapt_lock);
 }
 
-
 int poas__shape_class(int64_t m, int64_t n) {
   int side;
   return poas__short_side(m, n, POAS__THIN_MAX, &side) ? POAS__SHAPE_ROWS + side

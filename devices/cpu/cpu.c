@@ -30,6 +30,7 @@
 #include <cblas.h>
 #include <hwloc.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@
 
 typedef struct cpu_state {
   poas__device dev;
-  hwloc_topology_t topo;
+  hwloc_topology_t topo; /* machine_topology()'s, shared */
   hwloc_cpuset_t cpuset; /* the cores this device computes on */
   cpu_set_t mask;        /* the same, for OpenBLAS's workers */
   int threads;
@@ -74,17 +75,33 @@ static int core_count(hwloc_topology_t topo, const cpu_set_t *may_use) {
   return usable > 0 ? usable : n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
-int poas__host_usable_cores(void) {
-  hwloc_topology_t topo;
-  int n = 0;
-  if (hwloc_topology_init(&topo) == 0) {
-    if (hwloc_topology_load(topo) == 0) {
-      cpu_set_t may_use;
-      n = core_count(topo, sched_getaffinity(0, sizeof may_use, &may_use) == 0 ? &may_use : NULL);
-    }
-    hwloc_topology_destroy(topo);
+/* The machine's topology, loaded once for the process: a load took 3 ms
+ * on the CI VM, and every context counts the usable cores and every cpu
+ * device opened reads it. hwloc allows concurrent reads and bindings on a
+ * loaded topology. NULL when hwloc cannot read it. */
+static hwloc_topology_t machine_topo;
+static pthread_once_t machine_topo_once = PTHREAD_ONCE_INIT;
+
+static void load_machine_topo(void) {
+  if (hwloc_topology_init(&machine_topo) != 0) {
+    machine_topo = NULL;
+  } else if (hwloc_topology_load(machine_topo) != 0) {
+    hwloc_topology_destroy(machine_topo);
+    machine_topo = NULL;
   }
-  return n > 0 ? n : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+static hwloc_topology_t machine_topology(void) {
+  pthread_once(&machine_topo_once, load_machine_topo);
+  return machine_topo;
+}
+
+int poas__host_usable_cores(void) {
+  hwloc_topology_t topo = machine_topology();
+  if (!topo)
+    return (int)sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t may_use;
+  return core_count(topo, sched_getaffinity(0, sizeof may_use, &may_use) == 0 ? &may_use : NULL);
 }
 
 static void fill_name(cpu_state *s) {
@@ -126,7 +143,7 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
   cpu_state *s = calloc(1, sizeof *s);
   if (!s)
     return POAS_ENOMEM;
-  if (hwloc_topology_init(&s->topo) || hwloc_topology_load(s->topo)) {
+  if (!(s->topo = machine_topology())) {
     snprintf(err, errcap, "cpu: hwloc could not read the topology");
     free(s);
     return POAS_EDEVICE;
@@ -136,7 +153,6 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
   int ncores = core_count(s->topo, bound ? &may_use : NULL);
   int rc = parse_settings(s, e, ncores, err, errcap);
   if (rc) {
-    hwloc_topology_destroy(s->topo);
     free(s);
     return rc;
   }
@@ -175,7 +191,6 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
 static void cpu_close(poas__device *dev) {
   cpu_state *s = dev->priv;
   hwloc_bitmap_free(s->cpuset);
-  hwloc_topology_destroy(s->topo);
   free(s);
 }
 
