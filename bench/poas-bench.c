@@ -343,17 +343,6 @@ static int open_context(const char *selection, poas_context **ctx) {
   return rc;
 }
 
-/* Checks the profile behind the predictions as poas-plan does: one that
- * POAS_PROFILE names and that cannot be read is an error, since running on
- * built-in estimates would fill the prediction columns with numbers that
- * look calibrated and are not. Otherwise it notes the real devices that
- * plan with built-in estimates: their predictions, shares and prediction
- * errors are rough until runs have taught the context better. */
-static int check_profile(const poas_context *ctx) {
-  const char *env = getenv("POAS_PROFILE");
-  return tool_profile_check("poas-bench", ctx, env && *env ? "POAS_PROFILE" : NULL);
-}
-
 /* Opens each device alone and, when there are several, all of them: 0,
  * or the POAS error code (POAS_EPROFILE for a named profile that cannot be
  * read). */
@@ -368,7 +357,14 @@ static int open_sets(bench *b) {
     poas_device_get(all, i, &b->devs[i]);
     has_sim |= b->devs[i].kind == POAS_DEVICE_SIM;
   }
-  if (check_profile(all)) {
+  /* The profile behind the predictions, checked as poas-plan checks it:
+   * one that POAS_PROFILE names and that cannot be read is an error, since
+   * running on built-in estimates would fill the prediction columns with
+   * numbers that look calibrated and are not. Otherwise it notes the real
+   * devices that plan with built-in estimates: their predictions, shares
+   * and prediction errors are rough until runs have taught the context
+   * better. */
+  if (tool_profile_check("poas-bench", all, NULL)) {
     poas_finalize(all);
     return POAS_EPROFILE;
   }

@@ -211,11 +211,7 @@ static int open_job(job *j, const options *o) {
   char prog[64];
   snprintf(prog, sizeof prog, PROG " (rank %d)", j->rank);
   int status = tool_context_open(prog, &o->po, &j->ctx);
-  const char *env_profile = getenv("POAS_PROFILE");
-  if (!status && tool_profile_check(prog, j->ctx,
-                                    o->po.profile                 ? "--profile"
-                                    : env_profile && *env_profile ? "POAS_PROFILE"
-                                                                  : NULL))
+  if (!status && tool_profile_check(prog, j->ctx, o->po.profile))
     status = 1;
   for (int d = 0; !status && d < poas_device_count(j->ctx); d++) {
     poas_device_info info;

@@ -161,8 +161,7 @@ int main(int argc, char **argv) {
     free(A), free(B), free(C);
     return rc;
   }
-  const char *env_profile = getenv("POAS_PROFILE");
-  if (tool_profile_check("poas-demo", ctx, env_profile && *env_profile ? "POAS_PROFILE" : NULL)) {
+  if (tool_profile_check("poas-demo", ctx, NULL)) {
     poas_finalize(ctx);
     free(A), free(B), free(C);
     return 1;

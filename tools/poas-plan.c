@@ -202,11 +202,7 @@ int main(int argc, char **argv) {
   int rc = tool_context_open("poas-plan", &opts, &ctx);
   if (rc)
     return rc;
-  const char *env_profile = getenv("POAS_PROFILE");
-  if (tool_profile_check("poas-plan", ctx,
-                         opts.profile                  ? "--profile"
-                         : env_profile && *env_profile ? "POAS_PROFILE"
-                                                       : NULL)) {
+  if (tool_profile_check("poas-plan", ctx, opts.profile)) {
     poas_finalize(ctx);
     return 1;
   }

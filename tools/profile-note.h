@@ -50,14 +50,18 @@ static inline int tool_only_sims(const poas_context *ctx) {
   return 1;
 }
 
-/* Checks the context's profile. `named_by` says who named it ("--profile"
- * or "POAS_PROFILE"), NULL when it is the default path. Returns 1 after
- * saying why when a named profile cannot be read (missing, a directory,
- * not a valid profile), else 0, after a note naming the real devices that
- * plan with built-in estimates, if any (sim devices' own models are
- * exact), or that a named profile is read and not used. */
+/* Checks the context's profile. `option` is the tool's --profile (NULL:
+ * not given, or a tool without one); a profile it names, else one
+ * POAS_PROFILE names, is a named one, and the messages say which named
+ * it. Returns 1 after saying why when a named profile cannot be read
+ * (missing, a directory, not a valid profile), else 0, after a note
+ * naming the real devices that plan with built-in estimates, if any (sim
+ * devices' own models are exact), or that a named profile is read and not
+ * used. */
 static inline int tool_profile_check(const char *prog, const poas_context *ctx,
-                                     const char *named_by) {
+                                     const char *option) {
+  const char *env = getenv("POAS_PROFILE");
+  const char *named_by = option ? "--profile" : env && *env ? "POAS_PROFILE" : NULL;
   static poas_profile_info pi;
   if (poas_profile_get(ctx, &pi) != 0)
     return 0;
