@@ -886,18 +886,17 @@ static int operands_fit(const bench_problem *p, char *why, size_t cap) {
   double need =
       ((double)p->m * (double)p->k + (double)p->k * (double)p->n + (double)p->m * (double)p->n) *
       (double)bench_dtype_size(p->dtype);
-  double have = tool_host_memory(), gib = 1024.0 * 1024 * 1024;
-  if (have == 0 || need <= have)
+  char short_of[128];
+  if (tool_memory_holds(need, short_of, sizeof short_of))
     return 1;
-  snprintf(why, cap, "out of host memory for the operands (%.1f GiB, the host has %.1f GiB)",
-           need / gib, have / gib);
+  snprintf(why, cap, "out of host memory for the operands (%s)", short_of);
   return 0;
 }
 
 static void run_shape(bench *b, shape s, poas_dtype dtype, bench_output *out) {
   size_t es = bench_dtype_size(dtype);
   bench_problem p = {dtype, s.m, s.n, s.k, NULL, NULL, NULL};
-  char why[128] = "out of host memory for the operands";
+  char why[256] = "out of host memory for the operands";
   void *a = NULL, *bm = NULL, *c = NULL;
   if (operands_fit(&p, why, sizeof why))
     a = malloc((size_t)(s.m * s.k) * es), bm = malloc((size_t)(s.k * s.n) * es),

@@ -36,7 +36,7 @@ page=$(getconf PAGESIZE 2>/dev/null) || page=
 if [ -n "$pages" ] && [ -n "$page" ] && [ $((pages / 1024 * page / 1048576)) -lt 48 ]; then
   out=$("$demo" --devices sim -n 65536 -c 1 2>&1)
   [ $? -eq 1 ] || fail "n=65536 with less than 48 GiB of memory accepted: $out"
-  printf '%s' "$out" | grep -q "n=65536 needs 48.0 GiB for A, B and C, more than this machine's" ||
+  printf '%s' "$out" | grep -q "n=65536: A, B and C need 48.0 GiB, more than this machine's" ||
     fail "n=65536: unclear error: $out"
 fi
 "$demo" -n 16 -c 1 extra 2>/dev/null

@@ -58,13 +58,10 @@ static int took_part_simulated(const poas_context *ctx, const poas_report *rep) 
  * (tool_host_memory); says why on stderr when not. Not a usage error: the
  * same n runs on a larger machine. */
 static int operands_fit(long n) {
-  double need = 3.0 * sizeof(float) * (double)n * (double)n, have = tool_host_memory();
-  if (have == 0 || need <= have)
+  char why[128];
+  if (tool_memory_holds(3.0 * sizeof(float) * (double)n * (double)n, why, sizeof why))
     return 1;
-  fprintf(stderr,
-          "poas-demo: n=%ld needs %.1f GiB for A, B and C, more than this machine's %.1f GiB of "
-          "memory\n",
-          n, need / 1073741824.0, have / 1073741824.0);
+  fprintf(stderr, "poas-demo: n=%ld: A, B and C need %s\n", n, why);
   return 0;
 }
 
