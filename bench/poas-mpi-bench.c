@@ -82,7 +82,7 @@ typedef struct options {
 typedef struct job {
   int rank, size;
   poas_context *ctx;
-  int simulated; /* this rank selected a sim device */
+  int simulated; /* some rank selected a sim device (agreed at open) */
   char host[MPI_MAX_PROCESSOR_NAME];
   char devices[128]; /* its device ids, ","-joined */
   FILE *table;       /* stdout, or stderr under --json */
@@ -97,7 +97,7 @@ typedef struct link_model {
 /* What one problem came to, on rank 0. */
 typedef struct outcome {
   int64_t *first, *count;        /* rows per rank */
-  double *predicted, *measured;  /* each rank's GEMM: plan and median */
+  double *predicted, *measured;  /* each rank's GEMM: its report's prediction, median */
   double predicted_s, compute_s; /* the slowest rank's */
   double end_to_end_s, scatter_s, gather_s;
   /* The transfers and the whole, predicted from the links. */
@@ -279,7 +279,7 @@ static double predict_rows(const job *j, const options *o, int64_t rows, const p
  * in a smaller block, and each round moves the split nearer to where all
  * ranks' plans end together. Collective. */
 static int plan_split(const job *j, const options *o, const problem *p, int64_t *first,
-                      int64_t *count, double *predicted) {
+                      int64_t *count) {
   int size = j->size;
   /* A node whose memory cannot hold the whole problem may still hold its
    * share: its rate then comes from an even share's plan. */
@@ -290,9 +290,7 @@ static int plan_split(const job *j, const options *o, const problem *p, int64_t 
     mine = predict_rows(j, o, probe_rows, p);
   }
   double *rate = malloc(2 * sizeof(double) * (size_t)size);
-  int ok = rate != NULL, all_ok;
-  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all_ok) {
+  if (agree(!rate)) {
     free(rate);
     return 1;
   }
@@ -310,8 +308,6 @@ static int plan_split(const job *j, const options *o, const problem *p, int64_t 
     share_rows(p->m, rate, rate + size, size, first, count);
   }
   free(rate);
-  double t = predict_rows(j, o, count[j->rank], p);
-  MPI_Allgather(&t, 1, MPI_DOUBLE, predicted, 1, MPI_DOUBLE, MPI_COMM_WORLD);
   return 0;
 }
 
@@ -503,7 +499,7 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
   void *a = NULL, *b = NULL, *c = NULL;
   bench_reference ref = {0};
   bench_problem bp = {o->dtype, p->m, p->n, p->k, NULL, NULL, NULL};
-  if (!agree(status) && plan_split(j, o, p, out->first, out->count, out->predicted) == 0) {
+  if (!agree(status) && plan_split(j, o, p, out->first, out->count) == 0) {
     size_t elem = bench_dtype_size(o->dtype);
     int64_t rows = rank == 0 ? p->m : out->count[rank];
     /* At least one element each: a rank without rows still takes part. */
@@ -556,8 +552,6 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
   /* The prediction each rank's last run made (its report: its models as
    * that run had them, learning included). */
   MPI_Gather(&my_predicted, 1, MPI_DOUBLE, out->predicted, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  int simulated = 0;
-  MPI_Reduce(&j->simulated, &simulated, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     for (int r = 0; r < size; r++) {
       out->predicted_s = fmax(out->predicted_s, out->predicted[r]);
@@ -568,7 +562,7 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
     out->scatter_s = bench_median(scatter, (int)o->repeat);
     out->gather_s = bench_median(gather, (int)o->repeat);
     out->bound = bench_error_bound(o->dtype, p->n, p->k);
-    out->checked = !simulated;
+    out->checked = !j->simulated;
     out->num_error = out->checked ? bench_error(&ref, &bp) : NAN;
     if (out->checked && !(out->num_error <= out->bound)) {
       fprintf(stderr, PROG ": %lld x %lld x %lld: numerical error %.2g past its bound %.2g\n",
@@ -713,6 +707,7 @@ int main(int argc, char **argv) {
   }
   j.table = o.json ? stderr : stdout;
   status = agree(open_job(&j, &o));
+  j.simulated = agree(j.simulated); /* any rank's sims leave the result unchecked */
   char(*hosts)[MPI_MAX_PROCESSOR_NAME] = calloc((size_t)j.size, sizeof *hosts);
   char(*devices)[128] = calloc((size_t)j.size, sizeof *devices);
   outcome *outs = calloc((size_t)o.nprob, sizeof *outs);
