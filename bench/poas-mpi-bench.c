@@ -629,16 +629,21 @@ static void json_number(double v) {
     printf("null");
 }
 
+/* `, "name": value`, a number or null. */
+static void json_field(const char *name, double v) {
+  printf(", \"%s\": ", name);
+  json_number(v);
+}
+
 static void print_json(const job *j, const options *o, const problem *prob, const outcome *outs,
                        int n, char (*hosts)[MPI_MAX_PROCESSOR_NAME], char (*devices)[128],
                        const link_model *links) {
   printf("{\"ranks\": %d, \"dtype\": \"%s\", \"repeat\": %ld, \"links\": [", j->size,
          o->dtype == POAS_FLOAT64 ? "d" : "s", o->repeat);
   for (int r = 1; r < j->size; r++) {
-    printf("%s{\"rank\": %d, \"latency_s\": ", r > 1 ? ", " : "", r);
-    json_number(links[r].latency);
-    printf(", \"bandwidth\": ");
-    json_number(links[r].bandwidth);
+    printf("%s{\"rank\": %d", r > 1 ? ", " : "", r);
+    json_field("latency_s", links[r].latency);
+    json_field("bandwidth", links[r].bandwidth);
     printf("}");
   }
   printf("],\n \"problems\": [");
@@ -653,39 +658,26 @@ static void print_json(const job *j, const options *o, const problem *prob, cons
       tool_json_string(stdout, hosts[r]);
       printf(", \"devices\": ");
       tool_json_string(stdout, devices[r]);
-      printf(", \"first\": %lld, \"count\": %lld, \"predicted_s\": ", (long long)out->first[r],
+      printf(", \"first\": %lld, \"count\": %lld", (long long)out->first[r],
              (long long)out->count[r]);
-      json_number(out->predicted[r]);
-      printf(", \"measured_s\": ");
-      json_number(out->measured[r]);
-      printf(", \"prediction_error\": ");
-      json_number(rel_error(out->predicted[r], out->measured[r]));
+      json_field("predicted_s", out->predicted[r]);
+      json_field("measured_s", out->measured[r]);
+      json_field("prediction_error", rel_error(out->predicted[r], out->measured[r]));
       printf("}");
     }
-    printf("],\n  \"predicted_s\": ");
-    json_number(out->predicted_s);
-    printf(", \"compute_s\": ");
-    json_number(out->compute_s);
-    printf(", \"prediction_error\": ");
-    json_number(rel_error(out->predicted_s, out->compute_s));
-    printf(", \"end_to_end_s\": ");
-    json_number(out->end_to_end_s);
-    printf(", \"gflops\": ");
-    json_number(flops / out->end_to_end_s / 1e9);
-    printf(", \"predicted_end_to_end_s\": ");
-    json_number(out->predicted_end_to_end_s);
-    printf(", \"scatter_s\": ");
-    json_number(out->scatter_s);
-    printf(", \"predicted_scatter_s\": ");
-    json_number(out->predicted_scatter_s);
-    printf(", \"gather_s\": ");
-    json_number(out->gather_s);
-    printf(", \"predicted_gather_s\": ");
-    json_number(out->predicted_gather_s);
-    printf(", \"numerical_error\": ");
-    json_number(out->num_error);
-    printf(", \"error_bound\": ");
-    json_number(out->bound);
+    printf("]\n ");
+    json_field("predicted_s", out->predicted_s);
+    json_field("compute_s", out->compute_s);
+    json_field("prediction_error", rel_error(out->predicted_s, out->compute_s));
+    json_field("end_to_end_s", out->end_to_end_s);
+    json_field("gflops", flops / out->end_to_end_s / 1e9);
+    json_field("predicted_end_to_end_s", out->predicted_end_to_end_s);
+    json_field("scatter_s", out->scatter_s);
+    json_field("predicted_scatter_s", out->predicted_scatter_s);
+    json_field("gather_s", out->gather_s);
+    json_field("predicted_gather_s", out->predicted_gather_s);
+    json_field("numerical_error", out->num_error);
+    json_field("error_bound", out->bound);
     printf(", \"checked\": %s}", out->checked ? "true" : "false");
   }
   printf("]}\n");
