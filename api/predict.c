@@ -209,6 +209,14 @@ static int examine_output(const poas_context *ctx, const int sel[], const char *
   if (!rc && found == POAS__FOUND_OTHER)
     rc = poas__fail(POAS_EPROFILE, "%s is not a POAS profile: %s; not replacing it (remove it, "
                                    "or write the profile elsewhere)", path, why);
+  /* A later POAS's profile is kept from being overwritten by an earlier
+   * POAS's calibration: the user who runs both would lose the newer one's
+   * models to a format it has moved on from. */
+  if (!rc && found == POAS__FOUND_NEWER)
+    rc = poas__fail(POAS_EPROFILE,
+                    "%s: %s; not replacing it (use that POAS, or write this "
+                    "profile elsewhere)",
+                    path, why);
   if (!rc && found == POAS__FOUND_UNUSABLE)
     snprintf(replaced, cap, "a profile this POAS cannot use (%s)", why);
   if (!rc && found == POAS__FOUND_PROFILE) {

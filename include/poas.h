@@ -430,7 +430,8 @@ typedef struct poas_calibration_result {
  * followed (its target is replaced, written beside it and renamed over
  * it), the directory is created, and a file there that is not a regular
  * file, or that is not a POAS profile (an empty one aside), is refused,
- * as is a folder where no file can be created. When the file holds a
+ * as are a profile of a later format version than this POAS reads (a
+ * newer POAS wrote it) and a folder where no file can be created. When the file holds a
  * profile of this machine (same CPU, cores and BLAS, and the devices of
  * the context that it lists match their fingerprints), the new profile
  * keeps what this calibration did not measure: its other devices, and
@@ -441,7 +442,7 @@ typedef struct poas_calibration_result {
  * Errors: POAS_EINVAL for an unknown device id or dtype mask, or an
  * output that is not a regular file; POAS_ESPEC for a device id given
  * twice, as poas_init refuses one; POAS_EPROFILE for an output that
- * holds something other than a POAS profile; POAS_EIO when the output
+ * holds something other than a POAS profile, or a later POAS's; POAS_EIO when the output
  * cannot be written (before measuring, or after) or read; POAS_EFIT when
  * a fit fails. The context's models are then left as they were. */
 int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,

@@ -764,6 +764,9 @@ static int read_profile(reader *r, json_t *root, poas__profile *p) {
     return complain(r, "format is '%s', not a POAS profile", format);
   if (get_int(r, root, "", "version", 0, INT32_MAX, &version))
     return -1;
+  if (version > POAS__PROFILE_VERSION)
+    return complain(r, "version %lld is from a later POAS (this one reads version %d)",
+                    (long long)version, POAS__PROFILE_VERSION);
   if (version != POAS__PROFILE_VERSION)
     return complain(r, "version %lld is not supported (this POAS reads version %d); run "
                        "poas-calibrate again",
@@ -876,13 +879,19 @@ int poas__profile_load(const char *path, poas__profile *out) {
   return rc;
 }
 
-/* Whether text[len] is JSON that says it is a POAS profile, valid or not. */
-static int says_poas_profile(const char *text, size_t len) {
+/* What text[len], which this POAS could not use, is: JSON that says it is a
+ * POAS profile of a later format version than this one reads (one a newer
+ * POAS wrote), one of this version or earlier, or something else. */
+static poas__profile_found classify_unusable(const char *text, size_t len) {
   json_t *root = json_loadb(text, len, 0, NULL);
-  json_t *format = json_object_get(root, "format");
-  int yes = json_is_string(format) && strcmp(json_string_value(format), POAS__PROFILE_FORMAT) == 0;
+  json_t *format = json_object_get(root, "format"), *version = json_object_get(root, "version");
+  poas__profile_found found = POAS__FOUND_OTHER;
+  if (json_is_string(format) && strcmp(json_string_value(format), POAS__PROFILE_FORMAT) == 0)
+    found = json_is_integer(version) && json_integer_value(version) > POAS__PROFILE_VERSION
+                ? POAS__FOUND_NEWER
+                : POAS__FOUND_UNUSABLE;
   json_decref(root);
-  return yes;
+  return found;
 }
 
 int poas__profile_examine(const char *path, poas__profile *out, poas__profile_found *found,
@@ -906,7 +915,7 @@ int poas__profile_examine(const char *path, poas__profile *out, poas__profile_fo
     if (rc == 0)
       *found = POAS__FOUND_PROFILE;
     else if (rc == POAS_EPROFILE)
-      *found = says_poas_profile(text, len) ? POAS__FOUND_UNUSABLE : POAS__FOUND_OTHER;
+      *found = classify_unusable(text, len);
   }
   free(text);
   return rc == POAS_EPROFILE ? 0 : rc;

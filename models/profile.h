@@ -65,10 +65,11 @@ int poas__profile_parse(const char *text, size_t len, const char *name, poas__pr
 int poas__profile_load(const char *path, poas__profile *out);
 /* What a file about to be replaced holds (poas__profile_examine). */
 typedef enum poas__profile_found {
-  POAS__FOUND_NOTHING, /* no file, or an empty one */
-  POAS__FOUND_PROFILE, /* a profile this POAS reads */
-  POAS__FOUND_UNUSABLE, /* a POAS profile this POAS refuses (another version, a bad field) */
-  POAS__FOUND_OTHER    /* something that is not a POAS profile */
+  POAS__FOUND_NOTHING,  /* no file, or an empty one */
+  POAS__FOUND_PROFILE,  /* a profile this POAS reads */
+  POAS__FOUND_UNUSABLE, /* a POAS profile this POAS refuses (an earlier version, a bad field) */
+  POAS__FOUND_NEWER,    /* a POAS profile of a later version than this POAS reads */
+  POAS__FOUND_OTHER     /* something that is not a POAS profile */
 } poas__profile_found;
 /* Reads the file at `path` (links followed) to say what it holds: *out
  * gets a profile, why[cap] the problem (without the file's name) of a

@@ -515,15 +515,32 @@ TEST(calibration_replaces_only_profiles) {
   CHECK(f && fread(text, 1, sizeof text - 1, f) == strlen(notes) && fclose(f) == 0);
   CHECK(strcmp(text, notes) == 0);
 
-  /* A POAS profile this POAS cannot read is replaced, and said. */
-  static char old[1 << 16];
+  /* A later POAS's profile (version 2) is refused before anything is
+   * measured, and left as it was. */
+  static char old[1 << 16], after[1 << 16];
   f = fopen(test_src_path("tests/profiles/bad-version.json"), "r");
-  size_t len = f ? fread(old, 1, sizeof old, f) : 0;
+  size_t len = f ? fread(old, 1, sizeof old - 1, f) : 0;
   CHECK(f && fclose(f) == 0 && len > 0);
   f = fopen(path, "w");
   CHECK(f && fwrite(old, 1, len, f) == len && fclose(f) == 0);
+  log->text[0] = '\0';
+  CHECK_RC(poas_calibrate(ctx, &o, r), POAS_EPROFILE);
+  CHECK_MSG(strstr(poas_error_detail(), path) && strstr(poas_error_detail(), "later POAS") &&
+                strstr(poas_error_detail(), "version 2"),
+            "%s", poas_error_detail());
+  CHECK_MSG(log->text[0] == '\0', "steps ran: %s", log->text);
+  f = fopen(path, "r");
+  CHECK(f && fread(after, 1, sizeof after, f) == len && fclose(f) == 0);
+  CHECK(memcmp(after, old, len) == 0);
+
+  /* An earlier POAS's profile (version 0) is replaced, and said. */
+  char *version = strstr(old, "\"version\": 2");
+  CHECK(version);
+  version[strlen("\"version\": ")] = '0';
+  f = fopen(path, "w");
+  CHECK(f && fwrite(old, 1, len, f) == len && fclose(f) == 0);
   CHECK_OK(poas_calibrate(ctx, &o, r));
-  CHECK_MSG(strstr(r->replaced, "cannot use") && strstr(r->replaced, "version"), "%s",
+  CHECK_MSG(strstr(r->replaced, "cannot use") && strstr(r->replaced, "version 0"), "%s",
             r->replaced);
 
   f = fopen(path, "w");
