@@ -1176,6 +1176,10 @@ static void folder_of(const char *target, char *dir, size_t cap) {
 /* Follows the links, refuses what is not a regular file and creates the
  * parent folders. */
 static int prepare_target(const char *path, char *target, size_t cap) {
+  /* "" would pass every check below (its temporary file lands in the
+   * working folder) and fail only at the rename, after the measuring. */
+  if (!*path)
+    return poas__fail(POAS_EINVAL, "the profile's path is empty: it names no file");
   int rc = follow_links(path, target, cap);
   if (rc)
     return rc;

@@ -393,6 +393,10 @@ TEST(calibration_checks_its_output_before_measuring) {
   o.output = dir;
   CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EINVAL);
   CHECK(strstr(poas_error_detail(), "directory"));
+  /* An empty path once passed these checks and failed at the rename. */
+  o.output = "";
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EINVAL);
+  CHECK(strstr(poas_error_detail(), "path is empty"));
   /* A folder that cannot be made: a regular file is in the way. */
   snprintf(path, sizeof path, "%s/target.json/profile.json", dir);
   o.output = path;

@@ -183,7 +183,8 @@ int main(int argc, char **argv) {
       }
       break;
     case 'o':
-      /* Else the library's write fails with an I/O error that names no file. */
+      /* The library refuses it too, but as an error of the run (1), not of
+       * the command line (2). */
       if (!*optarg) {
         fprintf(stderr, "poas-calibrate: --output '' names no file\n");
         return 2;
