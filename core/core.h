@@ -51,10 +51,12 @@ static inline int poas__few_threads(const uint8_t t[2][2][POAS__FEW_SIDE + 1], p
 
 enum { POAS__LOG_OFF = 0, POAS__LOG_WARN = 1, POAS__LOG_INFO = 2, POAS__LOG_DEBUG = 3 };
 
-/* The process-wide log level: the most verbose of POAS_LOG's (read once)
- * and those held now. A context whose options set a level holds it from
- * poas_init to poas_finalize (hold and release in pairs). Messages go to
- * stderr prefixed "poas: ". */
+/* The process-wide log level: the most verbose of POAS_LOG's (read at
+ * the first message, and again by poas__log_reread_env) and those held
+ * now. A context whose options set a level holds it from poas_init to
+ * poas_finalize (hold and release in pairs). Messages go to stderr
+ * prefixed "poas: ". */
+void poas__log_reread_env(void);
 void poas__log_hold(int level);
 void poas__log_release(int level);
 int poas__log_level(void);
@@ -103,9 +105,10 @@ const char *poas__dtype_name(poas_dtype dtype);
 
 /* Copies src into dst[cap] always terminating; truncates. */
 void poas__strlcpy(char *dst, const char *src, size_t cap);
-/* Parses a whole string as a finite double / non-negative int64; accepts
- * suffixes k, M, G (powers of 1000) and Ki, Mi, Gi (powers of 1024) when
- * `suffixes` is nonzero. Returns 0 or POAS_EINVAL. */
+/* Parses a whole string as a finite decimal double / non-negative int64
+ * (exponents allowed: "1e11", and "2e3" as an int64; no spaces, no
+ * hexadecimal); accepts suffixes k, M, G (powers of 1000) and Ki, Mi, Gi
+ * (powers of 1024) when `suffixes` is nonzero. Returns 0 or POAS_EINVAL. */
 int poas__parse_double(const char *s, int suffixes, double *out);
 int poas__parse_int64(const char *s, int suffixes, int64_t *out);
 

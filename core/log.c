@@ -29,13 +29,26 @@ void poas__log_release(int level) {
   pthread_mutex_unlock(&log_lock);
 }
 
+/* POAS_LOG's level; log_lock held. */
+static int read_env_level(void) {
+  const char *env = getenv("POAS_LOG");
+  int64_t v = 0;
+  return (env && poas__parse_int64(env, 0, &v) == 0) ? clamp_level((int)POAS__MIN(v, 3)) : 0;
+}
+
+/* poas_init reads every other variable again, and POAS_LOG with them: a
+ * program that sets it between contexts is heard (it was once read for
+ * the process's first message alone). */
+void poas__log_reread_env(void) {
+  pthread_mutex_lock(&log_lock);
+  env_level = read_env_level();
+  pthread_mutex_unlock(&log_lock);
+}
+
 int poas__log_level(void) {
   pthread_mutex_lock(&log_lock);
-  if (env_level < 0) {
-    const char *env = getenv("POAS_LOG");
-    int64_t v = 0;
-    env_level = (env && poas__parse_int64(env, 0, &v) == 0) ? clamp_level((int)POAS__MIN(v, 3)) : 0;
-  }
+  if (env_level < 0)
+    env_level = read_env_level();
   int level = env_level;
   for (int l = level + 1; l <= POAS__LOG_DEBUG; l++)
     if (held[l] > 0)

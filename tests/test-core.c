@@ -49,6 +49,16 @@ TEST(parse_numbers) {
   CHECK_RC(poas__parse_int64("-3", 0, &i), POAS_EINVAL);
   CHECK_RC(poas__parse_int64("1.5", 0, &i), POAS_EINVAL);
   CHECK_RC(poas__parse_int64("", 0, &i), POAS_EINVAL);
+  /* strtod's other forms are not settings. */
+  CHECK_RC(poas__parse_int64("0x2", 0, &i), POAS_EINVAL);
+  CHECK_RC(poas__parse_double("-0X1p3", 0, &d), POAS_EINVAL);
+  CHECK_RC(poas__parse_int64(" 1", 0, &i), POAS_EINVAL);
+  CHECK_RC(poas__parse_double("inf", 0, &d), POAS_EINVAL);
+  CHECK_RC(poas__parse_double(".", 0, &d), POAS_EINVAL);
+  CHECK_OK(poas__parse_double("-.5", 0, &d));
+  CHECK(d == -0.5);
+  CHECK_OK(poas__parse_int64("2e3", 0, &i));
+  CHECK(i == 2000);
   return 0;
 }
 
