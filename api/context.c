@@ -16,9 +16,12 @@ void poas_options_init(poas_options *opts) {
   opts->log_level = -1;
 }
 
-/* An option's value: the explicit one, else the environment's, else NULL. */
+/* An option's value: the explicit one, else the environment's, else NULL.
+ * An empty string is no value, in an option as in the environment (where
+ * `POAS_DEVICES= prog` means the default): the two once differed, "" in
+ * an option refusing the devices, or naming no trace file. */
 static const char *setting(const char *explicit_value, const char *env_name) {
-  if (explicit_value)
+  if (explicit_value && *explicit_value)
     return explicit_value;
   const char *env = getenv(env_name);
   return env && *env ? env : NULL;
@@ -59,6 +62,7 @@ int poas_init(poas_context **out, const poas_options *opts) {
   poas_options_init(&defaults);
   if (!opts)
     opts = &defaults;
+  poas__log_reread_env();
   /* Held before anything that may warn, so that init's own messages show. */
   int log_level = opts->log_level;
   if (log_level >= 0)

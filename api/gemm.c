@@ -101,13 +101,18 @@ static int gemm_check(const gemm_args *g) {
       return poas__fail(POAS_ELD, "gemm: %s=%lld is smaller than %lld", x->ld_name,
                         (long long)x->ld, (long long)POAS__MAX(1, x->run));
   }
+  /* Bounded as a whole number of lines, the last one's ld included, so
+   * that every byte offset and pitch the devices derive (ld * elem among
+   * them, for one column too) fits 64 bits. An argument no memory could
+   * hold: POAS_EINVAL, as for sizes whose bytes overflow. */
   for (int i = 0; i < 3; i++) {
     const stored *x = &mat[i];
     int64_t elems;
     if (poas__mul_overflow(POAS__MAX(x->lines, 1), x->ld, &elems) || elems > INT64_MAX / 8)
-      return poas__fail(POAS_ETOOBIG, "gemm: %s's extent (%s=%lld times %lld) overflows "
-                        "64-bit indexing", x->name, x->ld_name, (long long)x->ld,
-                        (long long)x->lines);
+      return poas__fail(POAS_EINVAL,
+                        "gemm: %s's extent (%s=%lld times %lld) overflows "
+                        "64-bit indexing",
+                        x->name, x->ld_name, (long long)x->ld, (long long)x->lines);
   }
   int c_used = g->m > 0 && g->n > 0;
   int ab_used = c_used && g->k > 0 && g->alpha != 0;
@@ -142,8 +147,12 @@ static int gemm_build(poas_context *ctx, const gemm_args *g, poas__gemm_problem 
   if (!ctx)
     return poas__fail(POAS_ENULL, "gemm: ctx is NULL");
   int rc = gemm_check(g);
-  if (rc)
+  if (rc) {
+    /* A call refused is a GEMM that failed: the report of the one before
+     * is not this one's. */
+    poas__report_set(ctx, NULL);
     return rc;
+  }
   poas__gemm_problem p = {.dtype = g->dtype, .alpha = g->alpha, .beta = g->beta, .c = g->c,
                           .ldc = g->ldc};
   /* Cannot fail: gemm_check has checked the layout. */

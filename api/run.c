@@ -512,9 +512,27 @@ static void give_up_trace(poas_context *ctx) {
   ctx->trace_path = NULL;
 }
 
+/* The call's own part of its report: the dtype and sizes as the caller
+ * passed them, the rate from the measured makespan. */
+static void report_call(const poas__gemm_problem *p, poas_report *r) {
+  r->dtype = p->dtype;
+  r->m = p->row_major ? p->n : p->m;
+  r->n = p->row_major ? p->m : p->n;
+  r->k = p->k;
+  r->gflops = r->measured_s > 0
+                  ? 2.0 * (double)p->m * (double)p->n * (double)p->k / r->measured_s / 1e9
+                  : 0;
+}
+
 int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
-  if (p->m == 0 || p->n == 0)
+  if (p->m == 0 || p->n == 0) {
+    /* Nothing runs, and its report says so: no devices, no time. */
+    poas_report r = {0};
+    report_call(p, &r);
+    poas__strlcpy(r.policy, poas__policy_name(ctx->sched), sizeof r.policy);
+    poas__report_set(ctx, &r);
     return 0;
+  }
   poas__gemm_plan *plan = malloc(sizeof *plan);
   if (!plan)
     return poas__fail(POAS_ENOMEM, "gemm: no memory for a plan");
@@ -555,12 +573,7 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   }
   for (int i = 0; i < r.ndevices; i++)
     r.dev[i].learned = plan->learned[i];
-  r.dtype = p->dtype;
-  r.m = p->row_major ? p->n : p->m;
-  r.n = p->row_major ? p->m : p->n;
-  r.k = p->k;
-  r.gflops = r.measured_s > 0 ? 2.0 * (double)p->m * (double)p->n * (double)p->k / r.measured_s / 1e9
-                              : 0;
+  report_call(p, &r);
   poas__report_set(ctx, &r);
   if (!r.faults)
     adapt_from_run(ctx, plan, &r);

@@ -97,7 +97,8 @@ const char *poas_device_kind_name(poas_device_kind kind);
 typedef struct poas_context poas_context;
 
 /* Options for poas_init(). Call poas_options_init() first, then set what
- * you need; a NULL string means "from the environment, else the default". */
+ * you need; a NULL or empty string means "from the environment, else the
+ * default", and an empty environment variable is one not set. */
 typedef struct poas_options {
   /* Device selection, as POAS_DEVICES: comma-separated entries, each a kind
    * ("cpu", "cuda", "opencl", "sim") or an id ("opencl0"), with settings
@@ -174,7 +175,10 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * op(B) is k x n, C is m x n; when beta is 0, C is not read (NaNs in it do
  * not propagate). Runs on every selected device at once. On an argument
  * error nothing is written, and poas_error_detail() names the argument as
- * the call passed it, in either layout. A device that fails during the run
+ * the call passed it, in either layout. Sizes whose matrices' bytes
+ * overflow 64 bits are refused with POAS_EINVAL, as are leading dimensions
+ * whose matrix, counted as whole lines of ld elements (one line too), would.
+ * A device that fails during the run
  * is retired (poas_report.faults counts such failures): the tiles it had
  * copied back to C are kept, and the rest of its work runs on the others.
  * A failure in the middle of a copy back leaves that tile's part of C
@@ -233,9 +237,11 @@ typedef struct poas_report {
   char policy[16];         /* "static", "guided" or "dynamic" */
 } poas_report;
 
-/* Copies the report of the context's last GEMM into *out; POAS_ESTATE when
- * nothing has run yet, or when the last GEMM failed (it leaves no report:
- * its error code and poas_error_detail() say what failed). */
+/* Copies the report of the context's last GEMM into *out (one with m or n
+ * = 0 runs nothing: no devices, no time); POAS_ESTATE when nothing has run
+ * yet, or when the last GEMM failed or its arguments were refused (it
+ * leaves no report: its error code and poas_error_detail() say what
+ * failed). */
 int poas_last_report(const poas_context *ctx, poas_report *out);
 
 /* ------------------------------------------------------ prediction (predict/)
@@ -493,10 +499,17 @@ int poas_default_profile_path(char *buf, size_t cap);
  * A plan says how a GEMM would run, without running it: which devices take
  * part, which rows or columns of C each computes, in how many tiles, how
  * many bytes it moves and how long the models predict. The same profile,
- * problem and learned factors give the same plan: a context that learns
- * from its runs (POAS_ADAPT, the default) may plan a problem differently
- * after a run, and with learning off the same profile and problem always
- * give the same plan. poas_sgemm / poas_dgemm run exactly the plan
+ * problem, learned factors and host hand-off state give the same plan: a
+ * context that learns from its runs (POAS_ADAPT, the default) may plan a
+ * problem differently after a run. The hand-off state is measured, not
+ * learned: on a device whose profile saw its host in both states
+ * (poas_device_fit.handoff_latency_ns; the cpu device on a VM whose host
+ * moves its vCPUs apart), each plan first times a cache line's round trip
+ * between the device's cores (0.2 ms, at most once per 20 ms), plans calls
+ * of few rows or columns for the state it finds, and the device runs them
+ * so until the next plan. With learning off, then, the same profile and
+ * problem give the same plan on every other device, and on that one while
+ * the state holds. poas_sgemm / poas_dgemm run exactly the plan
  * poas_plan_gemm_call returns for their problem, alpha and beta just
  * before (poas_plan_gemm: for beta != 0). */
 
@@ -553,7 +566,8 @@ typedef struct poas_plan {
 
 /* Plans C = alpha op(A) op(B) + beta C with beta != 0 (C is copied to the
  * devices as well as back) and alpha != 0, on the context's devices, and
- * writes the plan into *out. Runs nothing. Returns POAS_ETOOBIG when the
+ * writes the plan into *out. Runs no GEMM and moves no data (it may time
+ * the hand-off state, above). Returns POAS_ETOOBIG when the
  * problem fits in no memory, POAS_ENODEV when no device can take part
  * (poas_error_detail() says why), or an argument error; on error *out is
  * untouched. m = 0 or n = 0 gives an empty plan. */

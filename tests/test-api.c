@@ -441,7 +441,54 @@ TEST(a_contexts_log_level_ends_with_it) {
   CHECK(rc == POAS_ESPEC);
   stderr_of_failing_call(quiet, text, sizeof text);
   CHECK_MSG(text[0] == '\0', "after a failed init: printed '%s'", text);
+  /* POAS_LOG is read again by each poas_init, not once per process. */
+  setenv("POAS_LOG", "1", 1);
+  poas_context *heard = test_open("cpu");
+  unsetenv("POAS_LOG");
+  CHECK(heard);
+  stderr_of_failing_call(heard, text, sizeof text);
+  CHECK_MSG(strstr(text, "poas: warning: "), "with POAS_LOG=1: printed '%s'", text);
+  poas_finalize(heard);
+  heard = test_open("cpu");
+  CHECK(heard);
+  stderr_of_failing_call(heard, text, sizeof text);
+  CHECK_MSG(text[0] == '\0', "with POAS_LOG unset again: printed '%s'", text);
+  poas_finalize(heard);
   poas_finalize(quiet);
+  return 0;
+}
+
+/* An empty string in an option is no value, as an empty environment
+ * variable is: the environment's is taken, else the default. "" once
+ * refused the devices and failed poas_init for its trace. */
+TEST(empty_options_take_the_environment) {
+  setenv("POAS_DEVICES", "sim:rate=2e11", 1);
+  setenv("POAS_PROFILE", test_src_path("tests/profiles/good-sim.json"), 1);
+  setenv("POAS_SCHED", "static", 1);
+  unsetenv("POAS_TRACE");
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = o.profile = o.sched = o.trace = "";
+  poas_context *ctx = NULL;
+  int rc = poas_init(&ctx, &o);
+  unsetenv("POAS_DEVICES");
+  unsetenv("POAS_PROFILE");
+  unsetenv("POAS_SCHED");
+  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
+  poas_device_info info;
+  CHECK(poas_device_count(ctx) == 1 && poas_device_get(ctx, 0, &info) == 0);
+  CHECK(strcmp(info.id, "sim0") == 0);
+  poas_profile_info *pi = malloc(sizeof *pi);
+  CHECK(pi && poas_profile_get(ctx, pi) == 0);
+  CHECK_MSG(strstr(pi->path, "good-sim.json"), "profile '%s'", pi->path);
+  free(pi);
+  static float a[16], b[16], c[16];
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1, a, 4, b, 4, 0,
+                      c, 4));
+  poas_report r;
+  CHECK_OK(poas_last_report(ctx, &r));
+  CHECK_MSG(strcmp(r.policy, "static") == 0, "policy %s", r.policy);
+  poas_finalize(ctx);
   return 0;
 }
 
@@ -463,6 +510,13 @@ TEST(a_failed_gemm_leaves_no_report) {
   unsetenv("POAS_FAULT");
   CHECK_MSG(rc < 0, "the only device failed, and the GEMM returned %d", rc);
   CHECK_FAILS(poas_last_report(ctx, &r), POAS_ESTATE, "the last one failed");
+  /* Nor does one whose arguments were refused. */
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64, 64, 1, a, 64, b,
+                      64, 0, c, 64));
+  CHECK_RC(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64, 64, 1, a, 63, b,
+                      64, 0, c, 64),
+           POAS_ELD);
+  CHECK_RC(poas_last_report(ctx, &r), POAS_ESTATE);
   poas_finalize(ctx);
   return 0;
 }
@@ -584,6 +638,12 @@ TEST(gemm_refuses_sizes_that_overflow) {
   CHECK_RC(poas_sgemm_async(ctx, RM, NT, NT, big, 1, 1, 1, A, 1, B, 1, 0, C, 1, &task),
            POAS_EINVAL);
   CHECK(task == NULL);
+  /* A leading dimension whose lines' bytes overflow, in either layout and
+   * for each matrix: the same code, with the one named. */
+  CHECK_FAILS(poas_sgemm(ctx, CM, NT, NT, 1, 2, 1, 1, A, 1, B, 1, 0, C, big / 4), POAS_EINVAL,
+              "C's extent (ldc=");
+  CHECK_FAILS(poas_sgemm(ctx, RM, NT, NT, 2, 1, 1, 1, A, big / 8, B, 1, 0, C, 1), POAS_EINVAL,
+              "A's extent (lda=");
   poas_finalize(ctx);
   return 0;
 }
@@ -601,6 +661,16 @@ TEST(gemm_quick_returns) {
                       NULL, K, 2, C, M));
   for (int i = 0; i < M * N; i++)
     CHECK(C[i] == 2 * C_saved[i]);
+  /* The report is the last call's: an empty one reports itself, with no
+   * devices and no time, not the call before it. */
+  poas_report r;
+  CHECK_OK(poas_last_report(ctx, &r));
+  CHECK(r.dtype == POAS_FLOAT32 && r.m == M && r.ndevices > 0);
+  CHECK_OK(poas_dgemm(ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 5, 0, 3, 1, NULL, 3, NULL,
+                      1, 0, NULL, 1));
+  CHECK_OK(poas_last_report(ctx, &r));
+  CHECK(r.dtype == POAS_FLOAT64 && r.m == 5 && r.n == 0 && r.k == 3 && r.ndevices == 0 &&
+        r.measured_s == 0 && r.gflops == 0);
   poas_finalize(ctx);
   return 0;
 }
@@ -784,6 +854,7 @@ TEST(calibration_says_how_long_building_kernels_took) {
 }
 
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail),
+          TEST_ENTRY(empty_options_take_the_environment),
           TEST_ENTRY(a_failed_gemm_leaves_no_report), TEST_ENTRY(a_contexts_log_level_ends_with_it),
           TEST_ENTRY(device_queries), TEST_ENTRY(simulated_split_runs_as_planned),
           TEST_ENTRY(gemm_validation), TEST_ENTRY(row_major_errors_name_the_callers_arguments),

@@ -168,8 +168,8 @@ int main(int argc, char **argv) {
       opts.devices = optarg;
       break;
     case 'p':
-      /* The library takes an empty path for no profile, and plans on
-       * estimates without a word. */
+      /* The library takes an empty path for none given (POAS_PROFILE,
+       * else the default), which is not what `--profile ''` asks for. */
       if (!*optarg) {
         fprintf(stderr, "poas-plan: --profile '' names no file\n");
         return 2;
