@@ -1,12 +1,12 @@
 /* cli.h: what the bench programs share on their command lines: one
- * wording for a bad argument and one strict integer parser. Header-only,
- * like timing.h, since cuda-transfer links nothing of POAS. */
+ * wording for a bad argument and the tools' strict integer parser.
+ * Header-only, like timing.h, since cuda-transfer links nothing of POAS. */
 #ifndef POAS_BENCH_CLI_H
 #define POAS_BENCH_CLI_H
 
-#include <errno.h>
+#include "tools/args.h"
+
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Prints "PROG: bad WHAT 'VALUE' (see PROG --help)" and returns 2, the
@@ -17,14 +17,12 @@ static inline int bench_bad_arg(const char *prog, const char *what, const char *
 }
 
 /* All of `text` as a whole decimal number from lo to hi, into *out; -1 for
- * anything else (atoi would read "abc" as 0 and "5x" as 5). */
+ * anything else (tool_parse_int64's rules). */
 static inline int bench_parse_long(const char *text, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (end == text || *end || errno || v < lo || v > hi)
+  int64_t v;
+  if (tool_parse_int64(text, lo, hi, &v))
     return -1;
-  *out = v;
+  *out = (long)v;
   return 0;
 }
 
