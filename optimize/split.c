@@ -749,52 +749,68 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
   return now;
 }
 
+/* Predicted seconds for the whole problem on device `dev` alone, with
+ * the tiles it would have alone (a 1024^3 sgemm kept the CPU beside an
+ * H100 when this was judged with the shared plan's eight tiles instead of
+ * one), and its model without contention: it is alone. alone_sc gets
+ * the screen of that plan. */
+static double alone_time(const solver *s, const poas__opt_device *d, int nd, const screen *sc,
+                         const poas__opt_result *r, int dev, screen *alone_sc) {
+  *alone_sc = *sc;
+  memset(alone_sc->ok, 0, sizeof alone_sc->ok);
+  alone_sc->ok[dev] = 1;
+  retile(d, nd, s->p, r, alone_sc);
+  const poas__device_model *own = &r->model[dev];
+  for (int j = 0; j < s->ns; j++)
+    if (s->sharing[j] == dev)
+      own = &s->base[j];
+  poas__pipe pp;
+  poas__pipe_time pt;
+  poas__pipe_init_search(&pp, s->p, r->split, own, &d[dev], alone_sc->tile[dev], 1);
+  poas__pipe_eval(&pp, r->total_units, &pt);
+  return pt.total_s;
+}
+
 /* A plan with several devices runs through the engine, whose threads and
  * hand-offs cost about p->engine_s a run, and its devices disturb each
  * other (host memory bandwidth, the cores that drive a GPU's pageable
- * copies); the largest device alone with one tile runs on the caller's
+ * copies); one device alone with one tile runs on the caller's
  * thread. On an H100 VM, sgemm with the 16-core CPU beside the GPU was
  * predicted 14% faster at n = 512 and ran 17 times slower (7.2 ms against
  * 0.43 ms alone). So the others must save more than p->engine_s over the
- * largest device alone, and then s->bar of the time: drop_marginal
+ * fastest device alone, and then s->bar of the time: drop_marginal
  * judges that from the shares, which leave out the engine's cost and the
  * contention the others cause, so on the CI machine a one-core PoCL
  * device kept its 3.1% of a 512^3 sgemm beside the CPU, predicted to save
  * 0.6%, and the pair ran at 0.88x the CPU alone. That is checked from the
- * largest device's time for the whole problem, and re-solved only when it
+ * fastest device's time for the whole problem, and re-solved only when it
  * comes close. */
 static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, screen *sc,
                                poas__opt_result *r, double t) {
-  int top = -1, working = 0;
+  int working = 0;
   for (int ci = 0; ci < s->ncand; ci++)
-    if (s->n[ci] > 0) {
-      working++;
-      if (top < 0 || s->n[ci] > s->n[top])
-        top = ci;
-    }
+    working += s->n[ci] > 0;
   const double cost = s->p->engine_s, g = fmax(s->bar, 0);
   if (working < 2 || (cost <= 0 && g <= 0))
     return;
+  /* The fastest of the working devices alone, not the one with the
+   * largest share: on a small problem shares tie (a 64^3 sgemm on sims of
+   * 1e11 and 1e12 flop/s split 32 : 32) and the first listed, the slower,
+   * was kept. A pipeline evaluation each, no solve. */
+  int keep = -1;
+  double best = INFINITY;
+  screen alone_sc, try_sc;
+  for (int ci = 0; ci < s->ncand; ci++) {
+    if (s->n[ci] <= 0)
+      continue;
+    double ti = alone_time(s, d, nd, sc, r, s->c[ci].dev, &try_sc);
+    if (keep < 0 || ti < best)
+      keep = s->c[ci].dev, best = ti, alone_sc = try_sc;
+  }
   const double bar = (t + cost) * (1 + g); /* the shared plan's time, and its gain */
-  int use[POAS_MAX_DEVICES] = {0}, keep = s->c[top].dev;
-  use[keep] = 1;
-  screen alone_sc = *sc;
-  memcpy(alone_sc.ok, use, sizeof use);
-  retile(d, nd, s->p, r, &alone_sc);
-  /* The whole problem on it alone, with the tiles it would have alone (a
-   * 1024^3 sgemm kept the CPU beside an H100 when this was judged with the
-   * shared plan's eight tiles instead of one). */
-  const poas__device_model *own = &r->model[keep]; /* without contention: it is alone */
-  for (int j = 0; j < s->ns; j++)
-    if (s->sharing[j] == keep)
-      own = &s->base[j];
-  poas__pipe pp;
-  poas__pipe_time pt;
-  poas__pipe_init_search(&pp, s->p, r->split, own, &d[keep], alone_sc.tile[keep], 1);
-  poas__pipe_eval(&pp, r->total_units, &pt);
-  if (!(pt.total_s <= bar))
+  if (!(best <= bar))
     return;
-  double alone = solve_tiled(s, d, nd, use, &alone_sc, r);
+  double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   if (!(alone <= bar)) {
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
     return;
@@ -803,7 +819,11 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
     if (sc->ok[i] && i != keep) {
       sc->ok[i] = 0;
       r->dev[i].excluded = 1;
-      if (alone <= t + cost)
+      if (alone <= t)
+        snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+                 "adds nothing: %s alone is predicted %.3g ms, no more than with the others",
+                 d[keep].id, 1e3 * alone);
+      else if (alone <= t + cost)
         snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
                  "adds too little: %s alone is predicted %.3g ms, %.3g ms more than with the "
                  "others, less than the %.2g ms a run on several devices costs the runtime",

@@ -151,6 +151,36 @@ TEST(small_problems_run_on_one_device_in_one_tile) {
   return 0;
 }
 
+/* A small problem whose shares tie keeps the fastest device alone,
+ * whichever is listed first: a 64^3 sgemm on sims of 1e11 and 1e12
+ * flop/s split 32 : 32 before the engine's cost, and the one with the
+ * largest share, the first, was kept (0.0502 ms where the other alone
+ * takes 0.0454). */
+TEST(the_device_kept_alone_is_the_fastest) {
+  static const char *const order[] = {"sim:rate=1e11,sim:rate=1e12", "sim:rate=1e12,sim:rate=1e11"};
+  static const char *const fast[] = {"sim1", "sim0"};
+  double makespan[2];
+  for (int i = 0; i < 2; i++) {
+    poas_options o;
+    poas_options_init(&o);
+    o.devices = order[i];
+    o.no_profile = 1;
+    o.no_adapt = 1;
+    poas_context *ctx = NULL;
+    CHECK_OK(poas_init(&ctx, &o));
+    poas_plan plan;
+    CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                                 64, 64, 64, 1, 0, &plan));
+    CHECK_MSG(plan.ndevices == 1 && strcmp(plan.dev[0].id, fast[i]) == 0, "%s: kept %s", order[i],
+              plan.ndevices ? plan.dev[0].id : "none");
+    CHECK(plan.nexcluded == 1 && strstr(plan.excluded[0].reason, fast[i]));
+    makespan[i] = plan.makespan_s;
+    poas_finalize(ctx);
+  }
+  CHECK(makespan[0] == makespan[1]);
+  return 0;
+}
+
 /* A device that a useless one leaves with all the work is planned as it
  * is alone: one tile and no engine cost, which is how it runs (on the
  * caller's thread, or in virtual time for sims). It kept the four tiles
@@ -810,6 +840,7 @@ TEST(huge_problems_plan_or_are_refused_without_overflow) {
 }
 
 TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
+          TEST_ENTRY(the_device_kept_alone_is_the_fastest),
           TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates),
           TEST_ENTRY(plans_predict_what_their_policy_runs),
           TEST_ENTRY(plan_gemm_call_plans_the_call),
