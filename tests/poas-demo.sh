@@ -8,7 +8,8 @@
 # error (on sim devices too, which are noted not to use a readable one).
 # On sim devices, which compute nothing, the results are not checked, and
 # the plan printed is the calls' (beta = 0: C is not copied in), its
-# makespan the first call's prediction.
+# makespan the first call's prediction. --profile is POAS_PROFILE's
+# equal; an empty --devices and a signed size are refused.
 set -u
 demo="${top_builddir:-.}/tools/poas-demo"
 fail() { echo "poas-demo.sh: $*" >&2; exit 1; }
@@ -84,6 +85,15 @@ first=$(printf '%s\n' "$out" | sed -n 's/^first call: .*, predicted \([^ ]*\) s 
 [ -n "$planned" ] && [ "$planned" = "$first" ] ||
   fail "the plan printed ($planned s) is not the first call's ($first s): $out"
 
+# --profile names the profile as POAS_PROFILE does, and is checked the
+# same way; an empty --devices and a signed size are usage errors.
+"$demo" --devices cpu -n 16 -c 1 --profile "$tmp/none.json" >"$tmp/out" 2>&1
+[ $? -eq 1 ] && grep -q "the profile named by --profile cannot be used: no profile at $tmp/none.json" \
+  "$tmp/out" || fail "--profile of a missing file: $(cat "$tmp/out")"
+for args in "--devices ''" "-n +16" "--profile ''"; do
+  eval "\"\$demo\" -n 16 -c 1 $args" >"$tmp/out" 2>&1
+  [ $? -eq 2 ] || fail "$args not a usage error: $(cat "$tmp/out")"
+done
 if [ -w /dev/full ]; then
   "$demo" --devices sim -n 16 -c 1 >/dev/full 2>/dev/null
   [ $? -eq 1 ] || fail "output lost to a full disk, yet exit 0"

@@ -5,7 +5,8 @@
 # size holds, and for a profile named by --profile that cannot be read
 # (on simulated devices too, which are noted not to use a readable one);
 # without a profile, devices planned with built-in estimates are said to
-# be.
+# be. An empty C is said to be one, an empty --devices and sizes with
+# spaces or signs are refused, and ties keep the fastest device alone.
 set -u
 plan="${top_builddir:-.}/tools/poas-plan"
 fail() { echo "poas-plan.sh: $*" >&2; exit 1; }
@@ -95,6 +96,21 @@ grep -q "note: no profile at .*: the times of cpu0 are rough built-in estimates"
 printf '%s' "$("$plan" --m 64 --n 64 --k 64 --devices sim --json)" |
   grep -q '"estimated": false' || fail "a sim's exact model marked estimated"
 
+# An empty C is said to be one; an empty --devices and a size with a
+# space or a sign are usage errors.
+out=$("$plan" --m 0 --n 64 --k 64 --devices sim) || fail "m = 0 failed"
+printf '%s' "$out" | grep -q "C is empty, nothing to plan or run" || fail "m = 0: $out"
+for args in "--devices ''" "--m ' 64'" "--m +64"; do
+  eval "\"\$plan\" --n 64 --k 64 --m 64 $args" >"$tmp/out" 2>&1
+  [ $? -eq 2 ] || fail "$args not a usage error: $(cat "$tmp/out")"
+done
+grep -q "bad value '+64' for --m" "$tmp/out" || fail "+64: $(cat "$tmp/out")"
+# With ties in the shares the fastest device is kept alone (the first
+# listed, the slower, once was).
+"$plan" --m 64 --n 64 --k 64 --beta 0 --devices sim:rate=1e11,sim:rate=1e12 >"$tmp/out" 2>&1 ||
+  fail "64^3 on two sims: $(cat "$tmp/out")"
+grep -q "^sim1 " "$tmp/out" && grep -q "^  sim0 .*adds nothing" "$tmp/out" ||
+  fail "64^3 kept the slower sim: $(cat "$tmp/out")"
 if [ -w /dev/full ]; then
   "$plan" --m 8 --n 8 --k 8 --devices sim --json >/dev/full 2>/dev/null
   [ $? -eq 1 ] || fail "output lost to a full disk, yet exit 0"

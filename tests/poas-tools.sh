@@ -7,8 +7,10 @@
 # writes no noise and no warning, and names its profile whole; a noisy one
 # (sim:jitter) is flagged by poas-calibrate's summary, kept in the
 # profile, and flagged again by poas-info, in its table and its JSON.
-# poas-info also says once why there is no profile path, and fails when
-# its output is lost.
+# poas-info also says once why there is no profile path, shows the
+# profile --profile names, tells how to calibrate a device without a
+# model, and fails when its output is lost. An empty --devices is a usage
+# error in both.
 set -u
 calibrate="${top_builddir:-.}/tools/poas-calibrate"
 info="${top_builddir:-.}/tools/poas-info"
@@ -102,6 +104,25 @@ fi
 POAS_DEVICES=nodevice "$calibrate" --quick --output "$tmp/never.json" >"$tmp/out" 2>&1
 [ $? -eq 2 ] && grep -q "^poas-calibrate: POAS_DEVICES 'nodevice': " "$tmp/out" ||
   fail "a malformed POAS_DEVICES not refused as a usage error: $(cat "$tmp/out")"
+# An empty --devices is refused, not taken for every device (a script's
+# unset variable once calibrated the whole machine).
+for tool in "$calibrate" "$info"; do
+  "$tool" --devices '' --output "$tmp/never.json" >"$tmp/out" 2>&1
+  [ $? -eq 2 ] && grep -q "^poas-.*: --devices '' names no device" "$tmp/out" ||
+    fail "$tool: --devices '' not a usage error: $(cat "$tmp/out")"
+done
+[ -e "$tmp/never.json" ] && fail "an empty --devices calibrated"
+# poas-info shows the profile --profile names, a sim's model as its own,
+# and tells how to calibrate a real device that has none.
+"$info" --devices cpu,sim --profile "$tmp/quiet.json" >"$tmp/out" 2>&1 ||
+  fail "poas-info --profile: $(cat "$tmp/out")"
+grep -q "^profile: $tmp/quiet.json" "$tmp/out" &&
+  grep -q "^cpu0 .*built-in estimate" "$tmp/out" &&
+  grep -q "^sim0 .*simulated: its settings are its model" "$tmp/out" &&
+  grep -q "^note: cpu0 plans with rough built-in estimates: run poas-calibrate" "$tmp/out" ||
+  fail "poas-info --profile, a sim, an uncalibrated cpu: $(cat "$tmp/out")"
+"$info" --profile '' >"$tmp/out" 2>&1
+[ $? -eq 2 ] || fail "poas-info --profile '' not a usage error: $(cat "$tmp/out")"
 if [ -w /dev/full ]; then
   "$info" --json --devices sim >/dev/full 2>/dev/null
   [ $? -eq 1 ] || fail "poas-info: output lost to a full disk, yet exit 0"

@@ -5,6 +5,7 @@
  * step, bar); either way it ends with a summary table of each fit's
  * quality and a line on what of the old profile was kept or replaced. */
 #include "poas.h"
+#include "tools/args.h"
 #include "tools/context-open.h"
 #include "tools/fit-text.h"
 #include "tools/stdout-check.h"
@@ -174,6 +175,8 @@ int main(int argc, char **argv) {
       co.quick = 1;
       break;
     case 'd':
+      if (!tool_devices_named("poas-calibrate", optarg))
+        return 2;
       opts.devices = optarg;
       break;
     case 't':

@@ -8,6 +8,7 @@
  * the prediction (on the CI VM, 2048^3 calls minutes apart have taken
  * 0.086 to 0.166 s), and their spread is printed beside it. */
 #include "poas.h"
+#include "tools/args.h"
 #include "tools/context-open.h"
 #include "tools/host-memory.h"
 #include "tools/profile-note.h"
@@ -19,20 +20,21 @@
 #include <stdlib.h>
 
 static void usage(FILE *f) {
-  fprintf(f, "Usage: poas-demo [--devices LIST] [--n N] [--calls N]\n"
+  fprintf(f, "Usage: poas-demo [--devices LIST] [--profile FILE] [--n N] [--calls N]\n"
              "Run an n x n x n sgemm through POAS: a first call, with its one-time costs,\n"
              "then warm ones; check each, and print the plan and the predicted against the\n"
              "measured times (the warm calls' median, and their spread).\n\n"
              "  -d, --devices LIST  device selection, as POAS_DEVICES\n"
+             "  -p, --profile FILE  profile to predict with, as POAS_PROFILE\n"
              "  -n, --n N           matrix size (default 1024, at most 65536, and A, B and C\n"
              "                      must fit in the machine's memory: 3 x 4n^2 bytes)\n"
              "  -c, --calls N       warm calls (default 5, 1 to 100)\n"
              "  -h, --help          show this help\n"
              "  -V, --version       show the version\n\n"
              "Exit status: 0, 1 when A, B and C do not fit in memory, a call fails or\n"
-             "computes a wrong element, a profile named by POAS_PROFILE cannot be read or\n"
-             "the output cannot be written, 2 on a usage error (a malformed --devices or\n"
-             "POAS_DEVICES among them).\n");
+             "computes a wrong element, a profile named by --profile or POAS_PROFILE cannot\n"
+             "be read or the output cannot be written, 2 on a usage error (a malformed\n"
+             "--devices or POAS_DEVICES among them).\n");
 }
 
 #define MAX_WARM 100
@@ -89,6 +91,7 @@ static void print_plan(poas_context *ctx, long n) {
 
 int main(int argc, char **argv) {
   static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
+                                           {"profile", required_argument, NULL, 'p'},
                                            {"n", required_argument, NULL, 'n'},
                                            {"calls", required_argument, NULL, 'c'},
                                            {"help", no_argument, NULL, 'h'},
@@ -97,30 +100,36 @@ int main(int argc, char **argv) {
   poas_options opts;
   poas_options_init(&opts);
   long n = 1024, warm = 5;
+  int64_t v;
   int c;
-  while ((c = getopt_long(argc, argv, "d:n:c:hV", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "d:p:n:c:hV", longopts, NULL)) != -1) {
     switch (c) {
     case 'd':
+      if (!tool_devices_named("poas-demo", optarg))
+        return 2;
       opts.devices = optarg;
       break;
-    case 'n': {
-      char *end;
-      n = strtol(optarg, &end, 10);
-      if (*end || n < 1 || n > 65536) {
+    case 'p':
+      if (!*optarg) {
+        fprintf(stderr, "poas-demo: --profile '' names no file\n");
+        return 2;
+      }
+      opts.profile = optarg;
+      break;
+    case 'n':
+      if (tool_parse_int64(optarg, 1, 65536, &v)) {
         fprintf(stderr, "poas-demo: bad --n '%s' (1 to 65536)\n", optarg);
         return 2;
       }
+      n = (long)v;
       break;
-    }
-    case 'c': {
-      char *end;
-      warm = strtol(optarg, &end, 10);
-      if (*end || warm < 1 || warm > MAX_WARM) {
+    case 'c':
+      if (tool_parse_int64(optarg, 1, MAX_WARM, &v)) {
         fprintf(stderr, "poas-demo: bad --calls '%s' (1 to %d)\n", optarg, MAX_WARM);
         return 2;
       }
+      warm = (long)v;
       break;
-    }
     case 'h':
       usage(stdout);
       return tool_stdout_status("poas-demo", 0);
@@ -158,7 +167,7 @@ int main(int argc, char **argv) {
     free(A), free(B), free(C);
     return rc;
   }
-  if (tool_profile_check("poas-demo", ctx, NULL)) {
+  if (tool_profile_check("poas-demo", ctx, opts.profile)) {
     poas_finalize(ctx);
     free(A), free(B), free(C);
     return 1;

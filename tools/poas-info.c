@@ -3,9 +3,11 @@
  * (path, age, why it is not used, each model's held-out error), as tables
  * or, with --json, as one JSON object for scripts. */
 #include "poas.h"
+#include "tools/args.h"
 #include "tools/context-open.h"
 #include "tools/fit-text.h"
 #include "tools/json-out.h"
+#include "tools/profile-note.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -14,15 +16,16 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: poas-info [--devices LIST] [--json]\n"
-          "List the devices POAS can use.\n\n"
-          "  -d, --devices LIST  device selection, as POAS_DEVICES (e.g. cpu,opencl0)\n"
-          "  -j, --json          print one JSON object instead of a table\n"
-          "  -h, --help          show this help\n"
-          "  -V, --version       show the version\n\n"
-          "Exit status: 0, 1 when the devices cannot be opened or the output cannot be\n"
-          "written, 2 on a usage error (a malformed --devices or POAS_DEVICES among them).\n");
+  fprintf(f, "Usage: poas-info [--devices LIST] [--profile FILE] [--json]\n"
+             "List the devices POAS can use, and the profile behind their models.\n\n"
+             "  -d, --devices LIST  device selection, as POAS_DEVICES (e.g. cpu,opencl0)\n"
+             "  -p, --profile FILE  the profile to show, as POAS_PROFILE (default: this\n"
+             "                      machine's); one that cannot be used is shown with why\n"
+             "  -j, --json          print one JSON object instead of a table\n"
+             "  -h, --help          show this help\n"
+             "  -V, --version       show the version\n\n"
+             "Exit status: 0, 1 when the devices cannot be opened or the output cannot be\n"
+             "written, 2 on a usage error (a malformed --devices or POAS_DEVICES among them).\n");
 }
 
 /* Writes s to stdout as a JSON string. */
@@ -151,6 +154,18 @@ static void print_age(double s) {
     printf("%.0f days old", s / 86400);
 }
 
+/* Whether the context's device `id` is simulated: its model is its
+ * settings', not an estimate. */
+static int is_sim(const poas_context *ctx, const char *id) {
+  int n = poas_device_count(ctx);
+  for (int i = 0; i < n; i++) {
+    poas_device_info d;
+    if (poas_device_get(ctx, i, &d) == 0 && strcmp(d.id, id) == 0)
+      return d.kind == POAS_DEVICE_SIM;
+  }
+  return 0;
+}
+
 static void print_profile_table(poas_context *ctx) {
   poas_profile_info pi;
   if (poas_profile_get(ctx, &pi) != 0)
@@ -196,7 +211,9 @@ static void print_profile_table(poas_context *ctx) {
   for (int i = 0; i < pi.ndevices; i++) {
     const poas_device_fit *f = &pi.dev[i];
     if (!f->calibrated) {
-      printf("%-10s built-in estimate (not calibrated)\n", f->id);
+      printf("%-10s %s\n", f->id,
+             is_sim(ctx, f->id) ? "simulated: its settings are its model (exact)"
+                                : "built-in estimate (not calibrated)");
       continue;
     }
     for (int dt = 0; dt < 2; dt++)
@@ -241,6 +258,12 @@ static void print_profile_table(poas_context *ctx) {
   for (int i = 0; i < pi.ndevices; i++)
     if (pi.dev[i].calibrated)
       tool_noise_warnings(stdout, "note: ", &pi.dev[i]);
+  char ids[256];
+  tool_estimated_ids(ctx, ids, sizeof ids);
+  if (ids[0])
+    printf("note: %s plan%s with rough built-in estimates: run poas-calibrate to measure "
+           "this machine\n",
+           ids, strchr(ids, ',') ? "" : "s");
 }
 
 static void print_table(poas_context *ctx) {
@@ -256,18 +279,26 @@ static void print_table(poas_context *ctx) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
-                                           {"json", no_argument, NULL, 'j'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {
+      {"devices", required_argument, NULL, 'd'}, {"profile", required_argument, NULL, 'p'},
+      {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
   poas_options opts;
   poas_options_init(&opts);
   int json = 0, c;
-  while ((c = getopt_long(argc, argv, "d:jhV", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "d:p:jhV", longopts, NULL)) != -1) {
     switch (c) {
     case 'd':
+      if (!tool_devices_named("poas-info", optarg))
+        return 2;
       opts.devices = optarg;
+      break;
+    case 'p':
+      if (!*optarg) {
+        fprintf(stderr, "poas-info: --profile '' names no file\n");
+        return 2;
+      }
+      opts.profile = optarg;
       break;
     case 'j':
       json = 1;

@@ -3,6 +3,7 @@
  * moves and its predicted times; the predicted makespan; the devices left
  * out and why. As a table or, with --json, as one JSON object for scripts. */
 #include "poas.h"
+#include "tools/args.h"
 #include "tools/context-open.h"
 #include "tools/json-out.h"
 #include "tools/profile-note.h"
@@ -74,6 +75,11 @@ static void print_json(const poas_plan *p, double beta) {
 }
 
 static void print_table(const poas_plan *p, double beta) {
+  if (p->m == 0 || p->n == 0) {
+    printf("%sgemm m=%lld n=%lld k=%lld: C is empty, nothing to plan or run\n",
+           p->dtype == POAS_FLOAT64 ? "d" : "s", (long long)p->m, (long long)p->n, (long long)p->k);
+    return;
+  }
   const char *unit = p->split == POAS_SPLIT_ROWS ? "rows" : "columns";
   printf("%sgemm m=%lld n=%lld k=%lld beta=%g: split by %s (granule %lld), predicted makespan "
          "%.4g s\n\n",
@@ -109,14 +115,10 @@ static void print_table(const poas_plan *p, double beta) {
 
 /* A size argument: a whole non-negative number. */
 static int parse_size(const char *name, const char *text, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (errno || end == text || *end || v < 0) {
+  if (tool_parse_int64(text, 0, INT64_MAX, out)) {
     fprintf(stderr, "poas-plan: bad value '%s' for --%s (a whole number >= 0)\n", text, name);
     return -1;
   }
-  *out = v;
   return 0;
 }
 
@@ -165,6 +167,8 @@ int main(int argc, char **argv) {
       break;
     }
     case 'd':
+      if (!tool_devices_named("poas-plan", optarg))
+        return 2;
       opts.devices = optarg;
       break;
     case 'p':
