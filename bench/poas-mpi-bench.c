@@ -17,15 +17,19 @@
  * rank computed on simulated devices, which compute nothing.
  *
  * Every rank parses the same command line and every failure is agreed on
- * with a reduction, so a bad argument or a rank that cannot open its
- * devices ends the whole job with one exit status instead of a hang. */
+ * with a reduction, so a bad argument, a rank that cannot open its devices
+ * or a node whose memory cannot hold its ranks' operands ends the whole
+ * job with one exit status instead of a hang or the OOM killer. */
 #include "bench/bench.h"
 #include "bench/cli.h"
 #include "bench/timing.h"
 #include "poas.h"
+#include "tools/args.h"
 #include "tools/context-open.h"
+#include "tools/host-memory.h"
 #include "tools/json-out.h"
 #include "tools/profile-note.h"
+#include "tools/stdout-check.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -36,6 +40,8 @@
 
 #define PROG "poas-mpi-bench"
 #define MAX_PROBLEMS 32
+/* The largest N of a square problem given as one number. */
+#define MAX_SQUARE (1 << 20)
 /* Rows are handed out in multiples of this (but the last rank's share). */
 #define GRANULE 32
 /* Rounds of refining the split by each rank's plan for its own rows. */
@@ -108,29 +114,35 @@ typedef struct outcome {
 
 /* -------------------------------------------------------------- options */
 
-static int parse_problem(const char *text, problem *p) {
-  long long m, n, k;
-  int used = 0;
-  if (sscanf(text, "%lldx%lldx%lld%n", &m, &n, &k, &used) == 3 && !text[used] && m > 0 && n > 0 &&
-      k > 0) {
-    *p = (problem){m, n, k};
-    return 0;
-  }
-  long v;
-  if (bench_parse_long(text, 1, 1L << 20, &v) != 0)
+/* "N" (square, N up to MAX_SQUARE) or "MxNxK" into *p, each a whole number
+ * written plainly (no spaces, no '+'); `text` is cut up. */
+static int parse_problem(char *text, problem *p) {
+  int64_t side[3];
+  int sides = 0;
+  for (char *rest = text, *t; (t = strsep(&rest, "x")) != NULL;)
+    if (sides == 3 || tool_parse_int64(t, 1, INT64_MAX, &side[sides++]) != 0)
+      return -1;
+  if (sides == 1 && side[0] <= MAX_SQUARE)
+    *p = (problem){side[0], side[0], side[0]};
+  else if (sides == 3)
+    *p = (problem){side[0], side[1], side[2]};
+  else
     return -1;
-  *p = (problem){v, v, v};
   return 0;
 }
 
-static int parse_sizes(char *list, options *o) {
+/* The problems of --sizes into o. strsep, not strtok: an empty entry
+ * ("256,", ",256", "64,,128") is refused instead of skipped. The list is
+ * cut up in a copy, so that a refusal quotes it whole. */
+static int parse_sizes(const char *list, options *o) {
+  char *copy = strdup(list);
+  int rc = copy ? 0 : -1;
   o->nprob = 0;
-  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    if (o->nprob == MAX_PROBLEMS || parse_problem(t, &o->prob[o->nprob]) != 0)
-      return -1;
-    o->nprob++;
-  }
-  return o->nprob ? 0 : -1;
+  for (char *rest = copy, *t; !rc && (t = strsep(&rest, ",")) != NULL;)
+    if (o->nprob == MAX_PROBLEMS || parse_problem(t, &o->prob[o->nprob++]) != 0)
+      rc = -1;
+  free(copy);
+  return rc;
 }
 
 /* Returns -1 to go on, else the exit status (0 after --help). */
@@ -169,6 +181,11 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
         return rank ? 2 : bench_bad_arg(PROG, "--repeat (1 to 1000)", optarg);
       break;
     case 'd':
+      if (!*optarg) {
+        if (rank == 0)
+          tool_devices_named(PROG, optarg);
+        return 2;
+      }
       o->po.devices = optarg;
       break;
     case 'p':
@@ -471,6 +488,50 @@ static int say_failed(const job *j, int rc) {
   return rc != 0;
 }
 
+/* Rows of A and C this rank holds: rank 0 all of them, the others theirs. */
+static int64_t held_rows(const job *j, const problem *p, const int64_t *count) {
+  return j->rank == 0 ? p->m : count[j->rank];
+}
+
+/* Bytes this rank allocates for a problem split by count[]: its rows of A
+ * and C, all of B, and the element past each buffer that keeps a rank
+ * without rows from allocating nothing; on rank 0 also the check's
+ * vectors of doubles (bench_reference_init: x and |x|, n each; A B x and
+ * its scale, m each; B x and |B| |x|, k each), which outweigh A and C
+ * when n and k are a few. */
+static double held_bytes(const job *j, const options *o, const problem *p, const int64_t *count) {
+  double rows = (double)held_rows(j, p, count), m = (double)p->m, n = (double)p->n,
+         k = (double)p->k;
+  double operands = (rows * k + k * n + rows * n + 3) * (double)bench_dtype_size(o->dtype);
+  return operands + (j->rank == 0 ? sizeof(double) * 2 * (m + n + k) : 0);
+}
+
+/* Whether every node's memory holds what its ranks allocate for a problem
+ * split by count[] (tool_memory_holds): past the machine's memory malloc
+ * may still succeed, and filling the operands then wakes the OOM killer.
+ * Every rank holds all of B beside its rows (held_bytes), and the ranks of
+ * one node share its memory. The node's first rank says why not.
+ * Collective; returns the status all ranks agreed on: 1, not a usage
+ * error, since the same problem runs on larger nodes. */
+static int operands_fit(const job *j, const options *o, const problem *p, const int64_t *count) {
+  MPI_Comm node;
+  int node_rank, node_size;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, j->rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &node_rank);
+  MPI_Comm_size(node, &node_size);
+  double mine = held_bytes(j, o, p, count), need = 0;
+  MPI_Allreduce(&mine, &need, 1, MPI_DOUBLE, MPI_SUM, node);
+  MPI_Comm_free(&node);
+  char why[128];
+  int fits = tool_memory_holds(need, why, sizeof why);
+  if (!fits && node_rank == 0)
+    fprintf(stderr,
+            PROG " (rank %d): %lld x %lld x %lld: the operands held on %s (%d rank%s) need %s\n",
+            j->rank, (long long)p->m, (long long)p->n, (long long)p->k, j->host, node_size,
+            node_size == 1 ? "" : "s", why);
+  return agree(!fits);
+}
+
 /* Runs one problem: the split, the operands, a warm-up, the timed runs and
  * the check. Collective; fills *out on rank 0 (its arrays on every rank).
  * Returns the exit status all ranks agreed on. */
@@ -499,9 +560,12 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
   void *a = NULL, *b = NULL, *c = NULL;
   bench_reference ref = {0};
   bench_problem bp = {o->dtype, p->m, p->n, p->k, NULL, NULL, NULL};
-  if (!agree(status) && plan_split(j, o, p, out->first, out->count) == 0) {
+  if (agree(status) || plan_split(j, o, p, out->first, out->count) != 0 ||
+      operands_fit(j, o, p, out->count) != 0) {
+    status = 1;
+  } else {
     size_t elem = bench_dtype_size(o->dtype);
-    int64_t rows = rank == 0 ? p->m : out->count[rank];
+    int64_t rows = held_rows(j, p, out->count);
     /* At least one element each: a rank without rows still takes part. */
     a = malloc(elem * (size_t)(rows * p->k + 1));
     b = malloc(elem * (size_t)(p->k * p->n + 1));
@@ -515,8 +579,6 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
     }
     if (status)
       fprintf(stderr, PROG " (rank %d): no memory for the operands\n", rank);
-  } else {
-    status = 1;
   }
   if (agree(status)) {
     status = 1;
@@ -683,6 +745,40 @@ static void print_json(const job *j, const options *o, const problem *prob, cons
   printf("]}\n");
 }
 
+/* Everything past the command line: the devices, the links, each problem
+ * and the output. Collective; returns the status all ranks agreed on. */
+static int run_job(job *j, const options *o) {
+  j->table = o->json ? stderr : stdout;
+  int status = agree(open_job(j, o));
+  j->simulated = agree(j->simulated); /* any rank's sims leave the result unchecked */
+  char(*hosts)[MPI_MAX_PROCESSOR_NAME] = calloc((size_t)j->size, sizeof *hosts);
+  char(*devices)[128] = calloc((size_t)j->size, sizeof *devices);
+  outcome *outs = calloc((size_t)o->nprob, sizeof *outs);
+  link_model *links = calloc((size_t)j->size, sizeof *links);
+  if (agree(!hosts || !devices || !outs || !links))
+    status = 1;
+  if (!status)
+    status = measure_links(j, links);
+  if (!status) {
+    MPI_Gather(j->host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+               0, MPI_COMM_WORLD);
+    MPI_Gather(j->devices, 128, MPI_CHAR, devices, 128, MPI_CHAR, 0, MPI_COMM_WORLD);
+  }
+  int done = 0;
+  for (; !status && done < o->nprob; done++) {
+    status = run_problem(j, o, &o->prob[done], links, &outs[done]);
+    if (!status && j->rank == 0)
+      print_table(j, o, &o->prob[done], &outs[done], hosts, devices);
+  }
+  if (!status && j->rank == 0 && o->json)
+    print_json(j, o, o->prob, outs, done, hosts, devices, links);
+  for (int i = 0; outs && i < o->nprob; i++)
+    outcome_free(&outs[i]);
+  free(links), free(outs), free(devices), free(hosts);
+  poas_finalize(j->ctx);
+  return status;
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -693,43 +789,15 @@ int main(int argc, char **argv) {
   MPI_Get_processor_name(j.host, &len);
   options o;
   int status = parse_options(argc, argv, &o, j.rank);
-  if (status >= 0) {
-    MPI_Finalize();
-    return status;
-  }
-  j.table = o.json ? stderr : stdout;
-  status = agree(open_job(&j, &o));
-  j.simulated = agree(j.simulated); /* any rank's sims leave the result unchecked */
-  char(*hosts)[MPI_MAX_PROCESSOR_NAME] = calloc((size_t)j.size, sizeof *hosts);
-  char(*devices)[128] = calloc((size_t)j.size, sizeof *devices);
-  outcome *outs = calloc((size_t)o.nprob, sizeof *outs);
-  link_model *links = calloc((size_t)j.size, sizeof *links);
-  if (agree(!hosts || !devices || !outs || !links))
-    status = 1;
-  if (!status)
-    status = measure_links(&j, links);
-  if (!status) {
-    MPI_Gather(j.host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
-               MPI_COMM_WORLD);
-    MPI_Gather(j.devices, 128, MPI_CHAR, devices, 128, MPI_CHAR, 0, MPI_COMM_WORLD);
-  }
-  int done = 0;
-  for (; !status && done < o.nprob; done++) {
-    status = run_problem(&j, &o, &o.prob[done], links, &outs[done]);
-    if (!status && j.rank == 0)
-      print_table(&j, &o, &o.prob[done], &outs[done], hosts, devices);
-  }
-  if (!status && j.rank == 0 && o.json)
-    print_json(&j, &o, o.prob, outs, done, hosts, devices, links);
-  if (j.rank == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
-    fprintf(stderr, PROG ": the output could not be written\n");
-    status = 1;
-  }
+  if (status < 0)
+    status = run_job(&j, &o);
+  /* Rank 0 alone writes to stdout, --help and --version included: output
+   * lost to a full disk or a closed pipe fails the job. Under mpirun, rank
+   * 0 writes to mpirun, which writes the output on: a failure there is
+   * mpirun's to report, and Open MPI's exits 0. */
+  if (j.rank == 0)
+    status = tool_stdout_status(PROG, status);
   status = agree(status);
-  for (int i = 0; outs && i < o.nprob; i++)
-    outcome_free(&outs[i]);
-  free(links), free(outs), free(devices), free(hosts);
-  poas_finalize(j.ctx);
   MPI_Finalize();
   return status;
 }

@@ -5,8 +5,10 @@
 # at start; two ranks of simulated devices, one three times the other's
 # rate, get the rows in that ratio and measure what they predicted;
 # a bad argument or device selection ends every rank with exit status 2,
-# said once. Skips (77) where poas-mpi-bench is not built (configure found
-# no Open MPI) or mpirun cannot start two processes here.
+# said once; operands past the machine's memory end every rank with 1
+# before they are allocated; --help and --version fail when their output
+# cannot be written. Skips (77) where poas-mpi-bench is not built
+# (configure found no Open MPI) or mpirun cannot start two processes here.
 set -u
 bench="${top_builddir:-.}/bench/poas-mpi-bench"
 fail() { echo "poas-mpi.sh: $*" >&2; exit 1; }
@@ -42,6 +44,19 @@ if ! mpi -np 2 "$bench" --version >"$tmp/out" 2>"$tmp/err"; then
 fi
 [ "$(grep -c 'poas-mpi-bench (POAS)' "$tmp/out")" -eq 1 ] || fail "--version not said once: $(cat "$tmp/out")"
 mpi -np 1 "$bench" --help | grep -q "^Usage: mpirun -np R poas-mpi-bench" || fail "--help"
+# Help and version that cannot be written fail (1). Run alone, as an MPI
+# singleton: under mpirun a rank writes to mpirun's forwarding, and Open
+# MPI's mpirun exits 0 when its own write fails.
+if [ -w /dev/full ] && timeout 60 "$bench" --version >/dev/null 2>&1; then
+  for opt in --help --version; do
+    timeout 60 "$bench" $opt >/dev/full 2>"$tmp/err"
+    [ $? -eq 1 ] || fail "$opt >/dev/full: not exit 1: $(cat "$tmp/err")"
+    grep -q "^poas-mpi-bench: cannot write the output" "$tmp/err" ||
+      fail "$opt >/dev/full: unclear error: $(cat "$tmp/err")"
+  done
+else
+  echo "poas-mpi.sh: note: no /dev/full or no MPI singleton here: output failures not tried"
+fi
 
 # Real devices: each rank one CPU thread.
 for dtype in s d; do
@@ -90,8 +105,28 @@ grep -q "result not checked: a rank computed on simulated devices" "$tmp/err" ||
 mpi -np 2 "$bench" --sizes x >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--sizes x: not exit 2: $(cat "$tmp/err")"
 [ "$(grep -c "bad --sizes 'x'" "$tmp/err")" -eq 1 ] || fail "--sizes x: not said once: $(cat "$tmp/err")"
+# Empty entries, spaces and '+' in --sizes are refused, not skipped or read.
+for sizes in 256, ,256 64,,128 ' 256' +8x8x8 '8x 8x8' 8x+8x8; do
+  mpi -np 2 "$bench" --sizes "$sizes" --repeat 1 --devices sim >"$tmp/out" 2>"$tmp/err"
+  [ $? -eq 2 ] || fail "--sizes '$sizes': not exit 2: $(cat "$tmp/err")"
+  [ "$(grep -c "bad --sizes '$sizes'" "$tmp/err")" -eq 1 ] ||
+    fail "--sizes '$sizes': not said once: $(cat "$tmp/err")"
+done
+mpi -np 2 "$bench" --devices '' --sizes 64 --repeat 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--devices '': not exit 2: $(cat "$tmp/err")"
+[ "$(grep -c "poas-mpi-bench: --devices '' names no device" "$tmp/err")" -eq 1 ] ||
+  fail "--devices '': not said once: $(cat "$tmp/err")"
 mpi -np 2 "$bench" --devices nodevice >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--devices nodevice: not exit 2: $(cat "$tmp/err")"
 grep -q "poas-mpi-bench (rank 0): --devices 'nodevice': " "$tmp/err" ||
   fail "--devices nodevice: unclear error: $(cat "$tmp/err")"
+
+# Operands past the machine's memory are refused before they are allocated
+# (malloc may take them, and filling them would wake the OOM killer): exit
+# 1, said once for the node, whose two ranks would hold 5.5 TiB here.
+mpi -np 2 "$bench" --sizes 1000000x1000000x1 --devices sim >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] || fail "1000000x1000000x1: not exit 1: $(cat "$tmp/err")"
+said='1000000 x 1000000 x 1: the operands held on .* (2 ranks) need .* more than this machine'
+[ "$(grep -c "$said" "$tmp/err")" -eq 1 ] ||
+  fail "1000000x1000000x1: not said once, or unclear: $(cat "$tmp/err")"
 exit 0
