@@ -40,4 +40,15 @@ static inline int tool_devices_named(const char *prog, const char *value) {
   return 0;
 }
 
+/* Whether `--OPTION VALUE` names a file. The library takes an empty
+ * path for none given (the environment's, else the default), which is
+ * not what an empty value asks for: prints why to stderr and returns 0
+ * for one. */
+static inline int tool_file_named(const char *prog, const char *option, const char *value) {
+  if (*value)
+    return 1;
+  fprintf(stderr, "%s: --%s '' names no file\n", prog, option);
+  return 0;
+}
+
 #endif /* POAS_TOOLS_ARGS_H */

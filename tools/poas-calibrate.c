@@ -188,10 +188,8 @@ int main(int argc, char **argv) {
     case 'o':
       /* The library refuses it too, but as an error of the run (1), not of
        * the command line (2). */
-      if (!*optarg) {
-        fprintf(stderr, "poas-calibrate: --output '' names no file\n");
+      if (!tool_file_named("poas-calibrate", "output", optarg))
         return 2;
-      }
       output = optarg;
       break;
     case 'h':

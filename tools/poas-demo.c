@@ -110,10 +110,8 @@ int main(int argc, char **argv) {
       opts.devices = optarg;
       break;
     case 'p':
-      if (!*optarg) {
-        fprintf(stderr, "poas-demo: --profile '' names no file\n");
+      if (!tool_file_named("poas-demo", "profile", optarg))
         return 2;
-      }
       opts.profile = optarg;
       break;
     case 'n':

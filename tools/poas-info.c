@@ -294,10 +294,8 @@ int main(int argc, char **argv) {
       opts.devices = optarg;
       break;
     case 'p':
-      if (!*optarg) {
-        fprintf(stderr, "poas-info: --profile '' names no file\n");
+      if (!tool_file_named("poas-info", "profile", optarg))
         return 2;
-      }
       opts.profile = optarg;
       break;
     case 'j':

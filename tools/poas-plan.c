@@ -172,12 +172,8 @@ int main(int argc, char **argv) {
       opts.devices = optarg;
       break;
     case 'p':
-      /* The library takes an empty path for none given (POAS_PROFILE,
-       * else the default), which is not what `--profile ''` asks for. */
-      if (!*optarg) {
-        fprintf(stderr, "poas-plan: --profile '' names no file\n");
+      if (!tool_file_named("poas-plan", "profile", optarg))
         return 2;
-      }
       opts.profile = optarg;
       break;
     case 'j':
