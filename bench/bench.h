@@ -8,6 +8,7 @@
 
 #include "poas.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,30 +142,51 @@ typedef struct bench_output {
   FILE *table;
   FILE *csv;
   int json;
-  int csv_err; /* the errno of the CSV's first failed write, or 0 */
+  int csv_err;   /* the errno of the CSV's first failed write, or 0 */
+  int table_err; /* the same for the table */
 } bench_output;
 
 void bench_table_header(FILE *f);
-void bench_table_rows(FILE *f, const bench_row *rows, int nrows);
+/* The table's rows, flushed: 0, or the errno of a failed write. */
+int bench_table_rows(FILE *f, const bench_row *rows, int nrows);
 /* The CSV's header and rows, flushed: 0, or the errno of a failed write. */
 int bench_csv_header(FILE *f);
 int bench_csv_rows(FILE *f, const bench_row *rows, int nrows);
-/* The JSON object of the whole run, to stdout; `devices` are the POAS
- * devices of the co-executed set, `baselines` the descriptions of the
- * baselines that ran. */
-void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices, int ndevices,
-                const char *const *baselines, int nbaselines, const bench_row *rows, int nrows,
-                const char *csv_path, const char *plot_path);
+/* The JSON object of the whole run, to stdout, flushed: 0, or the errno
+ * of a failed write. `devices` are the POAS devices of the co-executed
+ * set, `baselines` the descriptions of the baselines that ran. */
+int bench_json(FILE *f, const char *argv_line, const poas_device_info *devices, int ndevices,
+               const char *const *baselines, int nbaselines, const bench_row *rows, int nrows,
+               const char *csv_path, const char *plot_path);
+/* An output file written whole or not at all: `f` writes a new file
+ * beside `target`, the regular file its path names (symbolic links
+ * followed), which takes target's place when closed. */
+typedef struct bench_file {
+  FILE *f;
+  char target[PATH_MAX];
+  char tmp[PATH_MAX + 32];
+} bench_file;
+/* Opens the new file of an output named `path`: 0, or -1 with the reason
+ * in `why` (the path is the caller's to name), nothing made. A path that
+ * exists and is not a regular file (a directory, a FIFO, a device) is
+ * refused. A signal that ends the program removes the new file. */
+int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap);
+/* Closes bf->f and, unless that or an earlier write failed (`err`, its
+ * errno, or 0), renames the new file over the target: 0; else removes it
+ * and returns the errno. */
+int bench_file_close(bench_file *bf, int err);
 /* Plots GFLOP/s against size through gnuplot into an SVG file, which
- * replaces an earlier one only once written whole. Returns 0, or -1 with
- * the reason in `why` (the path is the caller's to name). */
+ * replaces an earlier one only once written whole, by the rules of
+ * bench_file_open. Returns 0, or -1 with the reason in `why` (the path is
+ * the caller's to name). */
 int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap);
 /* Whether gnuplot can take `path` as its output's name (no quotes or
  * newlines): checked with the arguments, a bad name being a usage error. */
 int bench_plot_name_ok(const char *path);
-/* Whether bench_plot could write `path`, checked before a run so that a
- * plot that cannot be written fails it at once: 0, or -1 with the reason
- * in `why`. */
+/* Whether bench_plot could write `path` (gnuplot is there, the file is
+ * one bench_file_open would replace, its folder takes a new file),
+ * checked before a run so that a plot that cannot be written fails it at
+ * once: 0, or -1 with the reason in `why`. */
 int bench_plot_check(const char *path, char *why, size_t cap);
 /* Whether two paths name the same file: the same file where both exist
  * (links and other names included), else the same name once their folders

@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include "bench/bench.h"
+#include "bench/cli.h"
 #include "bench/timing.h"
 #include "tools/host-memory.h"
 #include "tools/profile-note.h"
@@ -50,6 +51,7 @@ typedef struct options {
   int repeat;
   const char *csv;
   const char *plot;
+  const char *profile;
   int json;
   double alone_limit; /* 0, or seconds beyond which a device alone runs a row block */
 } options;
@@ -87,67 +89,81 @@ static const bench_baseline *const all_baselines[] = {
     &bench_baseline_cblas, &bench_baseline_clblast, &bench_baseline_cublas};
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: poas-bench gemm [OPTIONS]\n"
-          "       poas-bench plot --plot FILE.svg CSV...\n"
-          "Benchmark GEMM end to end on each device alone, on all of them co-executed,\n"
-          "and on the vendor libraries alone; check every result.\n\n"
-          "  -s, --sizes LIST      sizes n, comma-separated (default " DEFAULT_SIZES ")\n"
-          "  -S, --shape SHAPE     square (n x n x n, the default), tall (4n x n/4 x n),\n"
-          "                        wide (n/4 x 4n x n), or a list MxNxK,... used instead\n"
-          "                        of --sizes\n"
-          "  -t, --dtype LIST      s, d or s,d (sd too; default s)\n"
-          "  -d, --devices LIST    device selection, as POAS_DEVICES (default: every\n"
-          "                        device); each device alone keeps its entry's settings\n"
-          "  -b, --baselines LIST  cblas, clblast, cublas, all (default) or none\n"
-          "  -r, --repeat N        timed runs after one warm-up; the median is reported\n"
-          "                        (default 5). The runs go in rounds, each device set\n"
-          "                        and baseline once per round, so that a machine whose\n"
-          "                        speed drifts slows them all alike\n"
-          "  -c, --csv FILE        CSV output (default bench-DATE-TIME.csv)\n"
-          "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot, into a file\n"
-          "                        other than the CSV\n"
-          "  -j, --json            print one JSON object on stdout; the table then goes\n"
-          "                        to stderr\n"
-          "  -a, --alone-limit S   a device alone whose run is predicted to take more than\n"
-          "                        S seconds, or a baseline whose first 256 rows say it\n"
-          "                        would, runs the first rows of A and C instead, as\n"
-          "                        many as S seconds allow; its times are scaled to the\n"
-          "                        whole problem (for one that copies to a device, along\n"
-          "                        the line through that block and half of it, since B's\n"
-          "                        copy costs the same for any rows) and its note says so\n"
-          "                        (for sizes where a slow device alone would take minutes)\n"
-          "  -h, --help            show this help\n"
-          "  -V, --version         show the version\n\n"
-          "The co-executed row's efficiency is its rate over the sum of the devices'\n"
-          "rates alone. Its note splits it: each device's rate while it had work in\n"
-          "the run against its rate alone (below 1: the devices slowed each other,\n"
-          "or its part ran in more, thinner calls than alone), then fill, the run's\n"
-          "rate over the sum of those busy rates (below 1: idle time and the run's\n"
-          "own costs). The CSV and JSON carry the factors whose product is the\n"
-          "efficiency: eff_used (the alone rates of the devices given work over\n"
-          "all), eff_corun and eff_fill.\n\n"
-          "A row whose timed runs spread by more than 10%% of their median says so in\n"
-          "its note; the CSV and JSON carry every row's fastest_s and slowest_s.\n\n"
-          "poas-bench plot draws the same plot from CSV files that earlier runs wrote\n"
-          "(several runs' rows join, series by series), for results recorded on a\n"
-          "machine without gnuplot.\n\n"
-          "The profile is POAS_PROFILE's, else the default path; one that POAS_PROFILE\n"
-          "names and that cannot be read (missing, not a profile) is an error.\n\n"
-          "Exit status: 0, 1 when a run failed, a result exceeded its error bound, an\n"
-          "output could not be written or the named profile cannot be read, 2 on a\n"
-          "usage error (a malformed --devices or POAS_DEVICES among them).\n");
+  fprintf(f, "Usage: poas-bench gemm [OPTIONS]\n"
+             "       poas-bench plot --plot FILE.svg CSV...\n"
+             "Benchmark GEMM end to end on each device alone, on all of them co-executed,\n"
+             "and on the vendor libraries alone; check every result.\n\n"
+             "  -s, --sizes LIST      sizes n, comma-separated (default " DEFAULT_SIZES ")\n"
+             "  -S, --shape SHAPE     square (n x n x n, the default), tall (4n x n/4 x n),\n"
+             "                        wide (n/4 x 4n x n), or a list MxNxK,... used instead\n"
+             "                        of --sizes\n"
+             "  -t, --dtype LIST      s, d or s,d (sd too; default s)\n"
+             "  -d, --devices LIST    device selection, as POAS_DEVICES (default: every\n"
+             "                        device); each device alone keeps its entry's settings\n"
+             "  -b, --baselines LIST  cblas, clblast, cublas, all (default) or none\n"
+             "  -r, --repeat N        timed runs after one warm-up; the median is reported\n"
+             "                        (default 5). The runs go in rounds, each device set\n"
+             "                        and baseline once per round, so that a machine whose\n"
+             "                        speed drifts slows them all alike\n"
+             "  -c, --csv FILE        CSV output (default bench-DATE-TIME.csv)\n"
+             "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot, into a file\n"
+             "                        other than the CSV\n"
+             "      --profile FILE    calibration profile, as POAS_PROFILE (an error when it\n"
+             "                        cannot be read)\n"
+             "  -j, --json            print one JSON object on stdout; the table then goes\n"
+             "                        to stderr\n"
+             "  -a, --alone-limit S   a device alone whose run is predicted to take more than\n"
+             "                        S seconds, or a baseline whose first 256 rows say it\n"
+             "                        would, runs the first rows of A and C instead, as\n"
+             "                        many as S seconds allow; its times are scaled to the\n"
+             "                        whole problem (for one that copies to a device, along\n"
+             "                        the line through that block and half of it, since B's\n"
+             "                        copy costs the same for any rows) and its note says so\n"
+             "                        (for sizes where a slow device alone would take minutes)\n"
+             "  -h, --help            show this help\n"
+             "  -V, --version         show the version\n\n"
+             "The co-executed row's efficiency is its rate over the sum of the devices'\n"
+             "rates alone. Its note splits it: each device's rate while it had work in\n"
+             "the run against its rate alone (below 1: the devices slowed each other,\n"
+             "or its part ran in more, thinner calls than alone), then fill, the run's\n"
+             "rate over the sum of those busy rates (below 1: idle time and the run's\n"
+             "own costs). The CSV and JSON carry the factors whose product is the\n"
+             "efficiency: eff_used (the alone rates of the devices given work over\n"
+             "all), eff_corun and eff_fill.\n\n"
+             "A row whose timed runs spread by more than 10%% of their median says so in\n"
+             "its note; the CSV and JSON carry every row's fastest_s and slowest_s.\n\n"
+             "poas-bench plot draws the same plot from CSV files that earlier runs wrote\n"
+             "(several runs' rows join, series by series), for results recorded on a\n"
+             "machine without gnuplot.\n\n"
+             "The CSV and the plot are written into new files beside their paths, which\n"
+             "take their place when the run ends, so that a run that fails or is stopped\n"
+             "leaves earlier ones as they were. A path is followed through its symbolic\n"
+             "links, and what it names must be a regular file or nothing yet: a\n"
+             "directory, a FIFO or a device (/dev/null too) is refused before the run.\n\n"
+             "The profile is --profile's, else POAS_PROFILE's, else the default path; one\n"
+             "that either names and that cannot be read (missing, not a profile) is an\n"
+             "error.\n\n"
+             "Exit status: 0, 1 when a run failed, a result exceeded its error bound, an\n"
+             "output could not be written, the named profile cannot be read or the host's\n"
+             "memory cannot hold a size's operands (said before anything runs), 2 on a\n"
+             "usage error (a malformed or empty --devices, a malformed POAS_DEVICES, an\n"
+             "empty --csv, --plot or --profile among them).\n");
 }
 
 /* ------------------------------------------------------------- options */
 
+/* The whole number from lo to hi that `s` opens with, plain digits as
+ * tool_parse_int64 takes them, into *out: how many characters it takes,
+ * or -1. What follows is the caller's ("64x128", "64,"). strtoll took
+ * " 64" and "+64". */
 static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (end == s || v < lo || v > hi)
+  char digits[32];
+  size_t len = strspn(s, "0123456789");
+  if (len == 0 || len >= sizeof digits)
     return -1;
-  *out = v;
-  return (int)(end - s);
+  memcpy(digits, s, len);
+  digits[len] = '\0';
+  return tool_parse_int64(digits, lo, hi, out) ? -1 : (int)len;
 }
 
 /* "1024,2048" with a shape kind, or "MxNxK,..." when `kind` is NULL. */
@@ -203,6 +219,7 @@ static int parse_dtypes(const char *text, options *o) {
   return -1;
 }
 
+/* A bad value of one of gemm's options: says so, and returns 2. */
 static int bad(const char *what, const char *value) {
   fprintf(stderr, "poas-bench: bad %s '%s' (see poas-bench gemm --help)\n", what, value);
   return 2;
@@ -210,19 +227,14 @@ static int bad(const char *what, const char *value) {
 
 /* Parses `gemm`'s options; 0, or the exit status to leave with. */
 static int parse_options(int argc, char **argv, options *o) {
-  static const struct option longopts[] = {{"sizes", required_argument, NULL, 's'},
-                                           {"shape", required_argument, NULL, 'S'},
-                                           {"dtype", required_argument, NULL, 't'},
-                                           {"devices", required_argument, NULL, 'd'},
-                                           {"baselines", required_argument, NULL, 'b'},
-                                           {"repeat", required_argument, NULL, 'r'},
-                                           {"csv", required_argument, NULL, 'c'},
-                                           {"plot", required_argument, NULL, 'p'},
-                                           {"json", no_argument, NULL, 'j'},
-                                           {"alone-limit", required_argument, NULL, 'a'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {
+      {"sizes", required_argument, NULL, 's'},       {"shape", required_argument, NULL, 'S'},
+      {"dtype", required_argument, NULL, 't'},       {"devices", required_argument, NULL, 'd'},
+      {"baselines", required_argument, NULL, 'b'},   {"repeat", required_argument, NULL, 'r'},
+      {"csv", required_argument, NULL, 'c'},         {"plot", required_argument, NULL, 'p'},
+      {"profile", required_argument, NULL, 'P'},     {"json", no_argument, NULL, 'j'},
+      {"alone-limit", required_argument, NULL, 'a'}, {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},           {NULL, 0, NULL, 0}};
   const char *sizes = NULL, *shape_arg = "square";
   int64_t v = 0;
   int c;
@@ -235,18 +247,33 @@ static int parse_options(int argc, char **argv, options *o) {
       if (parse_dtypes(optarg, o))
         return bad("--dtype", optarg);
       break;
-    case 'd': o->devices = optarg; break;
+    case 'd':
+      if (!tool_devices_named("poas-bench", optarg))
+        return 2;
+      o->devices = optarg;
+      break;
     case 'b': o->baselines = optarg; break;
     case 'r':
-      if (parse_count(optarg, 1, MAX_REPEAT, &v) != (int)strlen(optarg))
+      if (tool_parse_int64(optarg, 1, MAX_REPEAT, &v) != 0)
         return bad("--repeat (1 to 1000)", optarg);
       o->repeat = (int)v;
       break;
-    case 'c': o->csv = optarg; break;
+    case 'c':
+      if (!tool_file_named("poas-bench", "csv", optarg))
+        return 2;
+      o->csv = optarg;
+      break;
     case 'p':
+      if (!tool_file_named("poas-bench", "plot", optarg))
+        return 2;
       if (!bench_plot_name_ok(optarg))
         return bad("--plot (a name without quotes or newlines)", optarg);
       o->plot = optarg;
+      break;
+    case 'P':
+      if (!tool_file_named("poas-bench", "profile", optarg))
+        return 2;
+      o->profile = optarg;
       break;
     case 'j': o->json = 1; break;
     case 'a': {
@@ -328,16 +355,20 @@ static void single_selections(const char *selection, const poas_device_info *d, 
   }
 }
 
-static int open_context(const char *selection, poas_context **ctx) {
+/* Opens the devices of `selection` (NULL: POAS_DEVICES's, else every
+ * device) with o's profile. */
+static int open_context(const options *o, const char *selection, poas_context **ctx) {
   poas_options po;
   poas_options_init(&po);
   po.devices = selection;
+  po.profile = o->profile;
   int rc = poas_init(ctx, &po);
   if (rc) { /* named as the user gave it: --devices, POAS_DEVICES or neither */
     const char *env = getenv("POAS_DEVICES");
-    int from_env = !selection && env && *env;
-    fprintf(stderr, "poas-bench: %s '%s': %s: %s\n", from_env ? "POAS_DEVICES" : "devices",
-            selection ? selection : from_env ? env : "(default)", poas_strerror(rc),
+    int from_env = !o->devices && env && *env;
+    const char *named = o->devices ? "--devices" : from_env ? "POAS_DEVICES" : "devices";
+    const char *value = selection ? selection : from_env ? env : "(default)";
+    fprintf(stderr, "poas-bench: %s '%s': %s: %s\n", named, value, poas_strerror(rc),
             poas_error_detail());
   }
   return rc;
@@ -348,7 +379,7 @@ static int open_context(const char *selection, poas_context **ctx) {
  * read). */
 static int open_sets(bench *b) {
   poas_context *all;
-  int rc = open_context(b->o.devices, &all);
+  int rc = open_context(&b->o, b->o.devices, &all);
   if (rc)
     return rc;
   b->ndevs = poas_device_count(all);
@@ -358,13 +389,13 @@ static int open_sets(bench *b) {
     has_sim |= b->devs[i].kind == POAS_DEVICE_SIM;
   }
   /* The profile behind the predictions, checked as poas-plan checks it:
-   * one that POAS_PROFILE names and that cannot be read is an error, since
-   * running on built-in estimates would fill the prediction columns with
-   * numbers that look calibrated and are not. Otherwise it notes the real
-   * devices that plan with built-in estimates: their predictions, shares
-   * and prediction errors are rough until runs have taught the context
-   * better. */
-  if (tool_profile_check("poas-bench", all, NULL)) {
+   * one that --profile or POAS_PROFILE names and that cannot be read is an
+   * error, since running on built-in estimates would fill the prediction
+   * columns with numbers that look calibrated and are not. Otherwise it
+   * notes the real devices that plan with built-in estimates: their
+   * predictions, shares and prediction errors are rough until runs have
+   * taught the context better. */
+  if (tool_profile_check("poas-bench", all, b->o.profile)) {
     poas_finalize(all);
     return POAS_EPROFILE;
   }
@@ -390,7 +421,7 @@ static int open_sets(bench *b) {
     snprintf(s->label, sizeof s->label, "%s", b->devs[i].id);
     size_t len = strlen(co->label);
     snprintf(co->label + len, sizeof co->label - len, "%s%s", i ? "+" : "", b->devs[i].id);
-    if ((rc = open_context(single[i], &s->ctx)) != 0) {
+    if ((rc = open_context(&b->o, single[i], &s->ctx)) != 0) {
       for (int j = i - 1; j >= 0; j--)
         poas_finalize(b->sets[j].ctx);
       poas_finalize(all);
@@ -881,26 +912,33 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
 }
 
 /* Whether the host's memory (tool_host_memory) can hold the operands of
- * p; if not, why not, in why[cap]. */
-static int operands_fit(const bench_problem *p, char *why, size_t cap) {
-  double need =
-      ((double)p->m * (double)p->k + (double)p->k * (double)p->n + (double)p->m * (double)p->n) *
-      (double)bench_dtype_size(p->dtype);
-  char short_of[128];
-  if (tool_memory_holds(need, short_of, sizeof short_of))
-    return 1;
-  snprintf(why, cap, "out of host memory for the operands (%s)", short_of);
-  return 0;
+ * every shape in every dtype asked for; says on stderr which it cannot.
+ * Checked before the run, which otherwise failed such a shape's rows only
+ * after opening everything. Not a usage error: the same sizes run on a
+ * larger machine. */
+static int shapes_fit(const options *o) {
+  int fit = 1;
+  for (int i = 0; i < o->nshapes; i++)
+    for (int j = 0; j < o->ndtypes; j++) {
+      const shape *s = &o->shapes[i];
+      double need = ((double)s->m * (double)s->k + (double)s->k * (double)s->n +
+                     (double)s->m * (double)s->n) *
+                    (double)bench_dtype_size(o->dtypes[j]);
+      char why[128];
+      if (tool_memory_holds(need, why, sizeof why))
+        continue;
+      fprintf(stderr, "poas-bench: %lldx%lldx%lld %s: A, B and C need %s\n", (long long)s->m,
+              (long long)s->n, (long long)s->k, bench_dtype_name(o->dtypes[j]), why);
+      fit = 0;
+    }
+  return fit;
 }
 
 static void run_shape(bench *b, shape s, poas_dtype dtype, bench_output *out) {
   size_t es = bench_dtype_size(dtype);
   bench_problem p = {dtype, s.m, s.n, s.k, NULL, NULL, NULL};
-  char why[256] = "out of host memory for the operands";
-  void *a = NULL, *bm = NULL, *c = NULL;
-  if (operands_fit(&p, why, sizeof why))
-    a = malloc((size_t)(s.m * s.k) * es), bm = malloc((size_t)(s.k * s.n) * es),
-    c = malloc((size_t)(s.m * s.n) * es);
+  void *a = malloc((size_t)(s.m * s.k) * es), *bm = malloc((size_t)(s.k * s.n) * es),
+       *c = malloc((size_t)(s.m * s.n) * es);
   bench_reference ref = {0};
   int first = b->nrows;
   p.a = a, p.b = bm, p.c = c;
@@ -912,13 +950,14 @@ static void run_shape(bench *b, shape s, poas_dtype dtype, bench_output *out) {
     run_problem(b, &p, &ref);
     bench_reference_free(&ref);
   } else {
-    skip_problem(b, &p, why);
+    skip_problem(b, &p, "out of host memory for the operands");
   }
   free(c), free(bm), free(a);
   if (b->tty)
     fprintf(stderr, "\r\033[K");
-  bench_table_rows(out->table, b->rows + first, b->nrows - first);
-  int err = bench_csv_rows(out->csv, b->rows + first, b->nrows - first);
+  int err = bench_table_rows(out->table, b->rows + first, b->nrows - first);
+  out->table_err = out->table_err ? out->table_err : err;
+  err = bench_csv_rows(out->csv, b->rows + first, b->nrows - first);
   out->csv_err = out->csv_err ? out->csv_err : err;
 }
 
@@ -931,16 +970,29 @@ static void close_all(bench *b) {
     b->bl[i].b->close(b->bl[i].state);
 }
 
-/* Closes the CSV; 0, or -1 having said on stderr why it could not be
- * written (a full disk: the run's rows are lost, and a script reading the
- * file would trust what was left of it). `err` is the errno of an earlier
- * failed write, or 0. */
-static int close_csv(FILE *f, const char *path, int err) {
-  if (fclose(f) != 0 && !err)
-    err = errno;
-  if (err)
+/* Closes the CSV, which then takes the place of the file at `path`; 0, or
+ * -1 having said on stderr why it could not be written (a full disk: the
+ * run's rows are lost, and the file at `path` is left as it was rather
+ * than what was written of them). `err` is the errno of an earlier failed
+ * write, or 0. */
+static int close_csv(bench_file *csv, const char *path, int err) {
+  if ((err = bench_file_close(csv, err)) != 0)
     fprintf(stderr, "poas-bench: cannot write the CSV %s: %s\n", path, strerror(err));
   return err ? -1 : 0;
+}
+
+/* Says why stdout could not be written, from `err`, the errno of the
+ * first flush of it that failed (0: none), and returns whether it did.
+ * glibc drops what a failed flush held: tool_stdout_status's flush at
+ * exit then finds nothing to write, only the error flag, and said
+ * "Input/output error" for a full disk. The flag is cleared once the
+ * real reason is said, so that it is said once. */
+static int stdout_lost(int err) {
+  if (!err)
+    return 0;
+  fprintf(stderr, "poas-bench: cannot write the output: %s\n", strerror(err));
+  clearerr(stdout);
+  return 1;
 }
 
 static void default_csv_name(char *buf, size_t cap) {
@@ -969,7 +1021,8 @@ static int report_failures(const bench *b) {
   return bad_rows;
 }
 
-static void write_json(const bench *b, int argc, char **argv, const char *csv, const char *plot) {
+/* The JSON object on stdout: 0, or the errno of a failed write. */
+static int write_json(const bench *b, int argc, char **argv, const char *csv, const char *plot) {
   char line[2048] = "";
   size_t len = 0;
   for (int i = 0; i < argc && len < sizeof line; i++)
@@ -981,7 +1034,7 @@ static void write_json(const bench *b, int argc, char **argv, const char *csv, c
     snprintf(text[i], sizeof text[i], "%s: %s", b->bl[i].b->name, b->bl[i].desc);
     descs[i] = text[i];
   }
-  bench_json(stdout, line, b->devs, b->ndevs, descs, b->nbl, b->rows, b->nrows, csv, plot);
+  return bench_json(stdout, line, b->devs, b->ndevs, descs, b->nbl, b->rows, b->nrows, csv, plot);
 }
 
 /* Whether the SVG `plot` would be written over the CSV `csv`, which is
@@ -1015,29 +1068,36 @@ static int gemm_main(int argc, char **argv) {
   if (b.o.plot && plot_over_csv("poas-bench", b.o.plot, csv_path))
     return 2;
   /* The baselines open first: cblas records the process's CPU mask before
-   * any POAS device has bound a thread. The CSV is created only once the
-   * run can start, so that a bad argument leaves no empty file behind. */
+   * any POAS device has bound a thread. The CSV's new file is made only
+   * once the run can start, so that a bad argument leaves nothing behind. */
   if ((rc = open_baselines(&b)) == 0 && (rc = open_sets(&b)) != 0)
     rc = rc == POAS_ESPEC ? 2 : 1; /* a malformed selection is a usage error */
   if (rc) {
     close_all(&b);
     return rc;
   }
-  /* The outputs written after the run are checked before it, which could
-   * take minutes and then be lost: the plot, then the CSV by creating it. */
+  /* What would fail the run after its minutes of measuring is checked
+   * before it: the operands of every size, then the outputs written at
+   * the end, the plot and the CSV, whose new file is made here. An earlier
+   * CSV stays as it was until the run ends. */
   char why[256];
   int err;
+  if (!shapes_fit(&b.o)) {
+    close_all(&b);
+    return 1;
+  }
   if (b.o.plot && bench_plot_check(b.o.plot, why, sizeof why) != 0) {
     fprintf(stderr, "poas-bench: cannot write the plot %s: %s\n", b.o.plot, why);
     close_all(&b);
     return 1;
   }
-  bench_output out = {b.o.json ? stderr : stdout, fopen(csv_path, "w"), b.o.json, 0};
-  if (!out.csv) {
-    fprintf(stderr, "poas-bench: cannot write the CSV %s: %s\n", csv_path, strerror(errno));
+  bench_file csv;
+  if (bench_file_open(&csv, csv_path, why, sizeof why) != 0) {
+    fprintf(stderr, "poas-bench: cannot write the CSV %s: %s\n", csv_path, why);
     close_all(&b);
     return 1;
   }
+  bench_output out = {b.o.json ? stderr : stdout, csv.f, b.o.json, 0, 0};
   b.tty = isatty(STDERR_FILENO);
   int nrows = b.o.nshapes * b.o.ndtypes * (b.nsets + b.nbl);
   b.nsteps = nrows * (b.o.repeat + 1);
@@ -1045,13 +1105,13 @@ static int gemm_main(int argc, char **argv) {
   if (!b.rows) {
     fprintf(stderr, "poas-bench: out of memory\n");
     close_all(&b);
-    fclose(out.csv);
+    bench_file_close(&csv, ENOMEM);
     return 1;
   }
   /* A CSV that takes no header (a full disk) would take no rows either. */
   if ((err = bench_csv_header(out.csv)) != 0) {
     close_all(&b);
-    close_csv(out.csv, csv_path, err);
+    close_csv(&csv, csv_path, err);
     free(b.rows);
     return 1;
   }
@@ -1067,18 +1127,18 @@ static int gemm_main(int argc, char **argv) {
   bench_handoff_probe(&handoff);
   bench_handoff_print(stderr, "poas-bench", "after", &handoff);
   close_all(&b);
-  int csv_failed = close_csv(out.csv, csv_path, out.csv_err) != 0;
+  int csv_failed = close_csv(&csv, csv_path, out.csv_err) != 0;
   const char *plot = b.o.plot;
   int plot_failed = plot && bench_plot(plot, b.rows, b.nrows, why, sizeof why) != 0;
   if (plot_failed) {
     fprintf(stderr, "poas-bench: cannot write the plot %s: %s\n", plot, why);
     plot = NULL;
   }
-  if (b.o.json)
-    write_json(&b, argc, argv, csv_path, plot);
+  int json_err = b.o.json ? write_json(&b, argc, argv, csv_path, plot) : 0;
   int failures = report_failures(&b);
   free(b.rows);
-  return failures || csv_failed || plot_failed ? 1 : 0;
+  int lost = stdout_lost(b.o.json ? json_err : out.table_err);
+  return failures || csv_failed || plot_failed || lost ? 1 : 0;
 }
 
 /* `poas-bench plot --plot FILE.svg CSV...`: argv[1] is "plot", whose
@@ -1107,8 +1167,10 @@ static int plot_main(int argc, char **argv) {
     fprintf(stderr, "poas-bench plot: need --plot FILE.svg and at least one CSV\n");
     return 2;
   }
+  if (!tool_file_named("poas-bench plot", "plot", out))
+    return 2;
   if (!bench_plot_name_ok(out))
-    return bad("--plot (a name without quotes or newlines)", out);
+    return bench_bad_arg("poas-bench plot", "--plot (a name without quotes or newlines)", out);
   for (int i = optind; i < argc; i++)
     if (plot_over_csv("poas-bench plot", out, argv[i]))
       return 2;

@@ -1,7 +1,8 @@
 /* report.c: what poas-bench writes: the table for people, the CSV and the
  * JSON object for scripts (same rows, same names), and the SVG plot drawn by
- * gnuplot. Quantities that do not apply are NaN in a row: "-" in the
- * table, an empty CSV field, null in JSON. */
+ * gnuplot; the files among them are written whole or not at all. Quantities
+ * that do not apply are NaN in a row: "-" in the table, an empty CSV field,
+ * null in JSON. */
 #include "config.h"
 
 #include "bench/bench.h"
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,7 @@ void bench_table_header(FILE *f) {
           "GFLOP/s", "speedup", "effic.", "pred. s", "meas. s", "pred.err", "num.err", "status");
 }
 
-void bench_table_rows(FILE *f, const bench_row *rows, int nrows) {
+int bench_table_rows(FILE *f, const bench_row *rows, int nrows) {
   for (int i = 0; i < nrows; i++) {
     const bench_row *r = &rows[i];
     char size[64], b[8][32];
@@ -53,7 +55,7 @@ void bench_table_rows(FILE *f, const bench_row *rows, int nrows) {
             cell(b[5], 32, "%+.1f%%", 100 * r->pred_error), cell(b[6], 32, "%.1e", r->num_error),
             r->status, r->note[0] ? ": " : "", r->note);
   }
-  fflush(f);
+  return tool_flush_errno(f);
 }
 
 /* ----------------------------------------------------------------- CSV */
@@ -126,9 +128,9 @@ static void json_row(FILE *f, const bench_row *r) {
   fputc('}', f);
 }
 
-void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices, int ndevices,
-                const char *const *baselines, int nbaselines, const bench_row *rows, int nrows,
-                const char *csv_path, const char *plot_path) {
+int bench_json(FILE *f, const char *argv_line, const poas_device_info *devices, int ndevices,
+               const char *const *baselines, int nbaselines, const bench_row *rows, int nrows,
+               const char *csv_path, const char *plot_path) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   fprintf(f, "{\"tool\": \"poas-bench\", \"version\": ");
@@ -160,7 +162,7 @@ void bench_json(FILE *f, const char *argv_line, const poas_device_info *devices,
     json_row(f, &rows[i]);
   }
   fprintf(f, "\n]}\n");
-  fflush(f);
+  return tool_flush_errno(f);
 }
 
 /* ---------------------------------------------------------------- plot */
@@ -272,62 +274,183 @@ static void plot_script(FILE *g, const char *path, const bench_row *rows, int nr
 
 int bench_plot_name_ok(const char *path) { return !strchr(path, '\'') && !strchr(path, '\n'); }
 
-/* Whether `path` can be opened for writing, leaving it as it was: 0, or
- * the errno that says why not. An existing file is opened without
- * truncating it; a new one is made and removed again, so that a check
- * leaves nothing behind. */
-static int can_write(const char *path) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0)
-      unlink(path);
+/* ------------------------------------------------------- output files */
+
+/* An output (the CSV, the plot) is written into a new file beside the one
+ * it replaces, which takes that file's place only once written whole: a
+ * run that fails or is stopped leaves an earlier output as it was. Only a
+ * regular file is replaced, reached through the symbolic links its path
+ * ends in, as models/profile.c writes a profile: renamed over a FIFO or a
+ * device, the output had replaced it with a regular file (as root,
+ * --plot /dev/null would have taken /dev/null away), and over a link, the
+ * link itself, leaving the file it named as it was. */
+
+/* `path` with the symbolic links it ends in followed, into target[cap]: a
+ * link's target, whether it exists or not. 0, or the errno of why not. */
+static int follow_links(const char *path, char *target, size_t cap) {
+  if (strlen(path) >= cap)
+    return ENAMETOOLONG;
+  memcpy(target, path, strlen(path) + 1);
+  for (int hops = 0; hops < 40; hops++) {
+    struct stat st;
+    if (lstat(target, &st) != 0 || !S_ISLNK(st.st_mode))
+      return 0;
+    char link[PATH_MAX];
+    ssize_t n = readlink(target, link, sizeof link);
+    if (n < 0)
+      return errno;
+    if ((size_t)n >= sizeof link)
+      return ENAMETOOLONG;
+    link[n] = '\0';
+    /* A relative link is relative to the folder the link is in. */
+    const char *slash = strrchr(target, '/');
+    size_t keep = link[0] == '/' || !slash ? 0 : (size_t)(slash - target) + 1;
+    if (keep + (size_t)n >= cap)
+      return ENAMETOOLONG;
+    memcpy(target + keep, link, (size_t)n + 1);
   }
+  return ELOOP;
+}
+
+static const char *file_type(mode_t mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "something else";
+}
+
+/* The file an output named `path` replaces, into target[cap]: 0, or -1
+ * with why[whycap] saying why it may not be replaced (something other
+ * than a regular file; a file its owner made read-only). */
+static int output_target(const char *path, char *target, size_t cap, char *why, size_t whycap) {
+  struct stat st;
+  int err = follow_links(path, target, cap);
+  int exists = !err && stat(target, &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    if (strcmp(path, target) == 0)
+      snprintf(why, whycap, "it is %s, not a regular file", file_type(st.st_mode));
+    else
+      snprintf(why, whycap, "it links to %s, which is %s, not a regular file", target,
+               file_type(st.st_mode));
+    return -1;
+  }
+  if (exists && access(target, W_OK) != 0)
+    err = errno;
+  if (err)
+    snprintf(why, whycap, "%s", strerror(err));
+  return err ? -1 : 0;
+}
+
+/* Makes an empty file beside `target`, named into tmp[cap], to take
+ * target's place once written: its descriptor, or -1 with errno set.
+ * Named by the process, not by mkstemp, so that it has the permissions of
+ * a new file rather than 0600, or those of the file it replaces. */
+static int make_temp(const char *target, char *tmp, size_t cap) {
+  struct stat st;
+  int replaces = stat(target, &st) == 0;
+  for (int i = 0; i < 100; i++) {
+    if ((size_t)snprintf(tmp, cap, "%s.%ld-%d.tmp", target, (long)getpid(), i) >= cap) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 && replaces)
+      (void)fchmod(fd, st.st_mode & 0777);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+/* Whether make_temp can make its file beside `target`: 0, or the errno. */
+static int can_make_temp(const char *target) {
+  char tmp[PATH_MAX + 32];
+  int fd = make_temp(target, tmp, sizeof tmp);
   if (fd < 0)
     return errno;
   close(fd);
+  unlink(tmp);
   return 0;
 }
 
-/* Makes an empty file beside `path`, named into tmp[cap], for gnuplot to
- * write the plot into before it takes path's place: 0, or the errno that
- * says why not. Named by the process, not by mkstemp, so that it is made
- * with the permissions of a new file rather than 0600. */
-static int make_temp(const char *path, char *tmp, size_t cap) {
-  for (int i = 0; i < 100; i++) {
-    if ((size_t)snprintf(tmp, cap, "%s.%ld-%d.tmp", path, (long)getpid(), i) >= cap)
-      return ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      close(fd);
-      return 0;
-    }
-    if (errno != EEXIST)
-      return errno;
-  }
-  return EEXIST;
+/* The new file being written, which a signal that ends the program
+ * removes, so that a stopped run leaves nothing beside the file it was to
+ * replace. */
+static const char *volatile pending;
+
+static void remove_pending(int sig) {
+  if (pending)
+    unlink(pending);
+  raise(sig); /* its disposition is the default again (SA_RESETHAND) */
 }
 
-/* Whether make_temp can make its file beside `path`: 0, or the errno. */
-static int can_make_temp(const char *path) {
-  char tmp[PATH_MAX + 32];
-  int err = make_temp(path, tmp, sizeof tmp);
-  if (!err)
-    unlink(tmp);
+/* Makes `tmp` the file a signal removes (NULL: none). Signals ignored
+ * when the program started (nohup's SIGHUP) stay ignored. */
+static void set_pending(const char *tmp) {
+  static const int signals[] = {SIGHUP, SIGINT, SIGTERM};
+  pending = tmp;
+  for (size_t i = 0; tmp && i < sizeof signals / sizeof *signals; i++) {
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_pending;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+      sigaction(signals[i], &sa, NULL);
+  }
+}
+
+int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap) {
+  int fd, err;
+  if (output_target(path, bf->target, sizeof bf->target, why, cap) != 0)
+    return -1;
+  if ((fd = make_temp(bf->target, bf->tmp, sizeof bf->tmp)) < 0 || !(bf->f = fdopen(fd, "w"))) {
+    err = errno;
+    if (fd >= 0)
+      close(fd), unlink(bf->tmp);
+    snprintf(why, cap, "%s", strerror(err));
+    return -1;
+  }
+  set_pending(bf->tmp);
+  return 0;
+}
+
+int bench_file_close(bench_file *bf, int err) {
+  if (fclose(bf->f) != 0 && !err)
+    err = errno;
+  if (!err && rename(bf->tmp, bf->target) != 0)
+    err = errno;
+  if (err)
+    unlink(bf->tmp);
+  set_pending(NULL);
   return err;
 }
 
-int bench_plot_check(const char *path, char *why, size_t cap) {
+/* The file the plot named `path` replaces, into target[cap], once
+ * checked: 0, or -1 with the reason in why[whycap]. */
+static int plot_target(const char *path, char *target, size_t cap, char *why, size_t whycap) {
   int err;
   if (!POAS_GNUPLOT[0])
-    snprintf(why, cap, "gnuplot was not found when POAS was configured");
+    snprintf(why, whycap, "gnuplot was not found when POAS was configured");
   else if (!bench_plot_name_ok(path))
-    snprintf(why, cap, "the plot's file name may not hold quotes or newlines");
-  else if ((err = can_write(path)) != 0 || (err = can_make_temp(path)) != 0)
-    snprintf(why, cap, "%s", strerror(err));
+    snprintf(why, whycap, "the plot's file name may not hold quotes or newlines");
+  else if (output_target(path, target, cap, why, whycap) != 0)
+    return -1;
+  else if (!bench_plot_name_ok(target))
+    snprintf(why, whycap, "it links to a name gnuplot cannot take (quotes or newlines)");
+  else if ((err = can_make_temp(target)) != 0)
+    snprintf(why, whycap, "%s", strerror(err));
   else
     return 0;
   return -1;
+}
+
+int bench_plot_check(const char *path, char *why, size_t cap) {
+  char target[PATH_MAX];
+  return plot_target(path, target, sizeof target, why, cap);
 }
 
 /* `path` with its folder resolved (links, ".", ".."), into out[cap], to
@@ -396,18 +519,20 @@ static int run_gnuplot(const char *path, const bench_row *rows, int nrows, char 
   return 0;
 }
 
-/* gnuplot writes into a file beside `path`, which takes path's place only
- * once written: told to write `path` itself, a gnuplot that failed had
- * already truncated an earlier plot there to nothing. */
+/* gnuplot writes into a file beside the one it replaces, which takes its
+ * place only once written: told to write `path` itself, a gnuplot that
+ * failed had already truncated an earlier plot there to nothing. */
 int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, size_t cap) {
-  char tmp[PATH_MAX + 32];
-  int err;
-  if (bench_plot_check(path, why, cap) != 0)
+  char target[PATH_MAX], tmp[PATH_MAX + 32];
+  int fd;
+  if (plot_target(path, target, sizeof target, why, cap) != 0)
     return -1;
-  if ((err = make_temp(path, tmp, sizeof tmp)) != 0) {
-    snprintf(why, cap, "%s", strerror(err));
+  if ((fd = make_temp(target, tmp, sizeof tmp)) < 0) {
+    snprintf(why, cap, "%s", strerror(errno));
     return -1;
   }
+  close(fd);
+  set_pending(tmp);
   int rc = run_gnuplot(tmp, rows, nrows, why, cap);
   /* gnuplot can exit 0 having written nothing where it was told to. */
   struct stat st;
@@ -415,12 +540,13 @@ int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, si
     snprintf(why, cap, "%s wrote nothing to it", POAS_GNUPLOT);
     rc = -1;
   }
-  if (rc == 0 && rename(tmp, path) != 0) {
+  if (rc == 0 && rename(tmp, target) != 0) {
     snprintf(why, cap, "%s", strerror(errno));
     rc = -1;
   }
   if (rc != 0)
     unlink(tmp);
+  set_pending(NULL);
   return rc;
 }
 

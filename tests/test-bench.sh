@@ -159,6 +159,17 @@ if [ $rc -ne 1 ] || [ -e "$tmp/corrupt.csv" ] ||
      "$tmp/err"; then
   echo "FAIL: a corrupt POAS_PROFILE gave $rc: $(cat "$tmp/err")"; exit 1
 fi
+# --profile names a profile as POAS_PROFILE does, and the message says so.
+"$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none \
+  --profile "$tmp/corrupt.json" --csv "$tmp/corrupt.csv" >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 1 ] || [ -e "$tmp/corrupt.csv" ] ||
+   ! grep -q "^poas-bench: the profile named by --profile cannot be used: .*corrupt.json" \
+     "$tmp/err"; then
+  echo "FAIL: a corrupt --profile gave $rc: $(cat "$tmp/err")"; exit 1
+fi
+"$bench" gemm --help | grep -q -- "--profile FILE" ||
+  { echo "FAIL: poas-bench gemm --help does not name --profile"; exit 1; }
 echo "profile notes and a corrupt profile: ok"
 
 # --alone-limit: a device alone predicted over the limit runs a row block,
@@ -200,23 +211,31 @@ assert abs(block["gflops"] / whole["gflops"] - 1) < 0.05, (whole, block)
 print("--alone-limit on a copying device: %.3f of the whole run: ok" % ratio)
 PYEOF
 
-# Operands larger than the host's memory fail their rows before anything
-# is allocated, saying so: malloc overcommits (3 x 16 GiB for --sizes 65536
-# on a 23 GiB host), and filling them woke the OOM killer. 2^20 needs 12 TiB.
-"$bench" gemm --sizes 1048576 --repeat 1 --devices sim --baselines none --csv "$tmp/huge.csv" \
-  --json >"$tmp/huge.json" 2>"$tmp/err"
+# Operands larger than the host's memory are refused before anything runs,
+# every such size named: malloc overcommits (3 x 16 GiB for --sizes 65536
+# on a 23 GiB host), and filling them woke the OOM killer. 2^20 needs 12
+# TiB. An earlier CSV is left as it was: it was emptied, then the run failed.
+echo "an earlier run" >"$tmp/huge.csv"
+"$bench" gemm --sizes 64,1048576 --dtype s,d --repeat 1 --devices sim --baselines none \
+  --csv "$tmp/huge.csv" --json >"$tmp/huge.json" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 1 ] && grep -q "out of host memory for the operands (12288.0 GiB, more than this machine's " "$tmp/err" ||
-  { echo "FAIL: operands beyond the host's memory gave $rc: $(cat "$tmp/err")"; exit 1; }
-# A failed row measured nothing: its times are null in JSON and empty in
-# the CSV, fastest_s and slowest_s too (they read 0).
-python3 - "$tmp/huge.json" "$tmp/huge.csv" <<'PYEOF' || exit 1
+if [ $rc -ne 1 ] || [ -s "$tmp/huge.json" ] || [ "$(cat "$tmp/huge.csv")" != "an earlier run" ] ||
+   ! grep -q "^poas-bench: 1048576x1048576x1048576 s: A, B and C need 12288.0 GiB, more than this machine's " "$tmp/err" ||
+   ! grep -q "^poas-bench: 1048576x1048576x1048576 d: A, B and C need 24576.0 GiB" "$tmp/err"; then
+  echo "FAIL: operands beyond the host's memory gave $rc: $(cat "$tmp/err")"; exit 1
+fi
+# A failed row (a device too small for the problem) measured nothing: its
+# times are null in JSON and empty in the CSV, fastest_s and slowest_s too
+# (they read 0).
+"$bench" gemm --sizes 64 --repeat 1 --devices sim:memory=1 --baselines none \
+  --csv "$tmp/small.csv" --json >"$tmp/small.json" 2>"$tmp/err"
+python3 - "$tmp/small.json" "$tmp/small.csv" <<'PYEOF' || exit 1
 import csv, json, sys
 row = json.load(open(sys.argv[1]))["rows"][0]
 times = ["measured_s", "gflops", "predicted_s", "fastest_s", "slowest_s"]
 assert row["status"] == "failed" and all(row[t] is None for t in times), row
 line = list(csv.DictReader(open(sys.argv[2], newline="")))[0]
-assert all(line[t] == "" for t in times), line
+assert line["status"] == "failed" and all(line[t] == "" for t in times), line
 PYEOF
 echo "operands beyond the host's memory refused, times left empty: ok"
 
@@ -242,6 +261,35 @@ done
 rc=$?
 [ $rc -eq 2 ] ||
   { echo "FAIL: poas-bench gemm with an empty --baselines exited with $rc: $(cat "$tmp/err")"; exit 1; }
+# An empty value names nothing: --devices '' ran on every device, --csv ''
+# and --plot '' failed only once the devices were open.
+for opt in csv plot profile devices; do
+  "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --$opt '' \
+    >/dev/null 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "^poas-bench: --$opt '' names no " "$tmp/err" ||
+    { echo "FAIL: poas-bench gemm --$opt '' gave $rc: $(cat "$tmp/err")"; exit 1; }
+done
+"$bench" plot --plot '' x.csv >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "^poas-bench plot: --plot '' names no file" "$tmp/err" ||
+  { echo "FAIL: poas-bench plot --plot '' gave $rc: $(cat "$tmp/err")"; exit 1; }
+# Numbers are plain digits: blanks and signs before them were taken.
+for arg in "--sizes= 64" "--sizes=+64" "--sizes=64,+128" "--shape=64x 64x64" "--repeat= 1" \
+           "--repeat=+1"; do
+  case $arg in --repeat*) other=--sizes=64 ;; *) other=--repeat=1 ;; esac
+  "$bench" gemm "$other" --devices sim --baselines none "$arg" >/dev/null 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] || { echo "FAIL: poas-bench gemm '$arg' gave $rc: $(cat "$tmp/err")"; exit 1; }
+done
+# Messages name the option, and the command whose --help to see.
+"$bench" gemm --baselines none --devices 'sim,' >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "^poas-bench: --devices 'sim,': " "$tmp/err" ||
+  { echo "FAIL: --devices 'sim,' gave $rc: $(cat "$tmp/err")"; exit 1; }
+"$bench" plot --plot "a'b.svg" x.csv >/dev/null 2>"$tmp/err"
+grep -q "(see poas-bench plot --help)\$" "$tmp/err" ||
+  { echo "FAIL: poas-bench plot --plot \"a'b.svg\": $(cat "$tmp/err")"; exit 1; }
 # getopt's messages name the command as poas-bench's own do, not as "gemm".
 for sub in gemm plot; do
   "$bench" $sub --frobnicate x.csv >/dev/null 2>"$tmp/err"
@@ -408,6 +456,73 @@ if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || ! grep -qF "$tmp/missing/x.svg" "$tmp/e
 fi
 echo "outputs that cannot be written: ok"
 
+# An output goes to the regular file its path names, through symbolic
+# links, and the run is refused before it starts where the path names
+# something else: renamed over it, the output replaced a FIFO or a device
+# with a regular file (as root, --plot /dev/null took /dev/null away), and
+# a link with itself, leaving the file it named as it was. (fd 3 holds the
+# FIFO open, so that opening it to write does not wait for a reader.)
+mkfifo "$tmp/fifo" || exit 1
+exec 3<>"$tmp/fifo"
+run="gemm --sizes 64 --repeat 1 --devices sim --baselines none"
+for out in "--csv /dev/null" "--csv $tmp/fifo" "--csv $tmp/q.csv --plot $tmp/fifo"; do
+  # shellcheck disable=SC2086
+  "$bench" $run $out >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || [ ! -p "$tmp/fifo" ] || [ -e "$tmp/q.csv" ] ||
+     ! grep -qE "cannot write the (CSV|plot) [^ ]*: (it is a (character device|FIFO), not a regular file|gnuplot was not found)" "$tmp/err"; then
+    echo "FAIL: poas-bench $out gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+done
+"$bench" plot --plot "$tmp/fifo" "$tmp/x.csv" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && [ -p "$tmp/fifo" ] ||
+  { echo "FAIL: poas-bench plot --plot FIFO gave $rc: $(cat "$tmp/err")"; exit 1; }
+exec 3>&-
+# Through a link the file it names is replaced, keeping its permissions.
+echo "old" >"$tmp/real.csv"
+chmod 640 "$tmp/real.csv"
+ln -s real.csv "$tmp/link.csv"
+# shellcheck disable=SC2086
+"$bench" $run --csv "$tmp/link.csv" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+if [ ! -L "$tmp/link.csv" ] || ! head -n 1 "$tmp/real.csv" | grep -q "^m,n,k," ||
+   [ -z "$(find "$tmp/real.csv" -perm 640)" ]; then
+  echo "FAIL: --csv through a link: $(ls -l "$tmp/link.csv" "$tmp/real.csv")"
+  exit 1
+fi
+if [ -s "$tmp/again.svg" ]; then
+  echo "old" >"$tmp/real.svg"
+  ln -s real.svg "$tmp/link.svg"
+  "$bench" plot --plot "$tmp/link.svg" "$tmp/x.csv" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 0 ] || [ ! -L "$tmp/link.svg" ] || ! grep -q "<svg" "$tmp/real.svg"; then
+    echo "FAIL: --plot through a link gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+fi
+# A CSV whose writing fails midway (a limit on file sizes stands in for a
+# full disk) leaves the earlier file as it was: it was emptied before the
+# run, then held what had been written. (4 blocks are 2 or 4 KiB, by the
+# shell: the CSV of 64 sizes takes about 9, stderr well under 2.)
+cp "$tmp/y.csv" "$tmp/kept.csv"
+if (ulimit -f 4) 2>/dev/null; then
+  sizes=16 i=1
+  while [ $i -lt 64 ]; do sizes=$sizes,16 i=$((i + 1)); done
+  (trap '' XFSZ; ulimit -f 4 && exec "$bench" gemm --sizes $sizes --repeat 1 --devices sim \
+    --baselines none --csv "$tmp/kept.csv" >/dev/null 2>"$tmp/err")
+  rc=$?
+  if [ $rc -ne 1 ] || ! cmp -s "$tmp/y.csv" "$tmp/kept.csv" ||
+     ! grep -qF "cannot write the CSV $tmp/kept.csv: File too large" "$tmp/err"; then
+    echo "FAIL: a CSV cut short gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+fi
+for f in "$tmp"/*.tmp; do
+  if [ -e "$f" ]; then echo "FAIL: a new file left behind: $f"; exit 1; fi
+done
+echo "outputs through links, not over FIFOs or devices, whole or not at all: ok"
+
 # Each device alone keeps its entry's settings, blanks around the entry or
 # not, from --devices or POAS_DEVICES alike: sim1 at 1e9 flop/s runs, alone,
 # at most 1 GFLOP/s (virtual time), not at the default 100.
@@ -429,20 +544,22 @@ PYEOF
 done
 echo "each device alone keeps its settings, blanks or not: ok"
 
-# Output lost to a full disk fails the run and says so: the CSV, the JSON
-# on stdout, and accuracy's stdout (its full run needs a calibrated
-# profile, so its --help stands in).
+# Output lost to a full disk fails the run and says why, once: the table
+# and the JSON on stdout (the table's own flush took the error, and
+# "Input/output error" was said), and accuracy's stdout (its full run
+# needs a calibrated profile, so its --help stands in).
 if [ -w /dev/full ]; then
-  for out in csv json; do
-    if [ $out = csv ]; then
-      "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv /dev/full \
-        >/dev/null 2>"$tmp/err"
+  for out in table json; do
+    if [ $out = table ]; then
+      "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv "$tmp/f.csv" \
+        >/dev/full 2>"$tmp/err"
     else
       "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv "$tmp/f.csv" \
         --json >/dev/full 2>"$tmp/err"
     fi
     rc=$?
-    if [ $rc -ne 1 ] || ! grep -q "^poas-bench: cannot write " "$tmp/err"; then
+    if [ $rc -ne 1 ] || [ "$(grep -c "cannot write" "$tmp/err")" -ne 1 ] ||
+       ! grep -q "^poas-bench: cannot write the output: No space left on device$" "$tmp/err"; then
       echo "FAIL: the $out on a full disk gave $rc: $(cat "$tmp/err")"
       exit 1
     fi
