@@ -7,6 +7,7 @@
 
 #include "bench/bench.h"
 #include "bench/cli.h"
+#include "core/path.h"
 #include "tools/json-out.h"
 #include "tools/stdout-check.h"
 
@@ -285,55 +286,19 @@ int bench_plot_name_ok(const char *path) { return !strchr(path, '\'') && !strchr
  * --plot /dev/null would have taken /dev/null away), and over a link, the
  * link itself, leaving the file it named as it was. */
 
-/* `path` with the symbolic links it ends in followed, into target[cap]: a
- * link's target, whether it exists or not. 0, or the errno of why not. */
-static int follow_links(const char *path, char *target, size_t cap) {
-  if (strlen(path) >= cap)
-    return ENAMETOOLONG;
-  memcpy(target, path, strlen(path) + 1);
-  for (int hops = 0; hops < 40; hops++) {
-    struct stat st;
-    if (lstat(target, &st) != 0 || !S_ISLNK(st.st_mode))
-      return 0;
-    char link[PATH_MAX];
-    ssize_t n = readlink(target, link, sizeof link);
-    if (n < 0)
-      return errno;
-    if ((size_t)n >= sizeof link)
-      return ENAMETOOLONG;
-    link[n] = '\0';
-    /* A relative link is relative to the folder the link is in. */
-    const char *slash = strrchr(target, '/');
-    size_t keep = link[0] == '/' || !slash ? 0 : (size_t)(slash - target) + 1;
-    if (keep + (size_t)n >= cap)
-      return ENAMETOOLONG;
-    memcpy(target + keep, link, (size_t)n + 1);
-  }
-  return ELOOP;
-}
-
-static const char *file_type(mode_t mode) {
-  return S_ISDIR(mode)    ? "a directory"
-         : S_ISFIFO(mode) ? "a FIFO"
-         : S_ISCHR(mode)  ? "a character device"
-         : S_ISBLK(mode)  ? "a block device"
-         : S_ISSOCK(mode) ? "a socket"
-                          : "something else";
-}
-
 /* The file an output named `path` replaces, into target[cap]: 0, or -1
  * with why[whycap] saying why it may not be replaced (something other
  * than a regular file; a file its owner made read-only). */
 static int output_target(const char *path, char *target, size_t cap, char *why, size_t whycap) {
   struct stat st;
-  int err = follow_links(path, target, cap);
+  int err = poas__follow_links(path, target, cap);
   int exists = !err && stat(target, &st) == 0;
   if (exists && !S_ISREG(st.st_mode)) {
     if (strcmp(path, target) == 0)
-      snprintf(why, whycap, "it is %s, not a regular file", file_type(st.st_mode));
+      snprintf(why, whycap, "it is %s, not a regular file", poas__file_type(st.st_mode));
     else
       snprintf(why, whycap, "it links to %s, which is %s, not a regular file", target,
-               file_type(st.st_mode));
+               poas__file_type(st.st_mode));
     return -1;
   }
   if (exists && access(target, W_OK) != 0)

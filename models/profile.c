@@ -10,6 +10,8 @@
  * zero or by a negative. */
 #include "models/profile.h"
 
+#include "core/path.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -1122,39 +1124,19 @@ static int make_parents(const char *path, const char *target) {
   return 0;
 }
 
-/* `path` with the symbolic links it ends in followed, into target[cap]:
- * a link's target, whether it exists or not. */
+/* `path` with the symbolic links it ends in followed, into target[cap],
+ * as poas__follow_links does, its errors said of the profile's path. */
 static int follow_links(const char *path, char *target, size_t cap) {
   if (strlen(path) >= cap)
     return poas__fail(POAS_EINVAL, "%s: profile path too long", path);
-  poas__strlcpy(target, path, cap);
-  for (int hops = 0; hops < 40; hops++) {
-    struct stat st;
-    if (lstat(target, &st) != 0 || !S_ISLNK(st.st_mode))
-      return 0;
-    char link[1024];
-    ssize_t n = readlink(target, link, sizeof link);
-    if (n < 0 || (size_t)n >= sizeof link)
-      return poas__fail(POAS_EIO, "%s: cannot read the link %s: %s", path, target,
-                        n < 0 ? strerror(errno) : "target too long");
-    link[n] = '\0';
-    /* A relative link is relative to the folder the link is in. */
-    const char *slash = strrchr(target, '/');
-    size_t keep = link[0] == '/' || !slash ? 0 : (size_t)(slash - target) + 1;
-    if (keep + (size_t)n >= cap)
-      return poas__fail(POAS_EINVAL, "%s: profile path too long once links are followed", path);
-    memcpy(target + keep, link, (size_t)n + 1);
-  }
-  return poas__fail(POAS_EIO, "%s: too many levels of symbolic links", path);
-}
-
-static const char *file_type(mode_t mode) {
-  return S_ISDIR(mode)    ? "a directory"
-         : S_ISFIFO(mode) ? "a FIFO"
-         : S_ISCHR(mode)  ? "a character device"
-         : S_ISBLK(mode)  ? "a block device"
-         : S_ISSOCK(mode) ? "a socket"
-                          : "something else";
+  int err = poas__follow_links(path, target, cap);
+  if (err == ENAMETOOLONG)
+    return poas__fail(POAS_EINVAL, "%s: profile path too long once links are followed", path);
+  if (err == ELOOP)
+    return poas__fail(POAS_EIO, "%s: too many levels of symbolic links", path);
+  if (err)
+    return poas__fail(POAS_EIO, "%s: cannot read the link %s: %s", path, target, strerror(err));
+  return 0;
 }
 
 /* The file beside `target` that a profile is written to first. */
@@ -1187,10 +1169,10 @@ static int prepare_target(const char *path, char *target, size_t cap) {
   if (stat(target, &st) == 0 && !S_ISREG(st.st_mode)) {
     if (strcmp(path, target) == 0)
       return poas__fail(POAS_EINVAL, "%s is %s, not a regular file: a profile is only written "
-                                     "to a regular file", path, file_type(st.st_mode));
+                                     "to a regular file", path, poas__file_type(st.st_mode));
     return poas__fail(POAS_EINVAL, "%s links to %s, which is %s, not a regular file: a profile "
                                    "is only written to a regular file",
-                      path, target, file_type(st.st_mode));
+                      path, target, poas__file_type(st.st_mode));
   }
   return make_parents(path, target);
 }
