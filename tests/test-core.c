@@ -1,17 +1,20 @@
 /* test-core.c: error codes, number parsing, the device-selection parser,
  * what failures log, the parallel host copy, and the cache-line round
- * trip between two cores. */
+ * trip between two cores, and following a path's symbolic links. */
 #include "core/core.h"
 #include "core/hostcopy.h"
+#include "core/path.h"
 #include "core/roundtrip.h"
 #include "harness.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The value of `key` in an entry, or NULL. */
@@ -243,6 +246,43 @@ TEST(roundtrip_measures_and_gives_the_thread_back) {
   return 0;
 }
 
+/* The file a path names through its links (core/path.h): a relative link
+ * is taken from its own folder, a chain is followed to its end whether the
+ * end exists or not, and a loop, a path too long and a non-link come back
+ * as the errno the profile writer and poas-bench turn into messages. */
+TEST(follow_links_finds_the_file_a_path_names) {
+  char dir[] = "/tmp/poas-path-XXXXXX", path[256], target[512], small[8];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/sub", dir);
+  CHECK(mkdir(path, 0755) == 0);
+  snprintf(path, sizeof path, "%s/sub/link", dir);
+  CHECK(symlink("../end.json", path) == 0); /* relative to sub/ */
+  snprintf(path, sizeof path, "%s/first", dir);
+  CHECK(symlink("sub/link", path) == 0);
+  CHECK(poas__follow_links(path, target, sizeof target) == 0);
+  char want[512];
+  snprintf(want, sizeof want, "%s/sub/../end.json", dir);
+  CHECK_MSG(strcmp(target, want) == 0, "%s, not %s", target, want);
+  snprintf(path, sizeof path, "%s/plain", dir); /* no file yet: itself */
+  CHECK(poas__follow_links(path, target, sizeof target) == 0);
+  CHECK(strcmp(target, path) == 0);
+  snprintf(path, sizeof path, "%s/a", dir);
+  CHECK(symlink("b", path) == 0);
+  snprintf(path, sizeof path, "%s/b", dir);
+  CHECK(symlink("a", path) == 0);
+  CHECK(poas__follow_links(path, target, sizeof target) == ELOOP);
+  CHECK(poas__follow_links(path, small, sizeof small) == ENAMETOOLONG);
+  CHECK(strcmp(poas__file_type(S_IFDIR), "a directory") == 0);
+  CHECK(strcmp(poas__file_type(S_IFIFO), "a FIFO") == 0);
+  static const char *const names[] = {"sub/link", "first", "a", "b", "sub"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    CHECK(i + 1 < sizeof names / sizeof *names ? unlink(path) == 0 : rmdir(path) == 0);
+  }
+  CHECK(rmdir(dir) == 0);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
           TEST_ENTRY(spec_parses_entries_and_settings),
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
@@ -250,4 +290,5 @@ TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
           TEST_ENTRY(spec_refuses_values_too_long_to_keep),
           TEST_ENTRY(expected_failures_are_not_warnings),
           TEST_ENTRY(host_copy_moves_every_byte_of_a_block),
-          TEST_ENTRY(roundtrip_measures_and_gives_the_thread_back))
+          TEST_ENTRY(roundtrip_measures_and_gives_the_thread_back),
+          TEST_ENTRY(follow_links_finds_the_file_a_path_names))
