@@ -147,12 +147,8 @@ static int gemm_build(poas_context *ctx, const gemm_args *g, poas__gemm_problem 
   if (!ctx)
     return poas__fail(POAS_ENULL, "gemm: ctx is NULL");
   int rc = gemm_check(g);
-  if (rc) {
-    /* A call refused is a GEMM that failed: the report of the one before
-     * is not this one's. */
-    poas__report_set(ctx, NULL);
+  if (rc)
     return rc;
-  }
   poas__gemm_problem p = {.dtype = g->dtype, .alpha = g->alpha, .beta = g->beta, .c = g->c,
                           .ldc = g->ldc};
   /* Cannot fail: gemm_check has checked the layout. */
@@ -170,8 +166,15 @@ static int gemm_build(poas_context *ctx, const gemm_args *g, poas__gemm_problem 
 static int gemm_entry(poas_context *ctx, const gemm_args *g) {
   poas__gemm_problem p;
   int rc = gemm_build(ctx, g, &p);
-  if (rc)
+  if (rc) {
+    /* A call refused is a GEMM that failed: the report of the one before
+     * is not this one's. (An asynchronous call refused leaves the report
+     * alone: tasks still running set it when they end, so clearing it
+     * here would hold only until then.) */
+    if (ctx)
+      poas__report_set(ctx, NULL);
     return rc;
+  }
   /* Outstanding tasks may touch these matrices: the synchronous call
    * comes after them. From one of those tasks it would wait for itself:
    * POAS_ESTATE. */

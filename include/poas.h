@@ -241,7 +241,8 @@ typedef struct poas_report {
  * = 0 runs nothing: no devices, no time); POAS_ESTATE when nothing has run
  * yet, or when the last GEMM failed or its arguments were refused (it
  * leaves no report: its error code and poas_error_detail() say what
- * failed). */
+ * failed). An asynchronous GEMM counts when its task runs, and one
+ * refused when submitted never runs: it leaves the report as it was. */
 int poas_last_report(const poas_context *ctx, poas_report *out);
 
 /* ------------------------------------------------------ prediction (predict/)

@@ -517,6 +517,24 @@ TEST(a_failed_gemm_leaves_no_report) {
                       64, 0, c, 64),
            POAS_ELD);
   CHECK_RC(poas_last_report(ctx, &r), POAS_ESTATE);
+  /* An asynchronous call refused never runs, and leaves the report as it
+   * was: that of the GEMM before it, whether that one's task had ended
+   * then or not. It was once cleared, then set again or not by a task
+   * still running, so that the same calls gave 0 or POAS_ESTATE by how
+   * fast the task went. */
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 48, 64, 64, 1, a,
+                            48, b, 64, 0, c, 48, NULL));
+  CHECK_RC(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64, 64, 1, a,
+                            63, b, 64, 0, c, 64, NULL),
+           POAS_ELD);
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK_OK(poas_last_report(ctx, &r));
+  CHECK(r.m == 48);
+  CHECK_RC(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64, 64, 1, a,
+                            63, b, 64, 0, c, 64, NULL),
+           POAS_ELD);
+  CHECK_OK(poas_last_report(ctx, &r));
+  CHECK(r.m == 48);
   poas_finalize(ctx);
   return 0;
 }
