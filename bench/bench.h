@@ -172,8 +172,9 @@ typedef struct bench_file {
  * refused. A signal that ends the program removes the new file. */
 int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap);
 /* Closes bf->f and, unless that or an earlier write failed (`err`, its
- * errno, or 0), renames the new file over the target: 0; else removes it
- * and returns the errno. */
+ * errno, or 0), renames the new file over the target (or, where the
+ * target may be written but not replaced, copies it over): 0; else
+ * removes it and returns the errno. */
 int bench_file_close(bench_file *bf, int err);
 /* Plots GFLOP/s against size through gnuplot into an SVG file, which
  * replaces an earlier one only once written whole, by the rules of

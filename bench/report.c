@@ -290,18 +290,23 @@ int bench_plot_name_ok(const char *path) { return !strchr(path, '\'') && !strchr
  * with why[whycap] saying why it may not be replaced (something other
  * than a regular file; a file its owner made read-only). */
 static int output_target(const char *path, char *target, size_t cap, char *why, size_t whycap) {
-  struct stat st;
+  struct stat st, at_target;
   int err = poas__follow_links(path, target, cap);
-  int exists = !err && stat(target, &st) == 0;
+  /* stat() of the path itself follows what a link's text cannot name:
+   * /dev/stdout's /proc link to a pipe reads "pipe:[N]", which followed
+   * as a name led nowhere, and the FIFO was refused as "No such file". */
+  int exists = stat(path, &st) == 0;
   if (exists && !S_ISREG(st.st_mode)) {
-    if (strcmp(path, target) == 0)
+    if (!err && strcmp(path, target) == 0)
       snprintf(why, whycap, "it is %s, not a regular file", poas__file_type(st.st_mode));
-    else
+    else if (!err && stat(target, &at_target) == 0)
       snprintf(why, whycap, "it links to %s, which is %s, not a regular file", target,
                poas__file_type(st.st_mode));
+    else
+      snprintf(why, whycap, "it leads to %s, not a regular file", poas__file_type(st.st_mode));
     return -1;
   }
-  if (exists && access(target, W_OK) != 0)
+  if (!err && exists && access(target, W_OK) != 0)
     err = errno;
   if (err)
     snprintf(why, whycap, "%s", strerror(err));
@@ -383,12 +388,46 @@ int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap) {
   return 0;
 }
 
+/* Copies the file `from` over the regular file `to`, truncating it: 0, or
+ * the errno. */
+static int copy_over(const char *from, const char *to) {
+  int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, err = 0;
+  if (in < 0 || (out = open(to, O_WRONLY | O_TRUNC | O_CLOEXEC)) < 0)
+    err = errno;
+  char buf[1 << 16];
+  ssize_t n = 0;
+  while (!err && (n = read(in, buf, sizeof buf)) > 0)
+    for (ssize_t done = 0, w; !err && done < n; done += w)
+      if ((w = write(out, buf + done, (size_t)(n - done))) < 0)
+        err = errno;
+  if (!err && n < 0)
+    err = errno;
+  if (out >= 0 && close(out) != 0 && !err)
+    err = errno;
+  if (in >= 0)
+    close(in);
+  return err;
+}
+
+/* Puts the new file `tmp` in the place of `target`: 0, or the errno. A
+ * file the user may write but not replace (another's, in a sticky folder
+ * such as /tmp: rename() is refused) is written over in place, as outputs
+ * were before they were renamed, so that a run's results are not lost to
+ * it after its minutes of measuring. `tmp` is gone either way. */
+static int replace_with(const char *tmp, const char *target) {
+  int err = 0;
+  if (rename(tmp, target) != 0)
+    err = errno == EPERM || errno == EACCES ? copy_over(tmp, target) : errno;
+  unlink(tmp); /* once renamed, no file by that name */
+  return err;
+}
+
 int bench_file_close(bench_file *bf, int err) {
   if (fclose(bf->f) != 0 && !err)
     err = errno;
-  if (!err && rename(bf->tmp, bf->target) != 0)
-    err = errno;
-  if (err)
+  if (!err)
+    err = replace_with(bf->tmp, bf->target);
+  else
     unlink(bf->tmp);
   set_pending(NULL);
   return err;
@@ -439,9 +478,12 @@ int bench_same_file(const char *a, const char *b) {
   struct stat sa, sb;
   if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  char ra[2 * PATH_MAX], rb[2 * PATH_MAX];
-  resolved_name(a, ra, sizeof ra);
-  resolved_name(b, rb, sizeof rb);
+  /* The files outputs would replace, links followed as bench_file_open
+   * follows them: a plot through a link to a CSV not yet written was
+   * once written over that CSV. */
+  char ta[PATH_MAX], tb[PATH_MAX], ra[2 * PATH_MAX], rb[2 * PATH_MAX];
+  resolved_name(poas__follow_links(a, ta, sizeof ta) ? a : ta, ra, sizeof ra);
+  resolved_name(poas__follow_links(b, tb, sizeof tb) ? b : tb, rb, sizeof rb);
   return ra[0] && strcmp(ra, rb) == 0;
 }
 
@@ -505,8 +547,9 @@ int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, si
     snprintf(why, cap, "%s wrote nothing to it", POAS_GNUPLOT);
     rc = -1;
   }
-  if (rc == 0 && rename(tmp, target) != 0) {
-    snprintf(why, cap, "%s", strerror(errno));
+  int err;
+  if (rc == 0 && (err = replace_with(tmp, target)) != 0) {
+    snprintf(why, cap, "%s", strerror(err));
     rc = -1;
   }
   if (rc != 0)

@@ -408,11 +408,15 @@ echo "plot of a foreign CSV, one without rows, or a malformed row refused: ok"
 # The plot may not overwrite a CSV, the run's or one it is drawn from, by
 # the same name, another name for it, or a link to it: a usage error that
 # leaves the CSV as it was. (gnuplot wrote the SVG over it, and exit 0.)
+# A link to the run's CSV counts before that CSV exists: followed, as
+# outputs are, it once wrote the SVG over the CSV the run had just made.
 cp "$tmp/y.csv" "$tmp/same.csv"
 ln -s same.csv "$tmp/alias.svg"
+ln -s new.csv "$tmp/to-new.svg"
 run="gemm --sizes 64 --repeat 1 --devices sim --baselines none"
 for args in "$run --csv $tmp/same.csv --plot $tmp/./same.csv" \
             "$run --csv $tmp/new.csv --plot $tmp/../${tmp##*/}/new.csv" \
+            "$run --csv $tmp/new.csv --plot $tmp/to-new.svg" \
             "$run --csv $tmp/same.csv --plot $tmp/alias.svg" \
             "plot --plot $tmp/same.csv $tmp/y.csv $tmp/same.csv" \
             "plot --plot $tmp/alias.svg $tmp/same.csv"; do
@@ -480,6 +484,17 @@ rc=$?
 [ $rc -eq 1 ] && [ -p "$tmp/fifo" ] ||
   { echo "FAIL: poas-bench plot --plot FIFO gave $rc: $(cat "$tmp/err")"; exit 1; }
 exec 3>&-
+# /dev/stdout on a pipe is a FIFO too, and said so: its /proc link's text
+# ("pipe:[N]") names no file, and following it once ended in "No such file
+# or directory".
+# shellcheck disable=SC2086
+{ "$bench" $run --csv /dev/stdout 2>"$tmp/err"; echo $? >"$tmp/rc"; } | cat >/dev/null
+rc=$(cat "$tmp/rc")
+if [ "$rc" -ne 1 ] ||
+   ! grep -qF "cannot write the CSV /dev/stdout: it leads to a FIFO, not a regular file" "$tmp/err"; then
+  echo "FAIL: --csv /dev/stdout on a pipe gave $rc: $(cat "$tmp/err")"
+  exit 1
+fi
 # Through a link the file it names is replaced, keeping its permissions.
 echo "old" >"$tmp/real.csv"
 chmod 640 "$tmp/real.csv"
