@@ -90,3 +90,5 @@ int poas__fail(int err, const char *fmt, ...) {
   poas__log(failures_expected ? POAS__LOG_DEBUG : POAS__LOG_WARN, "%s", error_detail);
   return err;
 }
+
+int poas_log_level(void) { return poas__log_level(); }

@@ -73,6 +73,13 @@ const char *poas_err_name(int err);
 const char *poas_error_detail(void);
 /* The library's version as "MAJOR.MINOR.PATCH". */
 const char *poas_version(void);
+/* The level the library logs at now, process-wide: 0 silent, 1 warnings,
+ * 2 info, 3 debug; the most verbose of POAS_LOG's (as poas_init last read
+ * it, by the library's own rule for numbers) and those of the live
+ * contexts that set poas_options.log_level. A program that prints its own
+ * note where the library would warn asks this rather than reading
+ * POAS_LOG again, so that the two never both speak or both stay silent. */
+int poas_log_level(void);
 
 /* ----------------------------------------------------------------- types */
 

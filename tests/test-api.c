@@ -453,7 +453,33 @@ TEST(a_contexts_log_level_ends_with_it) {
   CHECK(heard);
   stderr_of_failing_call(heard, text, sizeof text);
   CHECK_MSG(text[0] == '\0', "with POAS_LOG unset again: printed '%s'", text);
+  CHECK(poas_log_level() == 0);
   poas_finalize(heard);
+  /* poas_log_level says what the library does, by the library's rule for
+   * POAS_LOG (a tool that read it with atoi once disagreed), and with the
+   * contexts' own levels. */
+  static const struct {
+    const char *env;
+    int level;
+  } levels[] = {{"2", 2}, {" 1", 0}, {"1x", 0}, {".9e1", 3}, {"0", 0}};
+  for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
+    setenv("POAS_LOG", levels[i].env, 1);
+    heard = test_open("cpu");
+    unsetenv("POAS_LOG");
+    CHECK(heard);
+    CHECK_MSG(poas_log_level() == levels[i].level, "POAS_LOG='%s': level %d", levels[i].env,
+              poas_log_level());
+    stderr_of_failing_call(heard, text, sizeof text);
+    CHECK_MSG((text[0] != '\0') == (levels[i].level >= 1), "POAS_LOG='%s': printed '%s'",
+              levels[i].env, text);
+    poas_finalize(heard);
+  }
+  o.devices = "cpu";
+  o.log_level = 2;
+  CHECK_OK(poas_init(&loud, &o));
+  CHECK(poas_log_level() == 2);
+  poas_finalize(loud);
+  CHECK(poas_log_level() == 0);
   poas_finalize(quiet);
   return 0;
 }

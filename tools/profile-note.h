@@ -16,12 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether the library has said it already: with POAS_LOG at 1 or more it
- * warns that a missing or partial profile leaves rough estimates. */
-static inline int tool_library_warns(void) {
-  const char *level = getenv("POAS_LOG");
-  return level && atoi(level) >= 1;
-}
+/* Whether the library has said it already: logging warnings, it warns
+ * that a missing or partial profile leaves rough estimates. Asked of the
+ * library, which reads POAS_LOG by its own rule: read here with atoi,
+ * POAS_LOG=' 1' silenced both, and '.9e1' let both speak. */
+static inline int tool_library_warns(void) { return poas_log_level() >= 1; }
 
 /* The ids, ", "-joined into ids[cap], of the context's real devices
  * without a calibrated model, whose times are built-in estimates (a sim's
