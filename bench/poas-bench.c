@@ -22,6 +22,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -276,13 +277,10 @@ static int parse_options(int argc, char **argv, options *o) {
       o->profile = optarg;
       break;
     case 'j': o->json = 1; break;
-    case 'a': {
-      char *end;
-      o->alone_limit = strtod(optarg, &end);
-      if (end == optarg || *end || !(o->alone_limit > 0) || !isfinite(o->alone_limit))
+    case 'a':
+      if (tool_parse_double(optarg, DBL_MIN, DBL_MAX, &o->alone_limit))
         return bad("--alone-limit (seconds > 0)", optarg);
       break;
-    }
     case 'h': usage(stdout); exit(tool_stdout_status("poas-bench", 0));
     case 'V':
       printf("poas-bench (POAS) %s\n", poas_version());

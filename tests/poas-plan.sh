@@ -47,11 +47,14 @@ printf '%s' "$without_c" | grep -q '"beta": 0,' || fail "JSON lacks the beta: $w
 printf '%s' "$with_c" | grep -q '"beta": 1,' || fail "JSON lacks the default beta: $with_c"
 "$plan" --m 8 --n 8 --k 8 --beta 0 --devices sim | grep -q "^sgemm m=8 n=8 k=8 beta=0:" ||
   fail "the table does not name the beta"
-for bad in x 1e999 nan ''; do
+# Plain decimals only, as every tool's numbers: strtod took the rest.
+for bad in x 1e999 nan '' ' 1' +1 0x1 inf; do
   err=$("$plan" --m 8 --n 8 --k 8 --beta "$bad" --devices sim 2>&1)
   [ $? -eq 2 ] || fail "--beta '$bad' not a usage error: $err"
   printf '%s' "$err" | grep -q "bad value '$bad' for --beta" || fail "unclear error: $err"
 done
+"$plan" --m 8 --n 8 --k 8 --beta -0.5 --devices sim --json | grep -q '"beta": -0.5,' ||
+  fail "a negative --beta refused"
 
 err=$("$plan" --m 8 --n 8 --k 8 --devices nodevice 2>&1)
 [ $? -eq 2 ] || fail "a malformed --devices not a usage error: $err"

@@ -245,7 +245,8 @@ cd "$tmp" || exit 1
 mkdir usage && cd usage || exit 1
 for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" \
             "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" \
-            "gemm --alone-limit 0" "gemm --alone-limit x" "gemm --plot a'b.svg" \
+            "gemm --alone-limit 0" "gemm --alone-limit x" "gemm --alone-limit +1" \
+            "gemm --alone-limit 0x1" "gemm --alone-limit inf" "gemm --plot a'b.svg" \
             "gemm --baselines ," "gemm --baselines cblas," "gemm --sizes 64," "plot" \
             "plot --plot" "plot --foo x.csv" "plot -x x.csv" "plot --plot a'b.svg x.csv" \
             "gemm --baselines none --devices bogus"; do

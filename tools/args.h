@@ -27,6 +27,26 @@ static inline int tool_parse_int64(const char *text, int64_t lo, int64_t hi, int
   return 0;
 }
 
+/* All of `text` as a finite decimal number from lo to hi, into *out; -1
+ * for anything else. Digits with an optional '-', a point and an
+ * exponent ("0.5", "-1", "2e-3"): strtod alone would also take " 1", "+1",
+ * "0x1", "inf" and "nan", none of which a user of these options means. */
+static inline int tool_parse_double(const char *text, double lo, double hi, double *out) {
+  const char *digits = text[0] == '-' ? text + 1 : text;
+  if (!isdigit((unsigned char)digits[0]) &&
+      !(digits[0] == '.' && isdigit((unsigned char)digits[1])))
+    return -1;
+  if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+    return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (*end || errno || !(v >= lo && v <= hi))
+    return -1;
+  *out = v;
+  return 0;
+}
+
 /* Whether `--devices VALUE` names devices. The library takes an empty
  * selection for none given ($POAS_DEVICES, else every device), and a
  * script that passed an unset variable would run on the whole machine:

@@ -9,9 +9,8 @@
 #include "tools/profile-note.h"
 #include "tools/stdout-check.h"
 
-#include <errno.h>
+#include <float.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,16 +155,12 @@ int main(int argc, char **argv) {
       }
       dtype = optarg[0] == 'd' ? POAS_FLOAT64 : POAS_FLOAT32;
       break;
-    case 'b': {
-      char *end;
-      errno = 0;
-      beta = strtod(optarg, &end);
-      if (errno || end == optarg || *end || !isfinite(beta)) {
+    case 'b':
+      if (tool_parse_double(optarg, -DBL_MAX, DBL_MAX, &beta)) {
         fprintf(stderr, "poas-plan: bad value '%s' for --beta (a finite number)\n", optarg);
         return 2;
       }
       break;
-    }
     case 'd':
       if (!tool_devices_named("poas-plan", optarg))
         return 2;
