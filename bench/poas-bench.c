@@ -1065,6 +1065,10 @@ static int gemm_main(int argc, char **argv) {
   }
   if (b.o.plot && plot_over_csv("poas-bench", b.o.plot, csv_path))
     return 2;
+  /* Sizes the host cannot hold are refused before the devices open: a
+   * GPU's or a cold PoCL's opening alone can take seconds. */
+  if (!shapes_fit(&b.o))
+    return 1;
   /* The baselines open first: cblas records the process's CPU mask before
    * any POAS device has bound a thread. The CSV's new file is made only
    * once the run can start, so that a bad argument leaves nothing behind. */
@@ -1075,15 +1079,11 @@ static int gemm_main(int argc, char **argv) {
     return rc;
   }
   /* What would fail the run after its minutes of measuring is checked
-   * before it: the operands of every size, then the outputs written at
-   * the end, the plot and the CSV, whose new file is made here. An earlier
+   * before it: the operands of every size (above), then the outputs
+   * written at the end, the plot and the CSV, whose new file is made here. An earlier
    * CSV stays as it was until the run ends. */
   char why[256];
   int err;
-  if (!shapes_fit(&b.o)) {
-    close_all(&b);
-    return 1;
-  }
   if (b.o.plot && bench_plot_check(b.o.plot, why, sizeof why) != 0) {
     fprintf(stderr, "poas-bench: cannot write the plot %s: %s\n", b.o.plot, why);
     close_all(&b);
