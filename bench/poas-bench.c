@@ -688,6 +688,8 @@ static void compare(bench_row *rows, int n) {
       cblas = rows[i].gflops;
   }
   double best = best_row ? best_row->gflops : NAN;
+  if (!best_row) /* no device ran alone: no ideal to measure against */
+    ideal = NAN;
   for (int i = 0; i < n; i++) {
     rows[i].speedup = rows[i].gflops / best;
     rows[i].vs_cblas = rows[i].gflops / cblas;
@@ -1191,6 +1193,7 @@ static int plot_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  tool_std_ready();
   const char *cmd = argc > 1 ? argv[1] : "";
   if (strcmp(cmd, "gemm") == 0)
     return tool_stdout_status("poas-bench", gemm_main(argc, argv));

@@ -780,6 +780,7 @@ static int run_job(job *j, const options *o) {
 }
 
 int main(int argc, char **argv) {
+  tool_std_ready();
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   job j = {0};

@@ -32,7 +32,7 @@ const char *bench_role_name(bench_role role) {
 /* --------------------------------------------------------------- table */
 
 static const char *cell(char *buf, size_t cap, const char *fmt, double v) {
-  if (isnan(v))
+  if (!isfinite(v))
     return "-";
   snprintf(buf, cap, fmt, v);
   return buf;
@@ -102,8 +102,8 @@ int bench_csv_rows(FILE *f, const bench_row *rows, int nrows) {
             bench_dtype_name(r->dtype), r->label, bench_role_name(r->role), r->repeat);
     double v[NNUMBERS];
     row_numbers(r, v);
-    for (int j = 0; j < NNUMBERS; j++)
-      isnan(v[j]) ? fputc(',', f) : fprintf(f, ",%.6g", v[j]);
+    for (int j = 0; j < NNUMBERS; j++) /* what is missing or has no value: empty */
+      isfinite(v[j]) ? fprintf(f, ",%.6g", v[j]) : fputc(',', f);
     fprintf(f, ",%s,", r->status);
     csv_text(f, r->note);
     fputc('\n', f);
@@ -122,7 +122,8 @@ static void json_row(FILE *f, const bench_row *r) {
   row_numbers(r, v);
   for (int j = 0; j < NNUMBERS; j++) {
     fprintf(f, ", \"%s\": ", columns[7 + j]);
-    isnan(v[j]) ? fputs("null", f) : fprintf(f, "%.6g", v[j]);
+    /* JSON has no infinity: what has no value is null, as what is missing. */
+    isfinite(v[j]) ? fprintf(f, "%.6g", v[j]) : fputs("null", f);
   }
   fprintf(f, ", \"status\": \"%s\", \"note\": ", r->status);
   tool_json_string(f, r->note);
@@ -504,6 +505,7 @@ static int run_gnuplot(const char *path, const bench_row *rows, int nrows, char 
     if (null < 0 || dup2(null, STDOUT_FILENO) < 0 || dup2(fd[0], STDIN_FILENO) < 0)
       _exit(127);
     close(null), close(fd[0]), close(fd[1]);
+    tool_child_signals();
     execl(POAS_GNUPLOT, "gnuplot", (char *)NULL);
     _exit(127);
   }

@@ -127,4 +127,24 @@ if [ -w /dev/full ]; then
   "$info" --json --devices sim >/dev/full 2>/dev/null
   [ $? -eq 1 ] || fail "poas-info: output lost to a full disk, yet exit 0"
 fi
+# Every tool says so when its reader has gone, or its stdout is closed,
+# and exits 1: SIGPIPE ended each one without a word (exit 141). The
+# pipe's reading end is closed before the tool starts.
+tools_dir=$(dirname "$info")
+for tool in "$tools_dir/poas-info" "$tools_dir/poas-plan" "$tools_dir/poas-demo" \
+            "$tools_dir/poas-calibrate" "${top_builddir:-.}/bench/poas-bench"; do
+  command -v python3 >/dev/null 2>&1 || break
+  python3 - "$tmp/err" "$tool" --version <<'PYEOF' >"$tmp/rc" || fail "python3: $(cat "$tmp/err")"
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+with open(sys.argv[1], "w") as err:
+    print(subprocess.run(sys.argv[2:], stdout=w, stderr=err).returncode)
+PYEOF
+  [ "$(cat "$tmp/rc")" -eq 1 ] && grep -q ": cannot write the output: Broken pipe$" "$tmp/err" ||
+    fail "$tool --version to a reader gone: exit $(cat "$tmp/rc"), $(cat "$tmp/err")"
+  "$tool" --version >&- 2>"$tmp/err"
+  [ $? -eq 1 ] && grep -q ": cannot write the output: Bad file descriptor$" "$tmp/err" ||
+    fail "$tool --version with stdout closed: $(cat "$tmp/err")"
+done
 exit 0

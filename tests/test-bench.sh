@@ -586,3 +586,46 @@ if [ -w /dev/full ]; then
     { echo "FAIL: accuracy --help on a full disk gave $rc: $(cat "$tmp/err")"; exit 1; }
   echo "output on a full disk: ok"
 fi
+
+# A closed stdout is an error said on stderr, and the CSV holds the CSV
+# alone: the CSV's new file took descriptor 1, and the table went into it,
+# exit 0. A reader that goes away is one too (SIGPIPE ended the run
+# without a word, exit 141, leaving the CSV's new file behind).
+"$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv "$tmp/c.csv" \
+  >&- 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 1 ] || ! grep -q "^poas-bench: cannot write the output: Bad file descriptor$" "$tmp/err" ||
+   grep -q "GFLOP/s" "$tmp/c.csv"; then
+  echo "FAIL: a closed stdout gave $rc: $(cat "$tmp/err"); the CSV: $(cat "$tmp/c.csv")"
+  exit 1
+fi
+# The pipe's reading end is closed before the run starts, so that every
+# write meets it gone (a reader that exits on its own is a race).
+rc=$(python3 - "$tmp/err" "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none \
+  --csv "$tmp/p.csv" <<'PYEOF'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+with open(sys.argv[1], "w") as err:
+    print(subprocess.run(sys.argv[2:], stdout=w, stderr=err).returncode)
+PYEOF
+)
+if [ "$rc" -ne 1 ] || ! grep -q "^poas-bench: cannot write the output: Broken pipe$" "$tmp/err" ||
+   [ "$(find "$tmp" -name 'p.csv.*.tmp' | wc -l)" -ne 0 ]; then
+  echo "FAIL: a reader gone gave $rc: $(cat "$tmp/err"); $(ls "$tmp")"
+  exit 1
+fi
+echo "a closed stdout and a reader gone: ok"
+
+# Every device alone failing leaves no ideal rate: the co-executed row's
+# efficiency has no value, and the JSON says null (it held "inf", which no
+# JSON reader takes).
+POAS_FAULT=sim0:after=1 "$bench" gemm --devices sim,sim --sizes 8 --repeat 1 --baselines none \
+  --csv "$tmp/e.csv" --json >"$tmp/e.json" 2>"$tmp/err"
+python3 - "$tmp/e.json" <<'PYEOF' || { echo "FAIL: $(cat "$tmp/e.json" "$tmp/err")"; exit 1; }
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+co = [r for r in rows if r["role"] == "coexec"]
+assert co and all(r["efficiency"] is None for r in co), co
+PYEOF
+echo "no ideal, no efficiency: ok"

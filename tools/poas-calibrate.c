@@ -155,6 +155,7 @@ static void print_summary(const poas_calibration_result *r, const char *output) 
 }
 
 int main(int argc, char **argv) {
+  tool_std_ready();
   static const struct option longopts[] = {{"quick", no_argument, NULL, 'q'},
                                            {"devices", required_argument, NULL, 'd'},
                                            {"dtype", required_argument, NULL, 't'},

@@ -90,6 +90,7 @@ static void print_plan(poas_context *ctx, long n) {
 }
 
 int main(int argc, char **argv) {
+  tool_std_ready();
   static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
                                            {"profile", required_argument, NULL, 'p'},
                                            {"n", required_argument, NULL, 'n'},

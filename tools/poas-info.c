@@ -279,6 +279,7 @@ static void print_table(poas_context *ctx) {
 }
 
 int main(int argc, char **argv) {
+  tool_std_ready();
   static const struct option longopts[] = {
       {"devices", required_argument, NULL, 'd'}, {"profile", required_argument, NULL, 'p'},
       {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},

@@ -122,6 +122,7 @@ static int parse_size(const char *name, const char *text, int64_t *out) {
 }
 
 int main(int argc, char **argv) {
+  tool_std_ready();
   static const struct option longopts[] = {{"m", required_argument, NULL, 'm'},
                                            {"n", required_argument, NULL, 'n'},
                                            {"k", required_argument, NULL, 'k'},

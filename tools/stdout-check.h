@@ -7,8 +7,41 @@
 #define POAS_TOOLS_STDOUT_CHECK_H
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Readies the standard streams, first thing in main, so that a closed
+ * pipe or a closed descriptor is an error the tool reports rather than a
+ * silent end or a write gone elsewhere:
+ * - SIGPIPE is ignored: a write to a pipe whose reader has gone fails with
+ *   EPIPE, which tool_stdout_status reports (exit 1), and the tool's own
+ *   cleanup runs. The signal killed every tool without a word (exit 141),
+ *   and poas-bench left its CSV's new file behind.
+ * - A descriptor of 0, 1 or 2 that is closed is opened on /dev/null the
+ *   other way round (stdin for writing, stdout and stderr for reading),
+ *   so that any use of it fails: a file the tool opened later took the
+ *   lowest free descriptor, and with `>&-` poas-bench's table went into
+ *   its CSV, exit 0.
+ * Programs it starts get SIGPIPE back (tool_child_signals). */
+static inline void tool_std_ready(void) {
+  signal(SIGPIPE, SIG_IGN);
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+      continue;
+    int got = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+    if (got >= 0 && got != fd) {
+      dup2(got, fd);
+      close(got);
+    }
+  }
+}
+
+/* In a child about to exec another program: the signal dispositions that
+ * program expects, which tool_std_ready changed. */
+static inline void tool_child_signals(void) { signal(SIGPIPE, SIG_DFL); }
 
 /* Flushes f: 0, or the errno of the write that failed (EIO when an
  * earlier write failed and left no errno). */
