@@ -177,13 +177,12 @@ int main(int argc, char **argv) {
    * device buffers allocated), which the models do not predict; the warm
    * ones are what every later call costs. */
   long wrong = 0;
-  int simulated = 0; /* a sim device took part: it computes nothing */
+  int simulated = 0, status = 1; /* simulated: a sim device took part, computing nothing */
   poas_report first, *r = malloc(sizeof *r * (size_t)warm);
   int *order = malloc(sizeof *order * (size_t)warm);
   if (!r || !order) {
     fprintf(stderr, "poas-demo: out of memory for %ld calls\n", warm);
-    poas_finalize(ctx);
-    return 1;
+    goto done;
   }
   for (long call = 0; call <= warm; call++) {
     for (long i = 0; i < n * n; i++)
@@ -192,8 +191,7 @@ int main(int argc, char **argv) {
                     0.0f, C, n);
     if (rc) {
       fprintf(stderr, "poas-demo: sgemm: %s: %s\n", poas_strerror(rc), poas_error_detail());
-      poas_finalize(ctx);
-      return 1;
+      goto done;
     }
     for (long i = 0; i < n * n; i++)
       wrong += C[i] != 2.0f * A[i];
@@ -201,14 +199,15 @@ int main(int argc, char **argv) {
     poas_last_report(ctx, done);
     simulated |= took_part_simulated(ctx, done);
   }
-  /* The warm calls by measured time: the median one is reported whole. */
+  /* The warm calls by measured time: the median one (the faster of the
+   * middle two, as poas-bench takes it) is reported whole. */
   for (int i = 0; i < (int)warm; i++) {
     int j = i;
     for (; j > 0 && r[order[j - 1]].measured_s > r[i].measured_s; j--)
       order[j] = order[j - 1];
     order[j] = i;
   }
-  const poas_report *med = &r[order[warm / 2]];
+  const poas_report *med = &r[order[(warm - 1) / 2]];
   double lo_err = INFINITY, hi_err = -INFINITY;
   for (int i = 0; i < (int)warm; i++) {
     double e = relative_error(r[i].predicted_s, r[i].measured_s);
@@ -247,8 +246,10 @@ int main(int argc, char **argv) {
     printf("note: the warm calls took %.4g to %.4g s, %.0f%% apart: the machine was busy, and a "
            "prediction can be no closer than that\n",
            fastest, slowest, 100 * (slowest / fastest - 1));
+  status = wrong != 0 && !simulated;
+done:
   free(r), free(order);
   poas_finalize(ctx);
   free(A), free(B), free(C);
-  return tool_stdout_status("poas-demo", wrong != 0 && !simulated);
+  return tool_stdout_status("poas-demo", status);
 }
