@@ -97,6 +97,11 @@ assert [r["count"] for r in p["split"]] == [512, 1536], p
 assert p["checked"] is False and p["numerical_error"] is None, p
 for r in p["split"]:
     assert abs(r["prediction_error"]) < 0.02, p
+# The end to end holds the GEMMs' virtual seconds, with the copies' real
+# ones around them (it was the wall clock's alone: 0.008 s around 0.045).
+assert p["end_to_end_s"] >= p["compute_s"], p
+assert abs(p["end_to_end_s"] - (p["compute_s"] + p["scatter_s"] + p["gather_s"])) \
+    < 0.2 * p["end_to_end_s"], p
 PYEOF
 grep -q "result not checked: a rank computed on simulated devices" "$tmp/err" ||
   fail "sims: the table does not say the result is not checked: $(cat "$tmp/err")"
