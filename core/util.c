@@ -1,8 +1,8 @@
 /* util.c: clocks, checked arithmetic and number parsing shared by every
  * folder. */
 #include "core.h"
+#include "number.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -133,24 +133,12 @@ static double suffix_scale(const char *s) {
   return 0;
 }
 
-/* Whether s starts as a decimal number: an optional sign, then a digit or
- * a point and a digit. strtod would also take leading spaces, hexadecimal
- * ("0x2"), "inf" and "nan", none of which a setting means. */
-static int starts_decimal(const char *s) {
-  if (*s == '+' || *s == '-')
-    s++;
-  if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-    return 0;
-  return isdigit((unsigned char)s[0]) || (s[0] == '.' && isdigit((unsigned char)s[1]));
-}
-
 int poas__parse_double(const char *s, int suffixes, double *out) {
-  if (!s || !starts_decimal(s))
+  if (!s || !poas__decimal_start(s))
     return POAS_EINVAL;
   char *end = NULL;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || errno == ERANGE)
+  double v = strtod(s, &end); /* past DBL_MAX: HUGE_VAL, refused below */
+  if (end == s)
     return POAS_EINVAL;
   double scale = suffixes ? suffix_scale(end) : (*end ? 0 : 1);
   if (scale == 0 || !isfinite(v * scale))

@@ -55,6 +55,8 @@ for bad in x 1e999 nan '' ' 1' +1 0x1 inf; do
 done
 "$plan" --m 8 --n 8 --k 8 --beta -0.5 --devices sim --json | grep -q '"beta": -0.5,' ||
   fail "a negative --beta refused"
+"$plan" --m 8 --n 8 --k 8 --beta 1e-320 --devices sim >/dev/null 2>&1 ||
+  fail "a --beta too small for a normal double refused"
 
 err=$("$plan" --m 8 --n 8 --k 8 --devices nodevice 2>&1)
 [ $? -eq 2 ] || fail "a malformed --devices not a usage error: $err"

@@ -60,6 +60,13 @@ TEST(parse_numbers) {
   CHECK_RC(poas__parse_double(".", 0, &d), POAS_EINVAL);
   CHECK_OK(poas__parse_double("-.5", 0, &d));
   CHECK(d == -0.5);
+  /* A '+' is refused, as the tools refuse it (core/number.h is both's
+   * rule); an underflow is a number, an overflow is not. */
+  CHECK_RC(poas__parse_double("+1e11", 0, &d), POAS_EINVAL);
+  CHECK_RC(poas__parse_int64("+1", 0, &i), POAS_EINVAL);
+  CHECK_OK(poas__parse_double("1e-320", 0, &d));
+  CHECK(d > 0 && d < 1e-300);
+  CHECK_RC(poas__parse_double("-1e309", 0, &d), POAS_EINVAL);
   CHECK_OK(poas__parse_int64("2e3", 0, &i));
   CHECK(i == 2000);
   return 0;

@@ -1,9 +1,12 @@
 /* args.h: checks of command-line values the tools and bench programs
  * share, so that each refuses the same things in the same words: whole
- * numbers written plainly, and option values that must name something.
+ * and decimal numbers written plainly, and option values that must name
+ * something.
  * Header-only, as the other small tool helpers are. */
 #ifndef POAS_TOOLS_ARGS_H
 #define POAS_TOOLS_ARGS_H
+
+#include "core/number.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -28,20 +31,15 @@ static inline int tool_parse_int64(const char *text, int64_t lo, int64_t hi, int
 }
 
 /* All of `text` as a finite decimal number from lo to hi, into *out; -1
- * for anything else. Digits with an optional '-', a point and an
- * exponent ("0.5", "-1", "2e-3"): strtod alone would also take " 1", "+1",
- * "0x1", "inf" and "nan", none of which a user of these options means. */
+ * for anything else. Written as the library reads settings
+ * (core/number.h): "0.5", "-1", "2e-3", but not " 1", "+1", "0x1", "inf"
+ * or "nan", which strtod alone would take. */
 static inline int tool_parse_double(const char *text, double lo, double hi, double *out) {
-  const char *digits = text[0] == '-' ? text + 1 : text;
-  if (!isdigit((unsigned char)digits[0]) &&
-      !(digits[0] == '.' && isdigit((unsigned char)digits[1])))
-    return -1;
-  if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+  if (!poas__decimal_start(text))
     return -1;
   char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (*end || errno || !(v >= lo && v <= hi))
+  double v = strtod(text, &end); /* an underflow is a number all the same */
+  if (*end || !(v >= lo && v <= hi))
     return -1;
   *out = v;
   return 0;
