@@ -71,6 +71,16 @@ TEST(sim_slowdown_and_ids) {
   CHECK_OK(poas__sim_get_params(set.dev[1], &p));
   CHECK(p.slowdown == 2 && p.rate[1] == 5e8);
   poas__devset_close(&set);
+  /* Each number has a range whose top keeps every time finite: a slowdown
+   * of 1e300 wrote "ts":inf into traces. The message gives the range. */
+  static const char *const beyond[] = {"sim:slowdown=1e300", "sim:latency=1e4", "sim:rate=1e22",
+                                       "sim:bandwidth=1e22", "sim:roundtrip=2e9"};
+  for (size_t i = 0; i < sizeof beyond / sizeof *beyond; i++) {
+    CHECK_RC(poas__devset_open(beyond[i], &set, err, sizeof err), POAS_ESPEC);
+    CHECK_MSG(strstr(err, "(a number from "), "%s: %s", beyond[i], err);
+  }
+  CHECK_OK(poas__devset_open("sim:slowdown=1e6:latency=1e3:rate=1e21", &set, err, sizeof err));
+  poas__devset_close(&set);
   return 0;
 }
 

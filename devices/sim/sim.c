@@ -31,18 +31,21 @@ typedef struct sim_state {
 
 static int sim_count(void) { return 0; }
 
+/* Each number's range. The tops are far past any machine, and keep every
+ * time a sim computes finite: slowdown=1e300 once wrote "ts":inf into a
+ * trace, which no JSON reader takes. */
 static const struct {
   const char *key;
   int suffixes;
   size_t offset;
-  double min;
+  double min, max;
 } sim_keys[] = {
-    {"rate", 1, offsetof(poas__sim_params, rate[0]), 1e3},
-    {"drate", 1, offsetof(poas__sim_params, rate[1]), 1e3},
-    {"latency", 0, offsetof(poas__sim_params, latency), 0},
-    {"bandwidth", 1, offsetof(poas__sim_params, bandwidth), 1e3},
-    {"slowdown", 0, offsetof(poas__sim_params, slowdown), 1e-3},
-    {"roundtrip", 0, offsetof(poas__sim_params, roundtrip), 0},
+    {"rate", 1, offsetof(poas__sim_params, rate[0]), 1e3, 1e21},
+    {"drate", 1, offsetof(poas__sim_params, rate[1]), 1e3, 1e21},
+    {"latency", 0, offsetof(poas__sim_params, latency), 0, 1e3},
+    {"bandwidth", 1, offsetof(poas__sim_params, bandwidth), 1e3, 1e21},
+    {"slowdown", 0, offsetof(poas__sim_params, slowdown), 1e-3, 1e6},
+    {"roundtrip", 0, offsetof(poas__sim_params, roundtrip), 0, 1e9},
 };
 
 static int set_param(sim_state *s, const char *key, const char *value, char *err, size_t errcap) {
@@ -79,9 +82,10 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
     if (strcmp(key, sim_keys[i].key) != 0)
       continue;
     double v;
-    if (poas__parse_double(value, sim_keys[i].suffixes, &v) || v < sim_keys[i].min) {
-      snprintf(err, errcap, "sim: bad value '%s' for %s (a number >= %g)", value, key,
-               sim_keys[i].min);
+    if (poas__parse_double(value, sim_keys[i].suffixes, &v) || v < sim_keys[i].min ||
+        v > sim_keys[i].max) {
+      snprintf(err, errcap, "sim: bad value '%s' for %s (a number from %g to %g)", value, key,
+               sim_keys[i].min, sim_keys[i].max);
       return POAS_ESPEC;
     }
     *(double *)((char *)&s->p + sim_keys[i].offset) = v;
