@@ -811,6 +811,10 @@ static int parse_profile(const char *text, size_t len, poas__profile *out, char 
     snprintf(problem, cap, "%zu bytes is too large for a profile", len);
     return POAS_EPROFILE;
   }
+  if (len == 0) { /* "not valid JSON ... near end of file" told less */
+    snprintf(problem, cap, "the file is empty (a calibration that never finished?)");
+    return POAS_EPROFILE;
+  }
   json_error_t jerr;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) {
@@ -845,9 +849,17 @@ int poas__profile_parse(const char *text, size_t len, const char *name, poas__pr
 /* The first POAS__PROFILE_MAX_BYTES + 1 bytes of a file, into *text (to
  * free) and *len: POAS_EIO (errno kept) when it cannot be opened or read. */
 static int read_text(const char *path, char **text, size_t *len) {
-  FILE *f = fopen(path, "rb");
+  /* Opened without waiting, then read as usual: a FIFO that no program
+   * writes is read as empty rather than waited on for ever (fopen did),
+   * while a pipe with a writer, as from the shell's <(...), is read
+   * whole. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  int flags = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+  FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
   if (!f) {
     int e = errno;
+    if (fd >= 0)
+      close(fd);
     poas__fail(POAS_EIO, "%s: %s", path, strerror(e));
     errno = e;
     return POAS_EIO;

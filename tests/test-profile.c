@@ -218,7 +218,7 @@ static const struct {
 } bad_files[] = {
     {"bad-corrupt.json", "not valid JSON"},
     {"bad-truncated.json", "not valid JSON"},
-    {"bad-empty.json", "not valid JSON"},
+    {"bad-empty.json", "the file is empty"},
     {"bad-version.json", "version 2"},
     {"bad-format.json", "not a POAS profile"},
     {"bad-type-cores.json", "fingerprint.cores' should be an integer"},
@@ -335,6 +335,15 @@ TEST(good_file_loads_and_missing_file_is_eio) {
   }
   CHECK_RC(poas__profile_load(test_tmp_path("does-not-exist.json"), p), POAS_EIO);
   CHECK(strstr(poas_error_detail(), "does-not-exist.json"));
+  /* A FIFO that nothing writes is read as empty, not waited on for ever
+   * (the alarm ends a test that waits). */
+  const char *fifo = test_tmp_path("nobody-writes.json");
+  CHECK(mkfifo(fifo, 0600) == 0);
+  alarm(20);
+  CHECK_RC(poas__profile_load(fifo, p), POAS_EPROFILE);
+  alarm(0);
+  CHECK_MSG(strstr(poas_error_detail(), "the file is empty"), "%s", poas_error_detail());
+  unlink(fifo);
   CHECK_RC(poas__profile_parse("{}", 2, "<mem>", p), POAS_EPROFILE);
   CHECK(strcmp(poas_error_detail(), "<mem>: missing field 'format'") == 0);
   free(p);
