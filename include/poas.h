@@ -485,7 +485,8 @@ typedef struct poas_profile_info {
   char path[512];
   int loaded;              /* 1: read, and at least one device uses it */
   char created[32];        /* when it was written (ISO 8601 UTC), or "" */
-  double age_s;            /* seconds since then; -1 when not loaded */
+  double age_s;            /* seconds since then (below 0 when the profile is dated
+                            * ahead of this machine's clock); -1 when not loaded */
   /* Why the profile or part of it is not used, in words ("no profile at
    * ...", "cpu0 is 'X' here but 'Y' in the profile", a parse error naming
    * the file, "every device selected is simulated ..."); ""

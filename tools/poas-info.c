@@ -146,6 +146,10 @@ static void print_json(poas_context *ctx) {
 }
 
 static void print_age(double s) {
+  if (s < -60) { /* a profile copied from a machine whose clock is ahead */
+    printf("dated %.0f days ahead of this machine's clock", -s / 86400);
+    return;
+  }
   if (s < 3600)
     printf("%.0f minutes old", s / 60);
   else if (s < 2 * 86400)
