@@ -295,15 +295,21 @@ static int parse_options(int argc, char **argv, options *o) {
   /* The shape first: a misspelt name ("Tall") beside --sizes was taken for
    * a list of shapes and refused as giving both. */
   if (!named && parse_shapes(shape_arg, NULL, o) != 0) {
-    fprintf(stderr, "poas-bench: bad --shape '%s' (square, tall, wide or MxNxK,...)\n", shape_arg);
+    fprintf(stderr,
+            "poas-bench: bad --shape '%s' (square, tall, wide or MxNxK,..., at most %d, "
+            "each side 1 to 1048576)\n",
+            shape_arg, MAX_SHAPES);
     return 2;
   }
   if (!named && sizes) {
     fprintf(stderr, "poas-bench: give --sizes or a list of MxNxK shapes, not both\n");
     return 2;
   }
-  if (named && parse_shapes(sizes ? sizes : DEFAULT_SIZES, shape_arg, o) != 0)
-    return bad("--sizes", sizes);
+  if (named && parse_shapes(sizes ? sizes : DEFAULT_SIZES, shape_arg, o) != 0) {
+    char what[64];
+    snprintf(what, sizeof what, "--sizes (at most %d, each 1 to 1048576)", MAX_SHAPES);
+    return bad(what, sizes);
+  }
   return 0;
 }
 

@@ -298,10 +298,17 @@ for sub in gemm plot; do
   [ $rc -eq 2 ] && grep -q "^poas-bench $sub: unrecognized option '--frobnicate'" "$tmp/err" ||
     { echo "FAIL: poas-bench $sub --frobnicate gave $rc: $(cat "$tmp/err")"; exit 1; }
 done
+# Too many sizes: the message names the limit.
+sizes=64 i=1
+while [ $i -le 64 ]; do sizes=$sizes,64 i=$((i + 1)); done
+"$bench" gemm --sizes $sizes >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -qF "bad --sizes (at most 64, each 1 to 1048576)" "$tmp/err" ||
+  { echo "FAIL: 65 sizes gave $rc: $(cat "$tmp/err")"; exit 1; }
 # A misspelt shape is named as one, not taken for a list of MxNxK.
 "$bench" gemm --shape Tall --sizes 64 >/dev/null 2>"$tmp/err"
 rc=$?
-[ $rc -eq 2 ] && grep -qF "bad --shape 'Tall' (square, tall, wide or MxNxK,...)" "$tmp/err" ||
+[ $rc -eq 2 ] && grep -qF "bad --shape 'Tall' (square, tall, wide or MxNxK,..., at most 64" "$tmp/err" ||
   { echo "FAIL: --shape Tall --sizes 64 gave $rc: $(cat "$tmp/err")"; exit 1; }
 POAS_DEVICES=bogus "$bench" gemm --baselines none >/dev/null 2>"$tmp/err"
 rc=$?
