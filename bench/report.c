@@ -321,8 +321,14 @@ static int output_target(const char *path, char *target, size_t cap, char *why, 
 static int make_temp(const char *target, char *tmp, size_t cap) {
   struct stat st;
   int replaces = stat(target, &st) == 0;
+  /* The name is the target's, cut short where the suffix would take it
+   * past the longest name a folder holds: a CSV named with 244 characters
+   * or more was refused as "File name too long". */
+  const char *slash = strrchr(target, '/');
+  size_t folder = slash ? (size_t)(slash - target) + 1 : 0, name = strlen(target + folder);
+  int keep = (int)(folder + (name > NAME_MAX - 32 ? NAME_MAX - 32 : name));
   for (int i = 0; i < 100; i++) {
-    if ((size_t)snprintf(tmp, cap, "%s.%ld-%d.tmp", target, (long)getpid(), i) >= cap) {
+    if ((size_t)snprintf(tmp, cap, "%.*s.%ld-%d.tmp", keep, target, (long)getpid(), i) >= cap) {
       errno = ENAMETOOLONG;
       return -1;
     }

@@ -624,6 +624,14 @@ if [ "$rc" -ne 1 ] || ! grep -q "^poas-bench: cannot write the output: Broken pi
 fi
 echo "a closed stdout and a reader gone: ok"
 
+# A CSV's name may be as long as a folder takes: its new file's name is cut
+# short to fit (with 244 characters or more it was "File name too long").
+long=$(printf '%0250d.csv' 0)
+"$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none --csv "$tmp/$long" \
+  >/dev/null 2>"$tmp/err" && head -n 1 "$tmp/$long" | grep -q "^m,n,k," ||
+  { echo "FAIL: a CSV named with 254 characters: $(cat "$tmp/err")"; exit 1; }
+rm -f "$tmp/$long"
+
 # Every device alone failing leaves no ideal rate: the co-executed row's
 # efficiency has no value, and the JSON says null (it held "inf", which no
 # JSON reader takes).
