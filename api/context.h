@@ -217,14 +217,23 @@ void poas__resident_init(poas_context *ctx);
 void poas__resident_release_all(poas_context *ctx);
 /* A host task wrote host bytes [lo, hi): device copies of them are stale. */
 void poas__resident_invalidate(poas_context *ctx, uintptr_t lo, uintptr_t hi);
-/* Before an async run: drops copies it makes stale, hands the source the
+/* Before an async run: drops the copies its C overlaps, hands the source the
  * operands already on the one device of the plan, and, when C fits, has
  * the source keep C there (*kept describes it; device -1 when not). */
 int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
                            const poas__gemm_plan *plan, poas__gemm_source *src,
                            poas__resident *kept);
-/* Device memory the copies on `device` hold (plans count it as taken). */
-uint64_t poas__resident_bytes(poas_context *ctx, int device);
+/* Frees the copies no GEMM of the tasks' epoch `epoch` can use (those of
+ * other epochs). Only where no GEMM of an earlier epoch may still run:
+ * in a GEMM task of that epoch, before its plan (GEMM tasks run one at a
+ * time, in order), or once every task is done (a synchronous GEMM's
+ * wait). Plans made with dead copies still counted found less room than
+ * there was: after a wait, one left by an asynchronous GEMM changed every
+ * later plan and failed GEMMs that fit with POAS_ETOOBIG. */
+void poas__resident_drop_stale(poas_context *ctx, unsigned epoch);
+/* Device memory the copies on `device` that a GEMM of `epoch` may use
+ * hold (its plan counts it as taken; the others are freed before it). */
+uint64_t poas__resident_bytes(poas_context *ctx, int device, unsigned epoch);
 /* After the run: keeps *kept when the run went through without a device
  * failing (failed == 0), frees it otherwise. */
 void poas__resident_finish(poas_context *ctx, poas__resident *kept, int failed);

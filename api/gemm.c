@@ -177,9 +177,17 @@ static int gemm_entry(poas_context *ctx, const gemm_args *g) {
   }
   /* Outstanding tasks may touch these matrices: the synchronous call
    * comes after them. From one of those tasks it would wait for itself:
-   * POAS_ESTATE. */
-  if (ctx->tasks && (rc = poas__tasks_wait_all(ctx->tasks)) != 0)
-    return rc;
+   * POAS_ESTATE, a call refused. With every task done, the device copies
+   * asynchronous GEMMs left serve nobody any more: freed, they leave the
+   * plan the room the synchronous call's plan, poas_plan_gemm_call's,
+   * counts on. */
+  if (ctx->tasks) {
+    if ((rc = poas__tasks_wait_all(ctx->tasks)) != 0) {
+      poas__report_set(ctx, NULL);
+      return rc;
+    }
+    poas__resident_drop_stale(ctx, poas__tasks_epoch(ctx->tasks));
+  }
   return poas__gemm_run(ctx, &p);
 }
 

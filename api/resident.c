@@ -19,10 +19,14 @@
  * submission order, which is what makes "dead" well defined: when a GEMM
  * of epoch e starts, copies from earlier epochs can serve nobody.
  *
+ * The dead are freed before the plan of the GEMM that finds them dead
+ * (poas__resident_drop_stale): a GEMM task's, or a synchronous GEMM's
+ * once its wait has left no task.
+ *
  * Room: C is kept only when A, B and C together fit in half the device's
  * memory, and the copies on a device hold at most a quarter of it (older
- * ones not used by the run make room first); plans count what copies hold
- * as taken (poas__resident_bytes). At most POAS__MAX_RESIDENT copies. */
+ * ones not used by the run make room first); plans count what live copies
+ * hold as taken (poas__resident_bytes). At most POAS__MAX_RESIDENT copies. */
 #include "api/context.h"
 
 #include <stdlib.h>
@@ -92,11 +96,19 @@ static poas__resident *find(poas_context *ctx, int device, const void *host, int
   return NULL;
 }
 
-uint64_t poas__resident_bytes(poas_context *ctx, int device) {
+void poas__resident_drop_stale(poas_context *ctx, unsigned epoch) {
+  pthread_mutex_lock(&ctx->resident_lock);
+  for (int i = 0; i < POAS__MAX_RESIDENT; i++)
+    if (ctx->resident[i].device >= 0 && ctx->resident[i].epoch != epoch)
+      drop(ctx, &ctx->resident[i]);
+  pthread_mutex_unlock(&ctx->resident_lock);
+}
+
+uint64_t poas__resident_bytes(poas_context *ctx, int device, unsigned epoch) {
   uint64_t held = 0;
   pthread_mutex_lock(&ctx->resident_lock);
   for (int i = 0; i < POAS__MAX_RESIDENT; i++)
-    if (ctx->resident[i].device == device)
+    if (ctx->resident[i].device == device && ctx->resident[i].epoch == epoch)
       held += held_bytes(&ctx->resident[i]);
   pthread_mutex_unlock(&ctx->resident_lock);
   return held;
@@ -134,9 +146,9 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
   poas__matrix_span(p->c, p->m, p->n, p->ldc, es, &clo, &chi);
   int dev = sole_device(plan), rc = 0;
   pthread_mutex_lock(&ctx->resident_lock);
-  for (int i = 0; i < POAS__MAX_RESIDENT; i++) {
+  for (int i = 0; i < POAS__MAX_RESIDENT; i++) { /* the dead went before the plan */
     poas__resident *r = &ctx->resident[i];
-    if (r->device >= 0 && (r->epoch != p->epoch || overlaps(r, clo, chi)))
+    if (r->device >= 0 && overlaps(r, clo, chi))
       drop(ctx, r);
   }
   const poas__resident *a = NULL, *b = NULL;

@@ -186,7 +186,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     if (dm->memory_bytes > 0 && dm->memory_bytes < mem)
       mem = dm->memory_bytes;
     /* Matrices kept on the device by earlier GEMM tasks take their room. */
-    uint64_t held = poas__resident_bytes(ctx, i);
+    uint64_t held = p->async ? poas__resident_bytes(ctx, i, p->epoch) : 0;
     mem = mem > held ? mem - held : 0;
     out->dev[i] = (poas__opt_device){
         .id = info->id,
@@ -538,6 +538,8 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
     return poas__fail(POAS_ENOMEM, "gemm: no memory for a plan");
   poas__gemm_source *src = NULL;
   poas__work_source *ws = NULL;
+  if (p->async)
+    poas__resident_drop_stale(ctx, p->epoch);
   int rc = poas__gemm_plan_make(ctx, p, plan);
   if (rc)
     goto done;

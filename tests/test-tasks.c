@@ -612,6 +612,80 @@ TEST(task_cannot_wait_for_its_context) {
   return 0;
 }
 
+/* A copy an asynchronous GEMM leaves on a device serves only GEMMs of the
+ * epoch it was made in; once the caller has waited, it serves nobody and
+ * is freed before the next plan. It once stayed, counted as taken: on a
+ * sim of 8 MiB, after one asynchronous 512^3 sgemm and a wait, every
+ * later 1300^3 sgemm failed with POAS_ETOOBIG, synchronous or not, and
+ * poas_plan_gemm_call planned 600^3 in 4 tiles instead of 1, with the
+ * same profile and learning off. */
+TEST(a_copy_left_on_a_device_gives_its_room_back_after_a_wait) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "sim:memory=8Mi";
+  o.no_profile = 1;
+  o.no_adapt = 1;
+  poas_context *ctx = NULL;
+  CHECK_OK(poas_init(&ctx, &o));
+  enum { N = 1300, S = 512, P = 600 };
+  float *A = calloc((size_t)N * N, sizeof *A), *B = calloc((size_t)N * N, sizeof *B),
+        *C = calloc((size_t)N * N, sizeof *C), *D = calloc((size_t)S * S, sizeof *D);
+  CHECK(A && B && C && D);
+  const poas_op NT = POAS_NO_TRANS;
+  poas_plan *before = malloc(sizeof *before), *after = malloc(sizeof *after);
+  CHECK(before && after);
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, NT, NT, P, P, P, 1, 0, before));
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, NT, NT, N, N, N, 1, A, N, B, N, 0, C, N));
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, NT, NT, S, S, S, 1, A, S, B, S, 0, D, S, NULL));
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, NT, NT, P, P, P, 1, 0, after));
+  CHECK_MSG(after->dev[0].tiles == before->dev[0].tiles &&
+                after->makespan_s == before->makespan_s,
+            "%lld tiles and %g s after the wait, %lld and %g s before",
+            (long long)after->dev[0].tiles, after->makespan_s, (long long)before->dev[0].tiles,
+            before->makespan_s);
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, NT, NT, N, N, N, 1, A, N, B, N, 0, C, N));
+  /* An asynchronous GEMM of a later epoch, after another wait, too. */
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, NT, NT, S, S, S, 1, A, S, B, S, 0, D, S, NULL));
+  CHECK_OK(poas_wait_all(ctx));
+  poas_task *t;
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, NT, NT, N, N, N, 1, A, N, B, N, 0, C, N, &t));
+  CHECK_OK(poas_task_wait(t));
+  free(before), free(after);
+  free(A), free(B), free(C), free(D);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* A synchronous GEMM refused from inside a task (it would wait for
+ * itself) is a GEMM refused: poas_last_report then has no report, where
+ * it once returned the GEMM's before. */
+static void sync_gemm_fn(void **buffers, void *arg) {
+  (void)buffers;
+  nested_arg *n = arg;
+  static float a[16], b[16], c[16];
+  n->gemm_rc = poas_sgemm(n->ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1, a, 4,
+                          b, 4, 0, c, 4);
+}
+
+TEST(a_gemm_refused_in_a_task_leaves_no_report) {
+  poas_context *ctx = test_open("sim");
+  CHECK(ctx);
+  static float a[16], b[16], c[16];
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1, a, 4, b, 4, 0,
+                      c, 4));
+  poas_report r;
+  CHECK_OK(poas_last_report(ctx, &r));
+  nested_arg n = {.ctx = ctx};
+  poas_task_desc d = {.cpu = sync_gemm_fn, .arg = &n};
+  CHECK_OK(poas_task_submit(ctx, &d, NULL));
+  CHECK_OK(poas_wait_all(ctx));
+  CHECK_RC(n.gemm_rc, POAS_ESTATE);
+  CHECK_RC(poas_last_report(ctx, &r), POAS_ESTATE);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(tasks_chain_in_order),
           TEST_ENTRY(the_report_may_be_read_while_a_gemm_task_runs),
           TEST_ENTRY(tasks_disjoint_regions_concurrent),
@@ -622,4 +696,6 @@ TEST_MAIN(TEST_ENTRY(tasks_chain_in_order),
           TEST_ENTRY(wait_all_reports_a_task_without_a_handle),
           TEST_ENTRY(async_gemm_ordered_by_bytes_not_buffers),
           TEST_ENTRY(tasks_ordered_across_overlapping_registrations),
-          TEST_ENTRY(task_handles_released_once), TEST_ENTRY(task_cannot_wait_for_its_context))
+          TEST_ENTRY(task_handles_released_once), TEST_ENTRY(task_cannot_wait_for_its_context),
+          TEST_ENTRY(a_copy_left_on_a_device_gives_its_room_back_after_a_wait),
+          TEST_ENTRY(a_gemm_refused_in_a_task_leaves_no_report))
