@@ -80,6 +80,7 @@ int poas_init(poas_context **out, const poas_options *opts) {
   pthread_mutex_init(&ctx->adapt_lock, NULL);
   pthread_mutex_init(&ctx->handoff_probe_lock, NULL);
   pthread_mutex_init(&ctx->report_lock, NULL);
+  pthread_mutex_init(&ctx->buffers_lock, NULL);
   const char *adapt = getenv("POAS_ADAPT");
   ctx->adapt_off = opts->no_adapt || (adapt && strcmp(adapt, "0") == 0);
   poas__adapt_reset(ctx);
@@ -119,6 +120,7 @@ fail_ctx:
   pthread_mutex_destroy(&ctx->adapt_lock);
   pthread_mutex_destroy(&ctx->handoff_probe_lock);
   pthread_mutex_destroy(&ctx->report_lock);
+  pthread_mutex_destroy(&ctx->buffers_lock);
   free(ctx);
   if (log_level >= 0)
     poas__log_release(log_level);
@@ -164,6 +166,7 @@ void poas_finalize(poas_context *ctx) {
   pthread_mutex_destroy(&ctx->adapt_lock);
   pthread_mutex_destroy(&ctx->handoff_probe_lock);
   pthread_mutex_destroy(&ctx->report_lock);
+  pthread_mutex_destroy(&ctx->buffers_lock);
   free(ctx->trace_path);
   if (ctx->log_level >= 0)
     poas__log_release(ctx->log_level);

@@ -159,6 +159,9 @@ struct poas_context {
   poas_report report;
   struct poas__tasks *tasks; /* the task runtime, from the first task on */
   poas_buffer *buffers;      /* registered buffers, released at finalize */
+  /* Held over the list's changes: a task may register a buffer while the
+   * caller registers or unregisters another. */
+  pthread_mutex_t buffers_lock;
   pthread_mutex_t resident_lock;
   poas__resident resident[POAS__MAX_RESIDENT];
   unsigned long resident_seq;

@@ -66,8 +66,10 @@ int poas_buffer_register(poas_context *ctx, void *ptr, size_t bytes, poas_buffer
     return poas__fail(POAS_ENOMEM, "poas_buffer_register: out of memory");
   }
   b->ctx = ctx, b->ptr = ptr, b->bytes = bytes;
+  pthread_mutex_lock(&ctx->buffers_lock);
   b->next = ctx->buffers;
   ctx->buffers = b;
+  pthread_mutex_unlock(&ctx->buffers_lock);
   *out = (poas_buffer *)b->handle;
   return 0;
 }
@@ -86,11 +88,13 @@ int poas_buffer_unregister(poas_buffer *handle) {
     return rc;
   if (poas__handle_take((uintptr_t)handle, POAS__HANDLE_BUFFER) != buf)
     return poas__fail(POAS_EINVAL, "poas_buffer_unregister: unregistered meanwhile");
+  pthread_mutex_lock(&ctx->buffers_lock);
   for (poas_buffer **p = &ctx->buffers; *p; p = &(*p)->next)
     if (*p == buf) {
       *p = buf->next;
       break;
     }
+  pthread_mutex_unlock(&ctx->buffers_lock);
   free(buf);
   return 0;
 }

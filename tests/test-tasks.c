@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -686,6 +687,50 @@ TEST(a_gemm_refused_in_a_task_leaves_no_report) {
   return 0;
 }
 
+/* A task may register buffers while the caller registers others: the
+ * context's list of them is changed under a lock (ThreadSanitizer found the
+ * two threads writing it at once). The caller starts once the task has. */
+enum { REGISTERED = 512 };
+typedef struct registering_arg {
+  poas_context *ctx;
+  atomic_int started;
+  int data[REGISTERED];
+  poas_buffer *made[REGISTERED];
+  int failed;
+} registering_arg;
+
+static void register_fn(void **buffers, void *arg) {
+  (void)buffers;
+  registering_arg *r = arg;
+  atomic_store(&r->started, 1);
+  for (int i = 0; i < REGISTERED; i++)
+    r->failed |= poas_buffer_register(r->ctx, &r->data[i], sizeof r->data[i], &r->made[i]) != 0;
+}
+
+TEST(a_task_registers_buffers_beside_the_caller) {
+  poas_context *ctx = test_open("sim");
+  CHECK(ctx);
+  static registering_arg r;
+  r.ctx = ctx;
+  poas_task_desc d = {.cpu = register_fn, .arg = &r};
+  poas_task *t;
+  CHECK_OK(poas_task_submit(ctx, &d, &t));
+  while (!atomic_load(&r.started))
+    sched_yield();
+  static int mine[REGISTERED];
+  static poas_buffer *b[REGISTERED];
+  for (int i = 0; i < REGISTERED; i++)
+    CHECK_OK(poas_buffer_register(ctx, &mine[i], sizeof mine[i], &b[i]));
+  CHECK_OK(poas_task_wait(t));
+  CHECK(!r.failed);
+  for (int i = 0; i < REGISTERED; i++) {
+    CHECK_OK(poas_buffer_unregister(r.made[i]));
+    CHECK_OK(poas_buffer_unregister(b[i]));
+  }
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(tasks_chain_in_order),
           TEST_ENTRY(the_report_may_be_read_while_a_gemm_task_runs),
           TEST_ENTRY(tasks_disjoint_regions_concurrent),
@@ -698,4 +743,5 @@ TEST_MAIN(TEST_ENTRY(tasks_chain_in_order),
           TEST_ENTRY(tasks_ordered_across_overlapping_registrations),
           TEST_ENTRY(task_handles_released_once), TEST_ENTRY(task_cannot_wait_for_its_context),
           TEST_ENTRY(a_copy_left_on_a_device_gives_its_room_back_after_a_wait),
-          TEST_ENTRY(a_gemm_refused_in_a_task_leaves_no_report))
+          TEST_ENTRY(a_gemm_refused_in_a_task_leaves_no_report),
+          TEST_ENTRY(a_task_registers_buffers_beside_the_caller))
