@@ -80,6 +80,9 @@ typedef struct poas__resident {
  * (0 or 1: every plan), and, after the window emptied that way, how many
  * runs are left before the device counts as back for good. */
 #define POAS__LEARN_WINDOW 5
+/* A plan times the host's hand-off state at most once in this many
+ * seconds (api/run.c, handoff_probe). */
+#define POAS__HANDOFF_PROBE_EVERY_S 0.02
 typedef struct poas__learned {
   int runs;
   int n;

@@ -92,11 +92,10 @@ static double handoff_shift_now(const poas_context *ctx, int i, poas_dtype dtype
  * 1.3-2.2x faster there), and runs on one thread cannot tell the state:
  * so a plan for a device whose models carry the slow state's term, and
  * whose calibration saw the round trip in a state, measures it first
- * (0.2 ms on the CI VM), at most once per HANDOFF_PROBE_EVERY_S:
+ * (0.2 ms on the CI VM), at most once per POAS__HANDOFF_PROBE_EVERY_S:
  * back-to-back calls then spend at most 1% of their time on it, and the
  * state lasts hundreds of milliseconds or more. Not while a GEMM runs on
  * the context, whose threads would be in the probe's way. */
-#define HANDOFF_PROBE_EVERY_S 0.02
 
 static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
   poas__device *d = ctx->devices.dev[i];
@@ -109,7 +108,7 @@ static void handoff_probe(poas_context *ctx, int i, poas_dtype dtype) {
     return;
   double now = poas__now(), ns = 0;
   if (!(ctx->handoff_probed_at[i] > 0) ||
-      now - ctx->handoff_probed_at[i] >= HANDOFF_PROBE_EVERY_S) {
+      now - ctx->handoff_probed_at[i] >= POAS__HANDOFF_PROBE_EVERY_S) {
     ns = d->be->handoff_latency(d);
     ctx->handoff_probed_at[i] = poas__now();
   }
