@@ -607,9 +607,17 @@ int poas_plan_gemm_call(poas_context *ctx, poas_dtype dtype, poas_layout layout,
  * registrations may overlap). A task that fails does not stop later ones:
  * they run once it has finished and see what it left (a failed GEMM may
  * have written part of C); poas_task_wait() on its handle reports the
- * error, or, for a task submitted without one, the next poas_wait_all(). A task must not wait for its own context's tasks:
- * poas_task_wait, poas_wait_all, poas_buffer_unregister, poas_sgemm and
- * poas_dgemm called from one return POAS_ESTATE at once. */
+ * error, or, for a task submitted without one, the next poas_wait_all().
+ * A task must not wait for its own context's tasks: poas_task_wait,
+ * poas_wait_all, poas_buffer_unregister, poas_sgemm and poas_dgemm called
+ * from one return POAS_ESTATE at once. It may register buffers, submit
+ * tasks and asynchronous GEMMs, and read poas_last_report(), while the
+ * caller does the same. An asynchronous GEMM may keep its C on a device
+ * for the next GEMM of a chain to read there; that copy serves the GEMMs
+ * submitted until the caller next returns from a wait. So write memory
+ * that asynchronous GEMMs wrote after such a wait, or in a task that
+ * declares the write: written after learning by other means that a GEMM
+ * finished, it may be read as it was by a GEMM submitted since. */
 
 /* A registered range of host memory. */
 typedef struct poas_buffer poas_buffer;
