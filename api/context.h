@@ -237,9 +237,9 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
  * there was: after a wait, one left by an asynchronous GEMM changed every
  * later plan and failed GEMMs that fit with POAS_ETOOBIG. */
 void poas__resident_drop_stale(poas_context *ctx, unsigned epoch);
-/* Device memory the copies on `device` that a GEMM of `epoch` may use
- * hold (its plan counts it as taken; the others are freed before it). */
-uint64_t poas__resident_bytes(poas_context *ctx, int device, unsigned epoch);
+/* Device memory the copies on `device` hold: a GEMM task's plan counts it
+ * as taken, once the dead are gone (poas__resident_drop_stale). */
+uint64_t poas__resident_bytes(poas_context *ctx, int device);
 /* After the run: keeps *kept when the run went through without a device
  * failing (failed == 0), frees it otherwise. */
 void poas__resident_finish(poas_context *ctx, poas__resident *kept, int failed);

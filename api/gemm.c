@@ -166,27 +166,22 @@ static int gemm_build(poas_context *ctx, const gemm_args *g, poas__gemm_problem 
 static int gemm_entry(poas_context *ctx, const gemm_args *g) {
   poas__gemm_problem p;
   int rc = gemm_build(ctx, g, &p);
-  if (rc) {
-    /* A call refused is a GEMM that failed: the report of the one before
-     * is not this one's. (An asynchronous call refused leaves the report
-     * alone: tasks still running set it when they end, so clearing it
-     * here would hold only until then.) */
-    if (ctx)
-      poas__report_set(ctx, NULL);
-    return rc;
-  }
   /* Outstanding tasks may touch these matrices: the synchronous call
    * comes after them. From one of those tasks it would wait for itself:
    * POAS_ESTATE, a call refused. With every task done, the device copies
    * asynchronous GEMMs left serve nobody any more: freed, they leave the
    * plan the room the synchronous call's plan, poas_plan_gemm_call's,
    * counts on. */
-  if (ctx->tasks) {
-    if ((rc = poas__tasks_wait_all(ctx->tasks)) != 0) {
-      poas__report_set(ctx, NULL);
-      return rc;
-    }
+  if (!rc && ctx->tasks && (rc = poas__tasks_wait_all(ctx->tasks)) == 0)
     poas__resident_drop_stale(ctx, poas__tasks_epoch(ctx->tasks));
+  if (rc) {
+    /* A call refused is a GEMM that failed: the report of the one before
+     * is not this one's. (An asynchronous call refused leaves the report
+     * alone: tasks still running set it when they end, so clearing it
+     * there would hold only until then.) */
+    if (ctx)
+      poas__report_set(ctx, NULL);
+    return rc;
   }
   return poas__gemm_run(ctx, &p);
 }

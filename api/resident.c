@@ -25,8 +25,10 @@
  *
  * Room: C is kept only when A, B and C together fit in half the device's
  * memory, and the copies on a device hold at most a quarter of it (older
- * ones not used by the run make room first); plans count what live copies
- * hold as taken (poas__resident_bytes). At most POAS__MAX_RESIDENT copies. */
+ * ones not used by the run make room first); a GEMM task's plan counts
+ * what copies hold as taken (poas__resident_bytes), and a synchronous
+ * call's nothing, since it frees them all first. At most
+ * POAS__MAX_RESIDENT copies. */
 #include "api/context.h"
 
 #include <stdlib.h>
@@ -104,11 +106,11 @@ void poas__resident_drop_stale(poas_context *ctx, unsigned epoch) {
   pthread_mutex_unlock(&ctx->resident_lock);
 }
 
-uint64_t poas__resident_bytes(poas_context *ctx, int device, unsigned epoch) {
+uint64_t poas__resident_bytes(poas_context *ctx, int device) {
   uint64_t held = 0;
   pthread_mutex_lock(&ctx->resident_lock);
   for (int i = 0; i < POAS__MAX_RESIDENT; i++)
-    if (ctx->resident[i].device == device && ctx->resident[i].epoch == epoch)
+    if (ctx->resident[i].device == device)
       held += held_bytes(&ctx->resident[i]);
   pthread_mutex_unlock(&ctx->resident_lock);
   return held;

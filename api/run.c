@@ -184,8 +184,10 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     uint64_t mem = info->memory_bytes;
     if (dm->memory_bytes > 0 && dm->memory_bytes < mem)
       mem = dm->memory_bytes;
-    /* Matrices kept on the device by earlier GEMM tasks take their room. */
-    uint64_t held = p->async ? poas__resident_bytes(ctx, i, p->epoch) : 0;
+    /* Matrices kept on the device by earlier GEMM tasks take their room
+     * from a GEMM task, whose run freed the dead ones before this plan; a
+     * synchronous call frees them all first (api/gemm.c). */
+    uint64_t held = p->async ? poas__resident_bytes(ctx, i) : 0;
     mem = mem > held ? mem - held : 0;
     out->dev[i] = (poas__opt_device){
         .id = info->id,
