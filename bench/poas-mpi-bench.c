@@ -602,18 +602,18 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
     /* Rank r ends its GEMM scatter + gemm after the barrier (its own
      * clock: MPI_Wtime is not one clock across hosts); what rank 0 waits
      * past the last of them is the gather. */
-    double end = t.scatter + t.gemm_wall, last_end = 0, slowest_in = 0;
-    double timed_end = t.scatter + t.gemm, last_timed_end = 0;
-    MPI_Reduce(&end, &last_end, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&timed_end, &last_timed_end, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&t.scatter, &slowest_in, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    gemm[r] = t.gemm, scatter[r] = slowest_in;
-    gather[r] = t.total - last_end;
+    /* The latest of each over the ranks, in one reduction: the GEMM's end
+     * on the wall clock and in the GEMM's own time (virtual for a
+     * simulated one), and the scatter. */
+    double mine[3] = {t.scatter + t.gemm_wall, t.scatter + t.gemm, t.scatter}, last[3] = {0};
+    MPI_Reduce(mine, last, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    gemm[r] = t.gemm, scatter[r] = last[2];
+    gather[r] = t.total - last[0];
     /* The whole: the last GEMM's end in the GEMMs' own time, then the
      * gather. The same as the wall clock's t.total for real devices; for
      * simulated ones, whose GEMMs take virtual time, the wall clock's
      * total once stood for it (a 271 s compute ended to end in 1.2 s). */
-    total[r] = last_timed_end + gather[r];
+    total[r] = last[1] + gather[r];
     my_predicted = t.predicted;
   }
   double my_gemm = out->count[rank] ? bench_median(gemm, (int)o->repeat) : 0;
