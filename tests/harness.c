@@ -61,14 +61,19 @@ int test_run_all(const test_entry *tests, size_t n, int argc, char **argv) {
   return passed == 0 && skipped > 0 ? TEST_SKIP : 0;
 }
 
-poas_context *test_open(const char *devices) {
+static poas_context *open_with(const char *devices, int no_adapt) {
   poas_options o;
   poas_options_init(&o);
   o.devices = devices;
   o.no_profile = 1;
+  o.no_adapt = no_adapt;
   poas_context *ctx = NULL;
   return poas_init(&ctx, &o) == 0 ? ctx : NULL;
 }
+
+poas_context *test_open(const char *devices) { return open_with(devices, 0); }
+
+poas_context *test_open_unlearning(const char *devices) { return open_with(devices, 1); }
 
 const char *test_tmp_path(const char *name) {
   static char dir[64], path[256];

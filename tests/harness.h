@@ -69,6 +69,9 @@ int test_run_all(const test_entry *tests, size_t n, int argc, char **argv);
 /* A context on `devices` (NULL: every device) with built-in models and no
  * profile; NULL when poas_init fails (poas_error_detail() says why). */
 poas_context *test_open(const char *devices);
+/* As test_open, with learning from runs off (POAS_ADAPT=0): every plan as
+ * the models say. */
+poas_context *test_open_unlearning(const char *devices);
 /* Binds the calling thread to the last online CPU alone, as mpirun or
  * taskset binds a process to part of the machine, and returns its binding
  * before (to hand to test_restore_cpus); NULL, with nothing changed, when

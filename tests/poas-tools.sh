@@ -134,13 +134,8 @@ tools_dir=$(dirname "$info")
 for tool in "$tools_dir/poas-info" "$tools_dir/poas-plan" "$tools_dir/poas-demo" \
             "$tools_dir/poas-calibrate" "${top_builddir:-.}/bench/poas-bench"; do
   command -v python3 >/dev/null 2>&1 || break
-  python3 - "$tmp/err" "$tool" --version <<'PYEOF' >"$tmp/rc" || fail "python3: $(cat "$tmp/err")"
-import os, subprocess, sys
-r, w = os.pipe()
-os.close(r)
-with open(sys.argv[1], "w") as err:
-    print(subprocess.run(sys.argv[2:], stdout=w, stderr=err).returncode)
-PYEOF
+  python3 "${top_srcdir:-.}/tests/closed-pipe.py" "$tmp/err" "$tool" --version >"$tmp/rc" ||
+    fail "python3: $(cat "$tmp/err")"
   [ "$(cat "$tmp/rc")" -eq 1 ] && grep -q ": cannot write the output: Broken pipe$" "$tmp/err" ||
     fail "$tool --version to a reader gone: exit $(cat "$tmp/rc"), $(cat "$tmp/err")"
   "$tool" --version >&- 2>"$tmp/err"

@@ -10,6 +10,7 @@ set -u
 builddir=${top_builddir:-.}
 bench=$(cd "$builddir" && pwd)/bench/poas-bench
 accuracy=$(cd "$builddir" && pwd)/bench/accuracy
+closed_pipe=$(cd "${top_srcdir:-.}" && pwd)/tests/closed-pipe.py
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is needed to parse the output"; exit 77; }
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -606,17 +607,8 @@ if [ $rc -ne 1 ] || ! grep -q "^poas-bench: cannot write the output: Bad file de
   echo "FAIL: a closed stdout gave $rc: $(cat "$tmp/err"); the CSV: $(cat "$tmp/c.csv")"
   exit 1
 fi
-# The pipe's reading end is closed before the run starts, so that every
-# write meets it gone (a reader that exits on its own is a race).
-rc=$(python3 - "$tmp/err" "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none \
-  --csv "$tmp/p.csv" <<'PYEOF'
-import os, subprocess, sys
-r, w = os.pipe()
-os.close(r)
-with open(sys.argv[1], "w") as err:
-    print(subprocess.run(sys.argv[2:], stdout=w, stderr=err).returncode)
-PYEOF
-)
+rc=$(python3 "$closed_pipe" "$tmp/err" "$bench" gemm --sizes 64 --repeat 1 --devices sim \
+  --baselines none --csv "$tmp/p.csv")
 if [ "$rc" -ne 1 ] || ! grep -q "^poas-bench: cannot write the output: Broken pipe$" "$tmp/err" ||
    [ "$(find "$tmp" -name 'p.csv.*.tmp' | wc -l)" -ne 0 ]; then
   echo "FAIL: a reader gone gave $rc: $(cat "$tmp/err"); $(ls "$tmp")"

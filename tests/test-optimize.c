@@ -161,13 +161,8 @@ TEST(the_device_kept_alone_is_the_fastest) {
   static const char *const fast[] = {"sim1", "sim0"};
   double makespan[2];
   for (int i = 0; i < 2; i++) {
-    poas_options o;
-    poas_options_init(&o);
-    o.devices = order[i];
-    o.no_profile = 1;
-    o.no_adapt = 1;
-    poas_context *ctx = NULL;
-    CHECK_OK(poas_init(&ctx, &o));
+    poas_context *ctx = test_open_unlearning(order[i]);
+    CHECK(ctx);
     poas_plan plan;
     CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
                                  64, 64, 64, 1, 0, &plan));
@@ -471,13 +466,9 @@ TEST(plans_predict_what_their_policy_runs) {
  * report predicts the plan's makespan); poas_plan_gemm is the beta != 0
  * plan. Two sims with their own memory, learning off. */
 TEST(plan_gemm_call_plans_the_call) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "sim:rate=1e11:latency=0:bandwidth=1e10,sim:rate=4.4e10:latency=0:bandwidth=1e10";
-  o.no_profile = 1;
-  o.no_adapt = 1;
-  poas_context *ctx = NULL;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = test_open_unlearning(
+      "sim:rate=1e11:latency=0:bandwidth=1e10,sim:rate=4.4e10:latency=0:bandwidth=1e10");
+  CHECK(ctx);
   enum { M = 1536, N = 1024, K = 512 };
   static float a[M * K], b[K * N], c[M * N];
   poas_plan plan[2], legacy;

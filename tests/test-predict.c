@@ -1202,26 +1202,8 @@ TEST(the_slow_state_runs_thin_calls_on_one_thread) {
  * virtual time, under what runs teach a factor from, so the term alone
  * moves the plan. With `roundtrip` (ns) the sim reports that cache-line
  * round trip between its cores, and plans take the state it is nearer
- * before any run (the profile's are 50 ns quick and 300 slow). */
-static int handoff_runs_once(const char *path, int adapt, int slowdown, int roundtrip,
-                             double *first_err, double *last_err, double *took_s);
-
-/* The runs below are a sim's: they take virtual time, and microseconds
- * of the wall clock, so that only the first plan times the round trip
- * (at most once per POAS__HANDOFF_PROBE_EVERY_S) and the runs after it
- * move the state, as they do on a host between its probes. On a machine
- * too busy to make the six calls within that time, plans probed again
- * and the checks read another case (a busy CI run once failed so): the
- * calls are then made again, on a new context. */
-static int handoff_runs(const char *path, int adapt, int slowdown, int roundtrip,
-                        double *first_err, double *last_err) {
-  int rc = 0;
-  double took = INFINITY;
-  for (int attempt = 0; !rc && attempt < 20 && !(took < POAS__HANDOFF_PROBE_EVERY_S); attempt++)
-    rc = handoff_runs_once(path, adapt, slowdown, roundtrip, first_err, last_err, &took);
-  return rc ? rc : took < POAS__HANDOFF_PROBE_EVERY_S ? 0 : POAS_ESTATE;
-}
-
+ * before any run (the profile's are 50 ns quick and 300 slow). *took_s
+ * gets the wall-clock seconds the six calls took. */
 static int handoff_runs_once(const char *path, int adapt, int slowdown, int roundtrip,
                              double *first_err, double *last_err, double *took_s) {
   char devs[400];
@@ -1254,6 +1236,22 @@ static int handoff_runs_once(const char *path, int adapt, int slowdown, int roun
   free(A), free(B), free(C);
   poas_finalize(ctx);
   return rc;
+}
+
+/* The runs above are a sim's: they take virtual time, and microseconds
+ * of the wall clock, so that only the first plan times the round trip
+ * (at most once per POAS__HANDOFF_PROBE_EVERY_S) and the runs after it
+ * move the state, as they do on a host between its probes. On a machine
+ * too busy to make the six calls within that time, plans probed again
+ * and the checks read another case (a busy CI run once failed so): the
+ * calls are then made again, on a new context. */
+static int handoff_runs(const char *path, int adapt, int slowdown, int roundtrip,
+                        double *first_err, double *last_err) {
+  int rc = 0;
+  double took = INFINITY;
+  for (int attempt = 0; !rc && attempt < 20 && !(took < POAS__HANDOFF_PROBE_EVERY_S); attempt++)
+    rc = handoff_runs_once(path, adapt, slowdown, roundtrip, first_err, last_err, &took);
+  return rc ? rc : took < POAS__HANDOFF_PROBE_EVERY_S ? 0 : POAS_ESTATE;
 }
 
 TEST(runs_follow_the_host_into_the_other_hand_off_state) {

@@ -621,13 +621,8 @@ TEST(task_cannot_wait_for_its_context) {
  * poas_plan_gemm_call planned 600^3 in 4 tiles instead of 1, with the
  * same profile and learning off. */
 TEST(a_copy_left_on_a_device_gives_its_room_back_after_a_wait) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "sim:memory=8Mi";
-  o.no_profile = 1;
-  o.no_adapt = 1;
-  poas_context *ctx = NULL;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = test_open_unlearning("sim:memory=8Mi");
+  CHECK(ctx);
   enum { N = 1300, S = 512, P = 600 };
   float *A = calloc((size_t)N * N, sizeof *A), *B = calloc((size_t)N * N, sizeof *B),
         *C = calloc((size_t)N * N, sizeof *C), *D = calloc((size_t)S * S, sizeof *D);
@@ -661,20 +656,22 @@ TEST(a_copy_left_on_a_device_gives_its_room_back_after_a_wait) {
 /* A synchronous GEMM refused from inside a task (it would wait for
  * itself) is a GEMM refused: poas_last_report then has no report, where
  * it once returned the GEMM's before. */
+static int sgemm_4x4(poas_context *ctx) {
+  static float a[16], b[16], c[16];
+  return poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1, a, 4, b, 4, 0,
+                    c, 4);
+}
+
 static void sync_gemm_fn(void **buffers, void *arg) {
   (void)buffers;
   nested_arg *n = arg;
-  static float a[16], b[16], c[16];
-  n->gemm_rc = poas_sgemm(n->ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1, a, 4,
-                          b, 4, 0, c, 4);
+  n->gemm_rc = sgemm_4x4(n->ctx);
 }
 
 TEST(a_gemm_refused_in_a_task_leaves_no_report) {
   poas_context *ctx = test_open("sim");
   CHECK(ctx);
-  static float a[16], b[16], c[16];
-  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1, a, 4, b, 4, 0,
-                      c, 4));
+  CHECK_OK(sgemm_4x4(ctx));
   poas_report r;
   CHECK_OK(poas_last_report(ctx, &r));
   nested_arg n = {.ctx = ctx};
