@@ -1,6 +1,7 @@
 /* context.c: poas_init / poas_finalize and the device queries. Settings
  * come from poas_options first, then the environment, then defaults. */
 #include "api/context.h"
+#include "schedule/schedule.h"
 #include "schedule/tasks.h"
 
 #include <errno.h>
@@ -25,6 +26,20 @@ static const char *setting(const char *explicit_value, const char *env_name) {
     return explicit_value;
   const char *env = getenv(env_name);
   return env && *env ? env : NULL;
+}
+
+/* POAS_ADAPT: "0" turns learning from runs off, "1" leaves it on, as when
+ * unset. Anything else is refused, as an unknown POAS_SCHED is: "off" or
+ * "no" once left learning on without a word. */
+static int parse_adapt(const char *text, int *off) {
+  if (!text || strcmp(text, "1") == 0)
+    *off = 0;
+  else if (strcmp(text, "0") == 0)
+    *off = 1;
+  else
+    return poas__fail(POAS_EINVAL, "POAS_ADAPT='%s': expected 0 (learning off) or 1 (on)",
+                      text);
+  return 0;
 }
 
 static int parse_policy(const char *text, poas__policy *out) {
@@ -81,12 +96,18 @@ int poas_init(poas_context **out, const poas_options *opts) {
   pthread_mutex_init(&ctx->handoff_probe_lock, NULL);
   pthread_mutex_init(&ctx->report_lock, NULL);
   pthread_mutex_init(&ctx->buffers_lock, NULL);
-  const char *adapt = getenv("POAS_ADAPT");
-  ctx->adapt_off = opts->no_adapt || (adapt && strcmp(adapt, "0") == 0);
+  int adapt_env_off = 0;
+  int rc = parse_adapt(setting(NULL, "POAS_ADAPT"), &adapt_env_off);
+  if (rc)
+    goto fail_ctx;
+  ctx->adapt_off = opts->no_adapt || adapt_env_off;
   poas__adapt_reset(ctx);
   const char *sched = setting(opts->sched, "POAS_SCHED");
-  int rc = parse_policy(sched ? sched : "guided", &ctx->sched);
-  if (rc)
+  if ((rc = parse_policy(sched ? sched : "guided", &ctx->sched)) != 0)
+    goto fail_ctx;
+  /* Each run reads POAS_FAULT again (a test may set it between GEMMs), but
+   * a malformed one fails here, not at the first GEMM. */
+  if ((rc = poas__fault_parse(setting(NULL, "POAS_FAULT"), NULL, NULL)) != 0)
     goto fail_ctx;
   const char *trace = setting(opts->trace, "POAS_TRACE");
   if (trace && (rc = check_trace(trace)) != 0)

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The level is the process's, as stderr is: the most verbose of
  * POAS_LOG's and those asked for by whoever holds one now (a context
@@ -29,11 +30,25 @@ void poas__log_release(int level) {
   pthread_mutex_unlock(&log_lock);
 }
 
-/* POAS_LOG's level; log_lock held. */
+/* POAS_LOG's level; log_lock held. One that is not a number leaves the
+ * library silent, and says so once per value: whoever set it asked for
+ * messages, and "debug" or " 1" used to give none without a word. */
 static int read_env_level(void) {
+  static char told[64];
   const char *env = getenv("POAS_LOG");
   int64_t v = 0;
-  return (env && poas__parse_int64(env, 0, &v) == 0) ? clamp_level((int)POAS__MIN(v, 3)) : 0;
+  if (!env || !*env)
+    return 0;
+  if (poas__parse_int64(env, 0, &v) == 0)
+    return clamp_level((int)POAS__MIN(v, 3));
+  if (strncmp(told, env, sizeof told - 1) != 0) {
+    poas__strlcpy(told, env, sizeof told);
+    fprintf(stderr,
+            "poas: POAS_LOG='%s' is not a level (0 silent, 1 warnings, 2 info, 3 debug): "
+            "logging stays off\n",
+            env);
+  }
+  return 0;
 }
 
 /* poas_init reads every other variable again, and POAS_LOG with them: a

@@ -136,7 +136,8 @@ typedef struct poas_options {
    * print at the most verbose of POAS_LOG's level and those of the live
    * contexts that set one; poas_finalize gives its level up. */
   int log_level;
-  /* Plan with the calibrated models only (also POAS_ADAPT=0). By default a
+  /* Plan with the calibrated models only (also POAS_ADAPT=0; 1 or unset:
+   * learn). By default a
    * context learns from its runs how much slower or faster than its models
    * each device really runs, and plans and predicts with the models scaled
    * by that; calibration resets what it learned. */
@@ -151,7 +152,11 @@ void poas_options_init(poas_options *opts);
  * left untouched. A device that fails at start-up is left out with a warning
  * unless the selection names it explicitly, in which case it is an error.
  * A trace file that cannot be written is POAS_EIO, the detail naming it
- * and why. */
+ * and why. A setting the environment gives in a form it cannot take
+ * (POAS_SCHED, POAS_ADAPT other than 0 or 1, POAS_FAULT not
+ * ID:after=N,...) is POAS_EINVAL, the detail naming the variable; a
+ * POAS_LOG that is no level leaves the library silent, and poas_init says
+ * so on stderr, once per value. */
 int poas_init(poas_context **ctx, const poas_options *opts);
 /* Destroys a context; NULL is allowed. Called from one of the context's
  * own tasks it is ignored, with a warning (it would wait for itself). */

@@ -58,21 +58,28 @@ double poas__engine_clock(const poas__engine *e, int device) {
 /* ------------------------------------------------------------------ faults */
 
 int poas__fault_parse(const char *spec, const poas__devset *set, int64_t after[]) {
-  for (int i = 0; i < POAS_MAX_DEVICES; i++)
+  for (int i = 0; after && i < POAS_MAX_DEVICES; i++)
     after[i] = -1;
   if (!spec || !*spec)
     return 0;
   char buf[512];
   if (strlen(spec) >= sizeof buf)
-    return poas__fail(POAS_EINVAL, "POAS_FAULT too long");
+    return poas__fail(POAS_EINVAL, "POAS_FAULT too long (at most %zu characters)",
+                      sizeof buf - 1);
   poas__strlcpy(buf, spec, sizeof buf);
   char *save = NULL;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     char *colon = strchr(tok, ':');
     int64_t n;
-    if (!colon || strncmp(colon + 1, "after=", 6) != 0 || poas__parse_int64(colon + 7, 0, &n))
-      return poas__fail(POAS_EINVAL, "POAS_FAULT: bad entry '%s' (expected ID:after=N)", tok);
+    if (!colon || colon == tok || strncmp(colon + 1, "after=", 6) != 0 ||
+        poas__parse_int64(colon + 7, 0, &n) || n < 0)
+      return poas__fail(POAS_EINVAL,
+                        "POAS_FAULT: bad entry '%s' (expected ID:after=N, N an operation "
+                        "number from 0)",
+                        tok);
     *colon = '\0';
+    if (!set)
+      continue;
     int found = 0;
     for (int i = 0; i < set->ndev; i++)
       if (strcmp(set->dev[i]->info.id, tok) == 0)

@@ -147,10 +147,6 @@ typedef struct poas__engine_config {
   const char *fault_spec; /* "ID:after=N[,ID:after=N]" or NULL */
 } poas__engine_config;
 
-/* Parses a fault spec against a device set into after[i] (-1: none).
- * POAS_EINVAL with a message naming the bad entry. */
-int poas__fault_parse(const char *spec, const poas__devset *set, int64_t after[]);
-
 int poas__engine_create(const poas__devset *set, const poas__engine_config *cfg,
                         poas__engine **out);
 /* Waits for every node, stops and joins the workers, releases device

@@ -17,6 +17,13 @@ typedef enum poas__policy {
 int poas__policy_parse(const char *text, poas__policy *out);
 const char *poas__policy_name(poas__policy p);
 
+/* Parses a fault spec ("ID:after=N[,ID:after=N]", POAS_FAULT) against a
+ * device set into after[i] (-1: none), warning of an ID not in the set.
+ * With set NULL (after may be NULL too) it checks the form alone, as
+ * poas_init does, so that a malformed POAS_FAULT fails at once instead of
+ * at the first GEMM. POAS_EINVAL with a message naming the bad entry. */
+int poas__fault_parse(const char *spec, const poas__devset *set, int64_t after[]);
+
 typedef struct poas__sched_config {
   poas__policy policy;
   const char *trace_path;         /* Chrome trace output, or NULL */

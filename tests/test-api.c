@@ -384,22 +384,38 @@ TEST(errors_leave_no_stale_detail) {
   return 0;
 }
 
+/* What the code between stderr_begin and stderr_end prints to stderr:
+ * the text, in buf. */
+typedef struct stderr_capture {
+  FILE *log;
+  int saved;
+} stderr_capture;
+
+static stderr_capture stderr_begin(void) {
+  stderr_capture c = {tmpfile(), -1};
+  fflush(stderr);
+  c.saved = dup(STDERR_FILENO);
+  dup2(fileno(c.log), STDERR_FILENO);
+  return c;
+}
+
+static void stderr_end(stderr_capture c, char *buf, size_t cap) {
+  fflush(stderr);
+  dup2(c.saved, STDERR_FILENO);
+  close(c.saved);
+  rewind(c.log);
+  size_t got = fread(buf, 1, cap - 1, c.log);
+  buf[got] = '\0';
+  fclose(c.log);
+}
+
 /* What a failing call prints to stderr: the text, in buf. */
 static void stderr_of_failing_call(poas_context *ctx, char *buf, size_t cap) {
-  FILE *log = tmpfile();
-  fflush(stderr);
-  int saved = dup(STDERR_FILENO);
-  dup2(fileno(log), STDERR_FILENO);
+  stderr_capture c = stderr_begin();
   float x = 0;
   poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1, 1, 1, 1, &x, 0, &x, 1, 0, &x,
              1); /* lda 0: refused, which warns where warnings print */
-  fflush(stderr);
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  rewind(log);
-  size_t got = fread(buf, 1, cap - 1, log);
-  buf[got] = '\0';
-  fclose(log);
+  stderr_end(c, buf, cap);
 }
 
 /* A context's log level prints messages while it lives, and gives its
@@ -460,13 +476,17 @@ TEST(a_contexts_log_level_ends_with_it) {
    * contexts' own levels. */
   static const struct {
     const char *env;
-    int level;
-  } levels[] = {{"2", 2}, {" 1", 0}, {"1x", 0}, {".9e1", 3}, {"0", 0}};
+    int level, named; /* named: poas_init says it is no level */
+  } levels[] = {{"2", 2, 0}, {" 1", 0, 1}, {"1x", 0, 1}, {".9e1", 3, 0}, {"0", 0, 0}};
   for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
     setenv("POAS_LOG", levels[i].env, 1);
+    stderr_capture c = stderr_begin();
     heard = test_open("cpu");
+    stderr_end(c, text, sizeof text);
     unsetenv("POAS_LOG");
     CHECK(heard);
+    CHECK_MSG(!!strstr(text, "is not a level") == levels[i].named,
+              "POAS_LOG='%s': init printed '%s'", levels[i].env, text);
     CHECK_MSG(poas_log_level() == levels[i].level, "POAS_LOG='%s': level %d", levels[i].env,
               poas_log_level());
     stderr_of_failing_call(heard, text, sizeof text);
@@ -481,6 +501,69 @@ TEST(a_contexts_log_level_ends_with_it) {
   poas_finalize(loud);
   CHECK(poas_log_level() == 0);
   poas_finalize(quiet);
+  return 0;
+}
+
+/* Settings from the environment that are not what they may be fail
+ * poas_init, naming the variable, as an unknown POAS_SCHED does:
+ * POAS_ADAPT=off once left learning on, and a malformed POAS_FAULT failed
+ * only the first GEMM. A POAS_LOG that is no level cannot fail a program
+ * over its messages: the library stays silent and says so, once. */
+TEST(malformed_settings_are_named_at_init) {
+  static const struct {
+    const char *var, *value, *says;
+  } bad[] = {{"POAS_ADAPT", "off", "POAS_ADAPT='off'"},
+             {"POAS_ADAPT", " 0", "POAS_ADAPT=' 0'"},
+             {"POAS_FAULT", "sim0", "bad entry 'sim0'"},
+             {"POAS_FAULT", "sim0:after=x", "bad entry 'sim0:after=x'"},
+             {"POAS_FAULT", "sim0:after=-1", "bad entry 'sim0:after=-1'"},
+             {"POAS_FAULT", ":after=1", "bad entry ':after=1'"},
+             {"POAS_FAULT", "sim0:after=1,sim1", "bad entry 'sim1'"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    setenv(bad[i].var, bad[i].value, 1);
+    poas_context *ctx = NULL;
+    poas_options o;
+    poas_options_init(&o);
+    o.devices = "sim";
+    int rc = poas_init(&ctx, &o);
+    unsetenv(bad[i].var);
+    CHECK_MSG(rc == POAS_EINVAL && !ctx && strstr(poas_error_detail(), bad[i].says),
+              "%s='%s': %s (%s)", bad[i].var, bad[i].value, poas_err_name(rc),
+              poas_error_detail());
+  }
+  /* What they may be. */
+  static const char *const good[][2] = {{"POAS_ADAPT", "0"}, {"POAS_ADAPT", "1"},
+                                        {"POAS_ADAPT", ""},  {"POAS_FAULT", "sim0:after=3"},
+                                        {"POAS_FAULT", "sim7:after=0,sim0:after=2"}};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    setenv(good[i][0], good[i][1], 1);
+    poas_context *ctx = test_open("sim");
+    unsetenv(good[i][0]);
+    CHECK_MSG(ctx, "%s='%s': %s", good[i][0], good[i][1], poas_error_detail());
+    poas_finalize(ctx);
+  }
+  const char *env = getenv("POAS_LOG");
+  char *saved = env ? strdup(env) : NULL;
+  char text[1024];
+  for (int round = 0; round < 2; round++) {
+    setenv("POAS_LOG", "debug", 1);
+    stderr_capture c = stderr_begin();
+    poas_context *ctx = test_open("sim");
+    stderr_end(c, text, sizeof text);
+    CHECK(ctx);
+    CHECK(poas_log_level() == 0);
+    poas_finalize(ctx);
+    if (round == 0)
+      CHECK_MSG(strstr(text, "POAS_LOG='debug' is not a level") && strstr(text, "stays off"),
+                "POAS_LOG=debug: printed '%s'", text);
+    else /* once per value */
+      CHECK_MSG(!strstr(text, "POAS_LOG"), "POAS_LOG=debug again: printed '%s'", text);
+  }
+  if (saved)
+    setenv("POAS_LOG", saved, 1);
+  else
+    unsetenv("POAS_LOG");
+  free(saved);
   return 0;
 }
 
@@ -898,6 +981,7 @@ TEST(calibration_says_how_long_building_kernels_took) {
 }
 
 TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail),
+          TEST_ENTRY(malformed_settings_are_named_at_init),
           TEST_ENTRY(empty_options_take_the_environment),
           TEST_ENTRY(a_failed_gemm_leaves_no_report), TEST_ENTRY(a_contexts_log_level_ends_with_it),
           TEST_ENTRY(device_queries), TEST_ENTRY(simulated_split_runs_as_planned),
