@@ -469,8 +469,12 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
 
 /* Predicted seconds for a column-major GEMM of this shape on device
  * `device` (an index as for poas_device_get) with the operands already in
- * its memory: the cost of one chunk as the planner sees it. 0 for an
- * empty C. Errors: POAS_ENULL, POAS_ERANGE (device), POAS_EDTYPE, POAS_EOP,
+ * its memory: the cost of one chunk by the device's calibrated model (or
+ * its estimate), as the profile gives it. What the context learned from
+ * its runs is not applied (a plan's times are scaled by each device's
+ * `learned` factor and the host's hand-off state; poas_plan_gemm_call
+ * gives those), so the same profile always gives the same answer. 0 for
+ * an empty C. Errors: POAS_ENULL, POAS_ERANGE (device), POAS_EDTYPE, POAS_EOP,
  * POAS_ESIZE (negative size), POAS_EINVAL (sizes whose matrices' bytes
  * overflow 64 bits, as for the GEMM calls). */
 int poas_predict_gemm(const poas_context *ctx, int device, poas_dtype dtype, poas_op transa,
