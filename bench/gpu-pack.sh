@@ -4,7 +4,8 @@
 # CUDA backend (build-gpu/, packed as .gpu/build-gpu.tar.xz, since libtool's
 # wrapper scripts would point at this machine's paths) and the shared
 # libraries it loads that such a machine lacks (.gpu/lib.tar.xz). Both
-# folders are build outputs: keep them out of git (.git/info/exclude).
+# folders are build outputs, which .gitignore keeps out of git: the device
+# tool takes .gpu only when named in its carry.
 # Then, with the device tool: carry .gpu and run `bench/gpu-run.sh STAGE...`.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
