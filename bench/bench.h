@@ -140,7 +140,7 @@ double bench_error_bound(poas_dtype dtype, int64_t n, int64_t k);
 /* The output sinks of a run. `table` is stdout, or stderr under --json. */
 typedef struct bench_output {
   FILE *table;
-  FILE *csv;
+  struct bench_file *csv;
   int json;
   int csv_err;   /* the errno of the CSV's first failed write, or 0 */
   int table_err; /* the same for the table */
@@ -169,8 +169,16 @@ typedef struct bench_file {
 /* Opens the new file of an output named `path`: 0, or -1 with the reason
  * in `why` (the path is the caller's to name), nothing made. A path that
  * exists and is not a regular file (a directory, a FIFO, a device) is
- * refused. A signal that ends the program removes the new file. */
+ * refused. A signal that ends the program removes the new file, unless
+ * bench_file_keep_partial said what of it to keep. */
 int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap);
+/* Marks what bf has written so far, `rows` rows flushed whole, as worth
+ * keeping: a signal that ends the program from now on (SIGINT, SIGTERM,
+ * SIGHUP) moves the new file, cut back to those rows, to TARGET.partial,
+ * and says so on stderr, instead of removing it. The file at the target
+ * stays as it was. A long run stopped by hand thus keeps the sizes it
+ * finished; they were lost with the new file before. */
+void bench_file_keep_partial(bench_file *bf, int rows);
 /* Closes bf->f and, unless that or an earlier write failed (`err`, its
  * errno, or 0), renames the new file over the target (or, where the
  * target may be written but not replaced, copies it over): 0; else

@@ -138,9 +138,11 @@ static void usage(FILE *f) {
              "machine without gnuplot.\n\n"
              "The CSV and the plot are written into new files beside their paths, which\n"
              "take their place when the run ends, so that a run that fails or is stopped\n"
-             "leaves earlier ones as they were. A path is followed through its symbolic\n"
-             "links, and what it names must be a regular file or nothing yet: a\n"
-             "directory, a FIFO or a device (/dev/null too) is refused before the run.\n\n"
+             "leaves earlier ones as they were; one stopped by a signal (Ctrl-C) keeps\n"
+             "the rows of the sizes it finished in CSV.partial. A path is followed\n"
+             "through its symbolic links, and what it names must be a regular file or\n"
+             "nothing yet: a directory, a FIFO or a device (/dev/null too) is refused\n"
+             "before the run.\n\n"
              "The profile is --profile's, else POAS_PROFILE's, else the default path; one\n"
              "that either names and that cannot be read (missing, not a profile) is an\n"
              "error.\n\n"
@@ -963,8 +965,10 @@ static void run_shape(bench *b, shape s, poas_dtype dtype, bench_output *out) {
     fprintf(stderr, "\r\033[K");
   int err = bench_table_rows(out->table, b->rows + first, b->nrows - first);
   out->table_err = out->table_err ? out->table_err : err;
-  err = bench_csv_rows(out->csv, b->rows + first, b->nrows - first);
+  err = bench_csv_rows(out->csv->f, b->rows + first, b->nrows - first);
   out->csv_err = out->csv_err ? out->csv_err : err;
+  if (!out->csv_err) /* a stop from here on keeps them */
+    bench_file_keep_partial(out->csv, b->nrows);
 }
 
 /* --------------------------------------------------------------- main */
@@ -1103,7 +1107,7 @@ static int gemm_main(int argc, char **argv) {
     close_all(&b);
     return 1;
   }
-  bench_output out = {b.o.json ? stderr : stdout, csv.f, b.o.json, 0, 0};
+  bench_output out = {b.o.json ? stderr : stdout, &csv, b.o.json, 0, 0};
   b.tty = isatty(STDERR_FILENO);
   int nrows = b.o.nshapes * b.o.ndtypes * (b.nsets + b.nbl);
   b.nsteps = nrows * (b.o.repeat + 1);
@@ -1115,7 +1119,7 @@ static int gemm_main(int argc, char **argv) {
     return 1;
   }
   /* A CSV that takes no header (a full disk) would take no rows either. */
-  if ((err = bench_csv_header(out.csv)) != 0) {
+  if ((err = bench_csv_header(out.csv->f)) != 0) {
     close_all(&b);
     close_csv(&csv, csv_path, err);
     free(b.rows);

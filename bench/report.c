@@ -355,12 +355,24 @@ static int can_make_temp(const char *target) {
 
 /* The new file being written, which a signal that ends the program
  * removes, so that a stopped run leaves nothing beside the file it was to
- * replace. */
+ * replace; or, once bench_file_keep_partial has marked rows in it, moves
+ * to keep_name, cut back to keep_bytes (a row half written when the
+ * signal came goes), saying keep_msg. All set before `keep`, so that the
+ * handler, which may only make async-signal-safe calls, finds them whole. */
 static const char *volatile pending;
+static volatile sig_atomic_t keep;
+static int keep_fd = -1;
+static off_t keep_bytes;
+static char keep_name[PATH_MAX + 16], keep_msg[PATH_MAX + 128];
+static size_t keep_msg_len;
 
 static void remove_pending(int sig) {
-  if (pending)
+  int saved = errno;
+  if (pending && keep && ftruncate(keep_fd, keep_bytes) == 0 && rename(pending, keep_name) == 0)
+    (void)!write(STDERR_FILENO, keep_msg, keep_msg_len);
+  else if (pending)
     unlink(pending);
+  errno = saved;
   raise(sig); /* its disposition is the default again (SA_RESETHAND) */
 }
 
@@ -368,6 +380,7 @@ static void remove_pending(int sig) {
  * when the program started (nohup's SIGHUP) stay ignored. */
 static void set_pending(const char *tmp) {
   static const int signals[] = {SIGHUP, SIGINT, SIGTERM};
+  keep = 0;
   pending = tmp;
   for (size_t i = 0; tmp && i < sizeof signals / sizeof *signals; i++) {
     struct sigaction old, sa;
@@ -393,6 +406,26 @@ int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap) {
   }
   set_pending(bf->tmp);
   return 0;
+}
+
+void bench_file_keep_partial(bench_file *bf, int rows) {
+  off_t at = ftello(bf->f);
+  if (pending != bf->tmp || at < 0 || fflush(bf->f) != 0)
+    return;
+  keep = 0;
+  keep_fd = fileno(bf->f);
+  keep_bytes = at;
+  if ((size_t)snprintf(keep_name, sizeof keep_name, "%s.partial", bf->target) >=
+      sizeof keep_name)
+    return; /* no name to keep it under: removed, as before */
+  struct stat st;
+  int earlier = stat(bf->target, &st) == 0;
+  int len = snprintf(keep_msg, sizeof keep_msg,
+                     "\npoas-bench: stopped: the %d rows finished are kept in %s%s%s%s\n", rows,
+                     keep_name, earlier ? " (" : "", earlier ? bf->target : "",
+                     earlier ? " is left as it was)" : "");
+  keep_msg_len = len < 0 ? 0 : (size_t)len < sizeof keep_msg ? (size_t)len : sizeof keep_msg - 1;
+  keep = 1;
 }
 
 /* Copies the file `from` over the regular file `to`, truncating it: 0, or

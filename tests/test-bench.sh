@@ -616,6 +616,49 @@ if [ "$rc" -ne 1 ] || ! grep -q "^poas-bench: cannot write the output: Broken pi
 fi
 echo "a closed stdout and a reader gone: ok"
 
+# A run stopped by a signal keeps the rows of the sizes it finished in
+# CSV.partial, and leaves the CSV it was to replace as it was (a long run
+# stopped by hand lost them all); stopped before any size finished, it
+# leaves nothing. SIGTERM: a shell's background job ignores SIGINT.
+new_rows() { # the lines of the run's new CSV file, once there is one
+  for f in "$tmp"/s.csv.*.tmp; do [ -f "$f" ] && wc -l <"$f" && return; done
+  echo 0
+}
+stop_after_lines() { # runs poas-bench on $2..., stops it once its new CSV holds $1 lines
+  local want=$1 i
+  shift
+  echo earlier >"$tmp/s.csv"
+  rm -f "$tmp/s.csv.partial"
+  "$bench" gemm --devices cpu --repeat 4 --baselines none --csv "$tmp/s.csv" "$@" \
+    >/dev/null 2>"$tmp/err" &
+  local pid=$!
+  for i in $(seq 1200); do
+    [ "$(new_rows)" -ge "$want" ] && break
+    sleep 0.05
+  done
+  kill -TERM $pid
+  wait $pid
+}
+stop_after_lines 2 --sizes 64,2048,2048
+rc=$?
+if [ $rc -ne 143 ] || [ "$(cat "$tmp/s.csv")" != earlier ] ||
+   [ "$(sed -n 2p "$tmp/s.csv.partial" | cut -d, -f1-5)" != "64,64,64,s,cpu0" ] ||
+   [ "$(wc -l <"$tmp/s.csv.partial")" -ne 2 ] || ls "$tmp"/s.csv.*.tmp >/dev/null 2>&1 ||
+   ! grep -q "stopped: the 1 rows finished are kept in .*s.csv.partial" "$tmp/err"; then
+  echo "FAIL: stopped after a size: exit $rc; $(cat "$tmp/err"); $(ls "$tmp");" \
+    "$(cat "$tmp/s.csv.partial" 2>&1)"
+  exit 1
+fi
+stop_after_lines 1 --sizes 2048,64
+rc=$?
+if [ $rc -ne 143 ] || [ "$(cat "$tmp/s.csv")" != earlier ] || [ -e "$tmp/s.csv.partial" ] ||
+   ls "$tmp"/s.csv.*.tmp >/dev/null 2>&1; then
+  echo "FAIL: stopped before a size: exit $rc; $(cat "$tmp/err"); $(ls "$tmp")"
+  exit 1
+fi
+rm -f "$tmp/s.csv"
+echo "a stopped run keeps the sizes it finished: ok"
+
 # A CSV's name may be as long as a folder takes: its new file's name is cut
 # short to fit (with 244 characters or more it was "File name too long").
 long=$(printf '%0250d.csv' 0)
