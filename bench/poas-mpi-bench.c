@@ -145,8 +145,9 @@ static int parse_sizes(const char *list, options *o) {
   return rc;
 }
 
-/* Returns -1 to go on, else the exit status (0 after --help). */
-static int parse_options(int argc, char **argv, options *o, int rank) {
+/* Returns -1 to go on, else the exit status (0 after --help). Only a rank
+ * that `speaks` says what is wrong with its command line. */
+static int parse_options(int argc, char **argv, options *o, int speaks) {
   static const struct option longopts[] = {{"sizes", required_argument, NULL, 's'},
                                            {"dtype", required_argument, NULL, 't'},
                                            {"repeat", required_argument, NULL, 'r'},
@@ -162,27 +163,27 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
   o->dtype = POAS_FLOAT32;
   o->repeat = 3;
   poas_options_init(&o->po);
-  /* Only rank 0 speaks for a bad command line: every rank sees the same. */
-  opterr = rank == 0;
+  optind = 0; /* from the start, and getopt's state reset, on a second pass */
+  opterr = speaks;
   int c;
   while ((c = getopt_long(argc, argv, "s:t:r:d:p:jhV", longopts, NULL)) != -1) {
     switch (c) {
     case 's':
       if (parse_sizes(optarg, o) != 0)
-        return rank ? 2 : bench_bad_arg(PROG, "--sizes", optarg);
+        return speaks ? bench_bad_arg(PROG, "--sizes", optarg) : 2;
       break;
     case 't':
       if (strcmp(optarg, "s") != 0 && strcmp(optarg, "d") != 0)
-        return rank ? 2 : bench_bad_arg(PROG, "--dtype (s or d)", optarg);
+        return speaks ? bench_bad_arg(PROG, "--dtype (s or d)", optarg) : 2;
       o->dtype = optarg[0] == 'd' ? POAS_FLOAT64 : POAS_FLOAT32;
       break;
     case 'r':
       if (bench_parse_long(optarg, 1, 1000, &o->repeat) != 0)
-        return rank ? 2 : bench_bad_arg(PROG, "--repeat (1 to 1000)", optarg);
+        return speaks ? bench_bad_arg(PROG, "--repeat (1 to 1000)", optarg) : 2;
       break;
     case 'd':
       if (!*optarg) {
-        if (rank == 0)
+        if (speaks)
           tool_devices_named(PROG, optarg);
         return 2;
       }
@@ -190,28 +191,28 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
       break;
     case 'p':
       if (!*optarg)
-        return rank ? 2 : bench_bad_arg(PROG, "--profile", optarg);
+        return speaks ? bench_bad_arg(PROG, "--profile", optarg) : 2;
       o->po.profile = optarg;
       break;
     case 'j':
       o->json = 1;
       break;
     case 'h':
-      if (rank == 0)
+      if (speaks)
         usage(stdout);
       return 0;
     case 'V':
-      if (rank == 0)
+      if (speaks)
         printf(PROG " (POAS) %s\n", poas_version());
       return 0;
     default:
-      if (rank == 0)
+      if (speaks)
         usage(stderr);
       return 2;
     }
   }
   if (optind < argc)
-    return rank ? 2 : bench_bad_arg(PROG, "argument", argv[optind]);
+    return speaks ? bench_bad_arg(PROG, "argument", argv[optind]) : 2;
   return -1;
 }
 
@@ -752,6 +753,22 @@ static void print_json(const job *j, const options *o, const problem *prob, cons
   printf("]}\n");
 }
 
+/* The command line's status, the same on every rank: -1 to go on, else
+ * the exit status. Ranks of one program see the same arguments, and rank 0
+ * alone speaks for them; but an MPMD job (`mpirun -np 1 A : -np 1 A
+ * --bogus`) gives each its own, and a rank that stopped at its own bad
+ * option left the others waiting in run_job's collectives for good, with
+ * nothing said. So all ranks agree on the worst status before any goes on,
+ * and a rank whose command line failed where rank 0's did not says why. */
+static int agreed_options(int argc, char **argv, options *o, int rank) {
+  int status = parse_options(argc, argv, o, rank == 0);
+  int first = status;
+  MPI_Bcast(&first, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank != 0 && status >= 0 && first < 0)
+    parse_options(argc, argv, o, 1);
+  return agree(status);
+}
+
 /* Everything past the command line: the devices, the links, each problem
  * and the output. Collective; returns the status all ranks agreed on. */
 static int run_job(job *j, const options *o) {
@@ -796,7 +813,7 @@ int main(int argc, char **argv) {
   int len = 0;
   MPI_Get_processor_name(j.host, &len);
   options o;
-  int status = parse_options(argc, argv, &o, j.rank);
+  int status = agreed_options(argc, argv, &o, j.rank);
   if (status < 0)
     status = run_job(&j, &o);
   /* Rank 0 alone writes to stdout, --help and --version included: output

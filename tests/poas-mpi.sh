@@ -126,6 +126,18 @@ mpi -np 2 "$bench" --devices nodevice >"$tmp/out" 2>"$tmp/err"
 grep -q "poas-mpi-bench (rank 0): --devices 'nodevice': " "$tmp/err" ||
   fail "--devices nodevice: unclear error: $(cat "$tmp/err")"
 
+# An MPMD job gives each rank its own command line: a bad option on one rank
+# alone ends every rank with 2 (it once left the others waiting for good,
+# in collectives the failed rank never joined), and that rank says why.
+for bad in --bogus "--sizes x"; do
+  mpi -np 1 -x POAS_DEVICES=sim "$bench" --sizes 64 --repeat 1 : \
+    -np 1 -x POAS_DEVICES=sim "$bench" --repeat 1 $bad >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "rank 1 alone given $bad: not exit 2 (exit $rc): $(cat "$tmp/err")"
+  grep -q -e "unrecognized option '--bogus'" -e "bad --sizes 'x'" "$tmp/err" ||
+    fail "rank 1 alone given $bad: not said: $(cat "$tmp/err")"
+done
+
 # Operands past the machine's memory are refused before they are allocated
 # (malloc may take them, and filling them would wake the OOM killer): exit
 # 1, said once for the node, whose two ranks would hold 5.5 TiB here.
