@@ -220,11 +220,16 @@ static int examine_output(const poas_context *ctx, const int sel[], const char *
   if (!rc && found == POAS__FOUND_UNUSABLE)
     snprintf(replaced, cap, "a profile this POAS cannot use (%s)", why);
   if (!rc && found == POAS__FOUND_PROFILE) {
+    /* A sim's settings are not the machine's: a sim of another rate
+     * replaces that sim's models alone (merge_profile), where taking it for
+     * another machine once threw away the real devices' calibration. */
     const poas_device_info *devs[POAS_MAX_DEVICES];
+    int nreal = 0;
     for (int i = 0; i < ctx->devices.ndev; i++)
-      devs[i] = &ctx->devices.dev[i]->info;
+      if (ctx->devices.dev[i]->info.kind != POAS_DEVICE_SIM)
+        devs[nreal++] = &ctx->devices.dev[i]->info;
     poas__profile_fingerprint_host(here);
-    if (!poas__profile_same_machine(old, here, devs, ctx->devices.ndev, why, sizeof why))
+    if (!poas__profile_same_machine(old, here, devs, nreal, why, sizeof why))
       snprintf(replaced, cap, "a profile of another machine (%s)", why);
     else if (merged_count(ctx, sel, old) > POAS_MAX_DEVICES)
       rc = poas__fail(POAS_EINVAL, "%s: its devices and those measured now are more than %d",
@@ -262,6 +267,12 @@ static void merge_profile(const poas_context *ctx, const int sel[],
     poas__profile_device_identify(pd, &ctx->devices.dev[i]->info);
     pd->model = fresh[i];
     k->measured = 1;
+    /* Only a sim measured with other settings than the file's (examine_output
+     * let it pass) is unlike its entry: what the entry holds was another
+     * device's, and none of it is kept. */
+    char why[400];
+    if (!poas__profile_device_matches(od, &ctx->devices.dev[i]->info, why, sizeof why))
+      continue;
     k->dtypes = keep_dtypes(&pd->model, &od->model);
     *nkept += k->dtypes != 0;
     /* A device measured without the devices it shares the host's cores

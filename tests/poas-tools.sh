@@ -59,6 +59,19 @@ mkdir -p "$long" || fail "cannot make $long"
 last=$(tail -n 1 "$tmp/out")
 [ "${last##*; profile: }" = "$long/p.json" ] || fail "the summary cuts a long path: $last"
 
+# A sim calibrated with other settings than the profile's replaces that
+# sim's models alone: its settings are not the machine's, and taking it for
+# another machine once threw away every other device's calibration.
+"$calibrate" --quick --devices sim,sim:rate=2e11 --dtype s --output "$tmp/sims.json" \
+  >"$tmp/out" 2>"$tmp/err" || fail "two sims: $(cat "$tmp/err")"
+"$calibrate" --quick --devices sim:rate=3e11 --dtype s --output "$tmp/sims.json" \
+  >"$tmp/out" 2>"$tmp/err" || fail "a sim of another rate: $(cat "$tmp/err")"
+grep -q "another machine" "$tmp/out" && fail "a sim's rate taken for another machine: $(cat "$tmp/out")"
+grep -q "^kept from the existing profile: sim1 (s)$" "$tmp/out" ||
+  fail "sim1 not kept beside a sim0 of another rate: $(cat "$tmp/out")"
+grep -q '2e+11 flop/s' "$tmp/sims.json" && grep -q '3e+11 flop/s' "$tmp/sims.json" ||
+  fail "the profile lacks sim1 or the new sim0: $(cat "$tmp/sims.json")"
+
 "$calibrate" --quick --devices sim:jitter=0.2 --dtype s --output "$tmp/noisy.json" \
   >"$tmp/out" 2>"$tmp/err" || fail "noisy calibration failed: $(cat "$tmp/err")"
 grep -q "poas-calibrate: sim0 sgemm: .*machine was busy" "$tmp/err" ||
