@@ -474,6 +474,18 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     untaught = 1;
     rc = calibrate_dispatch(ctx, sel, fresh, mask);
   }
+  /* Another calibration may have written the file while this one measured
+   * (one per dtype, started at once): what to keep is read again now, so
+   * that its models are kept, not written over with what the file held
+   * when this one started, while both said they had written theirs. */
+  if (!rc && opts->output) {
+    poas__profile *now = NULL;
+    rc = examine_output(ctx, sel, opts->output, &now, replaced, sizeof replaced);
+    if (!rc) {
+      free(keep);
+      keep = now;
+    }
+  }
   poas_kept_device kept[POAS_MAX_DEVICES];
   int nkept = 0;
   if (!rc) {

@@ -474,6 +474,58 @@ TEST(calibration_keeps_what_it_did_not_measure) {
   return 0;
 }
 
+/* Another calibration that writes the output while this one measures (two
+ * at once, one per device or dtype) has its models kept: what to keep is
+ * read when writing, not only at the start, when both calibrations found
+ * no file and the last to finish wrote over the other's. */
+typedef struct writer {
+  const char *from, *to;
+  int rc, wrote;
+} writer;
+
+static void write_meanwhile(void *user, const char *id, const char *step, double f) {
+  (void)id, (void)step, (void)f;
+  writer *w = user;
+  if (w->wrote++)
+    return;
+  poas__profile *p = malloc(sizeof *p);
+  w->rc = p ? poas__profile_load(w->from, p) : POAS_ENOMEM;
+  if (!w->rc)
+    w->rc = poas__profile_write(w->to, p);
+  free(p);
+}
+
+TEST(calibration_keeps_what_another_wrote_meanwhile) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0,sim:rate=2e11:latency=0");
+  CHECK(ctx);
+  char other[256], path[256];
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  o.devices = "sim0";
+  snprintf(other, sizeof other, "%s", test_tmp_path("meanwhile-other.json"));
+  o.output = other;
+  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  snprintf(path, sizeof path, "%s", test_tmp_path("meanwhile.json"));
+  writer w = {other, path, 0, 0};
+  o.devices = "sim1";
+  o.output = path;
+  o.progress = write_meanwhile;
+  o.progress_user = &w;
+  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  CHECK_RC(w.rc, 0);
+  poas__profile *after = malloc(sizeof *after);
+  CHECK(after);
+  CHECK_OK(poas__profile_load(path, after));
+  CHECK_MSG(after->ndev == 2 && poas__profile_find(after, "sim0") &&
+                poas__profile_find(after, "sim1"),
+            "%d devices in the profile", after->ndev);
+  free(after);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* A profile of another machine is replaced whole, and the result says so;
  * a file that is not a POAS profile is not replaced at all (it may be
  * anything of the user's), and nothing is measured; an empty file is
@@ -1348,5 +1400,6 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(single_dtype_calibration_keeps_the_other),
           TEST_ENTRY(calibration_checks_its_output_before_measuring),
           TEST_ENTRY(calibration_keeps_what_it_did_not_measure),
+          TEST_ENTRY(calibration_keeps_what_another_wrote_meanwhile),
           TEST_ENTRY(calibration_replaces_only_profiles), TEST_ENTRY(sim_replays_a_profile),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies))
