@@ -1,14 +1,26 @@
 /* memcache.c: the per-device cache of freed buffers (see device.h).
  * Buffers are matched by size: the smallest parked buffer that holds the
  * request and is at most twice its size, so a tiny request never pins a
- * large buffer. The cache holds at most MEMCACHE_SLOTS buffers and, on a
- * device with its own memory, at most half of it; beyond that the oldest
- * parked buffer is released. */
+ * large buffer. On a device with its own memory the match is tighter, at
+ * most MEMCACHE_SLACK more than the request: a plan fills such a device
+ * up to its margin (optimize/split.c, MEMORY_MARGIN: 90%), and a buffer
+ * handed out larger than asked takes memory the plan counted on. With a
+ * 400 KB buffer parked, a 1 MB sim's next GEMM took it for its 283 KB
+ * shared operand, and its last tile then found no room: the device
+ * failed, and the call with it, where the same GEMM alone ran. The cache
+ * holds at most MEMCACHE_SLOTS buffers and, on a device with its own
+ * memory, at most half of it; beyond that the oldest parked buffer is
+ * released. */
 #include "devices/device.h"
 
 #include <stdlib.h>
 
 #define MEMCACHE_SLOTS 32
+
+/* Most a buffer handed out on a device with its own memory may exceed the
+ * request by, as a fraction of it: 1/16, within the 1/9 that a plan's
+ * 10% margin leaves (0.9 x 17/16 < 1) when every buffer it holds is one. */
+#define MEMCACHE_SLACK 16
 
 typedef struct parked {
   poas__mem mem;
@@ -53,8 +65,11 @@ int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out) {
   if (c) {
     pthread_mutex_lock(&c->lock);
     int best = -1;
+    int own = !d->info.host_memory && d->info.memory_bytes;
     for (int i = 0; i < c->n; i++)
-      if (c->slot[i].bytes >= bytes && c->slot[i].bytes / 2 <= bytes &&
+      if (c->slot[i].bytes >= bytes &&
+          (own ? c->slot[i].bytes - bytes <= bytes / MEMCACHE_SLACK
+               : c->slot[i].bytes / 2 <= bytes) &&
           (best < 0 || c->slot[i].bytes < c->slot[best].bytes))
         best = i;
     if (best >= 0)
