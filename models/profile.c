@@ -1206,15 +1206,9 @@ int poas__profile_check_writable(const char *path, char *target, size_t cap) {
   return 0;
 }
 
-/* Writes text to a new file `tmp` with the permissions of the file it is
- * to replace (0644, less the umask, for a new one): 0 or an errno. */
-static int write_file(const char *tmp, const char *target, const char *text) {
-  struct stat st;
-  int replacing = stat(target, &st) == 0;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return errno;
-  int e = replacing && fchmod(fd, st.st_mode & 07777) != 0 ? errno : 0;
+/* Writes text to fd and syncs it: 0 or an errno. */
+static int write_all(int fd, const char *text) {
+  int e = 0;
   for (size_t len = strlen(text), done = 0; !e && done < len;) {
     ssize_t n = write(fd, text + done, len - done);
     if (n < 0 && errno != EINTR)
@@ -1225,6 +1219,44 @@ static int write_file(const char *tmp, const char *target, const char *text) {
   /* Some file systems report a full disk only here. */
   if (!e && fsync(fd) != 0 && errno != EINVAL)
     e = errno;
+  return e;
+}
+
+/* Writes text to a new file `tmp` with the permissions of the file it is
+ * to replace (0644, less the umask, for a new one): 0 or an errno. Where
+ * the file system makes files without a name (O_TMPFILE), the file gets
+ * its name only once written and synced: a program stopped by a signal
+ * while it writes (the sync can take seconds on a network file system)
+ * then leaves nothing behind, where `tmp` once stayed beside the profile
+ * for good. Elsewhere, or without /proc to name it through, it is `tmp`
+ * from the start. */
+static int write_file(const char *tmp, const char *target, const char *text) {
+  struct stat st;
+  int replacing = stat(target, &st) == 0;
+  int fd = -1, e = 0;
+#ifdef O_TMPFILE
+  char dir[1024], proc[64];
+  folder_of(target, dir, sizeof dir);
+  fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    e = replacing && fchmod(fd, st.st_mode & 07777) != 0 ? errno : 0;
+    if (!e)
+      e = write_all(fd, text);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    unlink(tmp); /* one this process's id left, whose name linkat cannot take */
+    int named = !e && linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0;
+    if (close(fd) != 0 && !e)
+      e = errno;
+    if (named || e)
+      return e;
+  }
+#endif
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return errno;
+  e = replacing && fchmod(fd, st.st_mode & 07777) != 0 ? errno : 0;
+  if (!e)
+    e = write_all(fd, text);
   if (close(fd) != 0 && !e)
     e = errno;
   return e;
