@@ -183,9 +183,13 @@ stage_openblas() {
   local ct
   for ct in "" SKYLAKEX HASWELL; do
     echo "-- OPENBLAS_CORETYPE=$ct"
+    # (The CSV goes to a file of its own: poas-bench writes only to a
+    # regular file, and refused /dev/null, which this stage once named.)
     OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=$ct "$build/bench/poas-bench" gemm --sizes 4096 \
-      --devices cpu0 --baselines cblas --repeat 2 --csv /dev/null 2>&1 | grep -E 'Core|cpu0|cblas'
+      --devices cpu0 --baselines cblas --repeat 2 --csv "$work/openblas.csv" 2>&1 |
+      grep -E 'Core|cpu0|cblas'
   done
+  rm -f "$work/openblas.csv"
 }
 
 # The GPU's clocks, power and temperature every 200 ms, for as long as the

@@ -287,10 +287,42 @@ int bench_plot_name_ok(const char *path) { return !strchr(path, '\'') && !strchr
  * --plot /dev/null would have taken /dev/null away), and over a link, the
  * link itself, leaving the file it named as it was. */
 
+/* What an output is, to tell a file of its own kind: its name in
+ * messages, and how such a file starts. */
+typedef struct output_kind {
+  const char *name;      /* with its article */
+  const char *starts[3]; /* NULL-terminated */
+} output_kind;
+
+static const output_kind csv_kind = {"a poas-bench CSV", {"m,n,k,", NULL}};
+static const output_kind plot_kind = {"an SVG plot", {"<?xml", "<svg", NULL}};
+
+/* Whether the regular file `target` is empty or starts as `kind`'s files
+ * do. An output replaces nothing else: -p is --plot in poas-bench but
+ * --profile in the other tools, and `poas-bench gemm -p profile.json`
+ * wrote an SVG over the profile. */
+static int holds_own_kind(const char *target, const output_kind *kind) {
+  char head[16] = "";
+  int fd = open(target, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return 1; /* not readable: what replacing it meets is said then */
+  ssize_t n = read(fd, head, sizeof head - 1);
+  close(fd);
+  if (n <= 0)
+    return n == 0;
+  head[n] = '\0';
+  for (int i = 0; kind->starts[i]; i++)
+    if (strncmp(head, kind->starts[i], strlen(kind->starts[i])) == 0)
+      return 1;
+  return 0;
+}
+
 /* The file an output named `path` replaces, into target[cap]: 0, or -1
  * with why[whycap] saying why it may not be replaced (something other
- * than a regular file; a file its owner made read-only). */
-static int output_target(const char *path, char *target, size_t cap, char *why, size_t whycap) {
+ * than a regular file; a file its owner made read-only; a file of
+ * another kind than `kind`). */
+static int output_target(const char *path, const output_kind *kind, char *target, size_t cap,
+                         char *why, size_t whycap) {
   struct stat st, at_target;
   int err = poas__follow_links(path, target, cap);
   /* stat() of the path itself follows what a link's text cannot name:
@@ -309,9 +341,18 @@ static int output_target(const char *path, char *target, size_t cap, char *why, 
   }
   if (!err && exists && access(target, W_OK) != 0)
     err = errno;
-  if (err)
+  if (err) {
     snprintf(why, whycap, "%s", strerror(err));
-  return err ? -1 : 0;
+    return -1;
+  }
+  if (exists && !holds_own_kind(target, kind)) {
+    snprintf(why, whycap,
+             "it holds something other than %s, which it would replace (only such a file, "
+             "or an empty one, is replaced)%s",
+             kind->name, kind == &plot_kind ? "; -p is --plot here, and the profile --profile" : "");
+    return -1;
+  }
+  return 0;
 }
 
 /* Makes an empty file beside `target`, named into tmp[cap], to take
@@ -395,7 +436,7 @@ static void set_pending(const char *tmp) {
 
 int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap) {
   int fd, err;
-  if (output_target(path, bf->target, sizeof bf->target, why, cap) != 0)
+  if (output_target(path, &csv_kind, bf->target, sizeof bf->target, why, cap) != 0)
     return -1;
   if ((fd = make_temp(bf->target, bf->tmp, sizeof bf->tmp)) < 0 || !(bf->f = fdopen(fd, "w"))) {
     err = errno;
@@ -481,7 +522,7 @@ static int plot_target(const char *path, char *target, size_t cap, char *why, si
     snprintf(why, whycap, "gnuplot was not found when POAS was configured");
   else if (!bench_plot_name_ok(path))
     snprintf(why, whycap, "the plot's file name may not hold quotes or newlines");
-  else if (output_target(path, target, cap, why, whycap) != 0)
+  else if (output_target(path, &plot_kind, target, cap, why, whycap) != 0)
     return -1;
   else if (!bench_plot_name_ok(target))
     snprintf(why, whycap, "it links to a name gnuplot cannot take (quotes or newlines)");

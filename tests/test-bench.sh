@@ -216,11 +216,11 @@ PYEOF
 # every such size named: malloc overcommits (3 x 16 GiB for --sizes 65536
 # on a 23 GiB host), and filling them woke the OOM killer. 2^20 needs 12
 # TiB. An earlier CSV is left as it was: it was emptied, then the run failed.
-echo "an earlier run" >"$tmp/huge.csv"
+echo "m,n,k,an earlier run" >"$tmp/huge.csv"
 "$bench" gemm --sizes 64,1048576 --dtype s,d --repeat 1 --devices sim --baselines none \
   --csv "$tmp/huge.csv" --json >"$tmp/huge.json" 2>"$tmp/err"
 rc=$?
-if [ $rc -ne 1 ] || [ -s "$tmp/huge.json" ] || [ "$(cat "$tmp/huge.csv")" != "an earlier run" ] ||
+if [ $rc -ne 1 ] || [ -s "$tmp/huge.json" ] || [ "$(cat "$tmp/huge.csv")" != "m,n,k,an earlier run" ] ||
    ! grep -q "^poas-bench: 1048576x1048576x1048576 s: A, B and C need 12288.0 GiB, more than this machine's " "$tmp/err" ||
    ! grep -q "^poas-bench: 1048576x1048576x1048576 d: A, B and C need 24576.0 GiB" "$tmp/err"; then
   echo "FAIL: operands beyond the host's memory gave $rc: $(cat "$tmp/err")"; exit 1
@@ -467,6 +467,27 @@ if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || ! grep -qF "$tmp/missing/x.svg" "$tmp/e
   echo "FAIL: poas-bench plot into a missing folder gave $rc: $(cat "$tmp/err")"
   exit 1
 fi
+# An output replaces only a file of its own kind, or an empty one: -p is
+# --plot here but --profile in the other tools, and `poas-bench gemm -p
+# profile.json` wrote an SVG over the profile. Refused before the run.
+echo '{"format": "poas-profile"}' >"$tmp/prof.json"
+for args in "--csv $tmp/p.csv -p $tmp/prof.json" "--csv $tmp/prof.json"; do
+  # shellcheck disable=SC2086
+  "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none $args >"$tmp/out" \
+    2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || [ -e "$tmp/p.csv" ] ||
+     [ "$(cat "$tmp/prof.json")" != '{"format": "poas-profile"}' ] ||
+     ! grep -qE "cannot write the (plot|CSV) $tmp/prof.json: it holds something other than (an SVG plot|a poas-bench CSV)" "$tmp/err"; then
+    echo "FAIL: poas-bench gemm $args gave $rc: $(cat "$tmp/err"); $(head -c 60 "$tmp/prof.json")"
+    exit 1
+  fi
+done
+"$bench" plot --plot "$tmp/prof.json" "$tmp/x.csv" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(cat "$tmp/prof.json")" = '{"format": "poas-profile"}' ] ||
+  { echo "FAIL: poas-bench plot --plot over a profile gave $rc: $(cat "$tmp/err")"; exit 1; }
+rm -f "$tmp/prof.json"
 echo "outputs that cannot be written: ok"
 
 # An output goes to the regular file its path names, through symbolic
@@ -505,7 +526,7 @@ if [ "$rc" -ne 1 ] ||
   exit 1
 fi
 # Through a link the file it names is replaced, keeping its permissions.
-echo "old" >"$tmp/real.csv"
+echo "m,n,k,old" >"$tmp/real.csv" # an earlier CSV, as only one is replaced
 chmod 640 "$tmp/real.csv"
 ln -s real.csv "$tmp/link.csv"
 # shellcheck disable=SC2086
@@ -516,7 +537,7 @@ if [ ! -L "$tmp/link.csv" ] || ! head -n 1 "$tmp/real.csv" | grep -q "^m,n,k," |
   exit 1
 fi
 if [ -s "$tmp/again.svg" ]; then
-  echo "old" >"$tmp/real.svg"
+  echo "<svg>old</svg>" >"$tmp/real.svg" # an earlier plot, as only one is replaced
   ln -s real.svg "$tmp/link.svg"
   "$bench" plot --plot "$tmp/link.svg" "$tmp/x.csv" >/dev/null 2>"$tmp/err"
   rc=$?
@@ -627,7 +648,7 @@ new_rows() { # the lines of the run's new CSV file, once there is one
 stop_after_lines() { # runs poas-bench on $2..., stops it once its new CSV holds $1 lines
   local want=$1 i
   shift
-  echo earlier >"$tmp/s.csv"
+  echo m,n,k,earlier >"$tmp/s.csv"
   rm -f "$tmp/s.csv.partial"
   "$bench" gemm --devices cpu --repeat 4 --baselines none --csv "$tmp/s.csv" "$@" \
     >/dev/null 2>"$tmp/err" &
@@ -641,7 +662,7 @@ stop_after_lines() { # runs poas-bench on $2..., stops it once its new CSV holds
 }
 stop_after_lines 2 --sizes 64,2048,2048
 rc=$?
-if [ $rc -ne 143 ] || [ "$(cat "$tmp/s.csv")" != earlier ] ||
+if [ $rc -ne 143 ] || [ "$(cat "$tmp/s.csv")" != m,n,k,earlier ] ||
    [ "$(sed -n 2p "$tmp/s.csv.partial" | cut -d, -f1-5)" != "64,64,64,s,cpu0" ] ||
    [ "$(wc -l <"$tmp/s.csv.partial")" -ne 2 ] || ls "$tmp"/s.csv.*.tmp >/dev/null 2>&1 ||
    ! grep -q "stopped: the 1 rows finished are kept in .*s.csv.partial" "$tmp/err"; then
@@ -651,7 +672,7 @@ if [ $rc -ne 143 ] || [ "$(cat "$tmp/s.csv")" != earlier ] ||
 fi
 stop_after_lines 1 --sizes 2048,64
 rc=$?
-if [ $rc -ne 143 ] || [ "$(cat "$tmp/s.csv")" != earlier ] || [ -e "$tmp/s.csv.partial" ] ||
+if [ $rc -ne 143 ] || [ "$(cat "$tmp/s.csv")" != m,n,k,earlier ] || [ -e "$tmp/s.csv.partial" ] ||
    ls "$tmp"/s.csv.*.tmp >/dev/null 2>&1; then
   echo "FAIL: stopped before a size: exit $rc; $(cat "$tmp/err"); $(ls "$tmp")"
   exit 1
