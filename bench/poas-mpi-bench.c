@@ -67,8 +67,10 @@ static void usage(FILE *f) {
              "  -j, --json          one JSON object on stdout, the table on stderr\n"
              "  -h, --help          show this help\n"
              "  -V, --version       show the version\n\n"
-             "Exit status: 0; 1 when a run failed or its result is wrong; 2 on a usage\n"
-             "error. Every rank exits with the same status.\n");
+             "Exit status: 0; 1 when a rank cannot open its devices or read the profile\n"
+             "named, a node's memory cannot hold its ranks' operands, a run failed, its\n"
+             "result is wrong or the output cannot be written; 2 on a usage error. Every\n"
+             "rank exits with the same status.\n");
 }
 
 typedef struct problem {
