@@ -463,7 +463,9 @@ typedef struct poas_calibration_result {
  * twice, as poas_init refuses one; POAS_EPROFILE for an output that
  * holds something other than a POAS profile, or a later POAS's; POAS_EIO when the output
  * cannot be written (before measuring, or after) or read; POAS_EFIT when
- * a fit fails. The context's models are then left as they were. */
+ * a fit fails. The context's models are then left as they were.
+ * Calibration has the devices to itself: the context's outstanding tasks
+ * finish first, and called from one of them it returns POAS_ESTATE. */
 int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                    poas_calibration_result *out);
 
@@ -618,8 +620,8 @@ int poas_plan_gemm_call(poas_context *ctx, poas_dtype dtype, poas_layout layout,
  * have written part of C); poas_task_wait() on its handle reports the
  * error, or, for a task submitted without one, the next poas_wait_all().
  * A task must not wait for its own context's tasks: poas_task_wait,
- * poas_wait_all, poas_buffer_unregister, poas_sgemm and poas_dgemm called
- * from one return POAS_ESTATE at once. It may register buffers, submit
+ * poas_wait_all, poas_buffer_unregister, poas_sgemm, poas_dgemm and
+ * poas_calibrate called from one return POAS_ESTATE at once. It may register buffers, submit
  * tasks and asynchronous GEMMs, and read poas_last_report(), while the
  * caller does the same. An asynchronous GEMM may keep its C on a device
  * for the next GEMM of a chain to read there; that copy serves the GEMMs
