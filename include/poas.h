@@ -151,10 +151,16 @@ void poas_options_init(poas_options *opts);
  * opts may be NULL. On success *ctx is set and 0 returned; on error *ctx is
  * left untouched. A device that fails at start-up is left out with a warning
  * unless the selection names it explicitly, in which case it is an error.
- * A trace file that cannot be written is POAS_EIO, the detail naming it
- * and why. A setting the environment gives in a form it cannot take
- * (POAS_SCHED, POAS_ADAPT other than 0 or 1, POAS_FAULT not
- * ID:after=N,...) is POAS_EINVAL, the detail naming the variable; a
+ * A malformed selection is POAS_ESPEC, and one that opens no device
+ * POAS_ENODEV. A profile that cannot be read or used, even one named by
+ * opts->profile or POAS_PROFILE, is not an error: the devices it would
+ * have modelled plan with built-in estimates, and poas_profile_get() says
+ * why (loaded, problem); a sim's own sim:profile=FILE that cannot be
+ * read is POAS_EPROFILE. A trace file that cannot be written is POAS_EIO,
+ * the detail naming it and why. A setting the environment gives in a
+ * form it cannot take (POAS_SCHED, POAS_ADAPT other than 0 or 1,
+ * POAS_FAULT not ID:after=N,...) is POAS_EINVAL, the detail naming the
+ * variable; a
  * POAS_LOG that is no level leaves the library silent, and poas_init says
  * so on stderr, once per value. */
 int poas_init(poas_context **ctx, const poas_options *opts);
