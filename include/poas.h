@@ -160,9 +160,8 @@ void poas_options_init(poas_options *opts);
  * the detail naming it and why. A setting the environment gives in a
  * form it cannot take (POAS_SCHED, POAS_ADAPT other than 0 or 1,
  * POAS_FAULT not ID:after=N,...) is POAS_EINVAL, the detail naming the
- * variable; a
- * POAS_LOG that is no level leaves the library silent, and poas_init says
- * so on stderr, once per value. */
+ * variable; a POAS_LOG that is no level leaves the library silent, and
+ * poas_init says so on stderr, once per value. */
 int poas_init(poas_context **ctx, const poas_options *opts);
 /* Destroys a context; NULL is allowed. Called from one of the context's
  * own tasks it is ignored, with a warning (it would wait for itself). */

@@ -771,6 +771,17 @@ static double alone_time(const solver *s, const poas__opt_device *d, int nd, con
   return pt.total_s;
 }
 
+/* What the engine adds to device dev's run alone in tiles of `tile`
+ * units: one tile of a copy device (or any run of a host-memory one) runs
+ * on the caller's thread, more tiles through the engine (fill_result), so
+ * the device alone pays `cost` too. Left out, 32 sims of a 4000^3 sgemm
+ * were cut to one that ran it in four tiles, judged at 0.35 ms against
+ * 0.27 ms plus 0.5 ms with the others, and then planned at 0.85 ms. */
+static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t total,
+                           double cost) {
+  return !dev->host_memory && tile < total ? cost : 0;
+}
+
 /* A plan with several devices runs through the engine, whose threads and
  * hand-offs cost about p->engine_s a run, and its devices disturb each
  * other (host memory bandwidth, the cores that drive a GPU's pageable
@@ -785,17 +796,6 @@ static double alone_time(const solver *s, const poas__opt_device *d, int nd, con
  * 0.6%, and the pair ran at 0.88x the CPU alone. That is checked from the
  * fastest device's time for the whole problem, and re-solved only when it
  * comes close. */
-/* What the engine adds to device dev's run alone in tiles of `tile`
- * units: one tile of a copy device (or any run of a host-memory one) runs
- * on the caller's thread, more tiles through the engine (fill_result), so
- * the device alone pays `cost` too. Left out, 32 sims of a 4000^3 sgemm
- * were cut to one that ran it in four tiles, judged at 0.35 ms against
- * 0.27 ms plus 0.5 ms with the others, and then planned at 0.85 ms. */
-static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t total,
-                           double cost) {
-  return !dev->host_memory && tile < total ? cost : 0;
-}
-
 static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, screen *sc,
                                poas__opt_result *r, double t) {
   int working = 0;
