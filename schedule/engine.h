@@ -50,6 +50,7 @@ typedef struct poas__node {
   int wait[POAS__ENGINE_LANES]; /* same-device predecessor to lane_wait on, per lane */
   uint64_t wait_seq[POAS__ENGINE_LANES];
   uint64_t seq;           /* submission order on its device */
+  uint64_t order;         /* the order it was added in: ready nodes run by it */
   poas__event ev;
   int has_ev;
   int ran;                /* it was issued to the device (for traces) */
@@ -107,8 +108,8 @@ typedef struct poas__worker {
   pthread_t *threads;
   pthread_cond_t cond;
   int sleeping, syncing;
-  int *ready;             /* ring of ready node ids */
-  int rhead, rcount, rcap;
+  int *ready;             /* heap of ready node ids, the earliest added first */
+  int rcount, rcap;
   int *inflight;          /* ring of submitted node ids, oldest first */
   int ihead, icount, icap;
   uint64_t seq;
@@ -137,6 +138,7 @@ struct poas__engine {
   int nchunks, cap_chunks;
   poas__chunk *chunks;
   int64_t pending;        /* nodes added and not finished */
+  uint64_t added;         /* nodes added so far (poas__node.order) */
   int failures;           /* devices retired */
   double wall_start;
 };
