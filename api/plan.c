@@ -58,6 +58,10 @@ int poas_plan_gemm_call(poas_context *ctx, poas_dtype dtype, poas_layout layout,
   poas__clear_detail();
   if (!ctx || !out)
     return poas__fail(POAS_ENULL, "plan: %s is NULL", ctx ? "out" : "ctx");
+  /* The layout first, as the GEMM calls check it, and in the plan's words
+   * (poas__gemm_shape's below say "gemm"). */
+  if (layout != POAS_COL_MAJOR && layout != POAS_ROW_MAJOR)
+    return poas__fail(POAS_ELAYOUT, "plan: unknown layout value %d", (int)layout);
   int rc = poas__gemm_shape_check("plan", dtype, transa, transb, m, n, k);
   if (rc)
     return rc;

@@ -662,6 +662,10 @@ TEST(predict_refuses_sizes_that_overflow) {
   CHECK(s == -1);
   CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, NT, NT, 1 << 20, 1 << 20, 1 << 20, &s));
   CHECK(s > 0);
+  /* A plan names a bad layout before bad sizes, in its own words. */
+  poas_plan plan;
+  CHECK_FAILS(poas_plan_gemm(ctx, POAS_FLOAT32, (poas_layout)7, NT, NT, -1, 2, 2, &plan),
+              POAS_ELAYOUT, "plan: unknown layout value 7");
   poas_finalize(ctx);
   return 0;
 }
