@@ -275,6 +275,7 @@ typedef struct issue {
   size_t alloc_bytes;
   poas__mem mem;            /* the device buffer of a copy, free or alloc */
   double t0;                /* lane clock once the waits are in place */
+  uint64_t seq;             /* the number of its event's record (lane ops) */
 } issue;
 
 static double lane_clock(const poas__worker *w, int lane) {
@@ -371,8 +372,16 @@ static int execute(poas__worker *w, issue *is, poas__event *ev) {
   }
   if (rc == 0 && w->async) {
     rc = d->be->event_create(d, ev);
-    if (rc == 0 && (rc = d->be->event_record(d, is->lane, ev)) != 0)
-      d->be->event_destroy(d, ev);
+    if (rc == 0) {
+      /* Another thread of the worker may be issuing on the same lane: the
+       * record and its number go together (see record_lock). */
+      pthread_mutex_lock(&w->record_lock);
+      rc = d->be->event_record(d, is->lane, ev);
+      is->seq = ++w->seq;
+      pthread_mutex_unlock(&w->record_lock);
+      if (rc)
+        d->be->event_destroy(d, ev);
+    }
   }
   return rc;
 }
@@ -400,7 +409,6 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
   prepare(e, w, id, &is);
   poas__node *n = &e->nodes[id];
   n->state = POAS__NODE_RUNNING;
-  n->seq = ++w->seq;
   int injected = 0;
   if (w->dev && is.in.kind != POAS__INS_FREE && w->ops++ == w->fault_after)
     injected = 1;
@@ -411,6 +419,7 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
 
   poas__event ev;
   memset(&ev, 0, sizeof ev);
+  is.seq = 0;
   is.t0 = lane_clock(w, is.lane);
   int rc;
   if (injected)
@@ -442,7 +451,7 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
   else if (is.in.kind == POAS__INS_D2H)
     w->bytes_d2h += is.in.bytes;
   if (w->async && is_lane_op(is.in.kind)) {
-    n->ev = ev, n->has_ev = 1;
+    n->ev = ev, n->has_ev = 1, n->seq = is.seq;
     n->state = POAS__NODE_SUBMITTED;
     release_submitted(e, id);
     if (ring_push(&w->inflight, &w->ihead, &w->icount, &w->icap, id) == 0)
@@ -722,6 +731,7 @@ int poas__engine_create(const poas__devset *set, const poas__engine_config *cfg,
     w->nthreads = w->dev ? POAS__MAX(w->dev->issue_threads, 1) : POAS__MAX(cfg->host_threads, 1);
     w->fault_after = i < set->ndev ? after[i] : -1;
     pthread_cond_init(&w->cond, NULL);
+    pthread_mutex_init(&w->record_lock, NULL);
     if (w->dev) {
       e->virtual_time &= w->dev->virtual_time;
       if (w->dev->virtual_time)
@@ -764,6 +774,7 @@ void poas__engine_destroy(poas__engine *e) {
   }
   for (int i = 0; i <= e->ndev; i++) {
     pthread_cond_destroy(&e->w[i].cond);
+    pthread_mutex_destroy(&e->w[i].record_lock);
     free(e->w[i].threads);
     free(e->w[i].ready);
     free(e->w[i].inflight);

@@ -49,7 +49,7 @@ typedef struct poas__node {
   int released_submit;    /* the submission-edge successors were released */
   int wait[POAS__ENGINE_LANES]; /* same-device predecessor to lane_wait on, per lane */
   uint64_t wait_seq[POAS__ENGINE_LANES];
-  uint64_t seq;           /* submission order on its device */
+  uint64_t seq;           /* order of its event's record on its device */
   uint64_t order;         /* the order it was added in: ready nodes run by it */
   poas__event ev;
   int has_ev;
@@ -112,6 +112,11 @@ typedef struct poas__worker {
   int rcount, rcap;
   int *inflight;          /* ring of submitted node ids, oldest first */
   int ihead, icount, icap;
+  /* A device with several issuing threads (issue_threads): events are
+   * recorded and numbered (seq) under record_lock, so that a later seq is a
+   * later record on its lane, which is what note_lane_wait counts on when
+   * it keeps only the latest predecessor of a lane. */
+  pthread_mutex_t record_lock;
   uint64_t seq;
   int failed;             /* the error that retired it, 0 when alive */
   int64_t ops, fault_after; /* injected failure: op number fault_after fails */

@@ -229,6 +229,146 @@ TEST(lanes_ordered_by_events) {
   return 0;
 }
 
+/* A device issued from several host threads (issue_threads, as CUDA's):
+ * its lanes only count what was put on them. An event is "lane l after its
+ * first c operations"; a lane that waited on it runs after those. Its GEMM
+ * checks that its lane waited for both copies that filled A and B, wherever
+ * another thread's copy landed on the copy lane between them. */
+typedef struct fake_lanes {
+  pthread_mutex_t lock;
+  uint64_t ops[3];          /* operations put on each lane */
+  uint64_t waited[3][3];    /* waited[l][m]: lane l runs after m's first n */
+  uint64_t filled[2];       /* 1 + the copy-lane position of A's and B's copy */
+  atomic_int copies_begun;
+  atomic_int violated;
+} fake_lanes;
+
+static fake_lanes *fake_of(poas__device *d) { return d->priv; }
+
+static int fake_copy_h2d(poas__device *d, int lane, poas__mem dst, const void *src,
+                         const poas__copy2d *shape) {
+  (void)src, (void)shape;
+  fake_lanes *f = fake_of(d);
+  /* The first copy to start is the last to reach its lane: another thread
+   * issues the second copy meanwhile. */
+  if (atomic_fetch_add(&f->copies_begun, 1) % 2 == 0)
+    usleep(5000);
+  pthread_mutex_lock(&f->lock);
+  f->filled[*(int *)dst.ptr] = ++f->ops[lane];
+  pthread_mutex_unlock(&f->lock);
+  return 0;
+}
+
+static int fake_gemm(poas__device *d, int lane, const poas__gemm_call *call) {
+  fake_lanes *f = fake_of(d);
+  pthread_mutex_lock(&f->lock);
+  int a = *(int *)call->a.mem.ptr, b = *(int *)call->b.mem.ptr;
+  if (f->waited[lane][POAS__LANE_H2D] < f->filled[a] ||
+      f->waited[lane][POAS__LANE_H2D] < f->filled[b])
+    atomic_store(&f->violated, 1);
+  f->ops[lane]++;
+  pthread_mutex_unlock(&f->lock);
+  return 0;
+}
+
+static int fake_event_create(poas__device *d, poas__event *ev) {
+  memset(ev, 0, sizeof *ev);
+  ev->dev = d;
+  return 0;
+}
+
+/* The event names its lane and the operations before it: lane + 4 * n. */
+static int fake_event_record(poas__device *d, int lane, poas__event *ev) {
+  fake_lanes *f = fake_of(d);
+  pthread_mutex_lock(&f->lock);
+  ev->u.handle = (void *)(uintptr_t)(lane + 4 * f->ops[lane]);
+  pthread_mutex_unlock(&f->lock);
+  ev->recorded = 1;
+  return 0;
+}
+
+static int fake_lane_wait(poas__device *d, int lane, poas__event *ev) {
+  fake_lanes *f = fake_of(d);
+  uintptr_t h = (uintptr_t)ev->u.handle;
+  pthread_mutex_lock(&f->lock);
+  uint64_t *w = &f->waited[lane][h % 4];
+  *w = POAS__MAX(*w, (uint64_t)(h / 4));
+  pthread_mutex_unlock(&f->lock);
+  return 0;
+}
+
+static int fake_event_sync(poas__device *d, poas__event *ev) {
+  (void)d, (void)ev;
+  return 0;
+}
+
+static void fake_event_destroy(poas__device *d, poas__event *ev) { (void)d, (void)ev; }
+
+static int fake_lane_sync(poas__device *d, int lane) {
+  (void)d, (void)lane;
+  return 0;
+}
+
+static const poas__backend fake_backend = {
+    .kind_name = "fake", .kind = POAS_DEVICE_SIM, .built = 1, .copy_h2d = fake_copy_h2d,
+    .gemm = fake_gemm, .event_create = fake_event_create, .event_record = fake_event_record,
+    .lane_wait = fake_lane_wait, .event_sync = fake_event_sync,
+    .event_destroy = fake_event_destroy, .lane_sync = fake_lane_sync};
+
+/* Two copies on one lane from two threads, then a GEMM on another lane
+ * that needs both: it must wait for whichever copy reached the lane last,
+ * not for the one the worker took last. Before the engine numbered events
+ * in the order they were recorded, the first copy taken (and delayed here)
+ * could land after the second's event, and the GEMM waited for that event
+ * only. */
+TEST(lane_waits_cover_copies_issued_by_other_threads) {
+  for (int trial = 0; trial < 10; trial++) {
+    fake_lanes f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    poas__device d;
+    memset(&d, 0, sizeof d);
+    d.be = &fake_backend, d.nlanes = 3, d.issue_threads = 4, d.priv = &f;
+    d.info.memory_bytes = 1 << 20;
+    poas__strlcpy(d.info.id, "fake0", sizeof d.info.id);
+    poas__devset set = {.ndev = 1, .dev = {&d}};
+    poas__engine *e;
+    poas__engine_config cfg = {0};
+    CHECK_OK(poas__engine_create(&set, &cfg, &e));
+    static int names[2] = {0, 1};
+    static char host[2][64];
+    poas__engine_lock(e);
+    int hb[2], db[2];
+    for (int i = 0; i < 2; i++) {
+      poas__gbuf h = {.device = -1, .host = host[i], .pitch = sizeof host[i], .lines = 1};
+      poas__gbuf g = {.device = 0, .pitch = sizeof host[i], .lines = 1,
+                      .mem = {&names[i]}, .external = 1};
+      hb[i] = poas__engine_add_buffer(e, &h), db[i] = poas__engine_add_buffer(e, &g);
+    }
+    poas__copy2d shape = {sizeof host[0], 1, sizeof host[0], sizeof host[0], 0};
+    for (int i = 0; i < 2; i++) {
+      poas__ins in = {.kind = POAS__INS_H2D, .device = 0, .lane = POAS__LANE_H2D, .chunk = -1,
+                      .naccess = 2};
+      in.access[0] = (poas__access){{hb[i], 0, 1, 0, sizeof host[i]}, POAS__READ};
+      in.access[1] = (poas__access){{db[i], 0, 1, 0, sizeof host[i]}, POAS__WRITE};
+      in.u.h2d.dst_buf = db[i], in.u.h2d.src = host[i], in.u.h2d.shape = shape;
+      CHECK(poas__engine_add(e, &in, NULL, NULL) >= 0);
+    }
+    poas__ins gemm = {.kind = POAS__INS_GEMM, .device = 0, .lane = POAS__LANE_COMPUTE,
+                      .chunk = -1, .naccess = 2};
+    gemm.access[0] = (poas__access){{db[0], 0, 1, 0, sizeof host[0]}, POAS__READ};
+    gemm.access[1] = (poas__access){{db[1], 0, 1, 0, sizeof host[1]}, POAS__READ};
+    gemm.u.gemm.call = (poas__gemm_call){.dtype = POAS_FLOAT32, .m = 1, .n = 1, .k = 1};
+    gemm.u.gemm.a_buf = db[0], gemm.u.gemm.b_buf = db[1], gemm.u.gemm.c_buf = db[0];
+    CHECK(poas__engine_add(e, &gemm, NULL, NULL) >= 0);
+    poas__engine_drain(e);
+    poas__engine_unlock(e);
+    poas__engine_destroy(e);
+    CHECK_MSG(!atomic_load(&f.violated), "trial %d: the GEMM did not wait for both copies",
+              trial);
+    CHECK(f.ops[POAS__LANE_H2D] == 2 && f.ops[POAS__LANE_COMPUTE] == 1);
+  }
+  return 0;
+}
+
 /* ----------------------------------------------- test-only work sources */
 
 /* One GEMM per range on the device's compute lane: m = units, n = k = 500
@@ -951,6 +1091,7 @@ TEST(trace_is_valid_chrome_json) {
 TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(inference_lets_independent_work_run_concurrently),
           TEST_ENTRY(inference_long_chain_in_order), TEST_ENTRY(lanes_ordered_by_events),
+          TEST_ENTRY(lane_waits_cover_copies_issued_by_other_threads),
           TEST_ENTRY(guided_corrects_a_wrong_model_static_does_not),
           TEST_ENTRY(guided_with_exact_model_matches_plan),
           TEST_ENTRY(guided_tail_goes_where_it_finishes_first),
