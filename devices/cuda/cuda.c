@@ -424,7 +424,9 @@ static cut cut_of(const poas__copy2d *c) {
   if (c->rows == 1 || (c->host_pitch == c->width && c->dev_pitch == c->width)) {
     k.flat = 1;
     k.count = (total + k.bytes - 1) / k.bytes;
-  } else if (c->width <= k.bytes) {
+  } else if (c->width <= k.bytes && c->dev_pitch <= INT_MAX) {
+    /* Whole rows per piece, moved by cudaMemcpy2DAsync, which takes no
+     * pitch past INT_MAX (see copy2d); beyond it, a piece per row. */
     k.rows_per = k.bytes / c->width;
     k.count = (c->rows + k.rows_per - 1) / k.rows_per;
   } else {
