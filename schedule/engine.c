@@ -756,13 +756,20 @@ void poas__engine_destroy(poas__engine *e) {
     poas__worker *w = &e->w[i];
     for (int t = 0; t < (w->started ? w->nthreads : 0); t++)
       pthread_join(w->threads[t], NULL);
-    if (w->dev && !w->failed)
+    /* A failed device too: an operation whose event could not be made or
+     * watched is on its lanes still, reading or writing a buffer below. */
+    if (w->dev)
       poas__dev_sync_all(w->dev);
   }
   for (int b = 0; b < e->nbufs; b++) {
     poas__gbuf *g = &e->bufs[b].desc;
-    if (g->device >= 0 && g->mem.ptr && !g->external)
-      poas__dev_free(e->set->dev[g->device], g->mem, g->pitch * g->lines);
+    poas__device *d = g->device >= 0 ? e->set->dev[g->device] : NULL;
+    /* A failed device's buffers go back to it, not to its cache, as in
+     * run_serial: it may be in no state to hand them out again. */
+    if (d && g->mem.ptr && !g->external && e->w[g->device].failed)
+      d->be->mem_free(d, g->mem);
+    else if (d && g->mem.ptr && !g->external)
+      poas__dev_free(d, g->mem, g->pitch * g->lines);
     free(e->bufs[b].writers.e);
     free(e->bufs[b].readers.e);
   }
