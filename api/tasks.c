@@ -224,11 +224,17 @@ static int device_trampoline(void *payload) {
       poas__copy2d shape = {c->len[i], 1, c->len[i], c->len[i], 0};
       rc = be->copy_d2h(d, POAS__LANE_D2H, c->host[i], mem[i], &shape);
     }
-  int sync = be->lane_sync(d, POAS__LANE_D2H);
+  /* After an error, copies in may still be running on their lane: every
+   * lane is waited for, and the buffers go back to the device, not to its
+   * cache (as run_serial does). */
+  int failed = rc != 0;
+  int sync = failed ? poas__dev_sync_all(d) : be->lane_sync(d, POAS__LANE_D2H);
   if (!rc)
     rc = sync;
   for (int i = 0; i < n; i++)
-    if (mem[i].ptr)
+    if (mem[i].ptr && (failed || sync))
+      be->mem_free(d, mem[i]);
+    else if (mem[i].ptr)
       poas__dev_free(d, mem[i], c->len[i]);
   return rc;
 }
