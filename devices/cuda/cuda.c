@@ -665,16 +665,23 @@ static int cuda_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   cudaError_t cuda_err = cudaSuccess;
   /* cublasSetStream also resets the handle's workspace: only on a change. */
   cudaStream_t current = NULL;
+  const char *what = "cublasGetStream";
   cublasStatus_t st = poas__cublas.cublasGetStream(s->blas, &current);
-  if (st == CUBLAS_STATUS_SUCCESS && current != s->stream[lane])
+  if (st == CUBLAS_STATUS_SUCCESS && current != s->stream[lane]) {
+    what = "cublasSetStream";
     st = poas__cublas.cublasSetStream(s->blas, s->stream[lane]);
-  if (st == CUBLAS_STATUS_SUCCESS)
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    int scale = g->k == 0 || g->alpha == 0;
+    what = g->dtype == POAS_FLOAT32 ? (scale ? "cublasSgeam" : "cublasSgemm")
+                                    : (scale ? "cublasDgeam" : "cublasDgemm");
     st = run_gemm(s, lane, g, &cuda_err);
+  }
   pthread_mutex_unlock(&s->blas_lock);
   if (cuda_err != cudaSuccess)
     return cuda_fail(s, "cudaMemset2DAsync", cuda_err);
   if (st != CUBLAS_STATUS_SUCCESS)
-    return blas_fail(s, g->dtype == POAS_FLOAT32 ? "cublasSgemm" : "cublasDgemm", st);
+    return blas_fail(s, what, st);
   return 0;
 }
 
