@@ -189,6 +189,18 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
      * synchronous call frees them all first (api/gemm.c). */
     uint64_t held = p->async ? poas__resident_bytes(ctx, i) : 0;
     mem = mem > held ? mem - held : 0;
+    /* Nor more than the device could allocate now, where it can tell: on a
+     * GPU another process shares, a plan of the total failed mid-run. The
+     * copies GEMM tasks left are allocated: a task's plan counted them
+     * above, and a synchronous call frees them first, so their room is
+     * its own. */
+    uint64_t now;
+    if (poas__dev_available(ctx->devices.dev[i], &now) == 0) {
+      if (!p->async)
+        now += poas__resident_bytes(ctx, i);
+      if (now < mem)
+        mem = now;
+    }
     out->dev[i] = (poas__opt_device){
         .id = info->id,
         .model = dm->source == POAS__MODEL_NONE ? NULL : dm,

@@ -110,6 +110,10 @@ struct poas__backend {
    * it. */
   int (*mem_alloc)(poas__device *dev, size_t bytes, poas__mem *out);
   void (*mem_free)(poas__device *dev, poas__mem mem);
+  /* Optional: the bytes the device could allocate now (cudaMemGetInfo's
+   * free), less than info.memory_bytes where other processes, or other
+   * contexts of this one, hold some. NULL where it cannot tell. */
+  int (*mem_available)(poas__device *dev, uint64_t *bytes);
   /* Optional: page-lock a host range for faster copies (cudaHostRegister);
    * NULL or an error means copies go from pageable memory. */
   int (*host_register)(poas__device *dev, void *p, size_t bytes);
@@ -216,6 +220,10 @@ int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out);
 void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes);
 /* Releases every parked buffer of the device. */
 void poas__dev_trim(poas__device *d);
+/* The bytes device d could allocate now, its parked buffers counted as
+ * free (they are, to whoever asks through poas__dev_alloc): 0, or -1
+ * where its backend cannot tell (mem_available NULL or failing). */
+int poas__dev_available(poas__device *d, uint64_t *bytes);
 /* The registry's: gives an opened device its cache, and releases it. */
 int poas__memcache_attach(poas__device *d);
 void poas__memcache_detach(poas__device *d);

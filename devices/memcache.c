@@ -114,6 +114,20 @@ void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes) {
     d->be->mem_free(d, evict[i].mem);
 }
 
+int poas__dev_available(poas__device *d, uint64_t *bytes) {
+  uint64_t now;
+  if (!d->be->mem_available || d->be->mem_available(d, &now) != 0)
+    return -1;
+  poas__memcache *c = d->cache;
+  if (c) {
+    pthread_mutex_lock(&c->lock);
+    now += c->bytes;
+    pthread_mutex_unlock(&c->lock);
+  }
+  *bytes = now;
+  return 0;
+}
+
 void poas__dev_trim(poas__device *d) {
   poas__memcache *c = d->cache;
   if (!c)

@@ -1,6 +1,7 @@
 /* test-sim.c: the simulated device: settings, virtual time, memory limit.
  * These test the sim backend itself, which is a product feature; they
  * claim nothing about real devices. */
+#include "api/context.h"
 #include "devices/device.h"
 #include "devices/sim/sim.h"
 #include "harness.h"
@@ -185,6 +186,42 @@ TEST(tiled_gemm_runs_as_planned) {
   return 0;
 }
 
+/* A plan takes no more of a device's memory than it could allocate now:
+ * with 12 of a sim's 16 MiB held elsewhere (another process on a GPU), a
+ * GEMM whose C needs 8 MiB was planned in one tile of the total, and the
+ * run failed (every device failed, here the only one). The sim computes
+ * nothing: the plan and the run's status are checked. */
+TEST(plans_fit_the_memory_left_now) {
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "sim:memory=16Mi";
+  o.no_profile = 1;
+  poas_context *ctx;
+  CHECK_OK(poas_init(&ctx, &o));
+  poas__device *d = ctx->devices.dev[0];
+  poas__mem taken;
+  CHECK_OK(d->be->mem_alloc(d, 12u << 20, &taken)); /* not through the cache: someone else's */
+  uint64_t now = 0;
+  CHECK(poas__dev_available(d, &now) == 0 && now == 4u << 20);
+  enum { M = 1024, N = 2048, K = 16 };
+  float *A = calloc((size_t)M * K, sizeof *A), *B = calloc((size_t)K * N, sizeof *B),
+        *C = calloc((size_t)M * N, sizeof *C);
+  CHECK(A && B && C);
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
+                               N, K, 1, 0, &plan));
+  CHECK_MSG(plan.ndevices == 1 && plan.dev[0].tiles > 2, "%d devices, %lld tiles",
+            plan.ndevices, (long long)plan.dev[0].tiles);
+  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, A, M, B, K, 0,
+                      C, M);
+  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
+  d->be->mem_free(d, taken);
+  free(A), free(B), free(C);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(sim_virtual_time_follows_parameters), TEST_ENTRY(device_memory_cache),
           TEST_ENTRY(gemm_after_gemm_fits_device_memory), TEST_ENTRY(tiled_gemm_runs_as_planned),
+          TEST_ENTRY(plans_fit_the_memory_left_now),
           TEST_ENTRY(sim_beside_real_device_takes_real_time), TEST_ENTRY(sim_slowdown_and_ids))

@@ -67,7 +67,6 @@ typedef struct cuda_state {
   int tf32;
   int copy_threads; /* 0: pageable copies go straight to the runtime */
   stage stage[CUDA_LANES];
-  size_t free_bytes_at_open;
 } cuda_state;
 
 /* Clears the runtime's last error and reports `what` failed. */
@@ -187,7 +186,6 @@ static int fill_info(cuda_state *s, char *err, size_t errcap) {
   double fp32 = 2.0 * lanes * prop.multiProcessorCount * (clock_khz / 1e6);
   info->peak_gflops[POAS_FLOAT32] = fp32;
   info->peak_gflops[POAS_FLOAT64] = fp32 * fp64;
-  s->free_bytes_at_open = free_b;
   poas__info("cuda%d: %s, %zu of %zu MiB free, %d SMs at %d MHz", s->ordinal, info->name,
              free_b >> 20, total_b >> 20, info->cores, clock_khz / 1000);
   return 0;
@@ -319,6 +317,26 @@ static void cuda_mem_free(poas__device *dev, poas__mem mem) {
     return;
   if (cudaFree(mem.ptr) != cudaSuccess)
     (void)cudaGetLastError();
+}
+
+/* What cudaMalloc could take now: another process on the GPU (or another
+ * context of this one) holds the rest. Planned from the total instead, a
+ * shared GPU's cudaMalloc failed mid-run and retired the device, on every
+ * call. */
+static int cuda_mem_available(poas__device *dev, uint64_t *bytes) {
+  cuda_state *s = dev->priv;
+  size_t free_b = 0, total_b = 0;
+  /* Not through use(): a plan asks this, and a failure here leaves the
+   * plan on the total, not an error detail behind. */
+  cudaError_t e = cudaSetDevice(s->ordinal);
+  if (e == cudaSuccess)
+    e = cudaMemGetInfo(&free_b, &total_b);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return POAS_EDEVICE;
+  }
+  *bytes = free_b;
+  return 0;
 }
 
 /* Portable rather than default registration: with several GPUs, memory
@@ -766,6 +784,7 @@ const poas__backend poas__backend_cuda = {
     .close = cuda_close,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
+    .mem_available = cuda_mem_available,
     .host_register = cuda_host_register,
     .host_unregister = cuda_host_unregister,
     .copy_h2d = cuda_copy_h2d,

@@ -226,6 +226,14 @@ static void sim_mem_free(poas__device *dev, poas__mem mem) {
   free(mem.ptr);
 }
 
+static int sim_mem_available(poas__device *dev, uint64_t *bytes) {
+  sim_state *s = dev->priv;
+  pthread_mutex_lock(&s->lock);
+  *bytes = s->p.memory - s->allocated;
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
 static double copy_time(sim_state *s, size_t bytes, poas_direction dir) {
   if (s->time_fn)
     return s->time_fn(s->time_user, NULL, bytes, dir);
@@ -302,6 +310,7 @@ const poas__backend poas__backend_sim = {
     .close = sim_close,
     .mem_alloc = sim_mem_alloc,
     .mem_free = sim_mem_free,
+    .mem_available = sim_mem_available,
     .copy_h2d = sim_copy_h2d,
     .copy_d2h = sim_copy_d2h,
     .gemm = sim_gemm,
