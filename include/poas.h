@@ -524,9 +524,12 @@ int poas_default_profile_path(char *buf, size_t cap);
  * A plan says how a GEMM would run, without running it: which devices take
  * part, which rows or columns of C each computes, in how many tiles, how
  * many bytes it moves and how long the models predict. The same profile,
- * problem, learned factors and host hand-off state give the same plan: a
- * context that learns from its runs (POAS_ADAPT, the default) may plan a
- * problem differently after a run. The hand-off state is measured, not
+ * problem, learned factors, host hand-off state and free device memory
+ * give the same plan: a context that learns from its runs (POAS_ADAPT, the
+ * default) may plan a problem differently after a run, and a GPU's part
+ * fits the memory it could allocate when the plan is made (which matters
+ * only where memory, not speed, sets its tiles: another process holding
+ * memory on it, or a problem near its size). The hand-off state is measured, not
  * learned: on a device whose profile saw its host in both states
  * (poas_device_fit.handoff_latency_ns; the cpu device on a VM whose host
  * moves its vCPUs apart), each plan first times a cache line's round trip
