@@ -376,9 +376,19 @@ int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
    * costs; a knee there fitted the noise of small copies (PoCL's, on the CI
    * machine: 1.9 GB/s up to 16 KiB, 71 GB/s past it). */
   double X3[MAX_COPY_SIZES * 3], best_loss = 1 - tm->fit.r2;
-  for (int knee = 2; knee + 2 < n; knee++) {
+  for (int knee = 2; knee + 2 < n && n <= MAX_COPY_SIZES; knee++) {
     double kb = X[2 * knee + 1], c3[3];
     if (kb < 1048576)
+      continue;
+    /* Two sizes past the knee that the fit sees, not counting held-out
+     * ones: the fit choosing a knee sees only those, and from one it
+     * takes a rate that passes through that timing exactly, so that a
+     * knee before the last fitted size of a quick sweep (whose largest
+     * size is held out) fitted one noisy timing perfectly and won. */
+    int past = 0;
+    for (int i = 0; i < n; i++)
+      past += !held[i] && X[2 * i + 1] > kb;
+    if (past < 2)
       continue;
     for (int i = 0; i < n; i++) {
       X3[3 * i] = 1;

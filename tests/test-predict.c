@@ -736,6 +736,32 @@ TEST(transfer_fit_finds_the_knee_of_pageable_copies) {
   return 0;
 }
 
+/* A quick sweep's copies end at 16 MiB, and the largest is held out: a
+ * knee at 4 MiB then had one fitted size past it, whose rate the fit took
+ * from that timing alone, a perfect training fit that won over every other
+ * knee. Here the 8 MiB copy is 30% slow (one disturbed timing) on a line
+ * of 10 GB/s: a knee needs two fitted sizes past it. */
+TEST(transfer_knee_needs_two_fitted_sizes_past_it) {
+  enum { N = 13 };
+  double X[2 * N], y[N];
+  int held[N];
+  for (int i = 0; i < N; i++) {
+    X[2 * i] = 1;
+    X[2 * i + 1] = 4096.0 * (double)(1 << i);
+    held[i] = i % 5 == 2;
+    y[i] = 1e-5 + X[2 * i + 1] / 1e10;
+  }
+  y[11] *= 1.3;
+  poas__transfer_model tm = {0};
+  CHECK_OK(poas__fit_transfer(X, y, held, N, &tm));
+  int past = 0;
+  for (int i = 0; i < N; i++)
+    past += !held[i] && X[2 * i + 1] > tm.knee_bytes;
+  CHECK_MSG(!(tm.knee_bytes > 0) || past >= 2, "knee at %g bytes with %d fitted sizes past it",
+            tm.knee_bytes, past);
+  return 0;
+}
+
 /* Runs of a context teach it how far a device runs from its model: of two
  * sim devices with the same model, one runs twice as slowly. The first run
  * teaches nothing (one-time costs); each later one moves the slow device's
@@ -1402,4 +1428,5 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(calibration_keeps_what_it_did_not_measure),
           TEST_ENTRY(calibration_keeps_what_another_wrote_meanwhile),
           TEST_ENTRY(calibration_replaces_only_profiles), TEST_ENTRY(sim_replays_a_profile),
-          TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies))
+          TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
+          TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it))
