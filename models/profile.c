@@ -1272,6 +1272,23 @@ int poas__profile_write(const char *path, const poas__profile *p) {
   json_decref(root);
   if (!text)
     return POAS_ENOMEM;
+  /* What is written is read back first, by the reader's own checks: a sim
+   * calibrated at 1e3 flop/s wrote models that every later read refused
+   * as absurd, and the file had replaced a usable one. */
+  poas__profile *check = malloc(sizeof *check);
+  if (!check) {
+    free(text);
+    return POAS_ENOMEM;
+  }
+  rc = poas__profile_parse(text, strlen(text), path, check);
+  free(check);
+  if (rc) {
+    char why[512];
+    poas__strlcpy(why, poas_error_detail(), sizeof why);
+    free(text);
+    return poas__fail(rc == POAS_EPROFILE ? POAS_EFIT : rc,
+                      "not written: this POAS would refuse the profile on reading it: %s", why);
+  }
   char tmp[1100];
   temp_path(target, tmp, sizeof tmp);
   int e = write_file(tmp, target, text);

@@ -72,6 +72,17 @@ grep -q "^kept from the existing profile: sim1 (s)$" "$tmp/out" ||
 grep -q '2e+11 flop/s' "$tmp/sims.json" && grep -q '3e+11 flop/s' "$tmp/sims.json" ||
   fail "the profile lacks sim1 or the new sim0: $(cat "$tmp/sims.json")"
 
+# What calibration writes, the reader takes: models the reader would refuse
+# (a sim of 1e3 flop/s, whose times are absurd) are not written, and an
+# earlier profile stays. They were, and every later read refused the file.
+cp "$tmp/sims.json" "$tmp/slow.json"
+"$calibrate" --quick --devices sim:rate=1e3:drate=1e3 --dtype s --output "$tmp/slow.json" \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "not written: this POAS would refuse the profile on reading it: .*absurd" "$tmp/err" &&
+  cmp -s "$tmp/sims.json" "$tmp/slow.json" ||
+  fail "models the reader refuses: exit $rc: $(cat "$tmp/err")"
+
 "$calibrate" --quick --devices sim:jitter=0.2 --dtype s --output "$tmp/noisy.json" \
   >"$tmp/out" 2>"$tmp/err" || fail "noisy calibration failed: $(cat "$tmp/err")"
 grep -q "poas-calibrate: sim0 sgemm: .*machine was busy" "$tmp/err" ||
