@@ -389,9 +389,12 @@ static int read_gemm_model(reader *r, json_t *obj, const char *path, poas__gemm_
       return complain(r, "'%s.coef[%d]' should be a number, not %s", path, i, type_name(c));
     double x = json_number_value(c);
     /* Every feature is at least 1 for a non-empty GEMM, so a coefficient
-     * of more than a second per unit is nonsense. */
-    if (!isfinite(x) || fabs(x) > 1)
-      return complain(r, "'%s.coef[%d]' is %g, outside [-1, 1]", path, i, x);
+     * of more than a second per unit is nonsense; and calibration keeps
+     * every one at 0 or more (a negative one, hand-edited, could take a
+     * large GEMM's time to 0 past the shapes check_gemm_sane tries). */
+    if (!isfinite(x) || x < 0 || x > 1)
+      return complain(r, "'%s.coef[%d]' is %g, outside [0, 1] (seconds per unit of its feature)",
+                      path, i, x);
     gm->coef[i] = x;
   }
   if (read_fit(r, obj, path, &gm->fit))

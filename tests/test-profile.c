@@ -226,7 +226,7 @@ static const struct {
     {"bad-type-devices.json", "'devices' should be an array"},
     {"bad-nan.json", "not valid JSON"},
     {"bad-negative-bandwidth.json", "bandwidth' is -5e+09"},
-    {"bad-negative-rate.json", "absurd"},
+    {"bad-negative-rate.json", "coef[1]' is -1e-12, outside [0, 1]"},
     {"bad-absurd-latency.json", "latency' is 1e+06"},
     {"bad-overflow.json", "not valid JSON"},
     {"bad-absurd-memory.json", "memory_bytes' is"},
