@@ -276,6 +276,7 @@ typedef struct issue {
   poas__mem mem;            /* the device buffer of a copy, free or alloc */
   double t0;                /* lane clock once the waits are in place */
   uint64_t seq;             /* the number of its event's record (lane ops) */
+  int issued;               /* its lane waits were in place: the operation itself was tried */
 } issue;
 
 static double lane_clock(const poas__worker *w, int lane) {
@@ -347,6 +348,7 @@ static int execute(poas__worker *w, issue *is, poas__event *ev) {
     rc = d->be->lane_wait(d, is->lane, &is->wait[i]);
   if (rc)
     return rc;
+  is->issued = 1;
   is->t0 = lane_clock(w, is->lane);
   switch (in->kind) {
   case POAS__INS_ALLOC:
@@ -420,6 +422,7 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
   poas__event ev;
   memset(&ev, 0, sizeof ev);
   is.seq = 0;
+  is.issued = 0;
   is.t0 = lane_clock(w, is.lane);
   int rc;
   if (injected)
@@ -432,7 +435,9 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
 
   poas__engine_lock(e);
   n = &e->nodes[id];
-  n->ran = !injected;
+  /* A device operation whose lane waits failed was never tried: it wrote
+   * nothing (salvage then runs its chunk's units again, beta or not). */
+  n->ran = !injected && (!w->dev || is.issued);
   n->t0 = t0, n->t1 = t1;
   if (rc) {
     /* A host call that fails (a task, an asynchronous GEMM) says nothing

@@ -369,6 +369,81 @@ TEST(lane_waits_cover_copies_issued_by_other_threads) {
   return 0;
 }
 
+/* A device whose lane waits fail: the operation behind a failed wait was
+ * never tried, so it wrote nothing. Before, a copy out whose wait failed
+ * counted as run: salvage took its chunk's units for written in a state
+ * not known, and a GEMM with beta != 0 failed (POAS_EDEVICE) where the
+ * units could simply have run elsewhere. */
+static int nowait_copy_h2d(poas__device *d, int lane, poas__mem dst, const void *src,
+                           const poas__copy2d *shape) {
+  (void)d, (void)lane, (void)dst, (void)src, (void)shape;
+  return 0;
+}
+
+static int nowait_copy_d2h(poas__device *d, int lane, void *dst, poas__mem src,
+                           const poas__copy2d *shape) {
+  (void)d, (void)lane, (void)src;
+  memset(dst, 0x5a, shape->width); /* must not happen: its wait failed */
+  return 0;
+}
+
+static int nowait_lane_wait(poas__device *d, int lane, poas__event *ev) {
+  (void)lane, (void)ev;
+  return poas__fail(POAS_EDEVICE, "%s: lane wait failed (test)", d->info.id);
+}
+
+static const poas__backend nowait_backend = {
+    .kind_name = "fake", .kind = POAS_DEVICE_SIM, .built = 1, .copy_h2d = nowait_copy_h2d,
+    .copy_d2h = nowait_copy_d2h, .event_create = fake_event_create,
+    .event_record = fake_event_record, .lane_wait = nowait_lane_wait,
+    .event_sync = fake_event_sync, .event_destroy = fake_event_destroy,
+    .lane_sync = fake_lane_sync};
+
+TEST(failed_lane_wait_leaves_the_operation_unrun) {
+  fake_lanes f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  poas__device d;
+  memset(&d, 0, sizeof d);
+  d.be = &nowait_backend, d.nlanes = 3, d.priv = &f;
+  d.info.memory_bytes = 1 << 20;
+  poas__strlcpy(d.info.id, "fake0", sizeof d.info.id);
+  poas__devset set = {.ndev = 1, .dev = {&d}};
+  poas__engine *e;
+  poas__engine_config cfg = {0};
+  CHECK_OK(poas__engine_create(&set, &cfg, &e));
+  static int name = 0;
+  static char in_host[64], out_host[64];
+  poas__engine_lock(e);
+  poas__gbuf hi = {.device = -1, .host = in_host, .pitch = sizeof in_host, .lines = 1};
+  poas__gbuf ho = {.device = -1, .host = out_host, .pitch = sizeof out_host, .lines = 1};
+  poas__gbuf g = {.device = 0, .pitch = sizeof in_host, .lines = 1, .mem = {&name},
+                  .external = 1};
+  int hib = poas__engine_add_buffer(e, &hi), hob = poas__engine_add_buffer(e, &ho);
+  int db = poas__engine_add_buffer(e, &g);
+  poas__copy2d shape = {sizeof in_host, 1, sizeof in_host, sizeof in_host, 0};
+  poas__ins h2d = {.kind = POAS__INS_H2D, .device = 0, .lane = POAS__LANE_H2D, .chunk = -1,
+                   .naccess = 2};
+  h2d.access[0] = (poas__access){{hib, 0, 1, 0, sizeof in_host}, POAS__READ};
+  h2d.access[1] = (poas__access){{db, 0, 1, 0, sizeof in_host}, POAS__WRITE};
+  h2d.u.h2d.dst_buf = db, h2d.u.h2d.src = in_host, h2d.u.h2d.shape = shape;
+  int first = poas__engine_add(e, &h2d, NULL, NULL);
+  poas__ins d2h = {.kind = POAS__INS_D2H, .device = 0, .lane = POAS__LANE_D2H, .chunk = -1,
+                   .naccess = 2};
+  d2h.access[0] = (poas__access){{db, 0, 1, 0, sizeof in_host}, POAS__READ};
+  d2h.access[1] = (poas__access){{hob, 0, 1, 0, sizeof out_host}, POAS__WRITE};
+  d2h.u.d2h.src_buf = db, d2h.u.d2h.dst = out_host, d2h.u.d2h.shape = shape;
+  int second = poas__engine_add(e, &d2h, NULL, NULL);
+  CHECK(first >= 0 && second >= 0);
+  poas__engine_drain(e);
+  int ran_first = e->nodes[first].ran, ran_second = e->nodes[second].ran;
+  int cancelled = e->nodes[second].state == POAS__NODE_CANCELLED;
+  poas__engine_unlock(e);
+  poas__engine_destroy(e);
+  CHECK(ran_first && cancelled);
+  CHECK_MSG(!ran_second, "a copy out whose lane wait failed counts as run");
+  CHECK(out_host[0] == 0);
+  return 0;
+}
+
 /* ----------------------------------------------- test-only work sources */
 
 /* One GEMM per range on the device's compute lane: m = units, n = k = 500
@@ -1092,6 +1167,7 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(inference_lets_independent_work_run_concurrently),
           TEST_ENTRY(inference_long_chain_in_order), TEST_ENTRY(lanes_ordered_by_events),
           TEST_ENTRY(lane_waits_cover_copies_issued_by_other_threads),
+          TEST_ENTRY(failed_lane_wait_leaves_the_operation_unrun),
           TEST_ENTRY(guided_corrects_a_wrong_model_static_does_not),
           TEST_ENTRY(guided_with_exact_model_matches_plan),
           TEST_ENTRY(guided_tail_goes_where_it_finishes_first),

@@ -456,13 +456,15 @@ static void unreserve(ocl_state *s, size_t bytes) {
 }
 
 /* Makes the implementation back the buffer now: a one-byte fill on the
- * private queue, waited for. */
-static cl_int touch(ocl_state *s, cl_mem buf) {
+ * private queue, waited for. *call names the call that failed. */
+static cl_int touch(ocl_state *s, cl_mem buf, const char **call) {
   const unsigned char zero = 0;
   cl_event ev;
+  *call = "clEnqueueFillBuffer";
   cl_int r = clEnqueueFillBuffer(s->session->queue[OCL_ALLOC_QUEUE], buf, &zero, 1, 0, 1, 0, NULL, &ev);
   if (r != CL_SUCCESS)
     return r;
+  *call = "clWaitForEvents";
   r = clWaitForEvents(1, &ev);
   clReleaseEvent(ev);
   return r;
@@ -479,17 +481,18 @@ static int ocl_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
     return poas__fail(POAS_ENOMEM, "%s: %zu bytes do not fit in the device memory left",
                       dev->info.id, bytes);
   cl_int r;
+  const char *call = "clCreateBuffer";
   cl_mem buf = clCreateBuffer(s->session->ctx, CL_MEM_READ_WRITE, bytes, NULL, &r);
-  if (buf && (r = touch(s, buf)) != CL_SUCCESS) {
+  if (buf && (r = touch(s, buf, &call)) != CL_SUCCESS) {
     clReleaseMemObject(buf);
     buf = NULL;
   }
   if (!buf) {
     unreserve(s, bytes);
     if (is_out_of_memory(r) || r == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
-      return poas__fail(POAS_ENOMEM, "%s: allocation of %zu bytes failed: %s (%d)", dev->info.id,
-                        bytes, status_name(r), (int)r);
-    return cl_fail(dev, "clCreateBuffer", r);
+      return poas__fail(POAS_ENOMEM, "%s: allocation of %zu bytes failed: %s: %s (%d)",
+                        dev->info.id, bytes, call, status_name(r), (int)r);
+    return cl_fail(dev, call, r);
   }
   out->ptr = buf;
   return 0;
