@@ -309,6 +309,16 @@ static int fake_lane_sync(poas__device *d, int lane) {
   return 0;
 }
 
+/* A device of three lanes on backend `be`, its state f, issued from
+ * `issue_threads` host threads (0: the engine's default). */
+static void fake_device(poas__device *d, const poas__backend *be, fake_lanes *f,
+                        int issue_threads) {
+  memset(d, 0, sizeof *d);
+  d->be = be, d->nlanes = 3, d->issue_threads = issue_threads, d->priv = f;
+  d->info.memory_bytes = 1 << 20;
+  poas__strlcpy(d->info.id, "fake0", sizeof d->info.id);
+}
+
 static const poas__backend fake_backend = {
     .kind_name = "fake", .kind = POAS_DEVICE_SIM, .built = 1, .copy_h2d = fake_copy_h2d,
     .gemm = fake_gemm, .event_create = fake_event_create, .event_record = fake_event_record,
@@ -325,10 +335,7 @@ TEST(lane_waits_cover_copies_issued_by_other_threads) {
   for (int trial = 0; trial < 10; trial++) {
     fake_lanes f = {.lock = PTHREAD_MUTEX_INITIALIZER};
     poas__device d;
-    memset(&d, 0, sizeof d);
-    d.be = &fake_backend, d.nlanes = 3, d.issue_threads = 4, d.priv = &f;
-    d.info.memory_bytes = 1 << 20;
-    poas__strlcpy(d.info.id, "fake0", sizeof d.info.id);
+    fake_device(&d, &fake_backend, &f, 4);
     poas__devset set = {.ndev = 1, .dev = {&d}};
     poas__engine *e;
     poas__engine_config cfg = {0};
@@ -402,10 +409,7 @@ static const poas__backend nowait_backend = {
 TEST(failed_lane_wait_leaves_the_operation_unrun) {
   fake_lanes f = {.lock = PTHREAD_MUTEX_INITIALIZER};
   poas__device d;
-  memset(&d, 0, sizeof d);
-  d.be = &nowait_backend, d.nlanes = 3, d.priv = &f;
-  d.info.memory_bytes = 1 << 20;
-  poas__strlcpy(d.info.id, "fake0", sizeof d.info.id);
+  fake_device(&d, &nowait_backend, &f, 0);
   poas__devset set = {.ndev = 1, .dev = {&d}};
   poas__engine *e;
   poas__engine_config cfg = {0};

@@ -132,12 +132,8 @@ TEST(device_memory_cache) {
  * (POAS_EDEVICE, every device failed). The sim computes nothing: only the
  * return codes and the faults are checked. */
 TEST(gemm_after_gemm_fits_device_memory) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "sim:memory=1000000";
-  o.no_profile = 1;
-  poas_context *ctx;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = test_open("sim:memory=1000000");
+  CHECK(ctx);
   static float A[457 * 110], B[110 * 644], C[457 * 644];
   CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 400, 500, 14, 1.0f, A,
                       400, B, 14, 0.0f, C, 400));
@@ -151,6 +147,20 @@ TEST(gemm_after_gemm_fits_device_memory) {
   return 0;
 }
 
+/* Zeroed float operands of an m x n x k GEMM (a sim reads none of them). */
+typedef struct operands {
+  float *A, *B, *C;
+} operands;
+
+static int operands_alloc(operands *o, int64_t m, int64_t n, int64_t k) {
+  o->A = calloc((size_t)(m * k), sizeof *o->A);
+  o->B = calloc((size_t)(k * n), sizeof *o->B);
+  o->C = calloc((size_t)(m * n), sizeof *o->C);
+  return o->A && o->B && o->C ? 0 : POAS_ENOMEM;
+}
+
+static void operands_free(operands *o) { free(o->A), free(o->B), free(o->C); }
+
 /* A tiled GEMM runs in virtual time as its plan predicts. With room for
  * two tiles of C, the pipeline copies each tile's operand and C in, in
  * tile order; the engine once submitted the nodes in the order they became
@@ -159,29 +169,24 @@ TEST(gemm_after_gemm_fits_device_memory) {
  * prediction (a 10-tile 16384 x 16384 x 64 one on 256 MiB, 13%). The sim
  * computes nothing: only its virtual times are checked. */
 TEST(tiled_gemm_runs_as_planned) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "sim:rate=2e11:bandwidth=5e10:memory=16Mi";
-  o.no_profile = 1;
-  poas_context *ctx;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = test_open("sim:rate=2e11:bandwidth=5e10:memory=16Mi");
+  CHECK(ctx);
   enum { M = 4096, N = 4096, K = 16 };
-  float *A = calloc((size_t)M * K, sizeof *A), *B = calloc((size_t)K * N, sizeof *B),
-        *C = calloc((size_t)M * N, sizeof *C);
-  CHECK(A && B && C);
+  operands op;
+  CHECK_OK(operands_alloc(&op, M, N, K));
   poas_plan plan;
   CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
                                N, K, 1, 1, &plan));
   CHECK_MSG(plan.ndevices == 1 && plan.dev[0].tiles >= 8, "%d devices, %lld tiles",
             plan.ndevices, (long long)plan.dev[0].tiles);
-  CHECK_OK(poas_sgemm(ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, A, K, B, N, 1,
-                      C, N));
+  CHECK_OK(poas_sgemm(ctx, POAS_ROW_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, op.A, K, op.B,
+                      N, 1, op.C, N));
   poas_report r;
   CHECK_OK(poas_last_report(ctx, &r));
   double ratio = r.measured_s / r.predicted_s;
   CHECK_MSG(ratio > 0.99 && ratio < 1.01, "predicted %.6g s, ran %.6g s of virtual time (%.3fx)",
             r.predicted_s, r.measured_s, ratio);
-  free(A), free(B), free(C);
+  operands_free(&op);
   poas_finalize(ctx);
   return 0;
 }
@@ -192,31 +197,26 @@ TEST(tiled_gemm_runs_as_planned) {
  * run failed (every device failed, here the only one). The sim computes
  * nothing: the plan and the run's status are checked. */
 TEST(plans_fit_the_memory_left_now) {
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "sim:memory=16Mi";
-  o.no_profile = 1;
-  poas_context *ctx;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx = test_open("sim:memory=16Mi");
+  CHECK(ctx);
   poas__device *d = ctx->devices.dev[0];
   poas__mem taken;
   CHECK_OK(d->be->mem_alloc(d, 12u << 20, &taken)); /* not through the cache: someone else's */
   uint64_t now = 0;
   CHECK(poas__dev_available(d, &now) == 0 && now == 4u << 20);
   enum { M = 1024, N = 2048, K = 16 };
-  float *A = calloc((size_t)M * K, sizeof *A), *B = calloc((size_t)K * N, sizeof *B),
-        *C = calloc((size_t)M * N, sizeof *C);
-  CHECK(A && B && C);
+  operands op;
+  CHECK_OK(operands_alloc(&op, M, N, K));
   poas_plan plan;
   CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
                                N, K, 1, 0, &plan));
   CHECK_MSG(plan.ndevices == 1 && plan.dev[0].tiles > 2, "%d devices, %lld tiles",
             plan.ndevices, (long long)plan.dev[0].tiles);
-  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, A, M, B, K, 0,
-                      C, M);
+  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, op.A, M, op.B,
+                      K, 0, op.C, M);
   CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
   d->be->mem_free(d, taken);
-  free(A), free(B), free(C);
+  operands_free(&op);
   poas_finalize(ctx);
   return 0;
 }
