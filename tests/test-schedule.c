@@ -1167,6 +1167,77 @@ TEST(trace_is_valid_chrome_json) {
   return 0;
 }
 
+/* In virtual time a chunk is handed out once every device is idle; a
+ * real asynchronous device is given its next chunk while it still runs
+ * one, so a chunk may overlap the one before it, but not an earlier one.
+ * An idle copy lane used to run a tail chunk's copies back at its own
+ * clock, up to chunks before the device was given it, and the correction
+ * then measured the device faster than it was. Each chunk of a device
+ * starts after the chunks before the one before it have ended. */
+TEST(virtual_time_chunk_overlaps_one_chunk_at_most) {
+  char path[] = "/tmp/poas-trace-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  close(fd);
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "sim:rate=6.04e+10:latency=0.0001:slowdown=1.5,"
+              "sim:rate=9.65e+11:latency=0.0001:bandwidth=8.35e+09,"
+              "sim:rate=7.65e+11:latency=0.001:slowdown=1.2";
+  o.no_profile = 1, o.no_adapt = 1, o.sched = "guided", o.trace = path;
+  poas_context *ctx = NULL;
+  CHECK_OK(poas_init(&ctx, &o));
+  const int64_t m = 2048, n = 1000, k = 2048;
+  double *a = calloc((size_t)(m * k), sizeof *a), *b = calloc((size_t)(k * n), sizeof *b),
+         *c = calloc((size_t)(m * n), sizeof *c);
+  CHECK(a && b && c);
+  CHECK_OK(poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 1, a, m, b, k,
+                      0, c, m));
+  poas_finalize(ctx);
+  free(a), free(b), free(c);
+  json_error_t jerr;
+  json_t *root = json_load_file(path, 0, &jerr);
+  unlink(path);
+  CHECK_MSG(root != NULL, "%s", jerr.text);
+  json_t *ev = json_object_get(root, "traceEvents");
+  /* Per device, per chunk: its first start and its last end (us). */
+  enum { MAXC = 256 };
+  static double first[3][MAXC], last[3][MAXC];
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < MAXC; i++)
+      first[d][i] = INFINITY, last[d][i] = -INFINITY;
+  for (size_t i = 0; i < json_array_size(ev); i++) {
+    json_t *x = json_array_get(ev, i);
+    if (strcmp(json_string_value(json_object_get(x, "ph")), "X") != 0)
+      continue;
+    json_int_t d = json_integer_value(json_object_get(x, "pid"));
+    json_int_t ch = json_integer_value(json_object_get(json_object_get(x, "args"), "chunk"));
+    double ts = json_number_value(json_object_get(x, "ts"));
+    double te = ts + json_number_value(json_object_get(x, "dur"));
+    if (d < 0 || d >= 3 || ch < 0 || ch >= MAXC)
+      continue;
+    first[d][ch] = fmin(first[d][ch], ts), last[d][ch] = fmax(last[d][ch], te);
+  }
+  json_decref(root);
+  int checked = 0;
+  for (int d = 0; d < 3; d++) {
+    /* The end of the device's chunks before the one before. */
+    double older = -INFINITY, before = -INFINITY;
+    for (int ch = 0; ch < MAXC; ch++) {
+      if (first[d][ch] == INFINITY)
+        continue;
+      CHECK_MSG(first[d][ch] >= older - 1e-3,
+                "sim%d's chunk %d starts at %.1f us, before its chunks two back end at %.1f", d,
+                ch, first[d][ch], older);
+      checked += older > -INFINITY;
+      older = fmax(older, before);
+      before = fmax(before, last[d][ch]);
+    }
+  }
+  CHECK_MSG(checked > 0, "no device ran three chunks");
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(inference_lets_independent_work_run_concurrently),
           TEST_ENTRY(inference_long_chain_in_order), TEST_ENTRY(lanes_ordered_by_events),
@@ -1185,4 +1256,5 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(fault_after_partial_write_back_reruns_an_overwriting_source),
           TEST_ENTRY(fault_keeps_the_units_finished_in_host_memory),
           TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
-          TEST_ENTRY(trace_is_valid_chrome_json))
+          TEST_ENTRY(trace_is_valid_chrome_json),
+          TEST_ENTRY(virtual_time_chunk_overlaps_one_chunk_at_most))

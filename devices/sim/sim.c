@@ -172,6 +172,17 @@ void poas__sim_advance(poas__device *dev, double seconds) {
   pthread_mutex_unlock(&s->lock);
 }
 
+void poas__sim_lanes_from(poas__device *dev, double t) {
+  sim_state *s = dev->priv;
+  if (!dev->virtual_time)
+    return;
+  pthread_mutex_lock(&s->lock);
+  for (int l = 0; l < SIM_LANES; l++)
+    if (s->clock[l] < t)
+      s->clock[l] = t;
+  pthread_mutex_unlock(&s->lock);
+}
+
 /* Spends `seconds` of device time on a lane: virtually, or by sleeping. */
 static int spend(poas__device *dev, int lane, double seconds) {
   sim_state *s = dev->priv;

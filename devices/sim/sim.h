@@ -38,5 +38,8 @@ double poas__sim_lane_clock(const poas__device *dev, int lane);
  * spends and virtual time would otherwise not count). Nothing for a sim
  * in real time, whose run spends it for real. */
 void poas__sim_advance(poas__device *dev, double seconds);
+/* Brings every lane's virtual clock to at least `t`: what is put on a
+ * lane next starts no earlier (a lane ahead of t keeps its clock). */
+void poas__sim_lanes_from(poas__device *dev, double t);
 
 #endif /* POAS_SIM_H */
