@@ -755,6 +755,31 @@ static void print_json(const job *j, const options *o, const problem *prob, cons
   printf("]}\n");
 }
 
+/* -1 when this rank's problems (--sizes, --dtype, --repeat) are rank 0's,
+ * else 2, said by this rank. An MPMD job gives each rank its own command
+ * line, and its --devices and --profile may differ; but a rank that sized
+ * its buffers for other problems, or ran another number of times, took
+ * part in collectives that did not match rank 0's: a heap overrun ("--sizes
+ * 256" beside "--sizes 128") or a hang (--repeat 1 beside --repeat 3).
+ * Collective. */
+static int same_problems(const options *o, int rank) {
+  int64_t mine[3 + 3 * MAX_PROBLEMS] = {o->nprob, o->dtype, o->repeat}, first[3 + 3 * MAX_PROBLEMS];
+  for (int i = 0; i < o->nprob; i++) {
+    mine[3 + 3 * i] = o->prob[i].m;
+    mine[4 + 3 * i] = o->prob[i].n;
+    mine[5 + 3 * i] = o->prob[i].k;
+  }
+  memcpy(first, mine, sizeof first);
+  MPI_Bcast(first, 3 + 3 * MAX_PROBLEMS, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  if (memcmp(first, mine, sizeof first) == 0)
+    return -1;
+  fprintf(stderr,
+          PROG " (rank %d): its --sizes, --dtype or --repeat differ from rank 0's: every rank "
+               "must run the same problems\n",
+          rank);
+  return 2;
+}
+
 /* The command line's status, the same on every rank: -1 to go on, else
  * the exit status. Ranks of one program see the same arguments, and rank 0
  * alone speaks for them; but an MPMD job (`mpirun -np 1 A : -np 1 A
@@ -766,9 +791,10 @@ static int agreed_options(int argc, char **argv, options *o, int rank) {
   int status = parse_options(argc, argv, o, rank == 0);
   int first = status;
   MPI_Bcast(&first, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (rank != 0 && status >= 0 && first < 0)
+  if (rank != 0 && status >= 0 && (first < 0 || (status > 0 && first == 0)))
     parse_options(argc, argv, o, 1);
-  return agree(status);
+  status = agree(status);
+  return status < 0 ? agree(same_problems(o, rank)) : status;
 }
 
 /* Everything past the command line: the devices, the links, each problem

@@ -5,9 +5,10 @@
 # at start; two ranks of simulated devices, one three times the other's
 # rate, get the rows in that ratio and measure what they predicted;
 # a bad argument or device selection ends every rank with exit status 2,
-# said once; operands past the machine's memory end every rank with 1
-# before they are allocated; --help and --version fail when their output
-# cannot be written. Skips (77) where poas-mpi-bench is not built
+# said once, and in an MPMD job problems (--sizes, --dtype, --repeat)
+# unlike rank 0's end every rank with 2; operands past the machine's
+# memory end every rank with 1 before they are allocated; --help and
+# --version fail when their output cannot be written. Skips (77) where poas-mpi-bench is not built
 # (configure found no Open MPI) or mpirun cannot start two processes here.
 set -u
 bench="${top_builddir:-.}/bench/poas-mpi-bench"
@@ -136,6 +137,27 @@ for bad in --bogus "--sizes x"; do
   [ $rc -eq 2 ] || fail "rank 1 alone given $bad: not exit 2 (exit $rc): $(cat "$tmp/err")"
   grep -q -e "unrecognized option '--bogus'" -e "bad --sizes 'x'" "$tmp/err" ||
     fail "rank 1 alone given $bad: not said: $(cat "$tmp/err")"
+done
+
+# Rank 0's --help beside rank 1's bad option: exit 2, and rank 1 says why.
+timeout 60 mpirun -np 1 -x POAS_DEVICES=sim "$bench" --help : \
+  -np 1 -x POAS_DEVICES=sim "$bench" --bogus >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] || fail "rank 0 --help, rank 1 --bogus: not exit 2 (exit $rc): $(cat "$tmp/err")"
+grep -q "unrecognized option '--bogus'" "$tmp/err" ||
+  fail "rank 0 --help, rank 1 --bogus: not said: $(cat "$tmp/err")"
+
+# Each rank of an MPMD job may name its own devices, but not its own
+# problems: --sizes, --dtype or --repeat unlike rank 0's end every rank
+# with 2, said by that rank (other sizes once overran a rank's buffers in
+# the scatter, and another --repeat left the ranks waiting for good).
+for other in "--sizes 128" "--dtype d" "--repeat 2"; do
+  timeout 60 mpirun -np 1 -x POAS_DEVICES=sim "$bench" --sizes 256 --repeat 1 : \
+    -np 1 -x POAS_DEVICES=sim "$bench" --sizes 256 --repeat 1 $other >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "rank 1 alone given $other: not exit 2 (exit $rc): $(cat "$tmp/err")"
+  [ "$(grep -c "(rank 1): its --sizes, --dtype or --repeat differ from rank 0's" "$tmp/err")" -eq 1 ] ||
+    fail "rank 1 alone given $other: not said once: $(cat "$tmp/err")"
 done
 
 # Operands past the machine's memory are refused before they are allocated
