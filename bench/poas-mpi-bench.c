@@ -594,9 +594,12 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
     goto done;
   }
   double my_predicted = 0;
+  int64_t my_rows = held_rows(j, p, out->count);
   for (long r = 0; r < o->repeat; r++) {
-    if (rank == 0)
-      bench_poison(c, o->dtype, (size_t)(p->m * p->n));
+    /* Every rank's C, not rank 0's alone: the others' held the warm-up's
+     * right rows, and a GEMM of theirs that returned without computing
+     * would have sent those back and passed the check. */
+    bench_poison(c, o->dtype, (size_t)(my_rows * p->n));
     t = run_once(j, o, p, out->first, out->count, a, b, c);
     if (agree(say_failed(j, t.rc))) {
       status = 1;
@@ -763,7 +766,8 @@ static void print_json(const job *j, const options *o, const problem *prob, cons
  * 256" beside "--sizes 128") or a hang (--repeat 1 beside --repeat 3).
  * Collective. */
 static int same_problems(const options *o, int rank) {
-  int64_t mine[3 + 3 * MAX_PROBLEMS] = {o->nprob, o->dtype, o->repeat}, first[3 + 3 * MAX_PROBLEMS];
+  int64_t mine[3 + 3 * MAX_PROBLEMS] = {o->nprob, o->dtype, o->repeat};
+  int64_t first[3 + 3 * MAX_PROBLEMS];
   for (int i = 0; i < o->nprob; i++) {
     mine[3 + 3 * i] = o->prob[i].m;
     mine[4 + 3 * i] = o->prob[i].n;
