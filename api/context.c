@@ -171,6 +171,22 @@ void poas__adapt_reset(poas_context *ctx) {
   pthread_mutex_unlock(&ctx->adapt_lock);
 }
 
+void poas__adapt_restore_device(poas_context *ctx, const poas__taught *from, int i) {
+  poas__taught *t = &ctx->taught;
+  pthread_mutex_lock(&ctx->adapt_lock);
+  t->handoff_other[i] = from->handoff_other[i];
+  memcpy(t->handoff_runs[i], from->handoff_runs[i], sizeof t->handoff_runs[i]);
+  memcpy(t->handoff_level[i], from->handoff_level[i], sizeof t->handoff_level[i]);
+  memcpy(t->handoff_learned[i], from->handoff_learned[i], sizeof t->handoff_learned[i]);
+  memcpy(t->adapt_one[i], from->adapt_one[i], sizeof t->adapt_one[i]);
+  memcpy(t->learned_one[i], from->learned_one[i], sizeof t->learned_one[i]);
+  memcpy(t->adapt[i], from->adapt[i], sizeof t->adapt[i]);
+  memcpy(t->learned[i], from->learned[i], sizeof t->learned[i]);
+  memcpy(t->adapt_shape[i], from->adapt_shape[i], sizeof t->adapt_shape[i]);
+  memcpy(t->learned_shape[i], from->learned_shape[i], sizeof t->learned_shape[i]);
+  pthread_mutex_unlock(&ctx->adapt_lock);
+}
+
 void poas_finalize(poas_context *ctx) {
   if (!ctx)
     return;

@@ -188,6 +188,9 @@ int poas__report_get(const poas_context *ctx, poas_report *out);
 
 /* Forgets what runs taught (the models changed: calibration). */
 void poas__adapt_reset(poas_context *ctx);
+/* Gives device i back what runs had taught of it, from *from (a copy of
+ * ctx->taught from before a calibration that did not measure it). */
+void poas__adapt_restore_device(poas_context *ctx, const poas__taught *from, int i);
 
 /* Runs a validated, normalised GEMM on the context's devices and fills
  * ctx->report. */

@@ -504,8 +504,13 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
       ctx->models[i] = m;
       ctx->devices.dev[i]->info.has_model = 1;
     }
-    /* What runs taught was about the old models. */
+    /* What runs taught of the measured devices was about their old
+     * models; the others keep their models, and what their runs taught
+     * of them (it once went too, for every device and dtype). */
     poas__adapt_reset(ctx);
+    for (int i = 0; i < ctx->devices.ndev; i++)
+      if (!sel[i])
+        poas__adapt_restore_device(ctx, taught, i);
     if (opts->output) {
       poas__profile_status *st = &ctx->profile;
       poas__strlcpy(st->path, opts->output, sizeof st->path);

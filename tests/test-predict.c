@@ -943,6 +943,41 @@ TEST(a_device_left_out_after_a_slow_spell_comes_back) {
   return 0;
 }
 
+/* A calibration forgets what runs taught of the devices it measured, whose
+ * models it replaced, and no more: calibrating sim0 alone once also made
+ * the context forget that sim1 runs twice as slowly as its model, and
+ * plan it (and learn it again from the second run on) as if it did not.
+ * Virtual time: the runs are exact. */
+TEST(calibrating_one_device_keeps_what_the_others_learned) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
+                                "sim:rate=1e11:latency=0:bandwidth=1e12:slowdown=2");
+  CHECK(ctx);
+  size_t elems = (size_t)2048 * 2048;
+  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
+  CHECK(A && B && C);
+  poas_report rep;
+  for (int r = 0; r < 3; r++)
+    CHECK_OK(run_sgemm(ctx, 2048, 2048, 2048, A, B, C, &rep));
+  free(A), free(B), free(C);
+  poas_plan before, after;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
+                          2048, 2048, &before));
+  poas_calibrate_options co;
+  poas_calibrate_options_init(&co);
+  co.quick = 1;
+  co.devices = "sim0";
+  CHECK_OK(poas_calibrate(ctx, &co, NULL));
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
+                          2048, 2048, &after));
+  poas_finalize(ctx);
+  fprintf(stderr, "  sim1's factor %.3f before calibrating sim0, %.3f after; sim0's %.3f\n",
+          before.dev[1].learned, after.dev[1].learned, after.dev[0].learned);
+  CHECK(before.dev[1].learned > 1.9);
+  CHECK_MSG(after.dev[1].learned == before.dev[1].learned, "sim1 %.3f", after.dev[1].learned);
+  CHECK_MSG(after.dev[0].learned == 1, "sim0 %.3f", after.dev[0].learned);
+  return 0;
+}
+
 /* Runs that drift apart by shape are learned apart: on a device whose thin
  * row blocks run 3x their model and whose squares run as modelled,
  * alternating runs of both leave each predicted within 2% of what it
@@ -1413,6 +1448,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(the_slow_state_runs_thin_calls_on_one_thread),
           TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
           TEST_ENTRY(a_device_left_out_after_a_slow_spell_comes_back),
+          TEST_ENTRY(calibrating_one_device_keeps_what_the_others_learned),
           TEST_ENTRY(runs_teach_thin_blocks_apart_from_whole_ones),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),
           TEST_ENTRY(a_calibration_short_of_time_runs_fewer_sweep_passes),
