@@ -137,10 +137,10 @@ typedef struct poas_options {
    * contexts that set one; poas_finalize gives its level up. */
   int log_level;
   /* Plan with the calibrated models only (also POAS_ADAPT=0; 1 or unset:
-   * learn). By default a
-   * context learns from its runs how much slower or faster than its models
-   * each device really runs, and plans and predicts with the models scaled
-   * by that; calibration resets what it learned. */
+   * learn). By default a context learns from its runs how much slower or
+   * faster than its models each device really runs, and plans and predicts
+   * with the models scaled by that; calibrating a device resets what it
+   * learned of that device. */
   int no_adapt;
 } poas_options;
 
