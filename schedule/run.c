@@ -100,8 +100,9 @@ typedef struct runner {
   int part[POAS_MAX_DEVICES];   /* takes part in this run */
   int emitted[POAS_MAX_DEVICES];
   int open[POAS_MAX_DEVICES];   /* chunks given and not complete */
-  /* In virtual time, the device's clock when it was last given a chunk
-   * (give): its next chunk starts no earlier. */
+  /* In virtual time, the device's clock (the sim's own, not dev_time's)
+   * when it was last given a chunk (give): its next chunk starts no
+   * earlier. */
   double given_at[POAS_MAX_DEVICES];
   int chunks[POAS_MAX_DEVICES];
   int64_t units[POAS_MAX_DEVICES];
@@ -213,8 +214,10 @@ static int give(runner *r, int d, int64_t a, int64_t b) {
    * then measured the device faster than it ran (sims of slowdown 1.2
    * corrected to 0.886). */
   if (r->e->virtual_time) {
+    /* On the sim's own clock, as poas__sim_lanes_from takes it: dev_time
+     * is the run's, which starts at 0 only on a context's first GEMM. */
     poas__sim_lanes_from(r->set->dev[d], r->given_at[d]);
-    r->given_at[d] = dev_time(r, d);
+    r->given_at[d] = poas__engine_clock(r->e, d);
   }
   int chunk = poas__engine_chunk_open(r->e, d, a, b);
   if (chunk < 0)

@@ -1174,7 +1174,7 @@ TEST(trace_is_valid_chrome_json) {
  * clock, up to chunks before the device was given it, and the correction
  * then measured the device faster than it was. Each chunk of a device
  * starts after the chunks before the one before it have ended. */
-TEST(virtual_time_chunk_overlaps_one_chunk_at_most) {
+static int chunk_overlap_check(int ngemm) {
   char path[] = "/tmp/poas-trace-XXXXXX";
   int fd = mkstemp(path);
   CHECK(fd >= 0);
@@ -1191,8 +1191,11 @@ TEST(virtual_time_chunk_overlaps_one_chunk_at_most) {
   double *a = calloc((size_t)(m * k), sizeof *a), *b = calloc((size_t)(k * n), sizeof *b),
          *c = calloc((size_t)(m * n), sizeof *c);
   CHECK(a && b && c);
-  CHECK_OK(poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 1, a, m, b, k,
-                      0, c, m));
+  /* The trace is the last GEMM's: a later one's sims start at the clocks
+   * the earlier ones left. */
+  for (int g = 0; g < ngemm; g++)
+    CHECK_OK(poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 1, a, m, b,
+                        k, 0, c, m));
   poas_finalize(ctx);
   free(a), free(b), free(c);
   json_error_t jerr;
@@ -1238,6 +1241,12 @@ TEST(virtual_time_chunk_overlaps_one_chunk_at_most) {
   return 0;
 }
 
+TEST(virtual_time_chunk_overlaps_one_chunk_at_most) { return chunk_overlap_check(1); }
+
+/* The same on a context's second GEMM, whose sims' clocks do not start at
+ * 0: the clock a chunk was given at is the sim's own, not the run's. */
+TEST(virtual_time_chunk_overlap_holds_on_a_later_gemm) { return chunk_overlap_check(2); }
+
 TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(inference_lets_independent_work_run_concurrently),
           TEST_ENTRY(inference_long_chain_in_order), TEST_ENTRY(lanes_ordered_by_events),
@@ -1257,4 +1266,5 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(fault_keeps_the_units_finished_in_host_memory),
           TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
           TEST_ENTRY(trace_is_valid_chrome_json),
-          TEST_ENTRY(virtual_time_chunk_overlaps_one_chunk_at_most))
+          TEST_ENTRY(virtual_time_chunk_overlaps_one_chunk_at_most),
+          TEST_ENTRY(virtual_time_chunk_overlap_holds_on_a_later_gemm))
