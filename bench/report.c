@@ -504,6 +504,9 @@ static int replace_with(const char *tmp, const char *target) {
 }
 
 int bench_file_close(bench_file *bf, int err) {
+  /* Once closed, keep_fd is no longer the file's: the handler must not
+   * truncate whatever takes the number next (copy_over's files). */
+  keep = 0;
   if (fclose(bf->f) != 0 && !err)
     err = errno;
   if (!err)
