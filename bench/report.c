@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,20 +398,28 @@ static int can_make_temp(const char *target) {
 /* The new file being written, which a signal that ends the program
  * removes, so that a stopped run leaves nothing beside the file it was to
  * replace; or, once bench_file_keep_partial has marked rows in it, moves
- * to keep_name, cut back to keep_bytes (a row half written when the
- * signal came goes), saying keep_msg. All set before `keep`, so that the
- * handler, which may only make async-signal-safe calls, finds them whole. */
+ * to its kept name, cut back to the bytes marked (a row half written when
+ * the signal came goes), saying so. The handler may only make
+ * async-signal-safe calls and may come at any point, so what it reads is
+ * one of two slots, the one `keep` names (-1: none): a new mark is written
+ * into the other slot and then named, with a signal fence between, so that
+ * the handler finds a slot whole (an earlier mark, or the new one). */
+typedef struct kept {
+  int fd;
+  off_t bytes;
+  char name[PATH_MAX + 16], msg[PATH_MAX + 128];
+  size_t msg_len;
+} kept;
+
 static const char *volatile pending;
-static volatile sig_atomic_t keep;
-static int keep_fd = -1;
-static off_t keep_bytes;
-static char keep_name[PATH_MAX + 16], keep_msg[PATH_MAX + 128];
-static size_t keep_msg_len;
+static volatile sig_atomic_t keep = -1;
+static kept keeps[2];
 
 static void remove_pending(int sig) {
-  int saved = errno;
-  if (pending && keep && ftruncate(keep_fd, keep_bytes) == 0 && rename(pending, keep_name) == 0)
-    (void)!write(STDERR_FILENO, keep_msg, keep_msg_len);
+  int saved = errno, k = keep;
+  if (pending && k >= 0 && ftruncate(keeps[k].fd, keeps[k].bytes) == 0 &&
+      rename(pending, keeps[k].name) == 0)
+    (void)!write(STDERR_FILENO, keeps[k].msg, keeps[k].msg_len);
   else if (pending)
     unlink(pending);
   errno = saved;
@@ -421,7 +430,7 @@ static void remove_pending(int sig) {
  * when the program started (nohup's SIGHUP) stay ignored. */
 static void set_pending(const char *tmp) {
   static const int signals[] = {SIGHUP, SIGINT, SIGTERM};
-  keep = 0;
+  keep = -1;
   pending = tmp;
   for (size_t i = 0; tmp && i < sizeof signals / sizeof *signals; i++) {
     struct sigaction old, sa;
@@ -453,20 +462,22 @@ void bench_file_keep_partial(bench_file *bf, int rows) {
   off_t at = ftello(bf->f);
   if (pending != bf->tmp || at < 0 || fflush(bf->f) != 0)
     return;
-  keep = 0;
-  keep_fd = fileno(bf->f);
-  keep_bytes = at;
-  if ((size_t)snprintf(keep_name, sizeof keep_name, "%s.partial", bf->target) >=
-      sizeof keep_name)
+  kept *k = &keeps[keep == 0 ? 1 : 0]; /* the slot the handler does not read */
+  char name[sizeof k->name];
+  if ((size_t)snprintf(name, sizeof name, "%s.partial", bf->target) >= sizeof name)
     return; /* no name to keep it under: removed, as before */
+  memcpy(k->name, name, sizeof name);
+  k->fd = fileno(bf->f);
+  k->bytes = at;
   struct stat st;
   int earlier = stat(bf->target, &st) == 0;
-  int len = snprintf(keep_msg, sizeof keep_msg,
+  int len = snprintf(k->msg, sizeof k->msg,
                      "\npoas-bench: stopped: the %d rows finished are kept in %s%s%s%s\n", rows,
-                     keep_name, earlier ? " (" : "", earlier ? bf->target : "",
+                     name, earlier ? " (" : "", earlier ? bf->target : "",
                      earlier ? " is left as it was)" : "");
-  keep_msg_len = len < 0 ? 0 : (size_t)len < sizeof keep_msg ? (size_t)len : sizeof keep_msg - 1;
-  keep = 1;
+  k->msg_len = len < 0 ? 0 : (size_t)len < sizeof k->msg ? (size_t)len : sizeof k->msg - 1;
+  atomic_signal_fence(memory_order_release);
+  keep = (sig_atomic_t)(k - keeps);
 }
 
 /* Copies the file `from` over the regular file `to`, truncating it: 0, or
@@ -504,9 +515,9 @@ static int replace_with(const char *tmp, const char *target) {
 }
 
 int bench_file_close(bench_file *bf, int err) {
-  /* Once closed, keep_fd is no longer the file's: the handler must not
-   * truncate whatever takes the number next (copy_over's files). */
-  keep = 0;
+  /* Once closed, the descriptor is no longer the file's: the handler must
+   * not truncate whatever takes the number next (copy_over's files). */
+  keep = -1;
   if (fclose(bf->f) != 0 && !err)
     err = errno;
   if (!err)
