@@ -168,7 +168,11 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
   size_t bytes = (size_t)p->m * (size_t)p->n * es;
   size_t problem = bytes + ((size_t)ar * (size_t)ac + (size_t)br * (size_t)bc) * es;
   uint64_t memory = dev >= 0 ? ctx->devices.dev[dev]->info.memory_bytes : 0;
-  int keep = !rc && dev >= 0 && problem <= memory / 2 &&
+  /* C whole replaces the run's C tiles, two buffers of a tile each: in
+   * a plan of more than two tiles (memory was short, held elsewhere or
+   * by other copies) it is larger than they are, and takes room the plan
+   * counted on for its other buffers: the run then failed for memory. */
+  int keep = !rc && dev >= 0 && problem <= memory / 2 && plan->res.dev[dev].time.tiles <= 2 &&
              make_room(ctx, dev, bytes, memory / 4, a, b);
   pthread_mutex_unlock(&ctx->resident_lock);
   if (!keep)

@@ -2,7 +2,9 @@
  * concurrency of independent tasks, waiting, argument checks, and
  * asynchronous GEMMs chained through their matrices. Runs on the host CPU;
  * sleeps only make a wrong order likely to show, nothing asserts a time. */
+#include "api/context.h"
 #include "core/core.h"
+#include "devices/device.h"
 #include "harness.h"
 
 #include <cblas.h>
@@ -728,6 +730,38 @@ TEST(a_task_registers_buffers_beside_the_caller) {
   return 0;
 }
 
+/* Keeping C on a device takes room the plan did not count: with 12 of a
+ * 16 MiB sim's memory held elsewhere, an asynchronous sgemm whose C is 4
+ * MiB (under a quarter of the total, so kept) was planned in the 4 MiB
+ * left; C's whole copy then took all of it and the tiles found none: the
+ * device failed and the GEMM with it, where the same synchronous call
+ * runs. The sim computes nothing: the statuses are checked. */
+TEST(keeping_c_leaves_the_plan_its_memory) {
+  poas_context *ctx = test_open_unlearning("sim:memory=16Mi");
+  CHECK(ctx);
+  poas__device *d = ctx->devices.dev[0];
+  poas__mem taken;
+  CHECK_OK(d->be->mem_alloc(d, 12u << 20, &taken)); /* someone else's */
+  enum { M = 1024, N = 1024, K = 16 };
+  float *A = calloc((size_t)M * K, sizeof *A), *B = calloc((size_t)K * N, sizeof *B),
+        *C = calloc((size_t)M * N, sizeof *C);
+  CHECK(A && B && C);
+  const poas_op NT = POAS_NO_TRANS;
+  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, NT, NT, M, N, K, 1, A, M, B, K, 0, C, M);
+  CHECK_MSG(rc == 0, "synchronous: %s: %s", poas_err_name(rc), poas_error_detail());
+  poas_task *t;
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, NT, NT, M, N, K, 1, A, M, B, K, 0, C, M, &t));
+  rc = poas_task_wait(t);
+  CHECK_MSG(rc == 0, "asynchronous: %s: %s", poas_err_name(rc), poas_error_detail());
+  poas_report rep;
+  CHECK_OK(poas_last_report(ctx, &rep));
+  CHECK(rep.faults == 0);
+  d->be->mem_free(d, taken);
+  free(A), free(B), free(C);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(tasks_chain_in_order),
           TEST_ENTRY(the_report_may_be_read_while_a_gemm_task_runs),
           TEST_ENTRY(tasks_disjoint_regions_concurrent),
@@ -741,4 +775,5 @@ TEST_MAIN(TEST_ENTRY(tasks_chain_in_order),
           TEST_ENTRY(task_handles_released_once), TEST_ENTRY(task_cannot_wait_for_its_context),
           TEST_ENTRY(a_copy_left_on_a_device_gives_its_room_back_after_a_wait),
           TEST_ENTRY(a_gemm_refused_in_a_task_leaves_no_report),
-          TEST_ENTRY(a_task_registers_buffers_beside_the_caller))
+          TEST_ENTRY(a_task_registers_buffers_beside_the_caller),
+          TEST_ENTRY(keeping_c_leaves_the_plan_its_memory))
