@@ -423,6 +423,15 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     free(keep);
     return rc;
   }
+  /* It measures a device's memory by allocating all it can: what the
+   * context holds there itself goes first, the copies GEMM tasks left
+   * (dead now that the wait returned) and the buffers its cache parked.
+   * Held, they were measured as memory the device does not have. */
+  if (ctx->tasks)
+    poas__resident_drop_stale(ctx, poas__tasks_epoch(ctx->tasks));
+  for (int i = 0; i < ctx->devices.ndev; i++)
+    if (sel[i])
+      poas__dev_trim(ctx->devices.dev[i]);
   for (int i = 0; i < ctx->devices.ndev; i++)
     nsel += sel[i];
   poas__device_model *fresh = calloc(POAS_MAX_DEVICES, sizeof *fresh);
