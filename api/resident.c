@@ -169,10 +169,18 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
   size_t problem = bytes + ((size_t)ar * (size_t)ac + (size_t)br * (size_t)bc) * es;
   uint64_t memory = dev >= 0 ? ctx->devices.dev[dev]->info.memory_bytes : 0;
   /* C whole replaces the run's C tiles, two buffers of a tile each: in
-   * a plan of more than two tiles (memory was short, held elsewhere or
-   * by other copies) it is larger than they are, and takes room the plan
-   * counted on for its other buffers: the run then failed for memory. */
-  int keep = !rc && dev >= 0 && problem <= memory / 2 && plan->res.dev[dev].time.tiles <= 2 &&
+   * a plan of more than two tiles it is larger than they are, and where
+   * memory is short (held elsewhere, or by other copies) it took room the
+   * plan counted on for its other buffers, and the run failed for memory.
+   * Such a plan keeps C only where the device could hold the whole
+   * problem now, its buffers and C whole both fitting then: a GPU's plan
+   * cuts squares into tiles for speed, not room, and its chains keep C. A
+   * device that cannot tell what it could allocate keeps the rule of its
+   * total memory alone. */
+  uint64_t now = 0;
+  int fits = dev < 0 || plan->res.dev[dev].time.tiles <= 2 ||
+             poas__dev_available(ctx->devices.dev[dev], &now) != 0 || now >= problem;
+  int keep = !rc && dev >= 0 && problem <= memory / 2 && fits &&
              make_room(ctx, dev, bytes, memory / 4, a, b);
   pthread_mutex_unlock(&ctx->resident_lock);
   if (!keep)
