@@ -274,5 +274,10 @@ int poas_wait_all(poas_context *ctx) {
   if (!ctx->tasks)
     return 0;
   int rc = poas__tasks_wait_all(ctx->tasks);
+  /* With every task done, the device copies asynchronous GEMMs left serve
+   * nobody: freed here rather than by the next GEMM, they no longer hold
+   * a quarter of a device from a device task submitted next. */
+  if (!rc)
+    poas__resident_drop_stale(ctx, poas__tasks_epoch(ctx->tasks));
   return rc ? rc : poas__tasks_take_error(ctx->tasks);
 }

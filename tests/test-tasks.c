@@ -636,6 +636,10 @@ TEST(a_copy_left_on_a_device_gives_its_room_back_after_a_wait) {
   CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, NT, NT, N, N, N, 1, A, N, B, N, 0, C, N));
   CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, NT, NT, S, S, S, 1, A, S, B, S, 0, D, S, NULL));
   CHECK_OK(poas_wait_all(ctx));
+  /* Freed by the wait itself, not by the next GEMM: a device task after
+   * the wait finds the room. */
+  CHECK_MSG(poas__resident_bytes(ctx, 0) == 0, "%llu bytes still held after the wait",
+            (unsigned long long)poas__resident_bytes(ctx, 0));
   CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, NT, NT, P, P, P, 1, 0, after));
   CHECK_MSG(after->dev[0].tiles == before->dev[0].tiles &&
                 after->makespan_s == before->makespan_s,
