@@ -350,7 +350,8 @@ static int output_target(const char *path, const output_kind *kind, char *target
     snprintf(why, whycap,
              "it holds something other than %s, which it would replace (only such a file, "
              "or an empty one, is replaced)%s",
-             kind->name, kind == &plot_kind ? "; -p is --plot here, and the profile --profile" : "");
+             kind->name,
+             kind == &plot_kind ? "; -p is --plot here, and the profile --profile" : "");
     return -1;
   }
   return 0;
