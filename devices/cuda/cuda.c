@@ -326,11 +326,18 @@ static void cuda_mem_free(poas__device *dev, poas__mem mem) {
 static int cuda_mem_available(poas__device *dev, uint64_t *bytes) {
   cuda_state *s = dev->priv;
   size_t free_b = 0, total_b = 0;
-  /* Not through use(): a plan asks this, and a failure here leaves the
-   * plan on the total, not an error detail behind. */
-  cudaError_t e = cudaSetDevice(s->ordinal);
+  /* Not through use(): a plan asks this, on the caller's thread, and a
+   * failure here leaves the plan on the total, not an error detail
+   * behind; and the caller's current device is put back, since a program
+   * of its own CUDA work should not find it changed by a plan. */
+  int prev = -1;
+  cudaError_t e = cudaGetDevice(&prev);
+  if (e == cudaSuccess)
+    e = cudaSetDevice(s->ordinal);
   if (e == cudaSuccess)
     e = cudaMemGetInfo(&free_b, &total_b);
+  if (prev >= 0 && prev != s->ordinal)
+    (void)cudaSetDevice(prev);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return POAS_EDEVICE;
