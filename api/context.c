@@ -150,6 +150,7 @@ fail_ctx:
 
 void poas__adapt_reset(poas_context *ctx) {
   pthread_mutex_lock(&ctx->adapt_lock);
+  ctx->kept_memo.valid = 0;
   for (int i = 0; i < POAS_MAX_DEVICES; i++) {
     ctx->taught.handoff_other[i] = 0;
     for (int dt = 0; dt < 2; dt++) {

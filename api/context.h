@@ -145,6 +145,18 @@ typedef struct poas__taught {
   poas__learned learned_one[POAS_MAX_DEVICES][2][4];
 } poas__taught;
 
+/* Which devices a plan left out for what their runs taught (api/run.c,
+ * kept_out), for the last problem it was asked of: a loop of the same
+ * small GEMM asks once. Valid for the problem, factors and memory below,
+ * and cleared with what runs taught. */
+typedef struct poas__kept_memo {
+  int valid;
+  poas__opt_problem prob;
+  double learned[POAS_MAX_DEVICES];
+  uint64_t memory[POAS_MAX_DEVICES];
+  int kept[POAS_MAX_DEVICES];
+} poas__kept_memo;
+
 struct poas_context {
   poas__devset devices;
   poas__device_model models[POAS_MAX_DEVICES]; /* models[i] for devices.dev[i] */
@@ -172,6 +184,7 @@ struct poas_context {
   pthread_mutex_t adapt_lock;
   int adapt_off;
   poas__taught taught; /* under adapt_lock */
+  poas__kept_memo kept_memo; /* under adapt_lock */
   /* One probe at a time (it spins on the device's cores), and when each
    * device was last probed; under handoff_probe_lock. */
   pthread_mutex_t handoff_probe_lock;

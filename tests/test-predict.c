@@ -943,6 +943,44 @@ TEST(a_device_left_out_after_a_slow_spell_comes_back) {
   return 0;
 }
 
+/* Only plans that what a device learned keeps out age it: GEMMs too
+ * small to share at any factor leave the slow device out at its models'
+ * rate too, and they once aged and forgot its factor within three calls,
+ * so that the next large GEMM planned it 1.5x faster than it runs.
+ * Virtual time: the runs are exact. */
+TEST(small_calls_that_leave_a_device_out_anyway_do_not_age_it) {
+  const char *devs = "sim:rate=1e11:latency=0:bandwidth=1e12,"
+                     "sim:rate=1e11:latency=0:bandwidth=1e12:slowdown=1.5";
+  poas_context *ctx = test_open(devs);
+  CHECK(ctx);
+  size_t elems = (size_t)2048 * 2048;
+  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
+  CHECK(A && B && C);
+  poas_report rep;
+  for (int r = 0; r < 3; r++)
+    CHECK_OK(run_sgemm(ctx, 2048, 2048, 2048, A, B, C, &rep));
+  for (int r = 0; r < 8; r++) {
+    CHECK_OK(run_sgemm(ctx, 300, 300, 8, A, B, C, &rep));
+    CHECK(rep.dev[1].share == 0);
+  }
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
+                          2048, 2048, &plan));
+  double learned = plan.dev[1].learned;
+  poas_finalize(ctx);
+  /* Left out at its models' rate too: without learning, the same. */
+  ctx = test_open_unlearning(devs);
+  CHECK(ctx);
+  CHECK_OK(run_sgemm(ctx, 300, 300, 8, A, B, C, &rep));
+  poas_finalize(ctx);
+  free(A), free(B), free(C);
+  CHECK_MSG(rep.dev[1].share == 0, "unlearned, sim1 computes %.3f of the small call",
+            rep.dev[1].share);
+  fprintf(stderr, "  after 8 small calls without it, the slow device's factor is %.3f\n", learned);
+  CHECK_MSG(learned > 1.45 && learned < 1.55, "factor %.3f", learned);
+  return 0;
+}
+
 /* A calibration forgets what runs taught of the devices it measured, whose
  * models it replaced, and no more: calibrating sim0 alone once also made
  * the context forget that sim1 runs twice as slowly as its model, and
@@ -1448,6 +1486,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(the_slow_state_runs_thin_calls_on_one_thread),
           TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
           TEST_ENTRY(a_device_left_out_after_a_slow_spell_comes_back),
+          TEST_ENTRY(small_calls_that_leave_a_device_out_anyway_do_not_age_it),
           TEST_ENTRY(calibrating_one_device_keeps_what_the_others_learned),
           TEST_ENTRY(runs_teach_thin_blocks_apart_from_whole_ones),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),
