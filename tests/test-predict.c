@@ -943,6 +943,24 @@ TEST(a_device_left_out_after_a_slow_spell_comes_back) {
   return 0;
 }
 
+/* A context on `devs` (two sims, sim1 slowed) whose runs have taught it
+ * sim1's factor: three 2048^3 sgemm, on operands *A, *B, *C of 2048^2
+ * (the caller frees them). NULL when it cannot be made. */
+static poas_context *taught_pair(const char *devs, float **A, float **B, float **C) {
+  size_t elems = (size_t)2048 * 2048;
+  *A = calloc(elems, sizeof **A), *B = calloc(elems, sizeof **B), *C = calloc(elems, sizeof **C);
+  poas_context *ctx = *A && *B && *C ? test_open(devs) : NULL;
+  poas_report rep;
+  for (int r = 0; ctx && r < 3; r++)
+    if (run_sgemm(ctx, 2048, 2048, 2048, *A, *B, *C, &rep) != 0) {
+      poas_finalize(ctx);
+      ctx = NULL;
+    }
+  if (!ctx)
+    free(*A), free(*B), free(*C), *A = *B = *C = NULL;
+  return ctx;
+}
+
 /* Only plans that what a device learned keeps out age it: GEMMs too
  * small to share at any factor leave the slow device out at its models'
  * rate too, and they once aged and forgot its factor within three calls,
@@ -951,14 +969,10 @@ TEST(a_device_left_out_after_a_slow_spell_comes_back) {
 TEST(small_calls_that_leave_a_device_out_anyway_do_not_age_it) {
   const char *devs = "sim:rate=1e11:latency=0:bandwidth=1e12,"
                      "sim:rate=1e11:latency=0:bandwidth=1e12:slowdown=1.5";
-  poas_context *ctx = test_open(devs);
+  float *A, *B, *C;
+  poas_context *ctx = taught_pair(devs, &A, &B, &C);
   CHECK(ctx);
-  size_t elems = (size_t)2048 * 2048;
-  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
-  CHECK(A && B && C);
   poas_report rep;
-  for (int r = 0; r < 3; r++)
-    CHECK_OK(run_sgemm(ctx, 2048, 2048, 2048, A, B, C, &rep));
   for (int r = 0; r < 8; r++) {
     CHECK_OK(run_sgemm(ctx, 300, 300, 8, A, B, C, &rep));
     CHECK(rep.dev[1].share == 0);
@@ -987,15 +1001,11 @@ TEST(small_calls_that_leave_a_device_out_anyway_do_not_age_it) {
  * plan it (and learn it again from the second run on) as if it did not.
  * Virtual time: the runs are exact. */
 TEST(calibrating_one_device_keeps_what_the_others_learned) {
-  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
-                                "sim:rate=1e11:latency=0:bandwidth=1e12:slowdown=2");
+  float *A, *B, *C;
+  poas_context *ctx = taught_pair("sim:rate=1e11:latency=0:bandwidth=1e12,"
+                                  "sim:rate=1e11:latency=0:bandwidth=1e12:slowdown=2",
+                                  &A, &B, &C);
   CHECK(ctx);
-  size_t elems = (size_t)2048 * 2048;
-  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
-  CHECK(A && B && C);
-  poas_report rep;
-  for (int r = 0; r < 3; r++)
-    CHECK_OK(run_sgemm(ctx, 2048, 2048, 2048, A, B, C, &rep));
   free(A), free(B), free(C);
   poas_plan before, after;
   CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
