@@ -101,7 +101,7 @@ int poas_init(poas_context **out, const poas_options *opts) {
   if (rc)
     goto fail_ctx;
   ctx->adapt_off = opts->no_adapt || adapt_env_off;
-  poas__adapt_reset(ctx);
+  poas__adapt_reset(ctx, NULL);
   const char *sched = setting(opts->sched, "POAS_SCHED");
   if ((rc = parse_policy(sched ? sched : "guided", &ctx->sched)) != 0)
     goto fail_ctx;
@@ -148,43 +148,32 @@ fail_ctx:
   return rc;
 }
 
-void poas__adapt_reset(poas_context *ctx) {
-  pthread_mutex_lock(&ctx->adapt_lock);
-  ctx->kept_memo.valid = 0;
-  for (int i = 0; i < POAS_MAX_DEVICES; i++) {
-    ctx->taught.handoff_other[i] = 0;
-    for (int dt = 0; dt < 2; dt++) {
-      ctx->taught.handoff_runs[i][dt] = 0;
-      ctx->taught.handoff_level[i][dt] = 1;
-      ctx->taught.handoff_learned[i][dt] = (poas__learned){0};
-      for (int pair = 0; pair < 4; pair++) {
-        ctx->taught.adapt_one[i][dt][pair] = 1;
-        ctx->taught.learned_one[i][dt][pair] = (poas__learned){0};
-      }
-      ctx->taught.adapt[i][dt] = 1;
-      ctx->taught.learned[i][dt] = (poas__learned){0};
-      for (int c = 0; c < POAS__SHAPE_CLASSES; c++) {
-        ctx->taught.adapt_shape[i][dt][c] = 0;
-        ctx->taught.learned_shape[i][dt][c] = (poas__learned){0};
-      }
+/* Forgets what runs taught of device i. */
+static void forget_device(poas__taught *t, int i) {
+  t->handoff_other[i] = 0;
+  for (int dt = 0; dt < 2; dt++) {
+    t->handoff_runs[i][dt] = 0;
+    t->handoff_level[i][dt] = 1;
+    t->handoff_learned[i][dt] = (poas__learned){0};
+    for (int pair = 0; pair < 4; pair++) {
+      t->adapt_one[i][dt][pair] = 1;
+      t->learned_one[i][dt][pair] = (poas__learned){0};
+    }
+    t->adapt[i][dt] = 1;
+    t->learned[i][dt] = (poas__learned){0};
+    for (int c = 0; c < POAS__SHAPE_CLASSES; c++) {
+      t->adapt_shape[i][dt][c] = 0;
+      t->learned_shape[i][dt][c] = (poas__learned){0};
     }
   }
-  pthread_mutex_unlock(&ctx->adapt_lock);
 }
 
-void poas__adapt_restore_device(poas_context *ctx, const poas__taught *from, int i) {
-  poas__taught *t = &ctx->taught;
+void poas__adapt_reset(poas_context *ctx, const int *only) {
   pthread_mutex_lock(&ctx->adapt_lock);
-  t->handoff_other[i] = from->handoff_other[i];
-  memcpy(t->handoff_runs[i], from->handoff_runs[i], sizeof t->handoff_runs[i]);
-  memcpy(t->handoff_level[i], from->handoff_level[i], sizeof t->handoff_level[i]);
-  memcpy(t->handoff_learned[i], from->handoff_learned[i], sizeof t->handoff_learned[i]);
-  memcpy(t->adapt_one[i], from->adapt_one[i], sizeof t->adapt_one[i]);
-  memcpy(t->learned_one[i], from->learned_one[i], sizeof t->learned_one[i]);
-  memcpy(t->adapt[i], from->adapt[i], sizeof t->adapt[i]);
-  memcpy(t->learned[i], from->learned[i], sizeof t->learned[i]);
-  memcpy(t->adapt_shape[i], from->adapt_shape[i], sizeof t->adapt_shape[i]);
-  memcpy(t->learned_shape[i], from->learned_shape[i], sizeof t->learned_shape[i]);
+  ctx->kept_memo.valid = 0;
+  for (int i = 0; i < POAS_MAX_DEVICES; i++)
+    if (!only || (i < ctx->devices.ndev && only[i]))
+      forget_device(&ctx->taught, i);
   pthread_mutex_unlock(&ctx->adapt_lock);
 }
 

@@ -199,11 +199,9 @@ struct poas_context {
 void poas__report_set(poas_context *ctx, const poas_report *r);
 int poas__report_get(const poas_context *ctx, poas_report *out);
 
-/* Forgets what runs taught (the models changed: calibration). */
-void poas__adapt_reset(poas_context *ctx);
-/* Gives device i back what runs had taught of it, from *from (a copy of
- * ctx->taught from before a calibration that did not measure it). */
-void poas__adapt_restore_device(poas_context *ctx, const poas__taught *from, int i);
+/* Forgets what runs taught of the devices only[i] names (NULL: all), whose
+ * models changed (calibration). */
+void poas__adapt_reset(poas_context *ctx, const int *only);
 
 /* Runs a validated, normalised GEMM on the context's devices and fills
  * ctx->report. */
@@ -253,6 +251,9 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
  * there was: after a wait, one left by an asynchronous GEMM changed every
  * later plan and failed GEMMs that fit with POAS_ETOOBIG. */
 void poas__resident_drop_stale(poas_context *ctx, unsigned epoch);
+/* Waits for every task of ctx (0 when it has none; POAS_ESTATE from one of
+ * them), then frees the copies that serve nobody after that wait. */
+int poas__wait_tasks(poas_context *ctx);
 /* Device memory the copies on `device` hold: a GEMM task's plan counts it
  * as taken, once the dead are gone (poas__resident_drop_stale). */
 uint64_t poas__resident_bytes(poas_context *ctx, int device);

@@ -172,8 +172,8 @@ static int gemm_entry(poas_context *ctx, const gemm_args *g) {
    * asynchronous GEMMs left serve nobody any more: freed, they leave the
    * plan the room the synchronous call's plan, poas_plan_gemm_call's,
    * counts on. */
-  if (!rc && ctx->tasks && (rc = poas__tasks_wait_all(ctx->tasks)) == 0)
-    poas__resident_drop_stale(ctx, poas__tasks_epoch(ctx->tasks));
+  if (!rc)
+    rc = poas__wait_tasks(ctx);
   if (rc) {
     /* A call refused is a GEMM that failed: the report of the one before
      * is not this one's. (An asynchronous call refused leaves the report

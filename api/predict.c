@@ -419,16 +419,14 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     return rc;
   /* Calibration has the devices to itself: outstanding tasks finish first
    * (from one of them it would wait for itself: POAS_ESTATE). */
-  if (ctx->tasks && (rc = poas__tasks_wait_all(ctx->tasks)) != 0) {
+  if ((rc = poas__wait_tasks(ctx)) != 0) {
     free(keep);
     return rc;
   }
   /* It measures a device's memory by allocating all it can: what the
    * context holds there itself goes first, the copies GEMM tasks left
-   * (dead now that the wait returned) and the buffers its cache parked.
-   * Held, they were measured as memory the device does not have. */
-  if (ctx->tasks)
-    poas__resident_drop_stale(ctx, poas__tasks_epoch(ctx->tasks));
+   * (freed by that wait) and the buffers its cache parked. Held, they
+   * were measured as memory the device does not have. */
   for (int i = 0; i < ctx->devices.ndev; i++)
     if (sel[i])
       poas__dev_trim(ctx->devices.dev[i]);
@@ -479,7 +477,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     pthread_mutex_lock(&ctx->adapt_lock);
     *taught = ctx->taught;
     pthread_mutex_unlock(&ctx->adapt_lock);
-    poas__adapt_reset(ctx);
+    poas__adapt_reset(ctx, NULL);
     untaught = 1;
     rc = calibrate_dispatch(ctx, sel, fresh, mask);
   }
@@ -516,10 +514,10 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     /* What runs taught of the measured devices was about their old
      * models; the others keep their models, and what their runs taught
      * of them (it once went too, for every device and dtype). */
-    poas__adapt_reset(ctx);
-    for (int i = 0; i < ctx->devices.ndev; i++)
-      if (!sel[i])
-        poas__adapt_restore_device(ctx, taught, i);
+    pthread_mutex_lock(&ctx->adapt_lock);
+    ctx->taught = *taught;
+    pthread_mutex_unlock(&ctx->adapt_lock);
+    poas__adapt_reset(ctx, sel);
     if (opts->output) {
       poas__profile_status *st = &ctx->profile;
       poas__strlcpy(st->path, opts->output, sizeof st->path);

@@ -232,10 +232,8 @@ static int device_trampoline(void *payload) {
   if (!rc)
     rc = sync;
   for (int i = 0; i < n; i++)
-    if (mem[i].ptr && (failed || sync))
-      be->mem_free(d, mem[i]);
-    else if (mem[i].ptr)
-      poas__dev_free(d, mem[i], c->len[i]);
+    if (mem[i].ptr)
+      poas__dev_release(d, mem[i], c->len[i], failed || sync);
   return rc;
 }
 
@@ -273,11 +271,19 @@ int poas_wait_all(poas_context *ctx) {
     return poas__fail(POAS_ENULL, "poas_wait_all: ctx is NULL");
   if (!ctx->tasks)
     return 0;
+  int rc = poas__wait_tasks(ctx);
+  return rc ? rc : poas__tasks_take_error(ctx->tasks);
+}
+
+int poas__wait_tasks(poas_context *ctx) {
+  if (!ctx->tasks)
+    return 0;
   int rc = poas__tasks_wait_all(ctx->tasks);
   /* With every task done, the device copies asynchronous GEMMs left serve
    * nobody: freed here rather than by the next GEMM, they no longer hold
-   * a quarter of a device from a device task submitted next. */
+   * a quarter of a device from what comes next (a device task, a
+   * synchronous GEMM's plan, calibration's memory probe). */
   if (!rc)
     poas__resident_drop_stale(ctx, poas__tasks_epoch(ctx->tasks));
-  return rc ? rc : poas__tasks_take_error(ctx->tasks);
+  return rc;
 }

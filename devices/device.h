@@ -218,6 +218,10 @@ struct poas__device {
  * (cache NULL) allocate and free directly. */
 int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out);
 void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes);
+/* poas__dev_free, unless the work that used the buffer failed (`failed`):
+ * then it goes back to the backend, not to the cache, since the device
+ * may be in no state to hand it out again. */
+void poas__dev_release(poas__device *d, poas__mem mem, size_t bytes, int failed);
 /* Releases every parked buffer of the device. */
 void poas__dev_trim(poas__device *d);
 /* The bytes device d could allocate now, its parked buffers counted as

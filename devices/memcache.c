@@ -114,6 +114,13 @@ void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes) {
     d->be->mem_free(d, evict[i].mem);
 }
 
+void poas__dev_release(poas__device *d, poas__mem mem, size_t bytes, int failed) {
+  if (failed && mem.ptr)
+    d->be->mem_free(d, mem);
+  else
+    poas__dev_free(d, mem, bytes);
+}
+
 int poas__dev_available(poas__device *d, uint64_t *bytes) {
   uint64_t now;
   if (!d->be->mem_available || d->be->mem_available(d, &now) != 0)

@@ -1209,9 +1209,10 @@ int poas__profile_check_writable(const char *path, char *target, size_t cap) {
   return 0;
 }
 
-/* Writes text to fd and syncs it: 0 or an errno. */
-static int write_all(int fd, const char *text) {
-  int e = 0;
+/* Gives fd the permissions `mode` (none: -1, a new file's), writes text to
+ * it and syncs it: 0 or an errno. */
+static int write_all(int fd, int mode, const char *text) {
+  int e = mode >= 0 && fchmod(fd, (mode_t)mode) != 0 ? errno : 0;
   for (size_t len = strlen(text), done = 0; !e && done < len;) {
     ssize_t n = write(fd, text + done, len - done);
     if (n < 0 && errno != EINTR)
@@ -1235,16 +1236,14 @@ static int write_all(int fd, const char *text) {
  * from the start. */
 static int write_file(const char *tmp, const char *target, const char *text) {
   struct stat st;
-  int replacing = stat(target, &st) == 0;
-  int fd = -1, e = 0;
+  int mode = stat(target, &st) == 0 ? (int)(st.st_mode & 07777) : -1;
+  int fd, e;
 #ifdef O_TMPFILE
   char dir[1024], proc[64];
   folder_of(target, dir, sizeof dir);
   fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (fd >= 0) {
-    e = replacing && fchmod(fd, st.st_mode & 07777) != 0 ? errno : 0;
-    if (!e)
-      e = write_all(fd, text);
+    e = write_all(fd, mode, text);
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
     unlink(tmp); /* one this process's id left, whose name linkat cannot take */
     int named = !e && linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0;
@@ -1257,9 +1256,7 @@ static int write_file(const char *tmp, const char *target, const char *text) {
   fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return errno;
-  e = replacing && fchmod(fd, st.st_mode & 07777) != 0 ? errno : 0;
-  if (!e)
-    e = write_all(fd, text);
+  e = write_all(fd, mode, text);
   if (close(fd) != 0 && !e)
     e = errno;
   return e;

@@ -768,13 +768,9 @@ void poas__engine_destroy(poas__engine *e) {
   }
   for (int b = 0; b < e->nbufs; b++) {
     poas__gbuf *g = &e->bufs[b].desc;
-    poas__device *d = g->device >= 0 ? e->set->dev[g->device] : NULL;
-    /* A failed device's buffers go back to it, not to its cache, as in
-     * run_serial: it may be in no state to hand them out again. */
-    if (d && g->mem.ptr && !g->external && e->w[g->device].failed)
-      d->be->mem_free(d, g->mem);
-    else if (d && g->mem.ptr && !g->external)
-      poas__dev_free(d, g->mem, g->pitch * g->lines);
+    if (g->device >= 0 && g->mem.ptr && !g->external)
+      poas__dev_release(e->set->dev[g->device], g->mem, g->pitch * g->lines,
+                        e->w[g->device].failed != 0);
     free(e->bufs[b].writers.e);
     free(e->bufs[b].readers.e);
   }

@@ -893,10 +893,7 @@ static int run_serial(poas__device *d, int dev, poas__graph *g, int *wrote, uint
   rc = rc ? rc : src;
   for (int b = 0; b < g->nbuf; b++)
     if (g->buf[b].device == dev && !g->buf[b].external && g->buf[b].mem.ptr) {
-      if (rc)
-        d->be->mem_free(d, g->buf[b].mem); /* the device may be in trouble: no caching */
-      else
-        poas__dev_free(d, g->buf[b].mem, g->buf[b].pitch * g->buf[b].lines);
+      poas__dev_release(d, g->buf[b].mem, g->buf[b].pitch * g->buf[b].lines, rc != 0);
       g->buf[b].mem.ptr = NULL;
     }
   return rc;
