@@ -23,7 +23,12 @@
  * a call on two threads runs up to 3x slower while its host holds a vCPU
  * back, a state entered and left within seconds, which no model fitted
  * beforehand can know of: the split tells the models' error in the state
- * they were fitted in from the error the state's changes add.
+ * they were fitted in from the error the state's changes add. The table
+ * takes one prediction per shape (its last visit's) against the median of
+ * all its timings; a second figure sets each timed call's own prediction
+ * (the library probes the state for each plan, api/run.c handoff_probe)
+ * against that call's time, which is what poas_last_report tells a user
+ * of each call.
  *
  * With --adapt the context learns from its runs, as the library does by
  * default (POAS_ADAPT): the models are scaled by what the device's recent
@@ -147,9 +152,12 @@ static double last_predicted(poas_context *ctx) {
 }
 
 /* The median seconds of `reps` calls after a warm-up, whose times go to
- * t_rep[reps] when it is not NULL, and the warm-up run's predicted
- * makespan to *warm_pred when that is not NULL; exits on a failure. */
-static double median_time(const timed_call *t, int reps, double *t_rep, double *warm_pred) {
+ * t_rep[reps] when it is not NULL, each timed call's own predicted
+ * makespan (its plan's, made just before it) to pred_rep[reps] when that
+ * is not NULL, and the warm-up run's to *warm_pred when that is not NULL;
+ * exits on a failure. */
+static double median_time(const timed_call *t, int reps, double *t_rep, double *pred_rep,
+                          double *warm_pred) {
   double own[MAX_REPS];
   reps = reps < MAX_REPS ? reps : MAX_REPS;
   t_rep = t_rep ? t_rep : own;
@@ -162,9 +170,11 @@ static double median_time(const timed_call *t, int reps, double *t_rep, double *
               poas_strerror(rc), poas_error_detail());
       exit(1);
     }
-    if (r > 0) /* the first call is a warm-up */
+    if (r > 0) { /* the first call is a warm-up */
       t_rep[r - 1] = dt;
-    else if (warm_pred)
+      if (pred_rep)
+        pred_rep[r - 1] = last_predicted(t->ctx);
+    } else if (warm_pred)
       *warm_pred = last_predicted(t->ctx);
   }
   double sorted[MAX_REPS];
@@ -180,10 +190,11 @@ static double median_time(const timed_call *t, int reps, double *t_rep, double *
  * shape's first call, planned before any run of it: learned from the
  * other shapes' runs alone; and visit_pred[i * MAX_REPS + p] the
  * prediction of each visit's warm-up call, planned just before the
- * visit's timed calls. Exits on a failure. */
+ * visit's timed calls; call_pred[i * MAX_REPS + j] the prediction of
+ * timing j's own call, planned just before it. Exits on a failure. */
 static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void *const op[2][3],
                            int passes, int per_pass, int adapting, double *t, double *pred,
-                           double *visit_pred, double *state) {
+                           double *visit_pred, double *call_pred, double *state) {
   int order[128];
   for (int i = 0; i < ns; i++)
     order[i] = i;
@@ -197,6 +208,7 @@ static void time_in_passes(poas_context *ctx, const shape *shapes, int ns, void 
       void *const *m = op[s->dtype == POAS_FLOAT64];
       timed_call call = {ctx, s, m[0], m[1], m[2], NULL, {NULL}, {NULL}, {NULL}};
       median_time(&call, per_pass, &t[i * MAX_REPS + p * per_pass],
+                  &call_pred[i * MAX_REPS + p * per_pass],
                   adapting ? &visit_pred[i * MAX_REPS + p] : NULL);
       if (!adapting)
         pred[i] = last_predicted(ctx);
@@ -262,6 +274,38 @@ static int error_in_state(int ns, const double *t, const double *state, int time
       continue;
     double meas = bench_median(v, nv);
     sgn[n] = (pred[i] - meas) / meas;
+    err[n] = fabs(sgn[n]);
+    n++;
+  }
+  *median = n ? bench_median(err, n) : 0;
+  *signed_median = n ? bench_median(sgn, n) : 0;
+  return n;
+}
+
+/* Each call's own prediction (its plan, made just before it, the host's
+ * hand-off state probed for it as the library does) against that call's
+ * time: per shape, the median over its timings (all of them with slow < 0,
+ * else those in one state, shapes with two or more) of predicted /
+ * measured, and that median's distance from 1; the median |error| and
+ * signed error over shapes, and how many shapes. The table's figure takes
+ * one prediction per shape, the last visit's, against timings of both
+ * states where the host moved between passes; this one sets what the
+ * library told each call against what that call took. */
+static int call_errors(int ns, const double *t, const double *call_pred, const double *state,
+                       int timed, int slow, double *median, double *signed_median) {
+  double err[128], sgn[128];
+  int n = 0;
+  for (int i = 0; i < ns; i++) {
+    double ratio[MAX_REPS];
+    int nr = 0;
+    for (int j = 0; j < timed; j++) {
+      int at = i * MAX_REPS + j;
+      if (slow < 0 || (state[at] > POAS_HANDOFF_SLOW) == slow)
+        ratio[nr++] = call_pred[at] / t[at];
+    }
+    if (nr < (slow < 0 ? 1 : 2))
+      continue;
+    sgn[n] = bench_median(ratio, nr) - 1;
     err[n] = fabs(sgn[n]);
     n++;
   }
@@ -474,7 +518,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     timed_call on_device = {ctx, s, NULL, NULL, NULL, kd, kmem[0], kmem[1], kmem[2]};
-    kmeas[i] = median_time(&on_device, reps, NULL, NULL);
+    kmeas[i] = median_time(&on_device, reps, NULL, NULL, NULL);
   }
   int per_pass = reps / passes, timed = per_pass * passes; /* timed <= reps */
   void *const op[2][3] = {{sA, sB, sC}, {dA, dB, dC}};
@@ -482,10 +526,17 @@ int main(int argc, char **argv) {
   double pred_s[128], noise[128], signed_err[128];
   /* The hand-off state of every timing, on a host whose calls run on
    * several threads (bench_handoff_now; 0 elsewhere). */
-  static double state[128 * MAX_REPS], visit_pred[128 * MAX_REPS];
+  static double state[128 * MAX_REPS], visit_pred[128 * MAX_REPS], call_pred[128 * MAX_REPS];
   int tag_state = info.host_memory && bench_handoff_now() > 0;
   time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s, visit_pred,
-                 tag_state ? state : NULL);
+                 call_pred, tag_state ? state : NULL);
+  /* Each call's own prediction against it, before the table's medians
+   * reorder t: over all calls, then by state. */
+  int calls[3] = {0, 0, 0};
+  double call_err[3][2];
+  for (int v = 0; v < (tag_state ? 3 : 1); v++)
+    calls[v] = call_errors(ns, t, call_pred, state, timed, v - 1, &call_err[v][0],
+                           &call_err[v][1]);
   /* Each visit's own prediction against its timings, before the table's
    * medians reorder t: over all visits, then by state. */
   int visits[3] = {0, 0, 0};
@@ -553,6 +604,15 @@ int main(int argc, char **argv) {
                slow ? "slow" : "quick", in_state[slow], 100 * state_err[slow][0],
                100 * state_err[slow][1]);
   }
+  printf("each call's own prediction (its plan, made just before it) against that call: "
+         "median over shapes of |median(predicted / measured) - 1| %.2f%%, signed %+.2f%% "
+         "(%d shapes)\n",
+         100 * call_err[0][0], 100 * call_err[0][1], calls[0]);
+  for (int v = 1; v < 3; v++)
+    if (calls[v])
+      printf("  the calls in the %s state (shapes with two or more): %.2f%%, signed %+.2f%% "
+             "(%d shapes)\n",
+             v == 2 ? "slow" : "quick", 100 * call_err[v][0], 100 * call_err[v][1], calls[v]);
   if (visits[0]) {
     printf("each visit's own prediction (its warm-up call's plan) against its %d timed calls: "
            "median |predicted - measured| / measured %.2f%%, signed %+.2f%% (%d visits)\n",
