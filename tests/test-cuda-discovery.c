@@ -3,12 +3,15 @@
  * cached after a failed driver call), asking for a CUDA device where there
  * is none is POAS_ENODEV with a message, the default selection still
  * opens the CPU whether or not a GPU is there, and cuBLAS is loaded only
- * once a CUDA device opens. */
+ * once a CUDA device opens; and, where the backend is built, what a
+ * cuBLAS missing a call is reported as. */
 #include "devices/device.h"
 #include "harness.h"
 
 #if POAS_HAVE_CUDA
 #include "devices/cuda/cublas_api.h"
+
+#include <dlfcn.h>
 #endif
 
 #include <stdio.h>
@@ -119,6 +122,31 @@ TEST(cublas_is_loaded_only_for_a_cuda_device) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(cuda_count_is_stable), TEST_ENTRY(cuda_absent_is_enodev_with_detail),
+/* A library that lacks a call the backend needs is refused with the call,
+ * the name it was loaded by and the file it came from, and no pointer
+ * from it is kept: libm stands for a cuBLAS too old. */
+TEST(cublas_missing_a_call_names_it_and_the_file) {
+#if POAS_HAVE_CUDA
+  void *lib = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    SKIP("no libm.so.6 to stand for an old cuBLAS");
+  poas__cublas_api api;
+  memset(&api, 0xA5, sizeof api);
+  char err[512] = "";
+  CHECK_RC(poas__cublas_resolve(lib, "libm.so.6", &api, err, sizeof err), POAS_EDEVICE);
+  CHECK_MSG(strstr(err, "cublasCreate_v2") && strstr(err, "libm.so.6 (/"), "'%s'", err);
+  poas__cublas_api zero;
+  memset(&zero, 0, sizeof zero);
+  CHECK(memcmp(&api, &zero, sizeof api) == 0);
+  dlclose(lib);
+  return 0;
+#else
+  SKIP("the CUDA backend is not built");
+#endif
+}
+
+TEST_MAIN(TEST_ENTRY(cuda_count_is_stable),
+          TEST_ENTRY(cublas_missing_a_call_names_it_and_the_file),
+          TEST_ENTRY(cuda_absent_is_enodev_with_detail),
           TEST_ENTRY(default_selection_opens_cpu0),
           TEST_ENTRY(cublas_is_loaded_only_for_a_cuda_device))

@@ -47,4 +47,11 @@ extern poas__cublas_api poas__cublas;
  * 0, or POAS_EDEVICE with what failed in err. */
 int poas__cublas_load(char *err, size_t errcap);
 
+/* Fills *api from lib, a library dlopen loaded by the name `loaded_as`:
+ * poas__cublas_load's second step, apart for tests. Returns 0, or
+ * POAS_EDEVICE with *api zeroed and, in err, the first call lib lacks, the
+ * name it was loaded by and the file it was loaded from. */
+int poas__cublas_resolve(void *lib, const char *loaded_as, poas__cublas_api *api, char *err,
+                         size_t errcap);
+
 #endif /* POAS_CUBLAS_API_H */
