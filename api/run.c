@@ -215,6 +215,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .supports_dtype =
             (info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED) &&
             (p->only == 0 || p->only == i + 1),
+        .lost = poas__dev_lost(ctx->devices.dev[i]),
     };
   }
   int rc = poas__optimize(out->dev, nd, &out->prob, &out->res);

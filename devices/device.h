@@ -205,7 +205,23 @@ struct poas__device {
   atomic_int handoff_slow;
   void *priv;            /* backend state */
   poas__memcache *cache; /* freed buffers kept for reuse; set by the registry */
+  /* Why the device can do no more work in this process, once its backend
+   * found so (poas__dev_mark_lost); read through poas__dev_lost. */
+  char lost_why[160];
+  atomic_int lost_state; /* 0, 1 while lost_why is written, 2 once it is */
 };
+
+/* --------------------------------------------------------- lost devices */
+
+/* Marks d lost for the rest of the process, with why in words: a backend
+ * calls it on an error after which the device can do no more work (a
+ * CUDA error that corrupts its context), so that plans leave it out with
+ * that reason (api/run.c) instead of giving it work that fails on every
+ * call. The first call's reason is kept; thread-safe. Returns 1 for the
+ * call that marked it, 0 when it was lost already. */
+int poas__dev_mark_lost(poas__device *d, const char *why);
+/* NULL, or why d was marked lost. */
+const char *poas__dev_lost(const poas__device *d);
 
 /* ---------------------------------------------------------- memory cache */
 

@@ -1,5 +1,6 @@
 /* registry.c: opens the devices a selection names, through the backend
- * tables. This is the only place that knows the list of backends. */
+ * tables, and keeps the mark of a device lost for good. This is the only
+ * place that knows the list of backends. */
 #include "devices/device.h"
 
 #include <stdio.h>
@@ -21,6 +22,19 @@ static int already_open(const poas__devset *set, const poas__backend *be, int in
     if (set->dev[i]->be == be && set->dev[i]->index == index)
       return 1;
   return 0;
+}
+
+int poas__dev_mark_lost(poas__device *d, const char *why) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&d->lost_state, &expected, 1))
+    return 0;
+  poas__strlcpy(d->lost_why, why, sizeof d->lost_why);
+  atomic_store(&d->lost_state, 2);
+  return 1;
+}
+
+const char *poas__dev_lost(const poas__device *d) {
+  return atomic_load(&d->lost_state) == 2 ? d->lost_why : NULL;
 }
 
 /* Opens one device and appends it; `explicit_id` makes failure an error. */

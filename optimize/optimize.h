@@ -50,6 +50,9 @@ typedef struct poas__opt_device {
   int shares_host_cores;
   int cores;
   int supports_dtype;              /* can compute the problem's dtype */
+  /* NULL, or why the device can do no more work in this process
+   * (poas__dev_lost): it is left out with that reason. */
+  const char *lost;
   /* Its GEMM wants B transposed and A not, and it can transpose the shared
    * operand (poas__device.gemm_wants_bt). */
   int wants_bt;

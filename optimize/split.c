@@ -378,7 +378,9 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
     sh->estimated = usable_model(&d[i], p, &r->model[i]);
     sh->corun = 1;
     sc->ok[i] = 0;
-    if (!d[i].supports_dtype)
+    if (d[i].lost)
+      snprintf(sh->reason, sizeof sh->reason, "lost: %s", d[i].lost);
+    else if (!d[i].supports_dtype)
       snprintf(sh->reason, sizeof sh->reason, "no %s support", poas__dtype_name(p->dtype));
     else
       /* A device computing on host memory computes on the caller's own

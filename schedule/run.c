@@ -596,11 +596,12 @@ static int any_alive(const runner *r) {
  * over what is left (a GPU that fails mid-run leaves its work to the CPU
  * that the plan did not need), as far as they can run it: the work source
  * can emit on every device of the set, and C ends in host memory whoever
- * computes it. Returns how many were enlisted. Locked. */
+ * computes it; a device lost for good (poas__dev_lost) is no help.
+ * Returns how many were enlisted. Locked. */
 static int enlist_bystanders(runner *r) {
   int n = 0;
   for (int d = 0; d < r->set->ndev; d++)
-    if (!r->part[d] && !r->e->w[d].failed) {
+    if (!r->part[d] && !r->e->w[d].failed && !poas__dev_lost(r->set->dev[d])) {
       r->part[d] = 1;
       n++;
       poas__warn("%s takes over the work of the failed devices", r->set->dev[d]->info.id);

@@ -221,7 +221,46 @@ TEST(plans_fit_the_memory_left_now) {
   return 0;
 }
 
+/* A device its backend marked lost (a CUDA context corrupted by an
+ * illegal address: devices/cuda/cuda.c) is planned out with the reason it
+ * was lost, and the GEMM runs on the others instead of failing on it on
+ * every call. The first reason given is the one kept. The sims compute
+ * nothing: plans and return codes are checked. */
+TEST(a_lost_device_is_planned_out_with_its_reason) {
+  poas_context *ctx = test_open("sim:rate=1e9:latency=0,sim:rate=1e9:latency=0");
+  CHECK(ctx);
+  enum { M = 512, N = 512, K = 512 };
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
+                               N, K, 1, 0, &plan));
+  CHECK_MSG(plan.ndevices == 2, "%d devices before", plan.ndevices);
+  poas__device *d = ctx->devices.dev[1];
+  CHECK(poas__dev_lost(d) == NULL);
+  CHECK(poas__dev_mark_lost(d, "cudaErrorIllegalAddress in a test"));
+  CHECK(!poas__dev_mark_lost(d, "a later error"));
+  CHECK(poas__dev_lost(d) && strcmp(poas__dev_lost(d), "cudaErrorIllegalAddress in a test") == 0);
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
+                               N, K, 1, 0, &plan));
+  CHECK_MSG(plan.ndevices == 1 && strcmp(plan.dev[0].id, "sim0") == 0, "%d devices after",
+            plan.ndevices);
+  CHECK(plan.nexcluded == 1 && strcmp(plan.excluded[0].id, "sim1") == 0);
+  CHECK_MSG(strstr(plan.excluded[0].reason, "lost: cudaErrorIllegalAddress in a test"), "'%s'",
+            plan.excluded[0].reason);
+  operands op;
+  CHECK_OK(operands_alloc(&op, M, N, K));
+  int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, op.A, M, op.B,
+                      K, 0, op.C, M);
+  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
+  poas_report rep;
+  CHECK_OK(poas_last_report(ctx, &rep));
+  CHECK(rep.dev[1].share == 0 && !rep.dev[1].failed);
+  operands_free(&op);
+  poas_finalize(ctx);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(sim_virtual_time_follows_parameters), TEST_ENTRY(device_memory_cache),
           TEST_ENTRY(gemm_after_gemm_fits_device_memory), TEST_ENTRY(tiled_gemm_runs_as_planned),
           TEST_ENTRY(plans_fit_the_memory_left_now),
+          TEST_ENTRY(a_lost_device_is_planned_out_with_its_reason),
           TEST_ENTRY(sim_beside_real_device_takes_real_time), TEST_ENTRY(sim_slowdown_and_ids))
