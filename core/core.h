@@ -83,6 +83,18 @@ double poas__now(void);
  * sleeps, then spins the last 100 us on the clock. */
 void poas__sleep(double seconds);
 
+/* ---------------------------------------------------------------- threads */
+
+/* Marks the calling thread as a worker of the library's own that serves
+ * one device for its whole life (the scheduler's). A backend may leave
+ * that device current on such a thread between calls, which is cheaper;
+ * on any other thread, a caller's, it puts back what the caller had
+ * current (devices/cuda/cuda.c), since a program with CUDA code of its own
+ * must not find its current device changed by a GEMM. */
+void poas__thread_mark_worker(void);
+/* 1 on a thread poas__thread_mark_worker marked, 0 on any other. */
+int poas__thread_is_worker(void);
+
 /* ------------------------------------------------------------- arithmetic */
 
 /* a*b into *out, or nonzero on int64 overflow or a negative operand. */

@@ -1,5 +1,5 @@
-/* util.c: clocks, checked arithmetic and number parsing shared by every
- * folder. */
+/* util.c: clocks, the worker mark of threads, checked arithmetic and
+ * number parsing shared by every folder. */
 #include "core.h"
 #include "number.h"
 
@@ -34,6 +34,12 @@ void poas__sleep(double seconds) {
   while (poas__now() < end)
     ;
 }
+
+static _Thread_local int thread_is_worker;
+
+void poas__thread_mark_worker(void) { thread_is_worker = 1; }
+
+int poas__thread_is_worker(void) { return thread_is_worker; }
 
 int poas__mul_overflow(int64_t a, int64_t b, int64_t *out) {
   if (a < 0 || b < 0)

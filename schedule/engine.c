@@ -503,6 +503,9 @@ static void complete_oldest(poas__engine *e, poas__worker *w) {
 static void *worker_main(void *arg) {
   poas__worker *w = arg;
   poas__engine *e = w->e;
+  /* Its thread serves w's device alone, for its whole life: the device's
+   * backend may leave it current here (poas__thread_mark_worker). */
+  poas__thread_mark_worker();
   poas__engine_lock(e);
   for (;;) {
     if (w->rcount) {

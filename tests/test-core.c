@@ -36,6 +36,27 @@ TEST(strerror_covers_every_code) {
   return 0;
 }
 
+static void *worker_mark_seen(void *arg) {
+  int *seen = arg;
+  seen[0] = poas__thread_is_worker();
+  poas__thread_mark_worker();
+  seen[1] = poas__thread_is_worker();
+  return NULL;
+}
+
+/* The worker mark (core.h) is the marked thread's alone: backends leave a
+ * device current on a worker, and must put the caller's back on any other
+ * thread, the one that marked none included. */
+TEST(worker_mark_is_per_thread) {
+  int seen[2] = {-1, -1};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, worker_mark_seen, seen) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(seen[0] == 0 && seen[1] == 1);
+  CHECK(poas__thread_is_worker() == 0);
+  return 0;
+}
+
 TEST(parse_numbers) {
   double d;
   int64_t i;
@@ -290,7 +311,8 @@ TEST(follow_links_finds_the_file_a_path_names) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(parse_numbers),
+TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(worker_mark_is_per_thread),
+          TEST_ENTRY(parse_numbers),
           TEST_ENTRY(spec_parses_entries_and_settings),
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
           TEST_ENTRY(spec_refuses_a_device_named_twice),

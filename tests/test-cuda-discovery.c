@@ -3,13 +3,15 @@
  * cached after a failed driver call), asking for a CUDA device where there
  * is none is POAS_ENODEV with a message, the default selection still
  * opens the CPU whether or not a GPU is there, and cuBLAS is loaded only
- * once a CUDA device opens; and, where the backend is built, what a
- * cuBLAS missing a call is reported as. */
+ * once a CUDA device opens; and, where the backend is built, what needs
+ * no GPU to check: which runtime errors retire a device for good, and
+ * what a cuBLAS missing a call is reported as. */
 #include "devices/device.h"
 #include "harness.h"
 
 #if POAS_HAVE_CUDA
 #include "devices/cuda/cublas_api.h"
+#include "devices/cuda/cuda_errors.h"
 
 #include <dlfcn.h>
 #endif
@@ -122,6 +124,38 @@ TEST(cublas_is_loaded_only_for_a_cuda_device) {
   return 0;
 }
 
+/* The errors the runtime documents as corrupting the context
+ * (driver_types.h: "the process must be terminated and relaunched") retire
+ * a device; errors that answer one call leave it in use. */
+TEST(sticky_cuda_errors_are_the_documented_ones) {
+#if POAS_HAVE_CUDA
+  static const struct {
+    cudaError_t e;
+    int sticky;
+  } cases[] = {
+      {cudaErrorIllegalAddress, 1},     {cudaErrorLaunchFailure, 1},
+      {cudaErrorLaunchTimeout, 1},      {cudaErrorAssert, 1},
+      {cudaErrorHardwareStackError, 1}, {cudaErrorIllegalInstruction, 1},
+      {cudaErrorMisalignedAddress, 1},  {cudaErrorInvalidAddressSpace, 1},
+      {cudaErrorInvalidPc, 1},          {(cudaError_t)226, 1}, /* cudaErrorContained */
+      {(cudaError_t)721, 1},            /* cudaErrorTensorMemoryLeak */
+      {(cudaError_t)810, 1},            /* cudaErrorMpsClientTerminated */
+      {(cudaError_t)911, 1},            /* cudaErrorExternalDevice */
+      {cudaSuccess, 0},                 {cudaErrorMemoryAllocation, 0},
+      {cudaErrorInvalidValue, 0},       {cudaErrorNotReady, 0},
+      {cudaErrorInvalidResourceHandle, 0}, {cudaErrorLaunchOutOfResources, 0},
+      {cudaErrorNoDevice, 0},           {cudaErrorInsufficientDriver, 0},
+      {cudaErrorHostMemoryAlreadyRegistered, 0}, {cudaErrorNotSupported, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    CHECK_MSG(poas__cuda_error_sticky(cases[i].e) == cases[i].sticky, "%s (%d): sticky %d",
+              cudaGetErrorName(cases[i].e), (int)cases[i].e, !cases[i].sticky);
+  return 0;
+#else
+  SKIP("the CUDA backend is not built");
+#endif
+}
+
 /* A library that lacks a call the backend needs is refused with the call,
  * the name it was loaded by and the file it came from, and no pointer
  * from it is kept: libm stands for a cuBLAS too old. */
@@ -145,7 +179,7 @@ TEST(cublas_missing_a_call_names_it_and_the_file) {
 #endif
 }
 
-TEST_MAIN(TEST_ENTRY(cuda_count_is_stable),
+TEST_MAIN(TEST_ENTRY(cuda_count_is_stable), TEST_ENTRY(sticky_cuda_errors_are_the_documented_ones),
           TEST_ENTRY(cublas_missing_a_call_names_it_and_the_file),
           TEST_ENTRY(cuda_absent_is_enodev_with_detail),
           TEST_ENTRY(default_selection_opens_cpu0),

@@ -491,6 +491,36 @@ TEST(cuda_devices_from_worker_threads) {
   return 0;
 }
 
+/* A program with CUDA code of its own keeps its current device across
+ * POAS calls on its thread: opening cuda0, a GEMM run inline (one device,
+ * one tile), a plan, and closing. It takes two GPUs: with one, POAS's
+ * device is the caller's. */
+TEST(cuda_caller_keeps_its_current_device) {
+  NEED_CUDA();
+#if POAS_HAVE_CUDA
+  if (poas__backend_cuda.count() < 2)
+    SKIP("one CUDA device: the caller's current device is POAS's own");
+  int cur = -1;
+  CHECK(cudaSetDevice(1) == cudaSuccess);
+  poas_context *ctx = test_open("cuda0");
+  CHECK(ctx);
+  CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == 1);
+  float a = 2, b = 3, c = 0;
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1, 1, 1, 1, &a, 1, &b, 1,
+                      0, &c, 1));
+  CHECK(c == 6);
+  CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == 1);
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64,
+                          64, &plan));
+  CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == 1);
+  poas_finalize(ctx);
+  CHECK(cudaGetDevice(&cur) == cudaSuccess && cur == 1);
+  CHECK(cudaSetDevice(0) == cudaSuccess);
+#endif
+  return 0;
+}
+
 #if POAS_HAVE_CUDA
 typedef struct memset_arg {
   size_t bytes;
@@ -549,4 +579,5 @@ TEST_MAIN(TEST_ENTRY(cuda_info), TEST_ENTRY(cuda_task_runs_its_implementation), 
           TEST_ENTRY(cuda_bad_settings_name_the_token), TEST_ENTRY(cuda_gemm_scaling_paths),
           TEST_ENTRY(cuda_gemm_beyond_int_is_enotsup),
           TEST_ENTRY(cuda_tf32_sgemm_within_tf32_bound),
-          TEST_ENTRY(cuda_devices_from_worker_threads), TEST_ENTRY(cuda_gemm_matrix))
+          TEST_ENTRY(cuda_devices_from_worker_threads),
+          TEST_ENTRY(cuda_caller_keeps_its_current_device), TEST_ENTRY(cuda_gemm_matrix))

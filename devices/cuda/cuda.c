@@ -4,10 +4,14 @@
  * shared by the lanes, and plain cudaMalloc buffers. The scheduler drives a
  * device from worker threads, so every hook makes the device current on
  * the calling thread first; the runtime's cudaSetDevice is a cheap
- * thread-local switch once the primary context exists. Errors are turned
- * into POAS_EDEVICE with the failing call and the runtime's message, and
- * the runtime's last-error slot is cleared so that one failure does not
- * show up again in an unrelated later check.
+ * thread-local switch once the primary context exists. On a thread of the
+ * caller's (a GEMM run inline, a plan, a calibration, opening and closing)
+ * a hook puts back the device that was current before it (enter, leave).
+ * Errors are turned into POAS_EDEVICE with the failing call and the
+ * runtime's name and message, and the runtime's last-error slot is
+ * cleared so that one failure does not show up again in an unrelated
+ * later check. An error that corrupts the device's context
+ * (cuda_errors.h) retires the device for the rest of the process.
  *
  * Copies of pageable host memory are staged: the runtime's own path packs
  * its page-locked bounce buffer with one thread (6-10 GB/s on the H100 VM),
@@ -19,11 +23,13 @@
  * copy_threads=0 go straight to the runtime. */
 #include "core/hostcopy.h"
 #include "devices/cuda/cublas_api.h"
+#include "devices/cuda/cuda_errors.h"
 #include "devices/device.h"
 
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,16 +75,87 @@ typedef struct cuda_state {
   stage stage[CUDA_LANES];
 } cuda_state;
 
-/* Clears the runtime's last error and reports `what` failed. */
-static int cuda_fail(const cuda_state *s, const char *what, cudaError_t e) {
-  (void)cudaGetLastError();
-  return poas__fail(POAS_EDEVICE, "cuda%d: %s: %s", s->ordinal, what, cudaGetErrorString(e));
+/* The error that corrupted each device's context, by ordinal (0 for
+ * none): process-wide, as the context is, so that a later context that
+ * opens the device again is refused too. */
+#define CUDA_MAX_ORDINALS 64
+static atomic_int lost_error[CUDA_MAX_ORDINALS];
+
+static cudaError_t lost_by(int ordinal) {
+  if (ordinal < 0 || ordinal >= CUDA_MAX_ORDINALS)
+    return cudaSuccess;
+  return (cudaError_t)atomic_load(&lost_error[ordinal]);
 }
 
-/* Makes the device current on the calling thread. */
-static int use(const cuda_state *s) {
+/* After error e of `what`: where e corrupted the device's context, the
+ * device is lost for the rest of the process. Its hooks then refuse at
+ * once and plans leave it out (poas__dev_mark_lost), instead of every
+ * later call giving it work that fails the same way. */
+static void note_error(cuda_state *s, const char *what, cudaError_t e) {
+  if (!poas__cuda_error_sticky(e))
+    return;
+  if (s->ordinal >= 0 && s->ordinal < CUDA_MAX_ORDINALS) {
+    int none = cudaSuccess;
+    atomic_compare_exchange_strong(&lost_error[s->ordinal], &none, (int)e);
+  }
+  char why[sizeof s->dev.lost_why];
+  snprintf(why, sizeof why,
+           "%s in %s (%s); a CUDA context is unusable after it until the process ends",
+           cudaGetErrorName(e), what, cudaGetErrorString(e));
+  if (poas__dev_mark_lost(&s->dev, why))
+    poas__warn("cuda%d is lost for the rest of the process: %s", s->ordinal, why);
+}
+
+/* Clears the runtime's last error and reports `what` failed. */
+static int cuda_fail(cuda_state *s, const char *what, cudaError_t e) {
+  (void)cudaGetLastError();
+  note_error(s, what, e);
+  return poas__fail(POAS_EDEVICE, "cuda%d: %s: %s: %s", s->ordinal, what, cudaGetErrorName(e),
+                    cudaGetErrorString(e));
+}
+
+/* What a hook puts back when it returns: nothing, or (any other value) the
+ * device the calling thread had current before. */
+#define KEEP_CURRENT (-1)
+
+/* The device to put back after making `ordinal` current on the calling
+ * thread: the one current now, on a caller's thread where it differs. A
+ * scheduler worker (poas__thread_is_worker) serves this device alone and
+ * keeps it current, which spares two runtime calls on each of its hooks. */
+static int to_restore(int ordinal) {
+  if (poas__thread_is_worker())
+    return KEEP_CURRENT;
+  int was;
+  if (cudaGetDevice(&was) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return KEEP_CURRENT;
+  }
+  return was == ordinal ? KEEP_CURRENT : was;
+}
+
+/* Makes the device current on the calling thread for a hook, having
+ * refused a lost device without a CUDA call (every call on its context
+ * would fail the same way); *prev is what leave() puts back. A program
+ * with CUDA code of its own must not find its current device changed by
+ * a GEMM that ran on its thread (schedule/run.c, run_inline). */
+static int enter(cuda_state *s, int *prev) {
+  *prev = KEEP_CURRENT;
+  const char *lost = poas__dev_lost(&s->dev);
+  if (lost)
+    return poas__fail(POAS_EDEVICE, "cuda%d: lost earlier in this process: %s", s->ordinal, lost);
+  int was = to_restore(s->ordinal);
   cudaError_t e = cudaSetDevice(s->ordinal);
-  return e == cudaSuccess ? 0 : cuda_fail(s, "cudaSetDevice", e);
+  if (e != cudaSuccess)
+    return cuda_fail(s, "cudaSetDevice", e);
+  *prev = was;
+  return 0;
+}
+
+/* Puts back what enter() found current. A failure is not reported: the
+ * hook's own work is done either way. */
+static void leave(int prev) {
+  if (prev != KEEP_CURRENT && cudaSetDevice(prev) != cudaSuccess)
+    (void)cudaGetLastError();
 }
 
 static int check_lane(const cuda_state *s, int lane) {
@@ -90,9 +167,10 @@ static int check_lane(const cuda_state *s, int lane) {
 
 /* A lane that exists, with the device made current: what every hook that
  * works on a lane needs first. */
-static int on_lane(const cuda_state *s, int lane) {
+static int on_lane(cuda_state *s, int lane, int *prev) {
+  *prev = KEEP_CURRENT;
   int rc = check_lane(s, lane);
-  return rc ? rc : use(s);
+  return rc ? rc : enter(s, prev);
 }
 
 /* The device count, never cached: without a driver or device the runtime
@@ -196,13 +274,23 @@ static int cuda_open(int index, const poas__spec_entry *e, poas__device **out, c
   cuda_state *s = calloc(1, sizeof *s);
   if (!s)
     return POAS_ENOMEM;
-  int lane = 0;
+  int lane = 0, prev = KEEP_CURRENT;
   s->ordinal = index;
   int rc = parse_settings(s, e, err, errcap);
   if (rc)
     goto fail_state;
   rc = POAS_EDEVICE;
-  cudaError_t ce = cudaSetDevice(index);
+  cudaError_t ce = lost_by(index);
+  if (ce != cudaSuccess) {
+    snprintf(err, errcap,
+             "cuda%d: lost earlier in this process to %s (%s); a CUDA context is unusable "
+             "after it until the process ends",
+             index, cudaGetErrorName(ce), cudaGetErrorString(ce));
+    goto fail_state;
+  }
+  /* Opened on the caller's thread, which gets its current device back. */
+  prev = to_restore(index);
+  ce = cudaSetDevice(index);
   if (ce != cudaSuccess) {
     snprintf(err, errcap, "cuda%d: cudaSetDevice: %s", index, cudaGetErrorString(ce));
     goto fail_clear;
@@ -241,6 +329,7 @@ static int cuda_open(int index, const poas__spec_entry *e, poas__device **out, c
   s->dev.issue_threads = CUDA_LANES + 1;
   s->dev.priv = s;
   *out = &s->dev;
+  leave(prev);
   return 0;
 
 fail_blas:
@@ -251,6 +340,7 @@ fail_streams:
     cudaStreamDestroy(s->stream[lane]);
 fail_clear:
   (void)cudaGetLastError();
+  leave(prev);
 fail_state:
   free(s);
   return rc;
@@ -276,7 +366,10 @@ static void stage_release(stage *st) {
  * event_destroy. */
 static void cuda_close(poas__device *dev) {
   cuda_state *s = dev->priv;
-  use(s);
+  /* Not through enter(): a lost device's streams and handle are released
+   * as far as the runtime still lets, and its threads in any case. */
+  int prev = to_restore(s->ordinal);
+  (void)cudaSetDevice(s->ordinal);
   for (int l = 0; l < CUDA_LANES; l++)
     cudaStreamSynchronize(s->stream[l]);
   for (int l = 0; l < CUDA_LANES; l++) {
@@ -287,13 +380,14 @@ static void cuda_close(poas__device *dev) {
   for (int l = CUDA_LANES - 1; l >= 0; l--)
     cudaStreamDestroy(s->stream[l]);
   (void)cudaGetLastError();
+  leave(prev);
   pthread_mutex_destroy(&s->blas_lock);
   free(s);
 }
 
 static int cuda_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
   cuda_state *s = dev->priv;
-  int rc = use(s);
+  int prev, rc = enter(s, &prev);
   if (rc)
     return rc;
   /* cudaMalloc(0) succeeds with NULL, which callers read as "nothing
@@ -302,21 +396,27 @@ static int cuda_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
   cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
-    return poas__fail(POAS_ENOMEM, "cuda%d: cudaMalloc of %zu bytes: %s", s->ordinal, bytes,
-                      cudaGetErrorString(e));
+    rc = poas__fail(POAS_ENOMEM, "cuda%d: cudaMalloc of %zu bytes: %s", s->ordinal, bytes,
+                    cudaGetErrorString(e));
+  } else if (e != cudaSuccess) {
+    rc = cuda_fail(s, "cudaMalloc", e);
+  } else {
+    out->ptr = p;
   }
-  if (e != cudaSuccess)
-    return cuda_fail(s, "cudaMalloc", e);
-  out->ptr = p;
-  return 0;
+  leave(prev);
+  return rc;
 }
 
 static void cuda_mem_free(poas__device *dev, poas__mem mem) {
   cuda_state *s = dev->priv;
-  if (!mem.ptr || use(s))
+  int prev;
+  /* A lost device's memory went with its context: nothing to free, and
+   * no error to report over the one that lost it. */
+  if (!mem.ptr || poas__dev_lost(&s->dev) || enter(s, &prev))
     return;
   if (cudaFree(mem.ptr) != cudaSuccess)
     (void)cudaGetLastError();
+  leave(prev);
 }
 
 /* What cudaMalloc could take now: another process on the GPU (or another
@@ -326,20 +426,19 @@ static void cuda_mem_free(poas__device *dev, poas__mem mem) {
 static int cuda_mem_available(poas__device *dev, uint64_t *bytes) {
   cuda_state *s = dev->priv;
   size_t free_b = 0, total_b = 0;
-  /* Not through use(): a plan asks this, on the caller's thread, and a
+  /* Not through enter(): a plan asks this, on the caller's thread, and a
    * failure here leaves the plan on the total, not an error detail
-   * behind; and the caller's current device is put back, since a program
-   * of its own CUDA work should not find it changed by a plan. */
-  int prev = -1;
-  cudaError_t e = cudaGetDevice(&prev);
-  if (e == cudaSuccess)
-    e = cudaSetDevice(s->ordinal);
+   * behind. */
+  if (poas__dev_lost(&s->dev))
+    return POAS_EDEVICE;
+  int prev = to_restore(s->ordinal);
+  cudaError_t e = cudaSetDevice(s->ordinal);
   if (e == cudaSuccess)
     e = cudaMemGetInfo(&free_b, &total_b);
-  if (prev >= 0 && prev != s->ordinal)
-    (void)cudaSetDevice(prev);
+  leave(prev);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
+    note_error(s, "cudaMemGetInfo", e);
     return POAS_EDEVICE;
   }
   *bytes = free_b;
@@ -350,29 +449,32 @@ static int cuda_mem_available(poas__device *dev, uint64_t *bytes) {
  * pinned through one device must count as pinned for the others too. */
 static int cuda_host_register(poas__device *dev, void *p, size_t bytes) {
   cuda_state *s = dev->priv;
-  int rc = use(s);
+  int prev, rc = enter(s, &prev);
   if (rc)
     return rc;
   cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
-  return e == cudaSuccess ? 0 : cuda_fail(s, "cudaHostRegister", e);
+  rc = e == cudaSuccess ? 0 : cuda_fail(s, "cudaHostRegister", e);
+  leave(prev);
+  return rc;
 }
 
 static void cuda_host_unregister(poas__device *dev, void *p) {
   cuda_state *s = dev->priv;
-  if (use(s))
+  int prev;
+  if (poas__dev_lost(&s->dev) || enter(s, &prev))
     return;
   if (cudaHostUnregister(p) != cudaSuccess)
     (void)cudaGetLastError();
+  leave(prev);
 }
 
-/* One 2-D copy on a lane. A contiguous block goes as one 1-D copy; a pitch
- * beyond what cudaMemcpy2D accepts (2^31 bytes on current parts) falls back
- * to a copy per row. */
+/* One 2-D copy on a lane, the device current. A contiguous block goes as
+ * one 1-D copy; a pitch beyond what cudaMemcpy2D accepts (2^31 bytes on
+ * current parts) falls back to a copy per row. */
 static int copy2d(cuda_state *s, int lane, char *dst, size_t dpitch, const char *src,
                   size_t spitch, const poas__copy2d *c, enum cudaMemcpyKind kind) {
-  int rc = on_lane(s, lane);
-  if (rc || c->width == 0 || c->rows == 0)
-    return rc;
+  if (c->width == 0 || c->rows == 0)
+    return 0;
   cudaStream_t st = s->stream[lane];
   cudaError_t e;
   if (c->rows == 1 || (dpitch == c->width && spitch == c->width)) {
@@ -551,8 +653,8 @@ static int staged_d2h(cuda_state *s, int lane, char *host, const char *dev,
 
 /* A copy through the lane's staging when it pays (copy_threads set, at
  * least STAGE_MIN_BYTES, or STAGE_MIN_PITCHED_BYTES for a pitched copy,
- * host memory pageable); *staged says whether it was taken. The lane's
- * stage is made at its first such copy. */
+ * host memory pageable); *staged says whether it was taken. The device is
+ * current. The lane's stage is made at its first such copy. */
 static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
                       const poas__copy2d *c, int *staged) {
   *staged = 0;
@@ -561,9 +663,8 @@ static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
   if (s->copy_threads == 0 ||
       c->width * c->rows < (k.flat ? STAGE_MIN_BYTES : STAGE_MIN_PITCHED_BYTES))
     return 0;
-  int rc = on_lane(s, lane);
-  if (rc || host_pinned(host))
-    return rc;
+  if (host_pinned(host))
+    return 0;
   pthread_mutex_lock(&st->lock);
   if (!st->ready && !st->unavailable) {
     poas__failures_expected(1);
@@ -581,37 +682,37 @@ static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
     pthread_mutex_unlock(&st->lock);
     return 0;
   }
-  rc = h2d ? staged_h2d(s, lane, dev, host, c, k) : staged_d2h(s, lane, host, dev, c, k);
+  int rc = h2d ? staged_h2d(s, lane, dev, host, c, k) : staged_d2h(s, lane, host, dev, c, k);
   pthread_mutex_unlock(&st->lock);
   *staged = 1;
   return rc;
 }
 
+/* A copy between host memory and device memory (dev, already offset) on
+ * a lane: staged where that pays, else the runtime's. */
+static int copy(cuda_state *s, int lane, int h2d, char *dev, char *host, const poas__copy2d *c) {
+  int prev, staged, rc = on_lane(s, lane, &prev);
+  if (rc)
+    return rc;
+  rc = try_staged(s, lane, h2d, dev, host, c, &staged);
+  if (!rc && !staged)
+    rc = h2d ? copy2d(s, lane, dev, c->dev_pitch, host, c->host_pitch, c, cudaMemcpyHostToDevice)
+             : copy2d(s, lane, host, c->host_pitch, dev, c->dev_pitch, c, cudaMemcpyDeviceToHost);
+  leave(prev);
+  return rc;
+}
+
 static int cuda_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *src,
                          const poas__copy2d *c) {
-  cuda_state *s = dev->priv;
-  char *d = (char *)dst.ptr + c->dev_off;
-  int staged, rc = check_lane(s, lane);
-  if (!rc)
-    rc = try_staged(s, lane, 1, d, (char *)(uintptr_t)src, c, &staged);
-  if (rc || staged)
-    return rc;
-  return copy2d(s, lane, d, c->dev_pitch, src, c->host_pitch, c, cudaMemcpyHostToDevice);
+  return copy(dev->priv, lane, 1, (char *)dst.ptr + c->dev_off, (char *)(uintptr_t)src, c);
 }
 
 static int cuda_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
                          const poas__copy2d *c) {
-  cuda_state *s = dev->priv;
-  char *d = (char *)src.ptr + c->dev_off;
-  int staged, rc = check_lane(s, lane);
-  if (!rc)
-    rc = try_staged(s, lane, 0, d, dst, c, &staged);
-  if (rc || staged)
-    return rc;
-  return copy2d(s, lane, dst, c->host_pitch, d, c->dev_pitch, c, cudaMemcpyDeviceToHost);
+  return copy(dev->priv, lane, 0, (char *)src.ptr + c->dev_off, dst, c);
 }
 
-static int blas_fail(const cuda_state *s, const char *what, cublasStatus_t st) {
+static int blas_fail(cuda_state *s, const char *what, cublasStatus_t st) {
   (void)cudaGetLastError();
   return poas__fail(POAS_EDEVICE, "cuda%d: %s: %s (%s)", s->ordinal, what,
                     poas__cublas.cublasGetStatusName(st), poas__cublas.cublasGetStatusString(st));
@@ -683,7 +784,8 @@ static int cuda_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
                       "sizes up to %d",
                       s->ordinal, (long long)g->m, (long long)g->n, (long long)g->k,
                       (long long)g->a.ld, (long long)g->b.ld, (long long)g->c.ld, INT_MAX);
-  rc = use(s);
+  int prev;
+  rc = enter(s, &prev);
   if (rc)
     return rc;
   pthread_mutex_lock(&s->blas_lock);
@@ -704,77 +806,90 @@ static int cuda_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   }
   pthread_mutex_unlock(&s->blas_lock);
   if (cuda_err != cudaSuccess)
-    return cuda_fail(s, "cudaMemset2DAsync", cuda_err);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    return blas_fail(s, what, st);
-  return 0;
+    rc = cuda_fail(s, "cudaMemset2DAsync", cuda_err);
+  else if (st != CUBLAS_STATUS_SUCCESS)
+    rc = blas_fail(s, what, st);
+  leave(prev);
+  return rc;
 }
 
 static int cuda_event_create(poas__device *dev, poas__event *ev) {
   cuda_state *s = dev->priv;
   memset(ev, 0, sizeof *ev);
   ev->dev = dev;
-  int rc = use(s);
+  int prev, rc = enter(s, &prev);
   if (rc)
     return rc;
   cudaEvent_t e;
   cudaError_t ce = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
   if (ce != cudaSuccess)
-    return cuda_fail(s, "cudaEventCreate", ce);
-  ev->u.handle = e;
-  return 0;
+    rc = cuda_fail(s, "cudaEventCreate", ce);
+  else
+    ev->u.handle = e;
+  leave(prev);
+  return rc;
 }
 
 static int cuda_event_record(poas__device *dev, int lane, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int rc = on_lane(s, lane);
+  int prev, rc = on_lane(s, lane, &prev);
   if (rc)
     return rc;
   cudaError_t ce = cudaEventRecord((cudaEvent_t)ev->u.handle, s->stream[lane]);
   if (ce != cudaSuccess)
-    return cuda_fail(s, "cudaEventRecord", ce);
-  ev->recorded = 1;
-  return 0;
+    rc = cuda_fail(s, "cudaEventRecord", ce);
+  else
+    ev->recorded = 1;
+  leave(prev);
+  return rc;
 }
 
 /* The lane waits on the device; the host returns at once. */
 static int cuda_lane_wait(poas__device *dev, int lane, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int rc = on_lane(s, lane);
+  int prev, rc = on_lane(s, lane, &prev);
   if (rc)
     return rc;
   cudaError_t ce = cudaStreamWaitEvent(s->stream[lane], (cudaEvent_t)ev->u.handle, 0);
-  return ce == cudaSuccess ? 0 : cuda_fail(s, "cudaStreamWaitEvent", ce);
+  rc = ce == cudaSuccess ? 0 : cuda_fail(s, "cudaStreamWaitEvent", ce);
+  leave(prev);
+  return rc;
 }
 
 static int cuda_event_sync(poas__device *dev, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int rc = use(s);
+  int prev, rc = enter(s, &prev);
   if (rc)
     return rc;
   cudaError_t ce = cudaEventSynchronize((cudaEvent_t)ev->u.handle);
   if (ce != cudaSuccess)
-    return cuda_fail(s, "cudaEventSynchronize", ce);
-  ev->wall = poas__now();
-  return 0;
+    rc = cuda_fail(s, "cudaEventSynchronize", ce);
+  else
+    ev->wall = poas__now();
+  leave(prev);
+  return rc;
 }
 
 static void cuda_event_destroy(poas__device *dev, poas__event *ev) {
   cuda_state *s = dev->priv;
-  if (!ev->u.handle || use(s))
+  int prev;
+  if (!ev->u.handle || poas__dev_lost(&s->dev) || enter(s, &prev))
     return;
   if (cudaEventDestroy((cudaEvent_t)ev->u.handle) != cudaSuccess)
     (void)cudaGetLastError();
   ev->u.handle = NULL;
+  leave(prev);
 }
 
 static int cuda_lane_sync(poas__device *dev, int lane) {
   cuda_state *s = dev->priv;
-  int rc = on_lane(s, lane);
+  int prev, rc = on_lane(s, lane, &prev);
   if (rc)
     return rc;
   cudaError_t ce = cudaStreamSynchronize(s->stream[lane]);
-  return ce == cudaSuccess ? 0 : cuda_fail(s, "cudaStreamSynchronize", ce);
+  rc = ce == cudaSuccess ? 0 : cuda_fail(s, "cudaStreamSynchronize", ce);
+  leave(prev);
+  return rc;
 }
 
 static void *cuda_native_lane(poas__device *dev, int lane) {
