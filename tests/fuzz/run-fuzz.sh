@@ -1,28 +1,72 @@
 #!/usr/bin/env bash
-# run-fuzz.sh: builds the profile-loader fuzzer with Debian's clang
-# (libFuzzer + ASan + UBSan) and runs it over the seed corpus.
-#   tests/fuzz/run-fuzz.sh [RUNS]     (default 1000000)
+# run-fuzz.sh: builds a fuzzer with Debian's clang (libFuzzer + ASan +
+# UBSan) and runs it over its seed corpus. Two targets, picked by
+# FUZZ_TARGET:
+#   profile (the default)  the profile loader (fuzz-profile.c, corpus/)
+#   spec                   the device-selection parser (fuzz-spec.c, spec-corpus/)
+#   all                    both, one after the other
+#   tests/fuzz/run-fuzz.sh [RUNS]     (default 1000000 runs per target)
 # Needs a configured build directory for config.h: BUILD (default ./build).
-# Crashes are written to tests/fuzz/crashes/; turn each into a
-# tests/profiles/bad-*.json regression case.
+# FUZZ_OUT (default a new temporary folder) takes the fuzzer binaries, the
+# inputs found (corpus/, spec-corpus/) and the logs (fuzz-<target>.log).
+# Crashes are written to tests/fuzz/crashes/ (spec ones named spec-*);
+# turn each into a regression case in make check: a tests/profiles/bad-*.json
+# for the profile loader, a case in tests/test-core.c for the spec parser.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 build=${BUILD:-$top/build}
 runs=${1:-1000000}
-out=${FUZZ_OUT:-$(mktemp -d)}
+target=${FUZZ_TARGET:-profile}
+case $target in
+  profile | spec | all) ;;
+  *) echo "run-fuzz.sh: FUZZ_TARGET is profile, spec or all, not '$target'"; exit 1 ;;
+esac
 [ -f "$build/config.h" ] || { echo "run-fuzz.sh: no $build/config.h (configure first)"; exit 1; }
 clang=${CLANG:-clang}
-mkdir -p "$out/corpus" "$here/crashes"
-# shellcheck disable=SC2046
-$clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$top" -I"$top/include" -I"$build" $(pkg-config --cflags jansson) \
-  "$here/fuzz-profile.c" "$top/models/profile.c" "$top/models/model.c" \
-  "$top/core/log.c" "$top/core/util.c" "$top/core/error.c" \
-  $(pkg-config --libs jansson) -lopenblas -lm -pthread -o "$out/fuzz-profile"
-# The seed corpus stays as committed: new inputs go to a scratch folder;
-# -jobs writes its log (fuzz-0.log) in the current directory, so run there.
-cd "$out"
-"$out/fuzz-profile" -runs="$runs" -jobs=1 -max_len=8192 -timeout=10 \
-  -dict="$here/profile.dict" -artifact_prefix="$here/crashes/" \
-  "$out/corpus" "$here/corpus"
+out=${FUZZ_OUT:-$(mktemp -d)}
+mkdir -p "$out" "$here/crashes"
+
+# fuzz NAME CORPUS-IN-OUT DICT MAX_LEN ARTIFACT-PREFIX SOURCES... -- LIBS...
+fuzz() {
+  local name=$1 scratch=$2 dict=$3 max_len=$4 prefix=$5
+  shift 5
+  local sources=() libs=()
+  while [ "$1" != -- ]; do sources+=("$1"); shift; done
+  shift
+  libs=("$@")
+  mkdir -p "$out/$scratch"
+  $clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$top" -I"$top/include" -I"$build" "${sources[@]}" "${libs[@]}" -lm -pthread \
+    -o "$out/fuzz-$name"
+  # The seed corpus stays as committed: new inputs go to a scratch folder;
+  # -jobs writes its log (fuzz-0.log) in the current directory, so run
+  # there, and keep a copy under the target's name.
+  (cd "$out" &&
+    "$out/fuzz-$name" -runs="$runs" -jobs=1 -max_len="$max_len" -timeout=10 \
+      -dict="$dict" -artifact_prefix="$prefix" "$out/$scratch" "$here/$scratch")
+  cp "$out/fuzz-0.log" "$out/fuzz-$name.log"
+}
+
+fuzz_profile() {
+  # shellcheck disable=SC2046
+  fuzz profile corpus "$here/profile.dict" 8192 "$here/crashes/" \
+    $(pkg-config --cflags jansson) \
+    "$here/fuzz-profile.c" "$top/models/profile.c" "$top/models/model.c" \
+    "$top/core/log.c" "$top/core/util.c" "$top/core/error.c" \
+    -- $(pkg-config --libs jansson) -lopenblas
+}
+
+# The selection is at most 4095 characters (core/spec.c); a little past
+# that reaches the refusal of a longer one.
+fuzz_spec() {
+  fuzz spec spec-corpus "$here/spec.dict" 4200 "$here/crashes/spec-" \
+    "$here/fuzz-spec.c" "$top/core/spec.c" "$top/core/util.c" "$top/core/log.c" \
+    "$top/core/error.c" --
+}
+
+case $target in
+  profile) fuzz_profile ;;
+  spec) fuzz_spec ;;
+  all) fuzz_profile && fuzz_spec ;;
+esac
