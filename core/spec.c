@@ -5,24 +5,33 @@
 #include "core.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static const char *const known_kinds[] = {"cpu", "cuda", "opencl", "sim"};
 
-static int fail(char *err, size_t errcap, const char *fmt, const char *token) {
-  if (err && errcap)
-    snprintf(err, errcap, fmt, token);
+static int fail(char *err, size_t errcap, const char *fmt, ...) POAS__PRINTF(3, 4);
+static int fail(char *err, size_t errcap, const char *fmt, ...) {
+  if (err && errcap) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errcap, fmt, ap);
+    va_end(ap);
+  }
   return POAS_ESPEC;
 }
 
-/* Splits "opencl12" into kind "opencl" and index 12; "cpu" gives index -1. */
+#define MAX_INDEX_DIGITS 4
+
+/* Splits "opencl12" into kind "opencl" and index 12; "cpu" gives index -1.
+ * Returns -1 for an unknown kind, -2 for an index of too many digits. */
 static int parse_device_word(const char *word, poas__spec_entry *e) {
   size_t len = strlen(word), digits = 0;
   while (digits < len && isdigit((unsigned char)word[len - 1 - digits]))
     digits++;
   size_t kind_len = len - digits;
-  if (kind_len == 0 || kind_len >= sizeof e->kind || digits > 4)
+  if (kind_len == 0 || kind_len >= sizeof e->kind)
     return -1;
   memcpy(e->kind, word, kind_len);
   e->kind[kind_len] = '\0';
@@ -31,6 +40,8 @@ static int parse_device_word(const char *word, poas__spec_entry *e) {
     known |= strcmp(e->kind, known_kinds[i]) == 0;
   if (!known)
     return -1;
+  if (digits > MAX_INDEX_DIGITS)
+    return -2;
   e->index = -1;
   if (digits) {
     int64_t idx;
@@ -49,7 +60,11 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
   char *rest = strchr(text, ':');
   if (rest)
     *rest++ = '\0';
-  if (parse_device_word(text, e) != 0)
+  int word = parse_device_word(text, e);
+  if (word == -2)
+    return fail(err, errcap, "device index of '%s' too long (at most %d digits)", text,
+                MAX_INDEX_DIGITS);
+  if (word != 0)
     return fail(err, errcap,
                 "unknown device '%s' (expected cpu, cuda, opencl or sim, "
                 "optionally followed by an index)",
@@ -62,22 +77,24 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
                   e->text);
     char *eq = strchr(kv, '=');
     if (!eq || eq == kv || eq[1] == '\0')
-      return fail(err, errcap, "malformed setting '%s' (expected key=value)", kv);
+      return fail(err, errcap, "malformed setting '%s' in '%s' (expected key=value)", kv,
+                  e->text);
     *eq = '\0';
-    if (e->nsettings == POAS__SPEC_MAX_SETTINGS || strlen(kv) >= sizeof e->key[0])
-      return fail(err, errcap, "too many or too long settings at '%s'", kv);
+    if (e->nsettings == POAS__SPEC_MAX_SETTINGS)
+      return fail(err, errcap, "too many settings in '%s' (at most %d), at '%s'", e->text,
+                  POAS__SPEC_MAX_SETTINGS, kv);
+    if (strlen(kv) >= sizeof e->key[0])
+      return fail(err, errcap, "setting name '%s' too long (at most %zu characters)", kv,
+                  sizeof e->key[0] - 1);
     for (int i = 0; i < e->nsettings; i++)
       if (strcmp(e->key[i], kv) == 0)
-        return fail(err, errcap, "setting '%s' given twice", kv);
+        return fail(err, errcap, "setting '%s' given twice in '%s'", kv, e->text);
     /* Cut short, a sim:profile= path named another file, which was then
      * reported missing under the shortened name. */
     size_t len = strlen(eq + 1);
-    if (len >= sizeof e->value[0]) {
-      if (err && errcap)
-        snprintf(err, errcap, "value of setting '%s' too long (%zu characters, at most %zu)",
-                 kv, len, sizeof e->value[0] - 1);
-      return POAS_ESPEC;
-    }
+    if (len >= sizeof e->value[0])
+      return fail(err, errcap, "value of setting '%s' too long (%zu characters, at most %zu)", kv,
+                  len, sizeof e->value[0] - 1);
     poas__strlcpy(e->key[e->nsettings], kv, sizeof e->key[0]);
     memcpy(e->value[e->nsettings], eq + 1, len + 1);
     e->nsettings++;
@@ -88,21 +105,27 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
 /* Whether an earlier entry of `spec` names the same device as `e` ("cpu"
  * twice, or "opencl1" twice), which is then an error: a repeated kind
  * once selected nothing more while a repeated id was refused. Each "sim"
- * entry is a simulated device of its own, so sims may repeat. */
+ * entry is a simulated device of its own, so sims may repeat. The message
+ * quotes the device words as written: "cpu01,cpu1" once said "device
+ * 'cpu1' selected twice", a word the selection held only by chance. */
 static int selected_before(const poas__spec *spec, const poas__spec_entry *e, char *err,
                            size_t errcap) {
   if (strcmp(e->kind, "sim") == 0)
     return 0;
-  for (int i = 0; i < spec->nentries; i++)
-    if (strcmp(spec->entry[i].kind, e->kind) == 0 && spec->entry[i].index == e->index) {
-      if (err && errcap) {
-        if (e->index < 0)
-          snprintf(err, errcap, "device '%s' selected twice", e->kind);
-        else
-          snprintf(err, errcap, "device '%s%d' selected twice", e->kind, e->index);
-      }
-      return 1;
+  for (int i = 0; i < spec->nentries; i++) {
+    const poas__spec_entry *first = &spec->entry[i];
+    if (strcmp(first->kind, e->kind) != 0 || first->index != e->index)
+      continue;
+    if (err && errcap) {
+      int len = (int)strcspn(e->text, ":"), first_len = (int)strcspn(first->text, ":");
+      if (len == first_len && strncmp(e->text, first->text, (size_t)len) == 0)
+        snprintf(err, errcap, "device '%.*s' selected twice", len, e->text);
+      else
+        snprintf(err, errcap, "device '%.*s' selected twice (first as '%.*s')", len, e->text,
+                 first_len, first->text);
     }
+    return 1;
+  }
   return 0;
 }
 
@@ -110,8 +133,10 @@ int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap
   if (!text || !out)
     return fail(err, errcap, "%s", "no device selection given");
   char buf[4096];
-  if (strlen(text) >= sizeof buf)
-    return fail(err, errcap, "%s", "device selection too long");
+  size_t len = strlen(text);
+  if (len >= sizeof buf)
+    return fail(err, errcap, "device selection too long (%zu characters, at most %zu)", len,
+                sizeof buf - 1);
   poas__strlcpy(buf, text, sizeof buf);
   poas__spec spec = {0};
   /* Entries are split by hand, not with strtok, so that an empty entry
@@ -127,9 +152,10 @@ int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap
     for (char *end = start + strlen(start); end > start && isspace((unsigned char)end[-1]);)
       *--end = '\0';
     if (*start == '\0')
-      return fail(err, errcap, "empty device entry in '%s'", text);
+      return fail(err, errcap, "empty device entry (entry %d) in '%s'", spec.nentries + 1, text);
     if (spec.nentries == POAS__SPEC_MAX_ENTRIES)
-      return fail(err, errcap, "more than %s device entries", "32");
+      return fail(err, errcap, "more than %d device entries, from '%s'", POAS__SPEC_MAX_ENTRIES,
+                  start);
     int rc = parse_entry(start, &spec.entry[spec.nentries], err, errcap);
     if (rc)
       return rc;

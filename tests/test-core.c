@@ -126,6 +126,53 @@ TEST(spec_rejects_and_names_bad_tokens) {
   return 0;
 }
 
+/* Each refusal says what is wrong and where, in words of the selection as
+ * written: among several entries, a bare "malformed setting 'threads'" did
+ * not say which entry held it; "cuda99999" was an "unknown device" though
+ * cuda is known; and "cpu01,cpu001" (one device written two ways) said
+ * "device 'cpu1' selected twice", a word it does not hold, which the
+ * fuzzer's check that messages quote the text (tests/fuzz/fuzz-spec.c)
+ * turns into a crash. */
+TEST(spec_refusals_say_what_and_where) {
+  static const struct {
+    const char *text, *message;
+  } bad[] = {
+      {"cpu,opencl0:threads",
+       "malformed setting 'threads' in 'opencl0:threads' (expected key=value)"},
+      {"sim,sim:x=1:x=2", "setting 'x' given twice in 'sim:x=1:x=2'"},
+      {"cuda99999", "device index of 'cuda99999' too long (at most 4 digits)"},
+      {"cpu01,cpu001", "device 'cpu001' selected twice (first as 'cpu01')"},
+      {"cpu,cpu", "device 'cpu' selected twice"},
+      {"opencl1:cores=2,opencl1", "device 'opencl1' selected twice"},
+      {"cpu,,opencl", "empty device entry (entry 2) in 'cpu,,opencl'"},
+      {"sim:a=1:b=1:c=1:d=1:e=1:f=1:g=1:h=1:i=1:j=1:k=1:l=1:m=1",
+       "too many settings in 'sim:a=1:b=1:c=1:d=1:e=1:f=1:g=1:h=1:i=1:j=1:k=1:l=1:m=1' (at most "
+       "12), at 'm'"},
+      {"sim:abcdefghijklmnopqrstuvwxyz0123456=1",
+       "setting name 'abcdefghijklmnopqrstuvwxyz0123456' too long (at most 31 characters)"},
+  };
+  static poas__spec s;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char err[256] = "";
+    CHECK_RC(poas__spec_parse(bad[i].text, &s, err, sizeof err), POAS_ESPEC);
+    CHECK_MSG(strcmp(err, bad[i].message) == 0, "'%s' gave '%s'", bad[i].text, err);
+  }
+  /* Past the limits on the whole selection: the entry where it ran over. */
+  char text[8192], err[256] = "";
+  text[0] = '\0';
+  for (int i = 0; i <= POAS__SPEC_MAX_ENTRIES; i++)
+    snprintf(text + strlen(text), sizeof text - strlen(text), "%ssim:rate=%d", i ? "," : "",
+             1000 + i);
+  CHECK_RC(poas__spec_parse(text, &s, err, sizeof err), POAS_ESPEC);
+  CHECK_MSG(strcmp(err, "more than 32 device entries, from 'sim:rate=1032'") == 0, "'%s'", err);
+  memset(text, 'c', 5000);
+  text[5000] = '\0';
+  CHECK_RC(poas__spec_parse(text, &s, err, sizeof err), POAS_ESPEC);
+  CHECK_MSG(strcmp(err, "device selection too long (5000 characters, at most 4095)") == 0, "'%s'",
+            err);
+  return 0;
+}
+
 /* A device named twice is refused alike, as a kind or as an id; sims, each
  * entry a device of its own, may repeat. */
 TEST(spec_refuses_a_device_named_twice) {
@@ -315,6 +362,7 @@ TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(worker_mark_is_per_
           TEST_ENTRY(parse_numbers),
           TEST_ENTRY(spec_parses_entries_and_settings),
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
+          TEST_ENTRY(spec_refusals_say_what_and_where),
           TEST_ENTRY(spec_refuses_a_device_named_twice),
           TEST_ENTRY(spec_refuses_values_too_long_to_keep),
           TEST_ENTRY(expected_failures_are_not_warnings),
