@@ -64,8 +64,9 @@ typedef struct poas__calib_opts {
  * seconds, held marks samples kept out of the fit for its error figures.
  * t = latency + bytes / bandwidth, with a knee at one of the measured
  * sizes of 1 MiB or more, with at least two sizes past it, when that fits
- * better and the rates on its two sides differ by a tenth or more: the
- * bytes past the knee move at bandwidth_beyond. POAS_EFIT when no positive
+ * significantly better (an F-test at 1% over the sizes of 1 MiB or more)
+ * and the rates on its two sides differ by a tenth or more: the bytes past
+ * the knee move at bandwidth_beyond. POAS_EFIT when no positive
  * rate fits. */
 int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
                        poas__transfer_model *tm);
