@@ -106,8 +106,8 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
  * twice, or "opencl1" twice), which is then an error: a repeated kind
  * once selected nothing more while a repeated id was refused. Each "sim"
  * entry is a simulated device of its own, so sims may repeat. The message
- * quotes the device words as written: "cpu01,cpu1" once said "device
- * 'cpu1' selected twice", a word the selection held only by chance. */
+ * quotes the device words as written: "cpu01,cpu001" once said "device
+ * 'cpu1' selected twice", a word the selection does not hold. */
 static int selected_before(const poas__spec *spec, const poas__spec_entry *e, char *err,
                            size_t errcap) {
   if (strcmp(e->kind, "sim") == 0)
