@@ -11,9 +11,11 @@
 #include "config.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #if POAS_HAVE_CUDA
@@ -522,6 +524,59 @@ TEST(cuda_caller_keeps_its_current_device) {
 }
 
 #if POAS_HAVE_CUDA
+typedef int (*ctx_get_fn)(void **context);
+
+/* On a thread that never chose a device: opening cuda0, a GEMM run
+ * inline, a plan and closing leave the driver's current context as they
+ * found it, none, rather than cuda0's (or device 0's) primary context. */
+static int no_context_calls(ctx_get_fn get) {
+  void *cur = (void *)1;
+  CHECK(get(&cur) == 0 && cur == NULL);
+  poas_context *ctx = test_open("cuda0");
+  CHECK_MSG(ctx, "%s", poas_error_detail());
+  CHECK_MSG(get(&cur) == 0 && cur == NULL, "after opening: context %p", cur);
+  float a = 2, b = 3, c = 0;
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1, 1, 1, 1, &a, 1, &b, 1,
+                      0, &c, 1));
+  CHECK(c == 6);
+  CHECK_MSG(get(&cur) == 0 && cur == NULL, "after a GEMM: context %p", cur);
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64,
+                          64, &plan));
+  CHECK_MSG(get(&cur) == 0 && cur == NULL, "after a plan: context %p", cur);
+  poas_finalize(ctx);
+  CHECK_MSG(get(&cur) == 0 && cur == NULL, "after closing: context %p", cur);
+  return 0;
+}
+
+typedef struct no_context_arg {
+  ctx_get_fn get;
+  int rc;
+} no_context_arg;
+
+static void *no_context_main(void *arg) {
+  no_context_arg *a = arg;
+  a->rc = no_context_calls(a->get);
+  return NULL;
+}
+#endif
+
+TEST(cuda_thread_without_a_context_keeps_none) {
+  NEED_CUDA();
+#if POAS_HAVE_CUDA
+  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  CHECK_MSG(h, "libcuda.so.1: %s", dlerror());
+  no_context_arg arg = {(ctx_get_fn)(uintptr_t)dlsym(h, "cuCtxGetCurrent"), -1};
+  CHECK(arg.get);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, no_context_main, &arg) == 0);
+  pthread_join(t, NULL);
+  CHECK(arg.rc == 0);
+#endif
+  return 0;
+}
+
+#if POAS_HAVE_CUDA
 typedef struct memset_arg {
   size_t bytes;
   int calls;
@@ -580,4 +635,5 @@ TEST_MAIN(TEST_ENTRY(cuda_info), TEST_ENTRY(cuda_task_runs_its_implementation), 
           TEST_ENTRY(cuda_gemm_beyond_int_is_enotsup),
           TEST_ENTRY(cuda_tf32_sgemm_within_tf32_bound),
           TEST_ENTRY(cuda_devices_from_worker_threads),
-          TEST_ENTRY(cuda_caller_keeps_its_current_device), TEST_ENTRY(cuda_gemm_matrix))
+          TEST_ENTRY(cuda_caller_keeps_its_current_device),
+          TEST_ENTRY(cuda_thread_without_a_context_keeps_none), TEST_ENTRY(cuda_gemm_matrix))

@@ -27,9 +27,11 @@
 #include "devices/device.h"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,23 +116,70 @@ static int cuda_fail(cuda_state *s, const char *what, cudaError_t e) {
                     cudaGetErrorString(e));
 }
 
-/* What a hook puts back when it returns: nothing, or (any other value) the
- * device the calling thread had current before. */
-#define KEEP_CURRENT (-1)
+/* What a caller's thread had current before a hook, which leave() puts
+ * back. The driver's own view (its current context, NULL where the thread
+ * never had one) where the driver API could be reached, else the
+ * runtime's current device. The runtime's view alone cannot tell a thread
+ * that chose device 0 from one that chose nothing (cudaGetDevice says 0
+ * for both), and putting device 0 back on the second would make device
+ * 0's primary context, memory on a GPU the program may not have asked for;
+ * the driver's can put back "nothing current" exactly, and a context the
+ * program made with the driver API too. */
+typedef struct caller_current {
+  enum { KEEP_CURRENT, RESTORE_CONTEXT, RESTORE_DEVICE } restore;
+  void *context; /* RESTORE_CONTEXT: a CUcontext, NULL for none */
+  int device;    /* RESTORE_DEVICE */
+} caller_current;
 
-/* The device to put back after making `ordinal` current on the calling
- * thread: the one current now, on a caller's thread where it differs. A
- * scheduler worker (poas__thread_is_worker) serves this device alone and
- * keeps it current, which spares two runtime calls on each of its hooks. */
-static int to_restore(int ordinal) {
+/* cuCtxGetCurrent and cuCtxSetCurrent, from the libcuda the runtime loads
+ * (POAS links the runtime alone); NULL where they could not be found. */
+typedef int (*ctx_get_fn)(void **context);
+typedef int (*ctx_set_fn)(void *context);
+static ctx_get_fn driver_ctx_get;
+static ctx_set_fn driver_ctx_set;
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+static void driver_resolve(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!h)
+    return;
+  ctx_get_fn get = (ctx_get_fn)(uintptr_t)dlsym(h, "cuCtxGetCurrent");
+  ctx_set_fn set = (ctx_set_fn)(uintptr_t)dlsym(h, "cuCtxSetCurrent");
+  if (get && set)
+    driver_ctx_get = get, driver_ctx_set = set;
+  /* The handle stays open: the runtime holds the library for the
+   * process's life anyway. */
+}
+
+/* What to put back after making `ordinal` current on the calling thread.
+ * A scheduler worker (poas__thread_is_worker) serves this device alone and
+ * keeps it current, which spares the calls on each of its hooks. */
+static caller_current to_restore(int ordinal) {
+  caller_current c = {KEEP_CURRENT, NULL, 0};
   if (poas__thread_is_worker())
-    return KEEP_CURRENT;
-  int was;
-  if (cudaGetDevice(&was) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return KEEP_CURRENT;
+    return c;
+  pthread_once(&driver_once, driver_resolve);
+  if (driver_ctx_get) {
+    if (driver_ctx_get(&c.context) == 0)
+      c.restore = RESTORE_CONTEXT;
+    return c;
   }
-  return was == ordinal ? KEEP_CURRENT : was;
+  if (cudaGetDevice(&c.device) != cudaSuccess)
+    (void)cudaGetLastError();
+  else if (c.device != ordinal)
+    c.restore = RESTORE_DEVICE;
+  return c;
+}
+
+/* Puts back what to_restore() found current. A failure is not reported:
+ * the hook's own work is done either way. */
+static void leave(caller_current prev) {
+  void *now;
+  if (prev.restore == RESTORE_CONTEXT) {
+    if (driver_ctx_get(&now) != 0 || now != prev.context)
+      (void)driver_ctx_set(prev.context);
+  } else if (prev.restore == RESTORE_DEVICE && cudaSetDevice(prev.device) != cudaSuccess)
+    (void)cudaGetLastError();
 }
 
 /* Makes the device current on the calling thread for a hook, having
@@ -138,24 +187,17 @@ static int to_restore(int ordinal) {
  * would fail the same way); *prev is what leave() puts back. A program
  * with CUDA code of its own must not find its current device changed by
  * a GEMM that ran on its thread (schedule/run.c, run_inline). */
-static int enter(cuda_state *s, int *prev) {
-  *prev = KEEP_CURRENT;
+static int enter(cuda_state *s, caller_current *prev) {
+  prev->restore = KEEP_CURRENT;
   const char *lost = poas__dev_lost(&s->dev);
   if (lost)
     return poas__fail(POAS_EDEVICE, "cuda%d: lost earlier in this process: %s", s->ordinal, lost);
-  int was = to_restore(s->ordinal);
+  caller_current was = to_restore(s->ordinal);
   cudaError_t e = cudaSetDevice(s->ordinal);
   if (e != cudaSuccess)
     return cuda_fail(s, "cudaSetDevice", e);
   *prev = was;
   return 0;
-}
-
-/* Puts back what enter() found current. A failure is not reported: the
- * hook's own work is done either way. */
-static void leave(int prev) {
-  if (prev != KEEP_CURRENT && cudaSetDevice(prev) != cudaSuccess)
-    (void)cudaGetLastError();
 }
 
 static int check_lane(const cuda_state *s, int lane) {
@@ -167,8 +209,8 @@ static int check_lane(const cuda_state *s, int lane) {
 
 /* A lane that exists, with the device made current: what every hook that
  * works on a lane needs first. */
-static int on_lane(cuda_state *s, int lane, int *prev) {
-  *prev = KEEP_CURRENT;
+static int on_lane(cuda_state *s, int lane, caller_current *prev) {
+  prev->restore = KEEP_CURRENT;
   int rc = check_lane(s, lane);
   return rc ? rc : enter(s, prev);
 }
@@ -274,7 +316,8 @@ static int cuda_open(int index, const poas__spec_entry *e, poas__device **out, c
   cuda_state *s = calloc(1, sizeof *s);
   if (!s)
     return POAS_ENOMEM;
-  int lane = 0, prev = KEEP_CURRENT;
+  int lane = 0;
+  caller_current prev = {KEEP_CURRENT, NULL, 0};
   s->ordinal = index;
   int rc = parse_settings(s, e, err, errcap);
   if (rc)
@@ -368,7 +411,7 @@ static void cuda_close(poas__device *dev) {
   cuda_state *s = dev->priv;
   /* Not through enter(): a lost device's streams and handle are released
    * as far as the runtime still lets, and its threads in any case. */
-  int prev = to_restore(s->ordinal);
+  caller_current prev = to_restore(s->ordinal);
   (void)cudaSetDevice(s->ordinal);
   for (int l = 0; l < CUDA_LANES; l++)
     cudaStreamSynchronize(s->stream[l]);
@@ -387,7 +430,8 @@ static void cuda_close(poas__device *dev) {
 
 static int cuda_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
   cuda_state *s = dev->priv;
-  int prev, rc = enter(s, &prev);
+  caller_current prev;
+  int rc = enter(s, &prev);
   if (rc)
     return rc;
   /* cudaMalloc(0) succeeds with NULL, which callers read as "nothing
@@ -409,7 +453,7 @@ static int cuda_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
 
 static void cuda_mem_free(poas__device *dev, poas__mem mem) {
   cuda_state *s = dev->priv;
-  int prev;
+  caller_current prev;
   /* A lost device's memory went with its context: nothing to free, and
    * no error to report over the one that lost it. */
   if (!mem.ptr || poas__dev_lost(&s->dev) || enter(s, &prev))
@@ -431,7 +475,7 @@ static int cuda_mem_available(poas__device *dev, uint64_t *bytes) {
    * behind. */
   if (poas__dev_lost(&s->dev))
     return POAS_EDEVICE;
-  int prev = to_restore(s->ordinal);
+  caller_current prev = to_restore(s->ordinal);
   cudaError_t e = cudaSetDevice(s->ordinal);
   if (e == cudaSuccess)
     e = cudaMemGetInfo(&free_b, &total_b);
@@ -449,7 +493,8 @@ static int cuda_mem_available(poas__device *dev, uint64_t *bytes) {
  * pinned through one device must count as pinned for the others too. */
 static int cuda_host_register(poas__device *dev, void *p, size_t bytes) {
   cuda_state *s = dev->priv;
-  int prev, rc = enter(s, &prev);
+  caller_current prev;
+  int rc = enter(s, &prev);
   if (rc)
     return rc;
   cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
@@ -460,7 +505,7 @@ static int cuda_host_register(poas__device *dev, void *p, size_t bytes) {
 
 static void cuda_host_unregister(poas__device *dev, void *p) {
   cuda_state *s = dev->priv;
-  int prev;
+  caller_current prev;
   if (poas__dev_lost(&s->dev) || enter(s, &prev))
     return;
   if (cudaHostUnregister(p) != cudaSuccess)
@@ -691,7 +736,8 @@ static int try_staged(cuda_state *s, int lane, int h2d, char *dev, char *host,
 /* A copy between host memory and device memory (dev, already offset) on
  * a lane: staged where that pays, else the runtime's. */
 static int copy(cuda_state *s, int lane, int h2d, char *dev, char *host, const poas__copy2d *c) {
-  int prev, staged, rc = on_lane(s, lane, &prev);
+  caller_current prev;
+  int staged, rc = on_lane(s, lane, &prev);
   if (rc)
     return rc;
   rc = try_staged(s, lane, h2d, dev, host, c, &staged);
@@ -784,7 +830,7 @@ static int cuda_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
                       "sizes up to %d",
                       s->ordinal, (long long)g->m, (long long)g->n, (long long)g->k,
                       (long long)g->a.ld, (long long)g->b.ld, (long long)g->c.ld, INT_MAX);
-  int prev;
+  caller_current prev;
   rc = enter(s, &prev);
   if (rc)
     return rc;
@@ -817,7 +863,8 @@ static int cuda_event_create(poas__device *dev, poas__event *ev) {
   cuda_state *s = dev->priv;
   memset(ev, 0, sizeof *ev);
   ev->dev = dev;
-  int prev, rc = enter(s, &prev);
+  caller_current prev;
+  int rc = enter(s, &prev);
   if (rc)
     return rc;
   cudaEvent_t e;
@@ -832,7 +879,8 @@ static int cuda_event_create(poas__device *dev, poas__event *ev) {
 
 static int cuda_event_record(poas__device *dev, int lane, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int prev, rc = on_lane(s, lane, &prev);
+  caller_current prev;
+  int rc = on_lane(s, lane, &prev);
   if (rc)
     return rc;
   cudaError_t ce = cudaEventRecord((cudaEvent_t)ev->u.handle, s->stream[lane]);
@@ -847,7 +895,8 @@ static int cuda_event_record(poas__device *dev, int lane, poas__event *ev) {
 /* The lane waits on the device; the host returns at once. */
 static int cuda_lane_wait(poas__device *dev, int lane, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int prev, rc = on_lane(s, lane, &prev);
+  caller_current prev;
+  int rc = on_lane(s, lane, &prev);
   if (rc)
     return rc;
   cudaError_t ce = cudaStreamWaitEvent(s->stream[lane], (cudaEvent_t)ev->u.handle, 0);
@@ -858,7 +907,8 @@ static int cuda_lane_wait(poas__device *dev, int lane, poas__event *ev) {
 
 static int cuda_event_sync(poas__device *dev, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int prev, rc = enter(s, &prev);
+  caller_current prev;
+  int rc = enter(s, &prev);
   if (rc)
     return rc;
   cudaError_t ce = cudaEventSynchronize((cudaEvent_t)ev->u.handle);
@@ -872,7 +922,7 @@ static int cuda_event_sync(poas__device *dev, poas__event *ev) {
 
 static void cuda_event_destroy(poas__device *dev, poas__event *ev) {
   cuda_state *s = dev->priv;
-  int prev;
+  caller_current prev;
   if (!ev->u.handle || poas__dev_lost(&s->dev) || enter(s, &prev))
     return;
   if (cudaEventDestroy((cudaEvent_t)ev->u.handle) != cudaSuccess)
@@ -883,7 +933,8 @@ static void cuda_event_destroy(poas__device *dev, poas__event *ev) {
 
 static int cuda_lane_sync(poas__device *dev, int lane) {
   cuda_state *s = dev->priv;
-  int prev, rc = on_lane(s, lane, &prev);
+  caller_current prev;
+  int rc = on_lane(s, lane, &prev);
   if (rc)
     return rc;
   cudaError_t ce = cudaStreamSynchronize(s->stream[lane]);
