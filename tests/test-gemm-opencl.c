@@ -14,6 +14,8 @@
 #include <string.h>
 
 #if POAS_HAVE_OPENCL
+#include "devices/opencl/opencl.h"
+
 #include <CL/cl.h>
 #endif
 
@@ -218,6 +220,51 @@ TEST(opencl_calibration_builds_its_kernels) {
   return 0;
 }
 
+/* Double precision is the extension or a nonzero CL_DEVICE_DOUBLE_FP_CONFIG,
+ * either one alone (drivers have reported one without the other); the
+ * extension only as a whole name. */
+TEST(opencl_fp64_from_either_report) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  const uint64_t config = CL_FP_FMA | CL_FP_ROUND_TO_NEAREST | CL_FP_INF_NAN | CL_FP_DENORM;
+  CHECK(poas__ocl_has_fp64("cl_khr_icd cl_khr_fp64", 0));
+  CHECK(poas__ocl_has_fp64("cl_khr_fp64 cl_khr_fp16", 0));
+  CHECK(poas__ocl_has_fp64("cl_khr_fp64", 0));
+  CHECK(poas__ocl_has_fp64("cl_khr_fp16", config));
+  CHECK(poas__ocl_has_fp64(NULL, config));
+  CHECK(!poas__ocl_has_fp64("cl_khr_fp16 cl_khr_int64_base_atomics", 0));
+  CHECK(!poas__ocl_has_fp64("cl_khr_fp64x cl_amd_fp64", 0));
+  CHECK(!poas__ocl_has_fp64("xcl_khr_fp64", 0));
+  CHECK(!poas__ocl_has_fp64("", 0));
+  CHECK(!poas__ocl_has_fp64(NULL, 0));
+  /* PoCL's CPU device reports both: it gets a double-precision peak. */
+  poas__devset set;
+  char err[256];
+  int rc = open_set("opencl0", &set, err, sizeof err);
+  if (rc)
+    return rc;
+  poas__device *d = set.dev[0];
+  CHECK(d->info.peak_gflops[POAS_FLOAT64] > 0);
+  poas__devset_close(&set);
+  return 0;
+#endif
+}
+
+/* A device that reports a clock of 0 MHz is estimated at a nominal clock,
+ * not at a peak of 0, which the planner would read as "cannot compute". */
+TEST(opencl_zero_clock_gets_nominal) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  CHECK(poas__ocl_clock_mhz(0) == POAS__OCL_NOMINAL_MHZ);
+  CHECK(POAS__OCL_NOMINAL_MHZ > 0);
+  CHECK(poas__ocl_clock_mhz(2596) == 2596);
+  CHECK(poas__ocl_clock_mhz(1) == 1);
+  return 0;
+#endif
+}
+
 TEST(opencl_bad_settings_named) {
   poas__devset set;
   char err[256];
@@ -419,4 +466,5 @@ TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding)
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),
           TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_sessions_are_reused),
           TEST_ENTRY(opencl_tasks_run_their_kernels),
-          TEST_ENTRY(opencl_calibration_builds_its_kernels))
+          TEST_ENTRY(opencl_calibration_builds_its_kernels),
+          TEST_ENTRY(opencl_fp64_from_either_report), TEST_ENTRY(opencl_zero_clock_gets_nominal))

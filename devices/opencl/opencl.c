@@ -13,7 +13,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #endif
 
-#include "devices/device.h"
+#include "devices/opencl/opencl.h"
 
 #include <CL/cl.h>
 #include <clblast_c.h>
@@ -236,6 +236,51 @@ static int parse_settings(cl_device_id device, const poas__spec_entry *e, int *c
   return 0;
 }
 
+/* The OpenCL specification offers two ways for a device to say it computes
+ * in double precision: the cl_khr_fp64 extension (OpenCL 1.0 and 1.1, where
+ * double is optional and CL_DEVICE_DOUBLE_FP_CONFIG may not be there at all),
+ * and a nonzero CL_DEVICE_DOUBLE_FP_CONFIG (which 1.2 and later require of a
+ * device that supports double; 3.0 adds the __opencl_c_fp64 feature beside
+ * the extension). Drivers have reported one without the other, so either
+ * is taken as a yes. The extension is matched as a whole name in the
+ * space-separated list, not as a prefix of a longer one. */
+int poas__ocl_has_fp64(const char *extensions, uint64_t double_fp_config) {
+  if (double_fp_config != 0)
+    return 1;
+  static const char name[] = "cl_khr_fp64";
+  const size_t len = sizeof name - 1;
+  for (const char *p = extensions; p && (p = strstr(p, name)) != NULL; p += len) {
+    int starts = p == extensions || p[-1] == ' ';
+    int ends = p[len] == '\0' || p[len] == ' ';
+    if (starts && ends)
+      return 1;
+  }
+  return 0;
+}
+
+/* Some drivers report CL_DEVICE_MAX_CLOCK_FREQUENCY as 0. A peak of 0
+ * would mean "cannot compute this dtype" to the planner (api/run.c takes
+ * an uncalibrated device with no peak for one that lacks the dtype), so
+ * such a device is estimated at a nominal 1 GHz instead: a low clock for
+ * any device that runs OpenCL today, so the estimate stays on the modest
+ * side until calibration measures the real rate. */
+unsigned poas__ocl_clock_mhz(unsigned reported_mhz) {
+  return reported_mhz ? reported_mhz : POAS__OCL_NOMINAL_MHZ;
+}
+
+/* Reads the device's extension list and its double-precision support. */
+static int device_has_fp64(cl_device_id d) {
+  size_t bytes = 0;
+  char *ext = NULL;
+  if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &bytes) == CL_SUCCESS && bytes > 0 &&
+      (ext = calloc(1, bytes + 1)) != NULL &&
+      clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, bytes, ext, NULL) != CL_SUCCESS)
+    ext[0] = '\0';
+  int yes = poas__ocl_has_fp64(ext, device_ulong(d, CL_DEVICE_DOUBLE_FP_CONFIG));
+  free(ext);
+  return yes;
+}
+
 /* A rough peak: compute units x clock x flops per cycle and unit, by device
  * type. PoCL's CPU device gets a modest factor: CLBlast's generic kernels
  * reach far less than OpenBLAS on the same cores. */
@@ -256,7 +301,7 @@ static void fill_info(ocl_state *s) {
   cl_device_type type = 0;
   clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
   cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);
-  cl_uint mhz = device_uint(s->device, CL_DEVICE_MAX_CLOCK_FREQUENCY);
+  cl_uint mhz = poas__ocl_clock_mhz(device_uint(s->device, CL_DEVICE_MAX_CLOCK_FREQUENCY));
   info->memory_bytes = device_ulong(s->device, CL_DEVICE_GLOBAL_MEM_SIZE);
   info->cores = (int)cu;
   info->shares_host_cores = (type & CL_DEVICE_TYPE_CPU) != 0;
@@ -266,7 +311,7 @@ static void fill_info(ocl_state *s) {
     per_cycle = 16, fp64_ratio = 0.5;
   else if (type & CL_DEVICE_TYPE_GPU)
     per_cycle = 128, fp64_ratio = 1.0 / 16;
-  s->has_fp64 = device_ulong(s->device, CL_DEVICE_DOUBLE_FP_CONFIG) != 0;
+  s->has_fp64 = device_has_fp64(s->device);
   info->peak_gflops[POAS_FLOAT32] = cu * (mhz / 1e3) * per_cycle;
   info->peak_gflops[POAS_FLOAT64] = s->has_fp64 ? info->peak_gflops[POAS_FLOAT32] * fp64_ratio : 0;
   s->max_alloc = device_ulong(s->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);

@@ -1,0 +1,22 @@
+/* opencl.h: the OpenCL backend's pure rules, apart from the driver calls
+ * that feed them, so that tests can hold them to numbers no device here
+ * reports (devices/opencl/opencl.c; built only under HAVE_OPENCL). */
+#ifndef POAS_OPENCL_H
+#define POAS_OPENCL_H
+
+#include "devices/device.h"
+
+#include <stdint.h>
+
+/* Whether a device computes in double precision, from its extension list
+ * (CL_DEVICE_EXTENSIONS, space-separated; NULL when it could not be read)
+ * and its CL_DEVICE_DOUBLE_FP_CONFIG: either one saying so is enough. */
+int poas__ocl_has_fp64(const char *extensions, uint64_t double_fp_config);
+
+/* The clock a peak estimate uses for a device reporting `reported_mhz` as
+ * CL_DEVICE_MAX_CLOCK_FREQUENCY: that, or POAS__OCL_NOMINAL_MHZ where it
+ * reads 0. */
+#define POAS__OCL_NOMINAL_MHZ 1000u
+unsigned poas__ocl_clock_mhz(unsigned reported_mhz);
+
+#endif /* POAS_OPENCL_H */
