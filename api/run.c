@@ -211,6 +211,8 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .wants_bt = ctx->devices.dev[i]->gemm_wants_bt,
         .tile_bytes_max = ctx->devices.dev[i]->gemm_tile_bytes,
         .unit_align = ctx->devices.dev[i]->gemm_align,
+        .max_operand_elems = ctx->devices.dev[i]->gemm_max_elems,
+        .index_pad = ctx->devices.dev[i]->gemm_index_pad,
         .model_error = model_error(ctx, i, p->dtype),
         .supports_dtype =
             (info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED) &&

@@ -23,6 +23,16 @@
 #define POAS__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define POAS__MAX(a, b) ((a) > (b) ? (a) : (b))
 #define POAS__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The elements of a rows x cols operand once each side is rounded up to a
+ * multiple of `pad` (1: none), as a GEMM library that copies operands into
+ * whole blocks allocates and indexes them (devices/opencl/opencl.c). A
+ * double: exact to 2^53, and it cannot wrap. */
+static inline double poas__padded_elems(int64_t rows, int64_t cols, int64_t pad) {
+  int64_t p = pad > 1 ? pad : 1;
+  double r = (double)(rows / p + (rows % p != 0)), c = (double)(cols / p + (cols % p != 0));
+  return r * (double)p * c * (double)p;
+}
 /* Short sides of C (rows or columns) up to which a host-thread device's
  * GEMM thread count is chosen per call (poas__device.threads_by_side, the
  * model's copy). */

@@ -177,6 +177,14 @@ struct poas__device {
   /* Rows and columns its GEMM computes in one block: a chunk or tile that
    * is not a whole multiple is padded to one (0 or 1: none). */
   int gemm_align;
+  /* The most elements its GEMM may index in one operand, each side of the
+   * operand counted rounded up to a multiple of gemm_index_pad, and from
+   * the start of its buffer where it lies at an offset; 0: no limit.
+   * CLBlast hands sizes, offsets and leading dimensions to its kernels as
+   * 32-bit ints (devices/opencl/opencl.c). Plans keep the shared operand
+   * and every tile within it; the device refuses a call past it. */
+  int64_t gemm_max_elems;
+  int64_t gemm_index_pad;
   /* Devices that run a GEMM on several host threads (the CPU's OpenBLAS):
    * the most a call may use (0 or 1: nothing to choose), and, for a C
    * whose short side s is at most POAS__FEW_SIDE, how many a call of

@@ -62,6 +62,11 @@ typedef struct poas__opt_device {
   /* Units its GEMM computes in one block (poas__device.gemm_align): the
    * granule is made a multiple of it; 0 or 1: none. */
   int64_t unit_align;
+  /* The most elements its GEMM indexes in one operand, each side rounded
+   * up to index_pad (poas__device.gemm_max_elems, gemm_index_pad): the
+   * shared operand must fit, and tiles are cut to fit; 0: no limit. */
+  int64_t max_operand_elems;
+  int64_t index_pad;
   /* How far its GEMM model can be off for this dtype (calibration's
    * held-out median relative error); 0: not known. Raises the bar
    * min_gain sets, weighted by the device's share (gain_bar in split.c). */

@@ -292,6 +292,35 @@ static int64_t tile_cap(const poas__opt_device *d, const poas__opt_problem *p, i
   return POAS__MAX(units / granule * granule, granule);
 }
 
+/* The most units in a tile whose operands the device's GEMM can index
+ * (max_operand_elems): the non-shared operand's tile is units x k, C's
+ * units x its other side, each padded as the device pads them. INT64_MAX
+ * with no such limit; 0 when not even one unit fits. */
+static int64_t index_cap(const poas__opt_device *d, const poas__opt_problem *p,
+                         poas__split_dim split) {
+  if (d->max_operand_elems <= 0)
+    return INT64_MAX;
+  int64_t pad = POAS__MAX(d->index_pad, 1), cap = INT64_MAX;
+  const int64_t across[2] = {p->reads_ab ? p->k : 0, split == POAS__SPLIT_ROWS ? p->n : p->m};
+  for (int i = 0; i < 2; i++) {
+    if (across[i] <= 0)
+      continue;
+    double side = poas__padded_elems(1, across[i], pad) / (double)pad; /* across[i], padded */
+    int64_t units = (int64_t)((double)d->max_operand_elems / side) / pad * pad;
+    cap = POAS__MIN(cap, units);
+  }
+  return cap;
+}
+
+/* Whether the device's GEMM can index the shared operand (k x the split's
+ * other side), where the problem reads one. */
+static int shared_indexable(const poas__opt_device *d, const poas__opt_problem *p,
+                            poas__split_dim split) {
+  return d->max_operand_elems <= 0 || !p->reads_ab ||
+         poas__padded_elems(p->k, split == POAS__SPLIT_ROWS ? p->n : p->m, d->index_pad) <=
+             (double)d->max_operand_elems;
+}
+
 /* The tile of a copy device that can hold `fit` units in a tile, for a
  * share of `share` units (alone: the only device with work). PIPE_DEPTH
  * tiles of its share overlap copies with GEMMs, but each tile pays a
@@ -327,6 +356,7 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
     if (p->tile_max > 0)
       t = POAS__MIN(t, p->tile_max);
     t = POAS__MIN(t, tile_cap(d, p, r->granule));
+    t = POAS__MIN(t, index_cap(d, p, r->split));
     t = POAS__MAX(t, 1);
     if (t == last)
       continue; /* memory caps them all alike */
@@ -421,6 +451,13 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
                "problem does not fit in its memory (the shared operand alone needs %.3g GiB "
                "with room for two tiles, it has %.3g GiB)",
                need / 1073741824.0, (double)d[i].memory_bytes / 1073741824.0);
+      sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++;
+      continue;
+    }
+    if (!shared_indexable(&d[i], p, r->split) || index_cap(&d[i], p, r->split) == 0) {
+      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+               "an operand is past the %lld elements its GEMM can index in one call",
+               (long long)d[i].max_operand_elems);
       sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++;
       continue;
     }
@@ -862,10 +899,20 @@ static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_pr
     return poas__fail(POAS_ENODEV, "plan: no device can take part (%s)", nd ? why : "none given");
   }
   /* Only devices with their own memory can be too small (see
-   * screen_devices). */
+   * screen_devices): for their memory, or for the operands their GEMM can
+   * index, which then says so. */
   double device = 0;
-  for (int i = 0; i < nd; i++)
+  char why[512] = "";
+  int indexing = 0;
+  for (int i = 0; i < nd; i++) {
     device = fmax(device, (double)d[i].memory_bytes);
+    indexing |= strstr(r->dev[i].reason, "can index") != NULL;
+    size_t len = strlen(why);
+    snprintf(why + len, sizeof why - len, "%s%s: %s", i ? "; " : "", d[i].id, r->dev[i].reason);
+  }
+  if (indexing)
+    return poas__fail(POAS_ETOOBIG, "plan: the problem fits nowhere: A, B and C need %.3g GiB (%s)",
+                      problem_bytes(p) / 1073741824.0, why);
   return poas__fail(POAS_ETOOBIG,
                     "plan: the problem fits nowhere: A, B and C need %.3g GiB; the largest "
                     "device memory, %.3g GiB, cannot hold the shared operand and two tiles",

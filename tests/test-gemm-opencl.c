@@ -265,6 +265,106 @@ TEST(opencl_zero_clock_gets_nominal) {
 #endif
 }
 
+/* CLBlast indexes operands with 32-bit ints, its padded copies too: an
+ * operand is refused once its last element, from its buffer's start, or
+ * its sides rounded up to 128 reach past the limit; A and B do not count
+ * where they are not read. */
+TEST(opencl_operands_past_int32_refused) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  const int64_t max = INT32_MAX;
+  poas__mem none = {NULL};
+  poas__gemm_call g = {POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 46336, 46336, 46336, 1.0, 0.0,
+                       {none, 0, 46336}, {none, 0, 46336}, {none, 0, 46336}};
+  CHECK(poas__ocl_gemm_fits(&g, max)); /* 46336^2 = 2147024896, a multiple of 128 a side */
+  g.c.off = 1000000 * sizeof(float);   /* its last element then 2148024896 */
+  CHECK(!poas__ocl_gemm_fits(&g, max));
+  g.c.off = 0, g.b.off = 1000000 * sizeof(float);
+  CHECK(!poas__ocl_gemm_fits(&g, max));
+  g.alpha = 0; /* B not read: C alone counts */
+  CHECK(poas__ocl_gemm_fits(&g, max));
+  g.alpha = 1, g.b.off = 0;
+  g.m = g.n = g.k = 46340; /* 2147395600 elements, but 46464^2 padded */
+  g.a.ld = g.b.ld = g.c.ld = 46340;
+  CHECK(!poas__ocl_gemm_fits(&g, max));
+  g.dtype = POAS_FLOAT64; /* in elements, whatever their size */
+  CHECK(!poas__ocl_gemm_fits(&g, max));
+  poas__gemm_call thin = {POAS_FLOAT32, POAS_TRANS, POAS_NO_TRANS, 1, 1, 1, 1.0, 1.0,
+                          {none, 0, (int64_t)1 << 31}, {none, 0, 1}, {none, 0, 1}};
+  CHECK(!poas__ocl_gemm_fits(&thin, max)); /* an ld past int, on a one-column operand */
+  thin.a.ld = 1;
+  CHECK(poas__ocl_gemm_fits(&thin, max));
+  poas__transpose_call t = {POAS_FLOAT32, 128, 16384, {none, 0, 128}, {none, 0, 16384}};
+  CHECK(poas__ocl_transpose_fits(&t, 128 * 16384));
+  t.dst.off = 4;
+  CHECK(!poas__ocl_transpose_fits(&t, 128 * 16384));
+  return 0;
+#endif
+}
+
+/* With the limit lowered to 128 x 128 elements, opencl0 runs a 100^3
+ * sgemm at offset 0 and refuses one whose C starts 6400 elements into its
+ * buffer, writing nothing; a plan on it alone cuts a 1000-row C (100
+ * columns) into tiles of at most 128 rows, which then all run. */
+TEST(opencl_index_limit_cuts_plans) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  int64_t saved = poas__ocl_index_max;
+  poas__ocl_index_max = 128 * 128;
+  poas__devset set;
+  char err[256];
+  int rc = open_set("opencl0", &set, err, sizeof err);
+  if (rc) {
+    poas__ocl_index_max = saved;
+    return rc;
+  }
+  poas__device *d = set.dev[0];
+  CHECK(d->gemm_max_elems == 128 * 128 && d->gemm_index_pad == 128);
+  enum { N = 100, OFF = 6400 };
+  static float host[OFF + N * N];
+  for (size_t i = 0; i < POAS__ARRAY_LEN(host); i++)
+    host[i] = 1.0f;
+  poas__mem a, b, c;
+  CHECK_OK(d->be->mem_alloc(d, N * N * sizeof(float), &a));
+  CHECK_OK(d->be->mem_alloc(d, N * N * sizeof(float), &b));
+  CHECK_OK(d->be->mem_alloc(d, sizeof host, &c));
+  poas__copy2d square = {N * N * sizeof(float), 1, 0, 0, 0};
+  poas__copy2d whole = {sizeof host, 1, 0, 0, 0};
+  CHECK_OK(d->be->copy_h2d(d, 1, a, host, &square));
+  CHECK_OK(d->be->copy_h2d(d, 1, b, host, &square));
+  CHECK_OK(d->be->copy_h2d(d, 1, c, host, &whole));
+  poas__gemm_call g = {POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1.0, 0.0,
+                       {a, 0, N}, {b, 0, N}, {c, 0, N}};
+  CHECK_OK(d->be->gemm(d, 1, &g));
+  g.c.off = OFF * sizeof(float);
+  CHECK_RC(d->be->gemm(d, 1, &g), POAS_ENOTSUP);
+  CHECK_MSG(strstr(poas_error_detail(), "32-bit"), "%s", poas_error_detail());
+  CHECK_OK(d->be->copy_d2h(d, 1, host, c, &whole));
+  CHECK_OK(d->be->lane_sync(d, 1));
+  for (int i = 0; i < OFF + N * N; i++) /* the first call's C, then ones */
+    CHECK_MSG(host[i] == (i < N * N ? (float)N : 1.0f), "C[%d] = %g", i, host[i]);
+  d->be->mem_free(d, c);
+  d->be->mem_free(d, b);
+  d->be->mem_free(d, a);
+  poas__devset_close(&set);
+
+  poas_context *ctx = test_open("opencl0");
+  CHECK_MSG(ctx != NULL, "%s", poas_error_detail());
+  test_gemm tg;
+  CHECK_OK(test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1000,
+                           N, N, 0, 1.0, 0.5, 51));
+  rc = test_gemm_run(ctx, &tg);
+  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
+  CHECK(0 == test_gemm_verify(&tg, "sgemm 1000 x 100 x 100 under a 128^2 limit"));
+  test_gemm_free(&tg);
+  poas_finalize(ctx);
+  poas__ocl_index_max = saved;
+  return 0;
+#endif
+}
+
 TEST(opencl_bad_settings_named) {
   poas__devset set;
   char err[256];
@@ -467,4 +567,6 @@ TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding)
           TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_sessions_are_reused),
           TEST_ENTRY(opencl_tasks_run_their_kernels),
           TEST_ENTRY(opencl_calibration_builds_its_kernels),
-          TEST_ENTRY(opencl_fp64_from_either_report), TEST_ENTRY(opencl_zero_clock_gets_nominal))
+          TEST_ENTRY(opencl_fp64_from_either_report), TEST_ENTRY(opencl_zero_clock_gets_nominal),
+          TEST_ENTRY(opencl_operands_past_int32_refused),
+          TEST_ENTRY(opencl_index_limit_cuts_plans))

@@ -361,6 +361,41 @@ TEST(granule_and_tiles_follow_a_devices_blocks) {
   return 0;
 }
 
+/* A device whose GEMM indexes at most 2^17 elements of an operand, each
+ * side padded to 128 (CLBlast's 32-bit ints, scaled down): its tiles keep
+ * both the non-shared operand (tile x k) and C's (tile x 1000) under the
+ * limit, padded, which cuts them to 128 units where its share would take
+ * 250; a shared operand past it leaves the device out with its reason,
+ * and the problem is too big when it was the only device. */
+TEST(tiles_stay_within_what_a_gemm_can_index) {
+  poas__device_model cpu, gpu;
+  rate_model(&cpu, 1e9, 1e-5, 0, 1e30);
+  rate_model(&gpu, 1e12, 1e-5, 1e-5, 1e11);
+  poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &gpu, 0)};
+  d[1].max_operand_elems = 1 << 17;
+  d[1].index_pad = 128;
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 1000); /* padded: 1024 x 1024 */
+  p.k = 100;                                              /* padded: 128 */
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  const poas__opt_share *sh = &r.dev[1];
+  CHECK_MSG(!sh->excluded && sh->u1 - sh->u0 > 128, "%s", sh->reason);
+  CHECK_MSG(sh->tile == 128, "tile %lld", (long long)sh->tile); /* 128 x 1024 = 2^17 */
+  CHECK(poas__padded_elems(sh->tile, 1000, 128) <= (double)(1 << 17));
+  /* k = 1100: the shared operand (1152 x 1024 padded) is past the limit. */
+  p.k = 1100;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_MSG(r.dev[1].excluded && strstr(r.dev[1].reason, "can index"), "%s", r.dev[1].reason);
+  CHECK_RC(poas__optimize(&d[1], 1, &p, &r), POAS_ETOOBIG);
+  CHECK_MSG(strstr(poas_error_detail(), "opencl0: an operand is past the 131072 elements"), "%s",
+            poas_error_detail());
+  /* No limit: the same problem plans on it. */
+  d[1].max_operand_elems = 0;
+  CHECK_OK(poas__optimize(&d[1], 1, &p, &r));
+  CHECK(!r.dev[0].excluded);
+  return 0;
+}
+
 /* A device 50 times slower than the other would shorten the makespan by
  * about 2%: under min_gain = 3% it is left out with its reason, with 1% it
  * takes its 2%, and with 0 (the default) the solver keeps every device
@@ -866,6 +901,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(a_device_left_alone_by_the_solve_is_planned_as_alone),
           TEST_ENTRY(a_device_kept_alone_in_tiles_pays_the_engine_too),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
+          TEST_ENTRY(tiles_stay_within_what_a_gemm_can_index),
           TEST_ENTRY(model_errors_raise_the_bar_by_share),
           TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),

@@ -456,6 +456,8 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
    * ran at 10.3 GFLOP/s against 12.7-13.8 for 64 and 96 rows. Tuned GPU
    * entries use 32 to 128; 32 at least spares them the worst padding. */
   s->dev.gemm_align = 32;
+  s->dev.gemm_max_elems = poas__ocl_index_max;
+  s->dev.gemm_index_pad = POAS__OCL_INDEX_PAD;
   /* A CPU device's GEMM slows down once the chunk's own operand outgrows
    * its share of the cache: on one PoCL core of the CI machine (32 MiB
    * L3), CLBlast's indirect kernel ran blocks whose non-shared operand
@@ -600,6 +602,45 @@ static int ocl_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
 
 /* ------------------------------------------------------------------ gemm */
 
+/* CLBlast 1.5 takes sizes, offsets and leading dimensions as size_t, but
+ * hands them to its OpenCL kernels as int (static_cast<int> in every
+ * routine's SetArgument calls), and the kernels compute element indices
+ * in int: an operand that reaches past 2^31 - 1 elements from its
+ * buffer's start is read and written at wrapped indices, with no error.
+ * Its indirect GEMM kernel also copies operands into temporary buffers
+ * padded to whole work-group tiles (MWG, NWG, KWG: 32 to 128 in the tuned
+ * entries), which the same int indices address; POAS__OCL_INDEX_PAD
+ * bounds that padding per side. */
+int64_t poas__ocl_index_max = INT32_MAX;
+
+/* The highest element count CLBlast may index for an operand of rows x
+ * cols at `off` elements into its buffer with leading dimension ld: its
+ * last element, its padded copy, and ld itself. A double, which cannot
+ * wrap. */
+static double operand_reach(size_t off, int64_t ld, int64_t rows, int64_t cols) {
+  double last = (double)off + (double)ld * (double)(cols - 1) + (double)rows;
+  double reach = POAS__MAX(last, poas__padded_elems(rows, cols, POAS__OCL_INDEX_PAD));
+  return POAS__MAX(reach, (double)ld);
+}
+
+int poas__ocl_gemm_fits(const poas__gemm_call *g, int64_t max) {
+  size_t es = poas__dtype_size(g->dtype);
+  double most = (double)max;
+  if (operand_reach(g->c.off / es, g->c.ld, g->m, g->n) > most)
+    return 0;
+  if (g->k == 0 || g->alpha == 0) /* A and B unread (scale_c) */
+    return 1;
+  int ta = g->transa == POAS_TRANS, tb = g->transb == POAS_TRANS;
+  return operand_reach(g->a.off / es, g->a.ld, ta ? g->k : g->m, ta ? g->m : g->k) <= most &&
+         operand_reach(g->b.off / es, g->b.ld, tb ? g->n : g->k, tb ? g->k : g->n) <= most;
+}
+
+int poas__ocl_transpose_fits(const poas__transpose_call *t, int64_t max) {
+  size_t es = poas__dtype_size(t->dtype);
+  return operand_reach(t->src.off / es, t->src.ld, t->rows, t->cols) <= (double)max &&
+         operand_reach(t->dst.off / es, t->dst.ld, t->cols, t->rows) <= (double)max;
+}
+
 static CLBlastStatusCode clblast_gemm(ocl_state *s, int lane, const poas__gemm_call *g,
                                       CLBlastTranspose ta, CLBlastTranspose tb, size_t k,
                                       cl_mem a, size_t aoff, size_t lda, cl_mem b, size_t boff,
@@ -656,6 +697,12 @@ static int ocl_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
                       dev->info.id);
   if (g->m == 0 || g->n == 0)
     return 0;
+  if (!poas__ocl_gemm_fits(g, dev->gemm_max_elems))
+    return poas__fail(POAS_ENOTSUP,
+                      "%s: a %lld x %lld x %lld gemm has an operand past the %lld elements "
+                      "(offset and padding included) that CLBlast indexes with 32-bit ints",
+                      dev->info.id, (long long)g->m, (long long)g->n, (long long)g->k,
+                      (long long)dev->gemm_max_elems);
   if (g->k == 0 || g->alpha == 0)
     return g->beta == 1 ? 0 : scale_c(dev, lane, g);
   CLBlastTranspose ta = g->transa == POAS_TRANS ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -678,6 +725,12 @@ static int ocl_transpose(poas__device *dev, int lane, const poas__transpose_call
   size_t es = poas__dtype_size(t->dtype);
   if (t->src.off % es || t->dst.off % es)
     return poas__fail(POAS_EINVAL, "%s: transpose offsets must be whole elements", dev->info.id);
+  if (!poas__ocl_transpose_fits(t, dev->gemm_max_elems))
+    return poas__fail(POAS_ENOTSUP,
+                      "%s: a transpose of %lld x %lld has an operand past the %lld elements "
+                      "(offset and padding included) that CLBlast indexes with 32-bit ints",
+                      dev->info.id, (long long)t->rows, (long long)t->cols,
+                      (long long)dev->gemm_max_elems);
   CLBlastStatusCode st =
       t->dtype == POAS_FLOAT32
           ? CLBlastSomatcopy(CLBlastLayoutColMajor, CLBlastTransposeYes, (size_t)t->rows,

@@ -19,4 +19,18 @@ int poas__ocl_has_fp64(const char *extensions, uint64_t double_fp_config);
 #define POAS__OCL_NOMINAL_MHZ 1000u
 unsigned poas__ocl_clock_mhz(unsigned reported_mhz);
 
+/* CLBlast's limit on the elements of one GEMM operand, and the block its
+ * kernels pad each side of an operand to (see opencl.c); an open device
+ * takes them as gemm_max_elems and gemm_index_pad. Tests lower the limit,
+ * before opening a device, to reach it with small matrices. */
+extern int64_t poas__ocl_index_max;
+#define POAS__OCL_INDEX_PAD 128
+
+/* Whether every operand of a GEMM call stays within `max` elements (an
+ * operand CLBlast does not read, A and B when k or alpha is 0, is not
+ * counted). */
+int poas__ocl_gemm_fits(const poas__gemm_call *g, int64_t max);
+/* The same for a transpose's source and destination. */
+int poas__ocl_transpose_fits(const poas__transpose_call *t, int64_t max);
+
 #endif /* POAS_OPENCL_H */
