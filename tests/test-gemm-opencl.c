@@ -365,6 +365,30 @@ TEST(opencl_index_limit_cuts_plans) {
 #endif
 }
 
+/* A transpose of an unknown dtype is refused like a gemm of one, before
+ * the dtype's size (0) divides its offsets. */
+TEST(opencl_transpose_refuses_unknown_dtype) {
+  poas__devset set;
+  char err[256];
+  int rc = open_set("opencl0", &set, err, sizeof err);
+  if (rc)
+    return rc;
+  poas__device *d = set.dev[0];
+  poas__mem mem;
+  CHECK_OK(d->be->mem_alloc(d, 64 * sizeof(double), &mem));
+  poas__transpose_call t = {(poas_dtype)7, 4, 4, {mem, 0, 4}, {mem, 32 * sizeof(double), 4}};
+  CHECK_RC(d->be->transpose(d, 1, &t), POAS_EDTYPE);
+  poas__gemm_call g = {(poas_dtype)7, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1.0, 0.0,
+                       {mem, 0, 4}, {mem, 0, 4}, {mem, 32 * sizeof(double), 4}};
+  CHECK_RC(d->be->gemm(d, 1, &g), POAS_EDTYPE);
+  t.dtype = POAS_FLOAT64;
+  CHECK_OK(d->be->transpose(d, 1, &t));
+  CHECK_OK(d->be->lane_sync(d, 1));
+  d->be->mem_free(d, mem);
+  poas__devset_close(&set);
+  return 0;
+}
+
 TEST(opencl_bad_settings_named) {
   poas__devset set;
   char err[256];
@@ -569,4 +593,5 @@ TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding)
           TEST_ENTRY(opencl_calibration_builds_its_kernels),
           TEST_ENTRY(opencl_fp64_from_either_report), TEST_ENTRY(opencl_zero_clock_gets_nominal),
           TEST_ENTRY(opencl_operands_past_int32_refused),
-          TEST_ENTRY(opencl_index_limit_cuts_plans))
+          TEST_ENTRY(opencl_index_limit_cuts_plans),
+          TEST_ENTRY(opencl_transpose_refuses_unknown_dtype))

@@ -722,6 +722,9 @@ static int ocl_transpose(poas__device *dev, int lane, const poas__transpose_call
   int rc = check_lane(dev, lane);
   if (rc || t->rows == 0 || t->cols == 0)
     return rc;
+  /* Checked before its size divides the offsets: an unknown dtype's is 0. */
+  if (t->dtype != POAS_FLOAT32 && t->dtype != POAS_FLOAT64)
+    return poas__fail(POAS_EDTYPE, "%s: unknown dtype %d", dev->info.id, (int)t->dtype);
   size_t es = poas__dtype_size(t->dtype);
   if (t->src.off % es || t->dst.off % es)
     return poas__fail(POAS_EINVAL, "%s: transpose offsets must be whole elements", dev->info.id);
