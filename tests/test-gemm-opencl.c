@@ -424,6 +424,30 @@ static uint64_t max_alloc_of_first_device(void) {
 }
 #endif
 
+/* A device string longer than the room for it comes back cut, not empty
+ * (clGetDeviceInfo refuses a buffer smaller than the string). */
+TEST(opencl_long_strings_are_cut) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  cl_platform_id plat;
+  cl_device_id dev;
+  cl_uint np = 0;
+  if (clGetPlatformIDs(1, &plat, &np) != CL_SUCCESS || np == 0 ||
+      clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL) != CL_SUCCESS)
+    SKIP("no OpenCL device");
+  char whole[1024], cut[8];
+  poas__ocl_device_string(dev, CL_DEVICE_NAME, whole, sizeof whole);
+  CHECK_MSG(strlen(whole) >= sizeof cut, "name '%s' too short to be cut", whole);
+  poas__ocl_device_string(dev, CL_DEVICE_NAME, cut, sizeof cut);
+  CHECK_MSG(strlen(cut) == sizeof cut - 1 && strncmp(cut, whole, sizeof cut - 1) == 0,
+            "'%s' cut to '%s'", whole, cut);
+  poas__ocl_device_string(dev, (cl_device_info)0x7fff, cut, sizeof cut); /* no such query */
+  CHECK(cut[0] == '\0');
+  return 0;
+#endif
+}
+
 TEST(opencl_alloc_limits) {
   poas__devset set;
   char err[256];
@@ -594,4 +618,5 @@ TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding)
           TEST_ENTRY(opencl_fp64_from_either_report), TEST_ENTRY(opencl_zero_clock_gets_nominal),
           TEST_ENTRY(opencl_operands_past_int32_refused),
           TEST_ENTRY(opencl_index_limit_cuts_plans),
-          TEST_ENTRY(opencl_transpose_refuses_unknown_dtype))
+          TEST_ENTRY(opencl_transpose_refuses_unknown_dtype),
+          TEST_ENTRY(opencl_long_strings_are_cut))

@@ -181,11 +181,20 @@ static cl_ulong device_ulong(cl_device_id d, cl_device_info what) {
   return clGetDeviceInfo(d, what, sizeof v, &v, NULL) == CL_SUCCESS ? v : 0;
 }
 
-static void device_string(cl_device_id d, cl_device_info what, char *buf, size_t cap) {
+/* A string of the device, cut to cap - 1 bytes. It is read whole first:
+ * clGetDeviceInfo writes nothing at all (CL_INVALID_VALUE) into a buffer
+ * smaller than the string, which left a long name or driver version
+ * empty. */
+void poas__ocl_device_string(cl_device_id d, cl_device_info what, char *buf, size_t cap) {
+  size_t bytes = 0;
+  char *whole = NULL;
   buf[0] = '\0';
-  if (clGetDeviceInfo(d, what, cap, buf, NULL) != CL_SUCCESS)
-    buf[0] = '\0';
-  buf[cap - 1] = '\0';
+  if (clGetDeviceInfo(d, what, 0, NULL, &bytes) != CL_SUCCESS || bytes == 0 ||
+      (whole = calloc(1, bytes + 1)) == NULL)
+    return;
+  if (clGetDeviceInfo(d, what, bytes, whole, NULL) == CL_SUCCESS)
+    snprintf(buf, cap, "%s", whole);
+  free(whole);
 }
 
 static int partitions_by_counts(cl_device_id d) {
@@ -286,9 +295,9 @@ static int device_has_fp64(cl_device_id d) {
  * reach far less than OpenBLAS on the same cores. */
 static void fill_info(ocl_state *s) {
   poas_device_info *info = &s->dev.info;
-  device_string(s->device, CL_DEVICE_NAME, info->name, sizeof info->name);
+  poas__ocl_device_string(s->device, CL_DEVICE_NAME, info->name, sizeof info->name);
   char version[64], platname[64];
-  device_string(s->device, CL_DRIVER_VERSION, version, sizeof version);
+  poas__ocl_device_string(s->device, CL_DRIVER_VERSION, version, sizeof version);
   cl_platform_id plat = NULL;
   int named = clGetDeviceInfo(s->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) ==
                   CL_SUCCESS &&
