@@ -306,7 +306,10 @@ static void fill_info(ocl_state *s) {
   if (!named)
     platname[0] = '\0';
   platname[sizeof platname - 1] = '\0';
-  snprintf(info->driver, sizeof info->driver, "%s %s", platname, version);
+  /* Cut where the two pass the field: the platform and the start of its
+   * version say which driver it is. */
+  snprintf(info->driver, sizeof info->driver, "%.*s %.*s", 31, platname,
+           (int)sizeof info->driver - 33, version);
   cl_device_type type = 0;
   clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
   cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);
