@@ -397,6 +397,20 @@ static void retile(const poas__opt_device *d, int nd, const poas__opt_problem *p
                                 even_share(r, ncand), ncand == 1);
 }
 
+/* Sets r's split, and its units and granule for the candidates in ok. */
+static void set_split(const poas__opt_device *d, int nd, const int *ok,
+                      const poas__opt_problem *p, poas__split_dim split, poas__opt_result *r) {
+  r->split = split;
+  r->total_units = poas__split_units(p, split);
+  r->granule = p->granule > 0 ? p->granule : auto_granule(r->total_units);
+  /* Whole multiples of what a candidate's GEMM computes in one block
+   * (CLBlast pads to 32-row blocks: a 72-row dgemm chunk took as long as
+   * a 96-row one, 58 ms on one PoCL core). */
+  for (int i = 0; i < nd && p->granule <= 0; i++)
+    if (ok[i] && d[i].unit_align > 1 && r->granule % d[i].unit_align)
+      r->granule = (r->granule + d[i].unit_align - 1) / d[i].unit_align * d[i].unit_align;
+}
+
 /* Marks devices that cannot take part at all, with their reasons. Returns
  * how many were left out for memory. */
 static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_problem *p,
@@ -421,15 +435,7 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
       sc->ok[i] = 1;
     sh->excluded = !sc->ok[i];
   }
-  r->split = choose_split(d, nd, sc->ok, p);
-  r->total_units = poas__split_units(p, r->split);
-  r->granule = p->granule > 0 ? p->granule : auto_granule(r->total_units);
-  /* Whole multiples of what a candidate's GEMM computes in one block
-   * (CLBlast pads to 32-row blocks: a 72-row dgemm chunk took as long as
-   * a 96-row one, 58 ms on one PoCL core). */
-  for (int i = 0; i < nd && p->granule <= 0; i++)
-    if (sc->ok[i] && d[i].unit_align > 1 && r->granule % d[i].unit_align)
-      r->granule = (r->granule + d[i].unit_align - 1) / d[i].unit_align * d[i].unit_align;
+  set_split(d, nd, sc->ok, p, choose_split(d, nd, sc->ok, p), r);
   /* An empty C gives no device work, so nothing is tiled; its other side
    * may be as long as int64 goes, which rounding tiles up would wrap. */
   if (p->m == 0 || p->n == 0)
@@ -888,6 +894,119 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
     }
 }
 
+/* The tiles of the devices screened in (sc_was) for the split now in r,
+ * chosen as retile chooses them for ncand candidates; 0 for a copy device
+ * that cannot hold a tile of it. */
+static void tiles_for_split(const poas__opt_device *d, int nd, const poas__opt_problem *p,
+                            const poas__opt_result *r, const screen *sc_was, int ncand,
+                            screen *sc) {
+  for (int i = 0; i < nd; i++) {
+    int64_t fit = sc_was->tile[i] > 0 && !d[i].host_memory ? tile_fit(&d[i], p, r->split) : 0;
+    sc->tile[i] = sc_was->tile[i] <= 0 ? 0
+                  : d[i].host_memory   ? r->total_units
+                  : fit > 0 ? device_tile(&d[i], p, r, &r->model[i], fit, even_share(r, ncand),
+                                          ncand == 1 && sc->ok[i])
+                            : 0;
+  }
+}
+
+/* The gain below which the other direction is not solved for. */
+#define DIRECTION_GAIN 0.01
+
+/* Whether some device with work in the plan `was` (of total_was units)
+ * is predicted more than DIRECTION_GAIN faster at the same fraction of
+ * the work split as r is now, with the tiles it would have there. When
+ * none is, no plan split that way is more than about that much faster
+ * (every one gives some device at least its fraction), and the solve
+ * that would tell is left out: it costs as much as the plan's first (for
+ * eight devices, 21 us beside 23). */
+static int other_may_win(const poas__opt_device *d, int nd, const poas__opt_problem *p,
+                         const poas__opt_result *r, const poas__opt_share *was,
+                         int64_t total_was) {
+  int working = 0;
+  for (int i = 0; i < nd; i++)
+    working += was[i].u1 > was[i].u0;
+  for (int i = 0; i < nd; i++) {
+    if (!(was[i].u1 > was[i].u0))
+      continue;
+    double f = (double)(was[i].u1 - was[i].u0) / (double)total_was;
+    int64_t units = POAS__MIN(POAS__MAX((int64_t)ceil(f * (double)r->total_units), 1),
+                              r->total_units);
+    int64_t tile = d[i].host_memory ? r->total_units
+                                    : device_tile(&d[i], p, r, &r->model[i],
+                                                  tile_fit(&d[i], p, r->split), units,
+                                                  working == 1);
+    poas__pipe pp;
+    poas__pipe_time pt;
+    poas__pipe_init(&pp, p, r->split, &r->model[i], &d[i], tile, 1);
+    poas__pipe_eval(&pp, units, &pt);
+    double engine = working > 1 || pt.tiles > 1 ? p->engine_s : 0;
+    if (pt.total_s + engine < (1 - DIRECTION_GAIN) * was[i].time.total_s)
+      return 1;
+  }
+  return 0;
+}
+
+/* The plan r (filled from s and sc) against the same candidates split the
+ * other way, and the faster of the two by the models left in r.
+ * choose_split picks the direction before any solve, from the bytes each
+ * would copy with every device screened in; the solve then leaves devices
+ * out, and bytes are not time either: a 1 x 4096 x 4096 sgemm (row-major)
+ * on one H100 (models/profiles/nvidia-h100-80gb-16c.json) was planned by
+ * columns, its 64 MiB of B copied in one 4096-column tile, at 2.54 ms,
+ * where by rows it is B that is shared, copied whole, and predicted 2.35
+ * ms. A second solve of the candidates left, and no more: the choices of
+ * devices stand as made. The candidates keep their models (the same
+ * subset of the devices sharing the host's cores computes), so only the
+ * shares and their times change. Compared on balanced_s, which leaves out
+ * the rounding to granules that differ between the directions. */
+static void faster_direction(solver *s, const poas__opt_device *d, int nd, const screen *sc,
+                             poas__opt_result *r) {
+  const poas__opt_problem *p = s->p;
+  poas__split_dim other = r->split == POAS__SPLIT_ROWS ? POAS__SPLIT_COLS : POAS__SPLIT_ROWS;
+  int ncand = 0, copies = 0;
+  for (int i = 0; i < nd; i++)
+    if (sc->ok[i]) {
+      ncand++;
+      copies += !d[i].host_memory;
+      /* Left out the other way for its memory, it would change the choice
+       * of devices. */
+      if (!d[i].host_memory && tile_fit(&d[i], p, other) == 0)
+        return;
+    }
+  /* One device on host memory runs one GEMM of the whole problem either
+   * way. */
+  if (ncand == 0 || (ncand == 1 && copies == 0))
+    return;
+  poas__opt_result head;
+  poas__opt_share was[POAS_MAX_DEVICES];
+  memcpy(&head, r, offsetof(poas__opt_result, dev));
+  memcpy(was, r->dev, (size_t)nd * sizeof *was);
+  screen sc_other;
+  memcpy(sc_other.ok, sc->ok, sizeof sc_other.ok);
+  set_split(d, nd, sc->ok, p, other, r);
+  if (!other_may_win(d, nd, p, r, was, head.total_units)) {
+    memcpy(r, &head, offsetof(poas__opt_result, dev));
+    return;
+  }
+  tiles_for_split(d, nd, p, r, sc, ncand, &sc_other);
+  s->total = r->total_units, s->granule = r->granule, s->ngran = ceil_div(s->total, s->granule);
+  if (isfinite(solve_tiled(s, d, nd, sc->ok, &sc_other, r))) {
+    /* What fill_result wrote for the candidates it writes again. */
+    for (int i = 0; i < nd; i++)
+      if (sc->ok[i]) {
+        r->dev[i].u0 = r->dev[i].u1 = 0;
+        memset(&r->dev[i].time, 0, sizeof r->dev[i].time);
+        r->dev[i].excluded = 0, r->dev[i].reason[0] = 0;
+      }
+    fill_result(s, d, &sc_other, r);
+    if (r->balanced_s < head.balanced_s)
+      return;
+  }
+  memcpy(r, &head, offsetof(poas__opt_result, dev));
+  memcpy(r->dev, was, (size_t)nd * sizeof *was);
+}
+
 static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_problem *p,
                            int too_big, const poas__opt_result *r) {
   if (too_big == 0) {
@@ -971,5 +1090,6 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   t = drop_marginal(&s, d, nd, &sc, out, t);
   alone_when_cheaper(&s, d, nd, &sc, out, t);
   fill_result(&s, d, &sc, out);
+  faster_direction(&s, d, nd, &sc, out);
   return 0;
 }
