@@ -88,6 +88,10 @@ typedef struct poas__learned {
   int n;
   double implied[POAS__LEARN_WINDOW];
   int sat_out, per_drop, returning;
+  /* While returning: the busy seconds of the runs too short to teach
+   * alone, and their time by the models at factor 1, not yet learned
+   * from (api/run.c, short_runs_add). */
+  double short_busy_s, short_model_s;
 } poas__learned;
 
 /* Adds a run's implied factor and returns the factor to plan with: the

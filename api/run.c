@@ -290,13 +290,18 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * OpenBLAS threads can run 3x its model while squares run 1.2x. Left
  * out: a device's first run in a dtype (it pays
  * one-time costs, kernel compilation among them), runs in which it was
- * busy under ADAPT_MIN_S (fixed costs, not rate), and failed devices. A
+ * busy under ADAPT_MIN_S (fixed costs, not rate; but see short_runs_add),
+ * and failed devices. A
  * run's factor is at most ADAPT_STEP times the one it was planned with,
  * either way, and the factor stays within ADAPT_MAX of the models;
  * POAS_ADAPT=0 turns this off. */
 #define ADAPT_MIN_S 0.01
 #define ADAPT_STEP 2.0
 #define ADAPT_MAX 4.0
+/* The shortest run that counts towards a sum of short runs
+ * (short_runs_add): at most ten of them make one, and the fixed costs of
+ * a run the models miss stay a small part of each. */
+#define ADAPT_PART_MIN_S 1e-3
 
 /* The median of what l holds; 0 when it holds nothing. */
 static double learned_median(const poas__learned *l) {
@@ -315,8 +320,10 @@ double poas__learn(poas__learned *l, double implied) {
     learned_drop_oldest(l);
   l->implied[l->n++] = implied;
   /* Back for a window's worth of runs: it is back for good. */
-  if (l->returning > 0 && --l->returning == 0)
+  if (l->returning > 0 && --l->returning == 0) {
     l->per_drop = 1;
+    l->short_busy_s = l->short_model_s = 0;
+  }
   return learned_median(l);
 }
 
@@ -338,6 +345,7 @@ double poas__learn(poas__learned *l, double implied) {
 double poas__learn_sit_out(poas__learned *l) {
   if (l->returning > 0) {
     l->returning = 0;
+    l->short_busy_s = l->short_model_s = 0;
     l->per_drop = POAS__MIN(2 * POAS__MAX(l->per_drop, 1), LEARN_PER_DROP_MAX);
     l->sat_out = 0;
   }
@@ -359,6 +367,51 @@ static double learn_factor(poas__learned *l, double planned_factor, double measu
   double ratio = POAS__MIN(POAS__MAX(measured_s / planned_s, 1 / ADAPT_STEP), ADAPT_STEP);
   double f = poas__learn(l, planned_factor * ratio);
   return POAS__MIN(POAS__MAX(f, 1 / ADAPT_MAX), ADAPT_MAX);
+}
+
+/* A device that plans forgot (poas__learn_sit_out) comes back at its
+ * models' rate, and only its runs can teach it otherwise; but the calls
+ * that made plans leave it out, and so forgot its factor, are often short
+ * ones, its runs in them under ADAPT_MIN_S, and it stayed at its models'
+ * rate for good: on sims, 670^3 sgemm beside a device 1.5x slower than
+ * its models, busy 5.4 ms a run, planned it 1.5x too fast in every run
+ * after its return (test-predict). So while a window is returning, its
+ * short runs from ADAPT_PART_MIN_S add up, and once their busy time
+ * reaches ADAPT_MIN_S they teach as one run: returns 1 with the sums in
+ * *sum_busy_s and *sum_model_s (the models' seconds at factor 1). Not for
+ * other windows: factors learned from every run from 0.5 ms up, applied
+ * to the longer calls of their class, made the CI VM's 90th percentile
+ * worse in 7 of 8 rounds (bench/results/learned-shapes-ci-2core-
+ * 2026-11-23.md); a returning window's factor is one that no run
+ * measured. Called with adapt_lock held. */
+static int short_runs_add(poas__learned *l, double busy_s, double model_s, double *sum_busy_s,
+                          double *sum_model_s) {
+  if (l->returning <= 0 || !(busy_s >= ADAPT_PART_MIN_S) || !(model_s > 0))
+    return 0;
+  l->short_busy_s += busy_s;
+  l->short_model_s += model_s;
+  if (l->short_busy_s < ADAPT_MIN_S)
+    return 0;
+  *sum_busy_s = l->short_busy_s, *sum_model_s = l->short_model_s;
+  l->short_busy_s = l->short_model_s = 0;
+  return 1;
+}
+
+/* Teaches the window l, whose factor is *factor, a run busy busy_s where
+ * its plan, at factor `planned_factor`, said planned_s; a short one only
+ * through short_runs_add. Returns whether it learned. Called with
+ * adapt_lock held. */
+static int learn_run(poas__learned *l, double *factor, double planned_factor, double busy_s,
+                     double planned_s) {
+  if (busy_s >= ADAPT_MIN_S) {
+    *factor = learn_factor(l, planned_factor, busy_s, planned_s);
+    return 1;
+  }
+  double sum_busy, sum_model;
+  if (!short_runs_add(l, busy_s, planned_s / planned_factor, &sum_busy, &sum_model))
+    return 0;
+  *factor = learn_factor(l, planned_factor, sum_busy, sum_model * planned_factor);
+  return 1;
 }
 
 /* Following the host's hand-off state. A device whose models carry the
@@ -564,18 +617,24 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
         sit_out(ctx, i, dt, shape);
       continue;
     }
-    if (d->failed || !(d->busy_s >= ADAPT_MIN_S) || !(planned > 0) || !(done > 0) ||
-        !(sh->time.total_s > 0))
+    /* The plan's time for the units it computed, at the plan's rate (its
+     * models scaled by plan->learned[i], the factor of the call's class),
+     * without the engine's cost of the run, which fill_result adds to
+     * every working device's time and which its busy time does not hold:
+     * 0.5 ms of a 5 ms run read as a device 10% faster than it ran. */
+    double planned_s = (sh->time.total_s - plan->res.engine_s) * done / planned;
+    if (d->failed || !(planned > 0) || !(done > 0) || !(planned_s > 0) ||
+        !(plan->learned[i] > 0))
       continue;
     poas__learned *l = &ctx->taught.learned[i][dt];
-    if (l->runs++ == 0)
+    if (d->busy_s >= ADAPT_MIN_S && l->runs++ == 0)
       continue;
-    /* The plan's time for the units it computed, at the plan's rate (its
-     * models scaled by plan->learned[i], the factor of the call's class). */
-    double planned_s = sh->time.total_s * done / planned;
-    ctx->taught.adapt[i][dt] = learn_factor(l, plan->learned[i], d->busy_s, planned_s);
-    ctx->taught.adapt_shape[i][dt][shape] = learn_factor(&ctx->taught.learned_shape[i][dt][shape],
-                                                         plan->learned[i], d->busy_s, planned_s);
+    int whole = learn_run(l, &ctx->taught.adapt[i][dt], plan->learned[i], d->busy_s, planned_s);
+    int own = learn_run(&ctx->taught.learned_shape[i][dt][shape],
+                        &ctx->taught.adapt_shape[i][dt][shape], plan->learned[i], d->busy_s,
+                        planned_s);
+    if (!whole && !own)
+      continue;
     poas__debug("%s: %sgemm ran %.3fx its plan's rate; models now scaled by %.3f, %s by %.3f",
                 d->id, poas__dtype_letter(dt), d->busy_s / planned_s, ctx->taught.adapt[i][dt],
                 shape == POAS__SHAPE_WHOLE  ? "whole calls"

@@ -1040,6 +1040,50 @@ TEST(small_calls_that_leave_a_device_out_anyway_do_not_age_it) {
   return 0;
 }
 
+/* A device forgotten and back learns its factor again from runs too short
+ * to teach alone. On a 670^3 sgemm sim1, 1.5x slower than its model,
+ * saves more than a run's engine cost at its models' rate and less at the
+ * 1.5 that large runs taught, which leaves it out; those plans age its
+ * factor until it is forgotten, and it comes back at its models' rate,
+ * busy 5.4 ms a run. Under ADAPT_MIN_S each, those runs once taught
+ * nothing, and it took part in 21 of the 24 runs, planned 1.5x too fast.
+ * Virtual time: the runs are exact. */
+TEST(a_device_back_from_being_forgotten_learns_from_short_runs) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
+                                "sim:rate=1.6e10:latency=0:bandwidth=1e12:slowdown=1.5");
+  CHECK(ctx);
+  size_t elems = (size_t)4096 * 4096;
+  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
+  CHECK(A && B && C);
+  poas_report rep;
+  for (int r = 0; r < 4; r++)
+    CHECK_OK(run_sgemm(ctx, 4096, 4096, 1024, A, B, C, &rep));
+  double taught = rep.dev[1].learned;
+  int in = 0, back = 0;
+  double busy = 0, relearned = 0;
+  for (int r = 0; r < 24; r++) {
+    CHECK_OK(run_sgemm(ctx, 670, 670, 670, A, B, C, &rep));
+    if (rep.dev[1].share > 0) {
+      in++, busy = rep.dev[1].busy_s;
+      back |= rep.dev[1].learned == 1;
+    }
+    if (back)
+      relearned = fmax(relearned, rep.dev[1].learned);
+  }
+  poas_finalize(ctx);
+  free(A), free(B), free(C);
+  fprintf(stderr,
+          "  taught %.3f; back at its models' rate; busy %.4f s a run; took part in %d of 24 "
+          "runs; learned %.3f again\n",
+          taught, busy, in, relearned);
+  CHECK_MSG(taught > 1.4, "taught %.3f", taught);
+  CHECK_MSG(back && busy < 0.01, "back %d, busy %.4f s", back, busy);
+  CHECK_MSG(relearned > 1.45 && relearned < 1.55, "learned %.3f again", relearned);
+  /* Each return teaches it again, and plans leave it out again. */
+  CHECK_MSG(in <= 8, "took part in %d of 24 runs", in);
+  return 0;
+}
+
 /* A calibration forgets what runs taught of the devices it measured, whose
  * models it replaced, and no more: calibrating sim0 alone once also made
  * the context forget that sim1 runs twice as slowly as its model, and
@@ -1548,6 +1592,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(runs_teach_a_context_how_slow_a_device_really_is),
           TEST_ENTRY(a_device_left_out_after_a_slow_spell_comes_back),
           TEST_ENTRY(small_calls_that_leave_a_device_out_anyway_do_not_age_it),
+          TEST_ENTRY(a_device_back_from_being_forgotten_learns_from_short_runs),
           TEST_ENTRY(calibrating_one_device_keeps_what_the_others_learned),
           TEST_ENTRY(runs_teach_thin_blocks_apart_from_whole_ones),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),
