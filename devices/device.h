@@ -185,6 +185,13 @@ struct poas__device {
    * and every tile within it; the device refuses a call past it. */
   int64_t gemm_max_elems;
   int64_t gemm_index_pad;
+  /* The largest single buffer it can allocate, in bytes (OpenCL's
+   * CL_DEVICE_MAX_MEM_ALLOC_SIZE: 8 GiB of PoCL's 21 here, often a
+   * quarter of a GPU's memory); 0: no limit but memory. Plans keep every
+   * buffer a run allocates on it within it: the shared operand and its
+   * transpose, and each tile of the other operand and of C (adapt/
+   * gemm.c); past it the allocation fails mid-run with POAS_ENOMEM. */
+  uint64_t max_buffer_bytes;
   /* Devices that run a GEMM on several host threads (the CPU's OpenBLAS):
    * the most a call may use (0 or 1: nothing to choose), and, for a C
    * whose short side s is at most POAS__FEW_SIDE, how many a call of

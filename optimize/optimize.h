@@ -67,6 +67,10 @@ typedef struct poas__opt_device {
    * shared operand must fit, and tiles are cut to fit; 0: no limit. */
   int64_t max_operand_elems;
   int64_t index_pad;
+  /* The largest buffer it can allocate, in bytes (poas__device.
+   * max_buffer_bytes): the shared operand must fit in one, and tiles are
+   * cut so that each of their buffers does; 0: no limit. */
+  uint64_t buffer_bytes_max;
   /* How far its GEMM model can be off for this dtype (calibration's
    * held-out median relative error); 0: not known. Raises the bar
    * min_gain sets, weighted by the device's share (gain_bar in split.c). */

@@ -136,6 +136,17 @@ static int64_t auto_granule(int64_t total) {
   return POAS__MAX(g, 1);
 }
 
+static int within_limits(const poas__opt_device *d, const poas__opt_problem *p,
+                         poas__split_dim split, char *why, size_t cap);
+
+/* Whether a copy device can take part in `split`: its memory holds the
+ * shared operand and a tile, and each of their buffers is within its
+ * limits on one (a shared B past them may leave a shared A within). */
+static int copy_device_fits(const poas__opt_device *d, const poas__opt_problem *p,
+                            poas__split_dim split) {
+  return tile_fit(d, p, split) > 0 && within_limits(d, p, split, NULL, 0);
+}
+
 /* Rows when they move no more bytes than columns, counting the shared
  * operand once per copy device that can hold it; a split that lets more
  * devices take part wins first. */
@@ -144,14 +155,14 @@ static poas__split_dim choose_split(const poas__opt_device *d, int nd, const int
   int fits[2] = {0, 0};
   for (int s = 0; s < 2; s++)
     for (int i = 0; i < nd; i++)
-      if (ok[i] && (d[i].host_memory || tile_fit(&d[i], p, (poas__split_dim)s) > 0))
+      if (ok[i] && (d[i].host_memory || copy_device_fits(&d[i], p, (poas__split_dim)s)))
         fits[s]++;
   if (fits[0] != fits[1])
     return fits[0] > fits[1] ? POAS__SPLIT_ROWS : POAS__SPLIT_COLS;
   int copies[2] = {0, 0};
   for (int s = 0; s < 2; s++)
     for (int i = 0; i < nd; i++)
-      if (ok[i] && !d[i].host_memory && tile_fit(&d[i], p, (poas__split_dim)s) > 0)
+      if (ok[i] && !d[i].host_memory && copy_device_fits(&d[i], p, (poas__split_dim)s))
         copies[s]++;
   double k = p->reads_ab ? (double)p->k : 0;
   double rows = copies[0] * k * (double)p->n + k * (double)p->m;
@@ -292,33 +303,93 @@ static int64_t tile_cap(const poas__opt_device *d, const poas__opt_problem *p, i
   return POAS__MAX(units / granule * granule, granule);
 }
 
-/* The most units in a tile whose operands the device's GEMM can index
- * (max_operand_elems): the non-shared operand's tile is units x k, C's
- * units x its other side, each padded as the device pads them. INT64_MAX
- * with no such limit; 0 when not even one unit fits. */
-static int64_t index_cap(const poas__opt_device *d, const poas__opt_problem *p,
-                         poas__split_dim split) {
-  if (d->max_operand_elems <= 0)
+/* A device's limits on one operand's buffer: the elements its GEMM can
+ * index (max_operand_elems, each side counted rounded up to index_pad),
+ * and those its largest allocation holds (buffer_bytes_max: adapt/gemm.c
+ * allocates the shared operand, its transpose, and each tile of the other
+ * operand and of C, dense and unpadded). INFINITY: no such limit. */
+static double index_limit(const poas__opt_device *d) {
+  return d->max_operand_elems > 0 ? (double)d->max_operand_elems : INFINITY;
+}
+
+static double buffer_limit(const poas__opt_device *d, const poas__opt_problem *p) {
+  return d->buffer_bytes_max > 0
+             ? floor((double)d->buffer_bytes_max / (double)poas__dtype_size(p->dtype))
+             : INFINITY;
+}
+
+/* The most units in a tile whose operands each stay within `limit`
+ * elements, sides padded to `pad`: the non-shared operand's tile is
+ * units x k, C's units x its other side. INT64_MAX with no limit; 0 when
+ * not even one unit fits. */
+static int64_t units_within(const poas__opt_problem *p, poas__split_dim split, double limit,
+                            int64_t pad) {
+  if (isinf(limit))
     return INT64_MAX;
-  int64_t pad = POAS__MAX(d->index_pad, 1), cap = INT64_MAX;
+  pad = POAS__MAX(pad, 1);
+  int64_t cap = INT64_MAX;
   const int64_t across[2] = {p->reads_ab ? p->k : 0, split == POAS__SPLIT_ROWS ? p->n : p->m};
   for (int i = 0; i < 2; i++) {
     if (across[i] <= 0)
       continue;
     double side = poas__padded_elems(1, across[i], pad) / (double)pad; /* across[i], padded */
-    int64_t units = (int64_t)((double)d->max_operand_elems / side) / pad * pad;
-    cap = POAS__MIN(cap, units);
+    double units = fmin(floor(limit / side), (double)(INT64_MAX / 4));
+    cap = POAS__MIN(cap, (int64_t)units / pad * pad);
   }
   return cap;
 }
 
-/* Whether the device's GEMM can index the shared operand (k x the split's
- * other side), where the problem reads one. */
-static int shared_indexable(const poas__opt_device *d, const poas__opt_problem *p,
-                            poas__split_dim split) {
-  return d->max_operand_elems <= 0 || !p->reads_ab ||
-         poas__padded_elems(p->k, split == POAS__SPLIT_ROWS ? p->n : p->m, d->index_pad) <=
-             (double)d->max_operand_elems;
+/* Whether the shared operand (k x the split's other side), where the
+ * problem reads one, stays within `limit` elements, sides padded to
+ * `pad`. */
+static int shared_within(const poas__opt_problem *p, poas__split_dim split, double limit,
+                         int64_t pad) {
+  return isinf(limit) || !p->reads_ab ||
+         poas__padded_elems(p->k, split == POAS__SPLIT_ROWS ? p->n : p->m, pad) <= limit;
+}
+
+/* The most units in a tile within both limits (see index_limit). */
+static int64_t limit_cap(const poas__opt_device *d, const poas__opt_problem *p,
+                         poas__split_dim split) {
+  return POAS__MIN(units_within(p, split, index_limit(d), d->index_pad),
+                   units_within(p, split, buffer_limit(d, p), 1));
+}
+
+/* Why the device cannot take the problem split this way for its limits
+ * on one buffer, in why (which says nothing when it can); returns whether
+ * it can. fail_everywhere tells these reasons from memory's by "can index"
+ * and "can allocate". */
+static int within_limits(const poas__opt_device *d, const poas__opt_problem *p,
+                         poas__split_dim split, char *why, size_t cap) {
+  double es = (double)poas__dtype_size(p->dtype), gib = 1073741824.0;
+  double other = (double)(split == POAS__SPLIT_ROWS ? p->n : p->m);
+  if (why && cap)
+    why[0] = '\0';
+  if (!shared_within(p, split, index_limit(d), d->index_pad) ||
+      units_within(p, split, index_limit(d), d->index_pad) == 0) {
+    if (why)
+      snprintf(why, cap, "an operand is past the %lld elements its GEMM can index in one call",
+               (long long)d->max_operand_elems);
+    return 0;
+  }
+  if (!shared_within(p, split, buffer_limit(d, p), 1)) {
+    if (why)
+      snprintf(why, cap,
+               "the shared operand alone needs %.3g GiB in one buffer, more than the %.3g GiB "
+               "it can allocate at once",
+               (double)poas__shared_bytes(p, split) / gib, (double)d->buffer_bytes_max / gib);
+    return 0;
+  }
+  /* With the shared operand within it, a unit of either tile is too: only
+   * a C alone (A and B unread) can get here. */
+  if (units_within(p, split, buffer_limit(d, p), 1) == 0) {
+    if (why)
+      snprintf(why, cap, "each of C's %s needs %.3g GiB, more than the %.3g GiB it can allocate "
+               "at once",
+               unit_name(p, split), other * es / gib, (double)d->buffer_bytes_max / gib);
+    return 0;
+  }
+  return 1;
 }
 
 /* The tile of a copy device that can hold `fit` units in a tile, for a
@@ -356,7 +427,7 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
     if (p->tile_max > 0)
       t = POAS__MIN(t, p->tile_max);
     t = POAS__MIN(t, tile_cap(d, p, r->granule));
-    t = POAS__MIN(t, index_cap(d, p, r->split));
+    t = POAS__MIN(t, limit_cap(d, p, r->split));
     t = POAS__MAX(t, 1);
     if (t == last)
       continue; /* memory caps them all alike */
@@ -460,10 +531,7 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
       sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++;
       continue;
     }
-    if (!shared_indexable(&d[i], p, r->split) || index_cap(&d[i], p, r->split) == 0) {
-      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
-               "an operand is past the %lld elements its GEMM can index in one call",
-               (long long)d[i].max_operand_elems);
+    if (!within_limits(&d[i], p, r->split, r->dev[i].reason, sizeof r->dev[i].reason)) {
       sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++;
       continue;
     }
@@ -1018,14 +1086,15 @@ static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_pr
     return poas__fail(POAS_ENODEV, "plan: no device can take part (%s)", nd ? why : "none given");
   }
   /* Only devices with their own memory can be too small (see
-   * screen_devices): for their memory, or for the operands their GEMM can
-   * index, which then says so. */
+   * screen_devices): for their memory, or for their limits on one buffer
+   * (within_limits), which then say so. */
   double device = 0;
   char why[512] = "";
   int indexing = 0;
   for (int i = 0; i < nd; i++) {
     device = fmax(device, (double)d[i].memory_bytes);
-    indexing |= strstr(r->dev[i].reason, "can index") != NULL;
+    indexing |= strstr(r->dev[i].reason, "can index") != NULL ||
+                strstr(r->dev[i].reason, "can allocate") != NULL;
     size_t len = strlen(why);
     snprintf(why + len, sizeof why - len, "%s%s: %s", i ? "; " : "", d[i].id, r->dev[i].reason);
   }

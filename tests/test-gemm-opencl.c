@@ -389,6 +389,79 @@ TEST(opencl_transpose_refuses_unknown_dtype) {
   return 0;
 }
 
+/* With its largest buffer lowered to 64 KiB, opencl0 refuses an
+ * allocation past it, and says so to plans. A 1000 x 100 x 100 sgemm on
+ * it alone shares B (40000 bytes, held twice: as stored and transposed
+ * for CLBlast) and is cut into tiles of at most 163 rows, whose A and C
+ * tiles (400 bytes a row each) fit; run, every element of a poisoned C is
+ * right. A k of 200 makes B (80000 bytes) too large to hold: alone, the
+ * plan is refused with the reason; beside the CPU, opencl0 is left out
+ * with it and the CPU computes C. Without the planner's limit, opencl0
+ * alone was planned one tile of 1000 rows, whose 400000-byte A and C
+ * tiles it cannot allocate. */
+TEST(opencl_buffer_limit_cuts_plans) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  enum { LIMIT = 64 << 10, M = 1000, N = 100, K = 100 };
+  uint64_t saved = poas__ocl_buffer_max;
+  poas__ocl_buffer_max = LIMIT;
+  poas__devset set;
+  char err[256];
+  int rc = open_set("opencl0", &set, err, sizeof err);
+  if (rc) {
+    poas__ocl_buffer_max = saved;
+    return rc;
+  }
+  poas__device *d = set.dev[0];
+  CHECK(d->max_buffer_bytes == LIMIT);
+  poas__mem mem;
+  CHECK_RC(d->be->mem_alloc(d, LIMIT + 1, &mem), POAS_ENOMEM);
+  CHECK_OK(d->be->mem_alloc(d, LIMIT, &mem));
+  d->be->mem_free(d, mem);
+  poas__devset_close(&set);
+
+  poas_context *ctx = test_open("opencl0");
+  CHECK_MSG(ctx != NULL, "%s", poas_error_detail());
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                               M, N, K, 1.0, 0.0, &plan));
+  CHECK(plan.ndevices == 1 && plan.split == POAS_SPLIT_ROWS);
+  CHECK_MSG(plan.dev[0].tile * (K > N ? K : N) * (int64_t)sizeof(float) <= LIMIT,
+            "tile %lld", (long long)plan.dev[0].tile);
+  test_gemm tg;
+  CHECK_OK(test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N,
+                           K, 0, 1.0, 0.0, 52));
+  test_poison(tg.C, POAS_FLOAT32, (size_t)M * N);
+  rc = test_gemm_run(ctx, &tg);
+  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
+  CHECK(0 == test_gemm_verify(&tg, "sgemm 1000 x 100 x 100 under a 64 KiB buffer limit"));
+  test_gemm_free(&tg);
+  CHECK_RC(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                               M, N, 2 * K, 1.0, 0.0, &plan),
+           POAS_ETOOBIG);
+  CHECK_MSG(strstr(poas_error_detail(), "it can allocate at once"), "%s", poas_error_detail());
+  poas_finalize(ctx);
+
+  ctx = test_open("cpu,opencl0");
+  CHECK_MSG(ctx != NULL, "%s", poas_error_detail());
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                               M, N, 2 * K, 1.0, 0.0, &plan));
+  CHECK(plan.ndevices == 1 && strcmp(plan.dev[0].id, "cpu0") == 0);
+  CHECK(plan.nexcluded == 1 && strstr(plan.excluded[0].reason, "it can allocate at once"));
+  CHECK_OK(test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N,
+                           2 * K, 0, 1.0, 0.0, 53));
+  test_poison(tg.C, POAS_FLOAT32, (size_t)M * N);
+  rc = test_gemm_run(ctx, &tg);
+  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
+  CHECK(0 == test_gemm_verify(&tg, "sgemm 1000 x 100 x 200 beside opencl0 left out"));
+  test_gemm_free(&tg);
+  poas_finalize(ctx);
+  poas__ocl_buffer_max = saved;
+  return 0;
+#endif
+}
+
 TEST(opencl_bad_settings_named) {
   poas__devset set;
   char err[256];
@@ -619,4 +692,4 @@ TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding)
           TEST_ENTRY(opencl_operands_past_int32_refused),
           TEST_ENTRY(opencl_index_limit_cuts_plans),
           TEST_ENTRY(opencl_transpose_refuses_unknown_dtype),
-          TEST_ENTRY(opencl_long_strings_are_cut))
+          TEST_ENTRY(opencl_long_strings_are_cut), TEST_ENTRY(opencl_buffer_limit_cuts_plans))

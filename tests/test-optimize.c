@@ -396,6 +396,58 @@ TEST(tiles_stay_within_what_a_gemm_can_index) {
   return 0;
 }
 
+/* A device whose largest buffer holds 512 KiB (an OpenCL device's
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE, scaled down): of a 1000^2 x 100 sgemm it
+ * holds the shared B (400000 bytes) and tiles of at most 131 rows, whose
+ * C (4000 bytes a row) fits, where it was planned tiles of 500. With n =
+ * 4000 a shared B (1.6 MB) is past it and a shared A (400000 bytes) not:
+ * the split turns to columns, which it can take. With k = 200 neither
+ * fits: it is left out with its reason, and alone the problem is too big.
+ * Without A and B, C's rows alone count. */
+TEST(buffers_stay_within_the_largest_a_device_allocates) {
+  enum { LIMIT = 512 << 10 };
+  poas__device_model cpu, gpu;
+  rate_model(&cpu, 1e9, 1e-5, 0, 1e30);
+  rate_model(&gpu, 1e12, 1e-5, 1e-5, 1e11);
+  poas__opt_device d[2] = {device("cpu0", &cpu, 1), device("opencl0", &gpu, 0)};
+  d[1].buffer_bytes_max = LIMIT;
+  d[1].wants_bt = 1; /* B held twice, as stored and transposed: each is one buffer */
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 1000);
+  p.k = 100;
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  const poas__opt_share *sh = &r.dev[1];
+  CHECK(r.split == POAS__SPLIT_ROWS);
+  CHECK_MSG(!sh->excluded && sh->u1 - sh->u0 > 131, "%s", sh->reason);
+  CHECK_MSG(sh->tile > 0 && sh->tile <= 131, "tile %lld", (long long)sh->tile);
+
+  p.n = 4000;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_MSG(r.split == POAS__SPLIT_COLS && !sh->excluded, "split %d: %s", (int)r.split,
+            sh->reason);
+  CHECK_MSG(sh->tile > 0 && sh->tile * 1000 * 4 <= LIMIT, "tile %lld", (long long)sh->tile);
+
+  p.n = 1000, p.k = 200;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_MSG(sh->excluded && strstr(sh->reason, "the shared operand alone needs"), "%s",
+            sh->reason);
+  CHECK_RC(poas__optimize(&d[1], 1, &p, &r), POAS_ETOOBIG);
+  CHECK_MSG(strstr(poas_error_detail(), "opencl0: the shared operand alone needs"), "%s",
+            poas_error_detail());
+
+  p.reads_ab = 0;
+  CHECK_OK(poas__optimize(&d[1], 1, &p, &r));
+  CHECK(!r.dev[0].excluded && r.dev[0].tile * 1000 * 4 <= LIMIT);
+  d[1].buffer_bytes_max = 3000; /* less than a row of C */
+  CHECK_RC(poas__optimize(&d[1], 1, &p, &r), POAS_ETOOBIG);
+  CHECK_MSG(strstr(r.dev[0].reason, "each of C's rows needs"), "%s", r.dev[0].reason);
+  d[1].buffer_bytes_max = 0; /* no limit: the problem with A and B plans on it */
+  p.reads_ab = 1;
+  CHECK_OK(poas__optimize(&d[1], 1, &p, &r));
+  CHECK(!r.dev[0].excluded);
+  return 0;
+}
+
 /* A device 50 times slower than the other would shorten the makespan by
  * about 2%: under min_gain = 3% it is left out with its reason, with 1% it
  * takes its 2%, and with 0 (the default) the solver keeps every device
@@ -902,6 +954,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(a_device_kept_alone_in_tiles_pays_the_engine_too),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
           TEST_ENTRY(tiles_stay_within_what_a_gemm_can_index),
+          TEST_ENTRY(buffers_stay_within_the_largest_a_device_allocates),
           TEST_ENTRY(model_errors_raise_the_bar_by_share),
           TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),

@@ -290,6 +290,8 @@ static int device_has_fp64(cl_device_id d) {
   return yes;
 }
 
+uint64_t poas__ocl_buffer_max = 0;
+
 /* A rough peak: compute units x clock x flops per cycle and unit, by device
  * type. PoCL's CPU device gets a modest factor: CLBlast's generic kernels
  * reach far less than OpenBLAS on the same cores. */
@@ -327,6 +329,8 @@ static void fill_info(ocl_state *s) {
   info->peak_gflops[POAS_FLOAT32] = cu * (mhz / 1e3) * per_cycle;
   info->peak_gflops[POAS_FLOAT64] = s->has_fp64 ? info->peak_gflops[POAS_FLOAT32] * fp64_ratio : 0;
   s->max_alloc = device_ulong(s->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+  if (poas__ocl_buffer_max && poas__ocl_buffer_max < s->max_alloc)
+    s->max_alloc = poas__ocl_buffer_max;
 }
 
 /* Releases a session that never reached the pool (its creation failed
@@ -470,6 +474,8 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   s->dev.gemm_align = 32;
   s->dev.gemm_max_elems = poas__ocl_index_max;
   s->dev.gemm_index_pad = POAS__OCL_INDEX_PAD;
+  /* mem_alloc refuses a buffer past it: plans keep theirs within it. */
+  s->dev.max_buffer_bytes = s->max_alloc;
   /* A CPU device's GEMM slows down once the chunk's own operand outgrows
    * its share of the cache: on one PoCL core of the CI machine (32 MiB
    * L3), CLBlast's indirect kernel ran blocks whose non-shared operand

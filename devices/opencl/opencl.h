@@ -31,6 +31,13 @@ unsigned poas__ocl_clock_mhz(unsigned reported_mhz);
 extern int64_t poas__ocl_index_max;
 #define POAS__OCL_INDEX_PAD 128
 
+/* 0, or a largest buffer (bytes) below the device's own
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE that a device opened after it is set
+ * takes instead, refusing allocations past it and telling plans so
+ * (max_buffer_bytes): tests set it to reach the limit with small
+ * matrices. */
+extern uint64_t poas__ocl_buffer_max;
+
 /* Whether every operand of a GEMM call stays within `max` elements (an
  * operand CLBlast does not read, A and B when k or alpha is 0, is not
  * counted). */
