@@ -497,8 +497,8 @@ static uint64_t max_alloc_of_first_device(void) {
 }
 #endif
 
-/* A device string longer than the room for it comes back cut, not empty
- * (clGetDeviceInfo refuses a buffer smaller than the string). */
+/* A device or platform string longer than the room for it comes back
+ * cut, not empty (OpenCL refuses a buffer smaller than the string). */
 TEST(opencl_long_strings_are_cut) {
 #if !POAS_HAVE_OPENCL
   SKIP("OpenCL backend not built");
@@ -516,6 +516,15 @@ TEST(opencl_long_strings_are_cut) {
   CHECK_MSG(strlen(cut) == sizeof cut - 1 && strncmp(cut, whole, sizeof cut - 1) == 0,
             "'%s' cut to '%s'", whole, cut);
   poas__ocl_device_string(dev, (cl_device_info)0x7fff, cut, sizeof cut); /* no such query */
+  CHECK(cut[0] == '\0');
+  /* A platform's name, which fill_info read into 64 bytes and left empty
+   * when longer. */
+  poas__ocl_platform_string(plat, CL_PLATFORM_NAME, whole, sizeof whole);
+  CHECK_MSG(strlen(whole) >= sizeof cut, "platform '%s' too short to be cut", whole);
+  poas__ocl_platform_string(plat, CL_PLATFORM_NAME, cut, sizeof cut);
+  CHECK_MSG(strlen(cut) == sizeof cut - 1 && strncmp(cut, whole, sizeof cut - 1) == 0,
+            "'%s' cut to '%s'", whole, cut);
+  poas__ocl_platform_string(plat, (cl_platform_info)0x7fff, cut, sizeof cut);
   CHECK(cut[0] == '\0');
   return 0;
 #endif

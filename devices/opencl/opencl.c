@@ -181,20 +181,40 @@ static cl_ulong device_ulong(cl_device_id d, cl_device_info what) {
   return clGetDeviceInfo(d, what, sizeof v, &v, NULL) == CL_SUCCESS ? v : 0;
 }
 
-/* A string of the device, cut to cap - 1 bytes. It is read whole first:
- * clGetDeviceInfo writes nothing at all (CL_INVALID_VALUE) into a buffer
+/* clGetDeviceInfo and clGetPlatformInfo, as one type, for info_string. */
+typedef cl_int (*info_query)(const void *obj, cl_uint what, size_t cap, void *buf, size_t *bytes);
+
+static cl_int device_query(const void *obj, cl_uint what, size_t cap, void *buf, size_t *bytes) {
+  return clGetDeviceInfo((cl_device_id)obj, what, cap, buf, bytes);
+}
+
+static cl_int platform_query(const void *obj, cl_uint what, size_t cap, void *buf,
+                             size_t *bytes) {
+  return clGetPlatformInfo((cl_platform_id)obj, what, cap, buf, bytes);
+}
+
+/* A string of a device or platform, cut to cap - 1 bytes. It is read whole
+ * first: OpenCL writes nothing at all (CL_INVALID_VALUE) into a buffer
  * smaller than the string, which left a long name or driver version
  * empty. */
-void poas__ocl_device_string(cl_device_id d, cl_device_info what, char *buf, size_t cap) {
+static void info_string(info_query query, const void *obj, cl_uint what, char *buf, size_t cap) {
   size_t bytes = 0;
   char *whole = NULL;
   buf[0] = '\0';
-  if (clGetDeviceInfo(d, what, 0, NULL, &bytes) != CL_SUCCESS || bytes == 0 ||
+  if (query(obj, what, 0, NULL, &bytes) != CL_SUCCESS || bytes == 0 ||
       (whole = calloc(1, bytes + 1)) == NULL)
     return;
-  if (clGetDeviceInfo(d, what, bytes, whole, NULL) == CL_SUCCESS)
+  if (query(obj, what, bytes, whole, NULL) == CL_SUCCESS)
     snprintf(buf, cap, "%s", whole);
   free(whole);
+}
+
+void poas__ocl_device_string(cl_device_id d, cl_device_info what, char *buf, size_t cap) {
+  info_string(device_query, d, what, buf, cap);
+}
+
+void poas__ocl_platform_string(cl_platform_id p, cl_platform_info what, char *buf, size_t cap) {
+  info_string(platform_query, p, what, buf, cap);
 }
 
 static int partitions_by_counts(cl_device_id d) {
@@ -301,13 +321,9 @@ static void fill_info(ocl_state *s) {
   char version[64], platname[64];
   poas__ocl_device_string(s->device, CL_DRIVER_VERSION, version, sizeof version);
   cl_platform_id plat = NULL;
-  int named = clGetDeviceInfo(s->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) ==
-                  CL_SUCCESS &&
-              clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof platname, platname, NULL) ==
-                  CL_SUCCESS;
-  if (!named)
-    platname[0] = '\0';
-  platname[sizeof platname - 1] = '\0';
+  platname[0] = '\0';
+  if (clGetDeviceInfo(s->device, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) == CL_SUCCESS)
+    poas__ocl_platform_string(plat, CL_PLATFORM_NAME, platname, sizeof platname);
   /* Cut where the two pass the field: the platform and the start of its
    * version say which driver it is. */
   snprintf(info->driver, sizeof info->driver, "%.*s %.*s", 31, platname,

@@ -12,6 +12,8 @@
 /* A string query of a device (CL_DEVICE_NAME, CL_DRIVER_VERSION...) into
  * buf, cut to fit; empty when it cannot be read. */
 void poas__ocl_device_string(cl_device_id d, cl_device_info what, char *buf, size_t cap);
+/* The same for a platform (CL_PLATFORM_NAME...). */
+void poas__ocl_platform_string(cl_platform_id p, cl_platform_info what, char *buf, size_t cap);
 
 /* Whether a device computes in double precision, from its extension list
  * (CL_DEVICE_EXTENSIONS, space-separated; NULL when it could not be read)
