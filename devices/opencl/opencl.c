@@ -389,9 +389,16 @@ static int acquire_session(int index, cl_device_id parent, int cores, ocl_sessio
     cl_uint got = 0;
     r = clCreateSubDevices(parent, props, 1, &ss->subdevice, &got);
     if (r != CL_SUCCESS || got != 1) {
-      ss->subdevice = NULL;
-      snprintf(err, errcap, "opencl: cores=%d: clCreateSubDevices failed: %s (%d)", cores,
-               status_name(r), (int)r);
+      /* A call that succeeded with another count still made the one it
+       * wrote: release_session releases it. */
+      if (r != CL_SUCCESS) {
+        ss->subdevice = NULL;
+        snprintf(err, errcap, "opencl: cores=%d: clCreateSubDevices failed: %s (%d)", cores,
+                 status_name(r), (int)r);
+      } else {
+        snprintf(err, errcap, "opencl: cores=%d: clCreateSubDevices reported %u sub-devices, not 1",
+                 cores, (unsigned)got);
+      }
       release_session(ss);
       return POAS_ESPEC;
     }
@@ -716,15 +723,26 @@ static int scale_c(poas__device *dev, int lane, const poas__gemm_call *g) {
   return st == CLBlastSuccess ? 0 : cl_fail(dev, "CLBlast gemm (scaling C)", st);
 }
 
+/* Refuses a dtype the device cannot compute, for gemm and transpose
+ * alike: unknown (POAS_EDTYPE; checked before its size, 0, divides
+ * offsets), or double on a device without it (POAS_ENOTSUP, where CLBlast
+ * would fail as a device error). */
+static int refuse_dtype(const poas__device *dev, poas_dtype dtype) {
+  const ocl_state *s = dev->priv;
+  if (dtype != POAS_FLOAT32 && dtype != POAS_FLOAT64)
+    return poas__fail(POAS_EDTYPE, "%s: unknown dtype %d", dev->info.id, (int)dtype);
+  if (dtype == POAS_FLOAT64 && !s->has_fp64)
+    return poas__fail(POAS_ENOTSUP, "%s: the device has no double precision", dev->info.id);
+  return 0;
+}
+
 static int ocl_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   ocl_state *s = dev->priv;
   int rc = check_lane(dev, lane);
+  if (!rc)
+    rc = refuse_dtype(dev, g->dtype);
   if (rc)
     return rc;
-  if (g->dtype != POAS_FLOAT32 && g->dtype != POAS_FLOAT64)
-    return poas__fail(POAS_EDTYPE, "%s: unknown dtype %d", dev->info.id, (int)g->dtype);
-  if (g->dtype == POAS_FLOAT64 && !s->has_fp64)
-    return poas__fail(POAS_ENOTSUP, "%s: the device has no double precision", dev->info.id);
   size_t es = poas__dtype_size(g->dtype);
   if (g->a.off % es || g->b.off % es || g->c.off % es)
     return poas__fail(POAS_EINVAL, "%s: gemm operand offsets must be whole elements",
@@ -756,9 +774,8 @@ static int ocl_transpose(poas__device *dev, int lane, const poas__transpose_call
   int rc = check_lane(dev, lane);
   if (rc || t->rows == 0 || t->cols == 0)
     return rc;
-  /* Checked before its size divides the offsets: an unknown dtype's is 0. */
-  if (t->dtype != POAS_FLOAT32 && t->dtype != POAS_FLOAT64)
-    return poas__fail(POAS_EDTYPE, "%s: unknown dtype %d", dev->info.id, (int)t->dtype);
+  if ((rc = refuse_dtype(dev, t->dtype)) != 0)
+    return rc;
   size_t es = poas__dtype_size(t->dtype);
   if (t->src.off % es || t->dst.off % es)
     return poas__fail(POAS_EINVAL, "%s: transpose offsets must be whole elements", dev->info.id);
