@@ -1037,9 +1037,9 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
     if (sc->ok[i]) {
       ncand++;
       copies += !d[i].host_memory;
-      /* Left out the other way for its memory, it would change the choice
-       * of devices. */
-      if (!d[i].host_memory && tile_fit(&d[i], p, other) == 0)
+      /* Left out the other way for its memory or its limits on one
+       * buffer, it would change the choice of devices. */
+      if (!d[i].host_memory && !copy_device_fits(&d[i], p, other))
         return;
     }
   /* One device on host memory runs one GEMM of the whole problem either

@@ -417,7 +417,7 @@ TEST(buffers_stay_within_the_largest_a_device_allocates) {
   poas__opt_result r;
   CHECK_OK(poas__optimize(d, 2, &p, &r));
   const poas__opt_share *sh = &r.dev[1];
-  CHECK(r.split == POAS__SPLIT_ROWS);
+  /* Either way the C tile's other side is 1000 and the operand's 100. */
   CHECK_MSG(!sh->excluded && sh->u1 - sh->u0 > 131, "%s", sh->reason);
   CHECK_MSG(sh->tile > 0 && sh->tile <= 131, "tile %lld", (long long)sh->tile);
 
