@@ -159,7 +159,8 @@ typedef struct poas__spec {
  * names the bad token into err[errcap] (which may be NULL). Known kinds are
  * checked here, and that no device but a sim is named twice, and that no
  * value needs more than POAS__SPEC_TOKEN bytes; settings' keys and values
- * are checked by the backends. */
+ * are checked by the backends. Device words, keys and values are kept
+ * without the blanks around them. */
 int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap);
 /* Parses a device setting's value as an integer in [lo, hi] (size
  * suffixes when `suffixes`). On a bad value writes "<who>: bad value 'V'

@@ -1,7 +1,15 @@
 /* spec.c: parses a device selection ("cpu:threads=1,opencl0,sim:rate=1e11")
  * into entries. Only the shape is checked here (known kinds, key=value
  * settings); each backend checks its own keys and values when it opens the
- * device, so that a message can say which device rejected what. */
+ * device, so that a message can say which device rejected what.
+ *
+ * Blanks around the separators are forgiven: "cpu, opencl0" and
+ * "cpu : threads = 1" read as "cpu,opencl0" and "cpu:threads=1", since
+ * users type them so and a key ' threads' was refused as unknown. Each
+ * part (device word, key, value) loses only its leading and trailing
+ * blanks; blanks inside one stay, so "thr eads" is still an unknown key
+ * and a sim:profile= path may hold spaces (though not begin or end with
+ * one). Messages quote a part trimmed, which is still text as written. */
 #include "core.h"
 
 #include <ctype.h>
@@ -52,6 +60,16 @@ static int parse_device_word(const char *word, poas__spec_entry *e) {
   return 0;
 }
 
+/* `s` without its leading and trailing blanks: cuts the trailing ones off
+ * in place and returns where the rest starts. */
+static char *trim(char *s) {
+  while (isspace((unsigned char)*s))
+    s++;
+  for (char *end = s + strlen(s); end > s && isspace((unsigned char)end[-1]);)
+    *--end = '\0';
+  return s;
+}
+
 static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap) {
   memset(e, 0, sizeof *e);
   poas__strlcpy(e->text, text, sizeof e->text);
@@ -60,6 +78,7 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
   char *rest = strchr(text, ':');
   if (rest)
     *rest++ = '\0';
+  text = trim(text);
   int word = parse_device_word(text, e);
   if (word == -2)
     return fail(err, errcap, "device index of '%s' too long (at most %d digits)", text,
@@ -72,14 +91,21 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
   for (char *kv = rest; kv; kv = rest) {
     if ((rest = strchr(kv, ':')) != NULL)
       *rest++ = '\0';
+    kv = trim(kv);
     if (!kv[0])
       return fail(err, errcap, "empty setting in '%s' (expected key=value after each ':')",
                   e->text);
-    char *eq = strchr(kv, '=');
-    if (!eq || eq == kv || eq[1] == '\0')
+    /* kv is trimmed at both ends, so only the blanks beside '=' remain;
+     * it stays whole until it is known good, for the message. */
+    char *eq = strchr(kv, '='), *key_end = eq, *value = eq ? eq + 1 : NULL;
+    while (key_end && key_end > kv && isspace((unsigned char)key_end[-1]))
+      key_end--;
+    while (value && isspace((unsigned char)*value))
+      value++;
+    if (!eq || key_end == kv || !*value)
       return fail(err, errcap, "malformed setting '%s' in '%s' (expected key=value)", kv,
                   e->text);
-    *eq = '\0';
+    *key_end = '\0';
     if (e->nsettings == POAS__SPEC_MAX_SETTINGS)
       return fail(err, errcap, "too many settings in '%s' (at most %d), at '%s'", e->text,
                   POAS__SPEC_MAX_SETTINGS, kv);
@@ -91,15 +117,24 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
         return fail(err, errcap, "setting '%s' given twice in '%s'", kv, e->text);
     /* Cut short, a sim:profile= path named another file, which was then
      * reported missing under the shortened name. */
-    size_t len = strlen(eq + 1);
+    size_t len = strlen(value);
     if (len >= sizeof e->value[0])
       return fail(err, errcap, "value of setting '%s' too long (%zu characters, at most %zu)", kv,
                   len, sizeof e->value[0] - 1);
     poas__strlcpy(e->key[e->nsettings], kv, sizeof e->key[0]);
-    memcpy(e->value[e->nsettings], eq + 1, len + 1);
+    memcpy(e->value[e->nsettings], value, len + 1);
     e->nsettings++;
   }
   return 0;
+}
+
+/* The length of the device word that starts an entry's text, less the
+ * blanks before its ':' ("cpu :threads=1" gives 3). */
+static int device_word_len(const char *text) {
+  size_t len = strcspn(text, ":");
+  while (len > 0 && isspace((unsigned char)text[len - 1]))
+    len--;
+  return (int)len;
 }
 
 /* Whether an earlier entry of `spec` names the same device as `e` ("cpu"
@@ -117,7 +152,7 @@ static int selected_before(const poas__spec *spec, const poas__spec_entry *e, ch
     if (strcmp(first->kind, e->kind) != 0 || first->index != e->index)
       continue;
     if (err && errcap) {
-      int len = (int)strcspn(e->text, ":"), first_len = (int)strcspn(first->text, ":");
+      int len = device_word_len(e->text), first_len = device_word_len(first->text);
       if (len == first_len && strncmp(e->text, first->text, (size_t)len) == 0)
         snprintf(err, errcap, "device '%.*s' selected twice", len, e->text);
       else
@@ -146,11 +181,7 @@ int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap
     char *comma = strchr(start, ',');
     if (comma)
       *comma = '\0';
-    /* Surrounding blanks are forgiven: "cpu, opencl0" is a common typo. */
-    while (isspace((unsigned char)*start))
-      start++;
-    for (char *end = start + strlen(start); end > start && isspace((unsigned char)end[-1]);)
-      *--end = '\0';
+    start = trim(start);
     if (*start == '\0')
       return fail(err, errcap, "empty device entry (entry %d) in '%s'", spec.nentries + 1, text);
     if (spec.nentries == POAS__SPEC_MAX_ENTRIES)

@@ -110,7 +110,8 @@ typedef struct poas_options {
   /* Device selection, as POAS_DEVICES: comma-separated entries, each a kind
    * ("cpu", "cuda", "opencl", "sim") or an id ("opencl0"), with settings
    * after colons: "cpu:threads=1,opencl0", "sim:rate=1e11:bandwidth=1e10".
-   * Default: every device found.
+   * Blanks around ',', ':' and '=' are ignored, not those inside a name
+   * or value. Default: every device found.
    *
    * A sim device simulates timing only: it takes the time its settings
    * (or profile) say and computes nothing, so the part of C given to it

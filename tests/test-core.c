@@ -173,6 +173,53 @@ TEST(spec_refusals_say_what_and_where) {
   return 0;
 }
 
+/* Blanks around ',', ':' and '=' are forgiven, as users type them: a key
+ * ' threads' once reached the cpu backend, which refused it as unknown.
+ * Blanks inside a part stay (a path may hold them), and a refusal quotes
+ * the part as written, less the blanks around it. */
+TEST(spec_forgives_blanks_around_separators) {
+  static poas__spec s;
+  char err[256] = "";
+  CHECK_OK(poas__spec_parse(" cpu : threads = 1 ,\topencl0 , sim:profile= my file.json :rate=1e11",
+                            &s, err, sizeof err));
+  CHECK_MSG(s.nentries == 3, "%d entries", s.nentries);
+  CHECK(strcmp(s.entry[0].kind, "cpu") == 0 && s.entry[0].index == -1);
+  CHECK_MSG(s.entry[0].nsettings == 1 && strcmp(s.entry[0].key[0], "threads") == 0 &&
+                strcmp(s.entry[0].value[0], "1") == 0,
+            "key '%s' value '%s'", s.entry[0].key[0], s.entry[0].value[0]);
+  CHECK(strcmp(s.entry[1].kind, "opencl") == 0 && s.entry[1].index == 0);
+  CHECK(strcmp(setting(&s.entry[2], "profile"), "my file.json") == 0);
+  CHECK(strcmp(setting(&s.entry[2], "rate"), "1e11") == 0);
+  /* The cpu backend's own check of what the parser kept. */
+  int threads = 0;
+  const poas__int_setting known[] = {{"threads", 1, 64, &threads}};
+  CHECK_OK(poas__spec_ints("cpu", &s.entry[0], known, 1, err, sizeof err));
+  CHECK(threads == 1);
+
+  static const struct {
+    const char *text, *message;
+  } bad[] = {
+      {"cpu:thr eads=1", "cpu: unknown setting 'thr eads' (known: threads)"},
+      {"cpu: threads =", "malformed setting 'threads =' in 'cpu: threads =' (expected key=value)"},
+      {"cpu: = 1", "malformed setting '= 1' in 'cpu: = 1' (expected key=value)"},
+      {"cpu: :threads=1", "empty setting in 'cpu: :threads=1' (expected key=value after each ':')"},
+      {"gp u0 :x=1", "unknown device 'gp u0' (expected cpu, cuda, opencl or sim, optionally "
+                     "followed by an index)"},
+      {"cpu , cpu :threads=1", "device 'cpu' selected twice"},
+      {"cpu:x=1: x =2", "setting 'x' given twice in 'cpu:x=1: x =2'"},
+      {"cpu, ,opencl", "empty device entry (entry 2) in 'cpu, ,opencl'"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    err[0] = '\0';
+    int rc = poas__spec_parse(bad[i].text, &s, err, sizeof err);
+    if (rc == 0)
+      rc = poas__spec_ints("cpu", &s.entry[0], known, 1, err, sizeof err);
+    CHECK_RC(rc, POAS_ESPEC);
+    CHECK_MSG(strcmp(err, bad[i].message) == 0, "'%s' gave '%s'", bad[i].text, err);
+  }
+  return 0;
+}
+
 /* A device named twice is refused alike, as a kind or as an id; sims, each
  * entry a device of its own, may repeat. */
 TEST(spec_refuses_a_device_named_twice) {
@@ -363,6 +410,7 @@ TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(worker_mark_is_per_
           TEST_ENTRY(spec_parses_entries_and_settings),
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
           TEST_ENTRY(spec_refusals_say_what_and_where),
+          TEST_ENTRY(spec_forgives_blanks_around_separators),
           TEST_ENTRY(spec_refuses_a_device_named_twice),
           TEST_ENTRY(spec_refuses_values_too_long_to_keep),
           TEST_ENTRY(expected_failures_are_not_warnings),

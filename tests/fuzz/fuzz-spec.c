@@ -6,6 +6,7 @@
  * run-fuzz.sh (FUZZ_TARGET=spec), not by make check. */
 #include "core/core.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,13 @@ static const char *const kinds[] = {"cpu", "cuda", "opencl", "sim"};
 
 /* Whether s is terminated inside its cap bytes and not empty. */
 static int held(const char *s, size_t cap) { return s[0] && memchr(s, '\0', cap) != NULL; }
+
+/* Whether s begins or ends with a blank, which the parser trims off each
+ * device word, key and value (blanks inside one are kept). */
+static int padded(const char *s) {
+  size_t len = strlen(s);
+  return len && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[len - 1]));
+}
 
 /* What a successful parse promises about each entry. */
 static void check_entry(const poas__spec_entry *e) {
@@ -27,8 +35,10 @@ static void check_entry(const poas__spec_entry *e) {
   for (int i = 0; i < e->nsettings; i++) {
     if (!held(e->key[i], sizeof e->key[i]) || !held(e->value[i], sizeof e->value[i]))
       abort();
-    /* The separators never end up inside a key or a value. */
-    if (strpbrk(e->key[i], ":,=") || strpbrk(e->value[i], ":,"))
+    /* The separators never end up inside a key or a value, nor the
+     * blanks around them at either end. */
+    if (strpbrk(e->key[i], ":,=") || strpbrk(e->value[i], ":,") || padded(e->key[i]) ||
+        padded(e->value[i]))
       abort();
     for (int j = 0; j < i; j++)
       if (strcmp(e->key[i], e->key[j]) == 0)
