@@ -208,7 +208,7 @@ int poas__spec_int(const char *who, const char *key, const char *value, int suff
     if (hi == INT64_MAX)
       snprintf(err, errcap, "%s: bad value '%s' for %s (at least %lld)", who, value, key,
                (long long)lo);
-    else if (hi - lo == 1)
+    else if (lo < hi && lo == hi - 1) /* hi - lo overflows for a lo far below 0 */
       snprintf(err, errcap, "%s: bad value '%s' for %s (%lld or %lld)", who, value, key,
                (long long)lo, (long long)hi);
     else

@@ -220,6 +220,23 @@ TEST(spec_forgives_blanks_around_separators) {
   return 0;
 }
 
+/* A range whose low end is far below 0 is worded without computing
+ * hi - lo, which overflowed (undefined behaviour; UBSan stops on it). */
+TEST(spec_int_words_wide_ranges) {
+  char err[256] = "";
+  int64_t v = 0;
+  CHECK_RC(poas__spec_int("sim", "x", "9", 0, INT64_MIN, 5, &v, err, sizeof err), POAS_ESPEC);
+  CHECK_MSG(strcmp(err, "sim: bad value '9' for x (-9223372036854775808 to 5)") == 0, "%s", err);
+  CHECK_RC(poas__spec_int("sim", "x", "9", 0, INT64_MIN, INT64_MIN + 1, &v, err, sizeof err),
+           POAS_ESPEC);
+  CHECK_MSG(strstr(err, "(-9223372036854775808 or -9223372036854775807)"), "%s", err);
+  CHECK_RC(poas__spec_int("sim", "x", "2", 0, 0, 1, &v, err, sizeof err), POAS_ESPEC);
+  CHECK_MSG(strstr(err, "(0 or 1)"), "%s", err);
+  CHECK_OK(poas__spec_int("sim", "x", "3", 0, INT64_MIN, 5, &v, err, sizeof err));
+  CHECK(v == 3);
+  return 0;
+}
+
 /* A device named twice is refused alike, as a kind or as an id; sims, each
  * entry a device of its own, may repeat. */
 TEST(spec_refuses_a_device_named_twice) {
@@ -411,6 +428,7 @@ TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(worker_mark_is_per_
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
           TEST_ENTRY(spec_refusals_say_what_and_where),
           TEST_ENTRY(spec_forgives_blanks_around_separators),
+          TEST_ENTRY(spec_int_words_wide_ranges),
           TEST_ENTRY(spec_refuses_a_device_named_twice),
           TEST_ENTRY(spec_refuses_values_too_long_to_keep),
           TEST_ENTRY(expected_failures_are_not_warnings),
