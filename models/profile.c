@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1154,9 +1155,34 @@ static int follow_links(const char *path, char *target, size_t cap) {
   return 0;
 }
 
-/* The file beside `target` that a profile is written to first. */
+int poas__profile_no_tmpfile;
+
+/* A name beside `target` for a file a profile is written to first, into
+ * tmp[cap], that no other writer is given: the process id tells processes
+ * apart, and a count of the whole process the writers within it. Two
+ * threads writing one profile once shared "PROFILE.tmp.PID", each
+ * truncating what the other wrote, and the second rename found no file. */
 static void temp_path(const char *target, char *tmp, size_t cap) {
-  snprintf(tmp, cap, "%s.tmp.%ld", target, (long)getpid());
+  static atomic_uint count;
+  snprintf(tmp, cap, "%s.tmp.%ld.%u", target, (long)getpid(), atomic_fetch_add(&count, 1));
+}
+
+/* How many names temp_path may give before a writer gives up: a name can
+ * be taken already by what an earlier process of the same id left, or by
+ * a process of another PID namespace writing in the same folder. */
+#define TEMP_TRIES 64
+
+/* Creates a new file of `mode` under a name of temp_path's, which goes to
+ * tmp[cap]: a descriptor, or -1 with errno set. A name taken is passed
+ * over: opening it was writing into another writer's file. */
+static int create_temp(const char *target, char *tmp, size_t cap, mode_t mode) {
+  for (int i = 0; i < TEMP_TRIES; i++) {
+    temp_path(target, tmp, cap);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  return -1;
 }
 
 /* The folder of `target`, for messages. */
@@ -1197,8 +1223,7 @@ int poas__profile_check_writable(const char *path, char *target, size_t cap) {
   if (rc)
     return rc;
   char tmp[1100], dir[1024];
-  temp_path(target, tmp, sizeof tmp);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = create_temp(target, tmp, sizeof tmp, 0600);
   if (fd < 0) {
     int e = errno;
     folder_of(target, dir, sizeof dir);
@@ -1226,39 +1251,60 @@ static int write_all(int fd, int mode, const char *text) {
   return e;
 }
 
-/* Writes text to a new file `tmp` with the permissions of the file it is
- * to replace (0644, less the umask, for a new one): 0 or an errno. Where
- * the file system makes files without a name (O_TMPFILE), the file gets
- * its name only once written and synced: a program stopped by a signal
- * while it writes (the sync can take seconds on a network file system)
- * then leaves nothing behind, where `tmp` once stayed beside the profile
- * for good. Elsewhere, or without /proc to name it through, it is `tmp`
- * from the start. */
-static int write_file(const char *tmp, const char *target, const char *text) {
+#ifdef O_TMPFILE
+/* Gives the file `fd`, made without a name, one of temp_path's, which
+ * goes to tmp[cap]: whether it has one. A name taken is passed over, as
+ * in create_temp. */
+static int name_temp(int fd, const char *target, char *tmp, size_t cap) {
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  for (int i = 0; i < TEMP_TRIES; i++) {
+    temp_path(target, tmp, cap);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
+      return 1;
+    if (errno != EEXIST)
+      return 0;
+  }
+  return 0;
+}
+#endif
+
+/* Writes text to a new file beside `target`, named in tmp[cap], with the
+ * permissions of the file it is to replace (0644, less the umask, for a
+ * new one): 0, or an errno and no file left behind. Where the file system
+ * makes files without a name (O_TMPFILE), the file gets its name only
+ * once written and synced: a program stopped by a signal while it writes
+ * (the sync can take seconds on a network file system) then leaves
+ * nothing behind, where the file once stayed beside the profile for good.
+ * Elsewhere, or without /proc to name it through, it has its name from
+ * the start. */
+static int write_file(const char *target, const char *text, char *tmp, size_t cap) {
   struct stat st;
   int mode = stat(target, &st) == 0 ? (int)(st.st_mode & 07777) : -1;
   int fd, e;
 #ifdef O_TMPFILE
-  char dir[1024], proc[64];
+  char dir[1024];
   folder_of(target, dir, sizeof dir);
-  fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  fd = poas__profile_no_tmpfile ? -1 : open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (fd >= 0) {
     e = write_all(fd, mode, text);
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    unlink(tmp); /* one this process's id left, whose name linkat cannot take */
-    int named = !e && linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0;
+    int named = !e && name_temp(fd, target, tmp, cap);
     if (close(fd) != 0 && !e)
       e = errno;
+    if (named && e)
+      unlink(tmp);
     if (named || e)
       return e;
   }
 #endif
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd = create_temp(target, tmp, cap, 0644);
   if (fd < 0)
     return errno;
   e = write_all(fd, mode, text);
   if (close(fd) != 0 && !e)
     e = errno;
+  if (e)
+    unlink(tmp);
   return e;
 }
 
@@ -1290,14 +1336,13 @@ int poas__profile_write(const char *path, const poas__profile *p) {
                       "not written: this POAS would refuse the profile on reading it: %s", why);
   }
   char tmp[1100];
-  temp_path(target, tmp, sizeof tmp);
-  int e = write_file(tmp, target, text);
+  int e = write_file(target, text, tmp, sizeof tmp);
   free(text);
-  if (!e && rename(tmp, target) != 0)
+  if (!e && rename(tmp, target) != 0) {
     e = errno;
-  if (e) {
     unlink(tmp);
-    return poas__fail(POAS_EIO, "%s: cannot write the profile: %s", path, strerror(e));
   }
+  if (e)
+    return poas__fail(POAS_EIO, "%s: cannot write the profile: %s", path, strerror(e));
   return 0;
 }

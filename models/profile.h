@@ -90,6 +90,10 @@ int poas__profile_check_writable(const char *path, char *target, size_t cap);
  * one that is not a regular file is refused (POAS_EINVAL). Errors name
  * `path` and the reason. */
 int poas__profile_write(const char *path, const poas__profile *p);
+/* Nonzero: profiles are written as on a file system without O_TMPFILE
+ * (their temporary file named from the start). For tests of that path;
+ * set it while no profile is being written. */
+extern int poas__profile_no_tmpfile;
 /* The default profile path: $POAS_PROFILE, else
  * $XDG_DATA_HOME/poas/<hostname>.json (an absolute XDG_DATA_HOME: the XDG
  * spec has a relative one ignored), else ~/.local/share/poas/<hostname>.json. */

@@ -4,19 +4,25 @@
  * and the inputs the fuzzer found) fails with POAS_EPROFILE and a message
  * naming the file and the problem, leaves the output untouched, and still
  * lets a context start on built-in models; a device whose fingerprint
- * differs is named and not given the profile's model. */
+ * differs is named and not given the profile's model. Writers of one
+ * profile at once each keep to a temporary file of their own, and a write
+ * that fails leaves none behind. */
 #include "devices/device.h"
 #include "harness.h"
 #include "models/profile.h"
 
 #include <cblas.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -590,7 +596,109 @@ TEST(long_profile_paths_are_used_whole) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(round_trip_is_exact), TEST_ENTRY(bad_profiles_fail_with_file_and_problem),
+/* How many names in the folder `dir` hold `part`. */
+static int names_holding(const char *dir, const char *part) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return -1;
+  int n = 0;
+  for (struct dirent *de; (de = readdir(d)) != NULL;)
+    n += strstr(de->d_name, part) != NULL;
+  closedir(d);
+  return n;
+}
+
+typedef struct profile_writer {
+  const char *path;
+  const poas__profile *p;
+  pthread_barrier_t *start;
+  int rc;
+} profile_writer;
+
+static void *write_profile_again_and_again(void *arg) {
+  profile_writer *w = arg;
+  pthread_barrier_wait(w->start);
+  for (int i = 0; i < 40 && !w->rc; i++)
+    w->rc = poas__profile_write(w->path, w->p);
+  return NULL;
+}
+
+/* Two threads of one process writing one profile each end with a whole
+ * file and leave no temporary one. Their temporary files once had one
+ * name, "PROFILE.tmp.PID": on a file system without O_TMPFILE each
+ * truncated the other's, and the second rename found no file (POAS_EIO);
+ * with it, each unlinked the name the other had just given its file. */
+TEST(writers_of_one_profile_keep_to_their_own_files) {
+  poas__profile *p = calloc(1, sizeof *p), *back = calloc(1, sizeof *back);
+  CHECK(p && back);
+  sample_profile(p);
+  char dir[256], path[300];
+  snprintf(dir, sizeof dir, "%s", test_tmp_path("writers"));
+  snprintf(path, sizeof path, "%s/one.json", dir);
+  for (int no_tmpfile = 0; no_tmpfile < 2; no_tmpfile++) {
+    poas__profile_no_tmpfile = no_tmpfile;
+    pthread_barrier_t start;
+    CHECK(pthread_barrier_init(&start, NULL, 2) == 0);
+    profile_writer w[2] = {{path, p, &start, 0}, {path, p, &start, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+      CHECK(pthread_create(&t[i], NULL, write_profile_again_and_again, &w[i]) == 0);
+    for (int i = 0; i < 2; i++)
+      CHECK(pthread_join(t[i], NULL) == 0);
+    pthread_barrier_destroy(&start);
+    poas__profile_no_tmpfile = 0;
+    for (int i = 0; i < 2; i++)
+      CHECK_MSG(w[i].rc == 0, "%s: writer %d failed", no_tmpfile ? "without O_TMPFILE" : "as found",
+                i);
+    CHECK_OK(poas__profile_load(path, back));
+    CHECK(back->ndev == p->ndev);
+    CHECK_MSG(names_holding(dir, ".tmp.") == 0, "temporary files left in %s", dir);
+  }
+  free(p);
+  free(back);
+  return 0;
+}
+
+/* A write that fails (here past a file size limit, as on a full disk)
+ * leaves the profile as it was and no temporary file beside it, with
+ * O_TMPFILE or without. */
+TEST(a_failed_write_leaves_no_temporary_file) {
+  poas__profile *p = calloc(1, sizeof *p);
+  CHECK(p);
+  sample_profile(p);
+  char dir[256], path[300];
+  snprintf(dir, sizeof dir, "%s", test_tmp_path("failed"));
+  snprintf(path, sizeof path, "%s/p.json", dir);
+  CHECK_OK(poas__profile_write(path, p));
+  char *before = read_text(path);
+  CHECK(before);
+  struct rlimit was, small;
+  CHECK(getrlimit(RLIMIT_FSIZE, &was) == 0);
+  small = was;
+  small.rlim_cur = 64;
+  void (*xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+  int rc[2];
+  for (int no_tmpfile = 0; no_tmpfile < 2; no_tmpfile++) {
+    poas__profile_no_tmpfile = no_tmpfile;
+    setrlimit(RLIMIT_FSIZE, &small);
+    rc[no_tmpfile] = poas__profile_write(path, p);
+    setrlimit(RLIMIT_FSIZE, &was);
+  }
+  poas__profile_no_tmpfile = 0;
+  signal(SIGXFSZ, xfsz);
+  for (int i = 0; i < 2; i++)
+    CHECK_RC(rc[i], POAS_EIO);
+  char *after = read_text(path);
+  CHECK(after && strcmp(before, after) == 0);
+  CHECK_MSG(names_holding(dir, ".tmp.") == 0, "temporary files left in %s", dir);
+  free(before);
+  free(after);
+  free(p);
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(round_trip_is_exact), TEST_ENTRY(writers_of_one_profile_keep_to_their_own_files),
+          TEST_ENTRY(a_failed_write_leaves_no_temporary_file), TEST_ENTRY(bad_profiles_fail_with_file_and_problem),
           TEST_ENTRY(good_file_loads_and_missing_file_is_eio), TEST_ENTRY(matching_profile_is_used),
           TEST_ENTRY(a_profiles_thread_counts_reach_the_device),
           TEST_ENTRY(fingerprint_mismatch_names_the_device),
