@@ -65,6 +65,7 @@
 #include "devices/device.h"
 #include "poas.h"
 #include "predict/predict.h"
+#include "tools/context-open.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -355,10 +356,13 @@ int main(int argc, char **argv) {
   opts.no_adapt = 1;
   int reps = 6, passes = 3, quick = 0, adapting = 0, c;
   const char *passes_arg = NULL;
+  tool_std_ready();
   while ((c = getopt_long(argc, argv, "d:r:p:qahV", longopts, NULL)) != -1) {
-    if (c == 'd')
+    if (c == 'd') {
+      if (!tool_devices_named("accuracy", optarg))
+        return 2;
       opts.devices = optarg;
-    else if (c == 'r') {
+    } else if (c == 'r') {
       long v;
       if (bench_parse_long(optarg, 1, MAX_REPS, &v))
         return bench_bad_arg("accuracy", "--reps (1 to " BENCH_XSTR(MAX_REPS) ")", optarg);
@@ -390,11 +394,9 @@ int main(int argc, char **argv) {
   } else
     passes = POAS__MIN(passes, reps);
   poas_context *ctx;
-  int rc = poas_init(&ctx, &opts);
-  if (rc) {
-    fprintf(stderr, "accuracy: %s: %s\n", poas_strerror(rc), poas_error_detail());
-    return rc == POAS_ESPEC ? 2 : 1;
-  }
+  int status = tool_context_open("accuracy", &opts, &ctx);
+  if (status)
+    return status;
   int ndev = poas_device_count(ctx);
   if (ndev > 1) { /* measuring the first alone would say nothing of the others */
     char ids[256] = "";

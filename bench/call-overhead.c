@@ -15,13 +15,17 @@
  *                    lanes the pipeline uses, and one wait (the floor)
  *
  *   bench/call-overhead [--devices ID] [-n N] [--calls C]
- * Defaults: cuda0 when there is one, else the first device; n = 64; 200
- * calls. Prints one line per measurement in microseconds. */
+ * Defaults: the device POAS_DEVICES names first, else cuda0 when there is
+ * one, else the first device; n = 64; 200 calls. A selection named but
+ * malformed is a usage error (exit 2), not passed over for the default.
+ * Prints one line per measurement in microseconds. */
 #include "bench/cli.h"
 #include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
 #include "schedule/engine.h"
+#include "tools/context-open.h"
+#include "tools/stdout-check.h"
 
 #include <getopt.h>
 #include <pthread.h>
@@ -48,7 +52,8 @@ static void usage(FILE *f) {
           "                    first device)\n"
           "  -n, --n N         matrix size, 1 to 4096 (default 64)\n"
           "  -c, --calls C     calls per measurement, 1 to %d (default 200)\n"
-          "  -h, --help        show this help\n",
+          "  -h, --help        show this help\n"
+          "  -V, --version     show the version\n",
           MAX_CALLS);
 }
 
@@ -71,14 +76,18 @@ int main(int argc, char **argv) {
                                            {"n", required_argument, NULL, 'n'},
                                            {"calls", required_argument, NULL, 'c'},
                                            {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, 'V'},
                                            {NULL, 0, NULL, 0}};
   const char *id = NULL;
   long n_arg = 64, calls_arg = 200;
   int c;
-  while ((c = getopt_long(argc, argv, "d:n:c:h", longopts, NULL)) != -1) {
-    if (c == 'd')
+  tool_std_ready();
+  while ((c = getopt_long(argc, argv, "d:n:c:hV", longopts, NULL)) != -1) {
+    if (c == 'd') {
+      if (!tool_devices_named("call-overhead", optarg))
+        return 2;
       id = optarg;
-    else if (c == 'n') {
+    } else if (c == 'n') {
       if (bench_parse_long(optarg, 1, 4096, &n_arg))
         return bench_bad_arg("call-overhead", "-n (1 to 4096)", optarg);
     } else if (c == 'c') {
@@ -86,7 +95,10 @@ int main(int argc, char **argv) {
         return bench_bad_arg("call-overhead", "--calls (1 to " BENCH_XSTR(MAX_CALLS) ")", optarg);
     } else if (c == 'h') {
       usage(stdout);
-      return 0;
+      return tool_stdout_status("call-overhead", 0);
+    } else if (c == 'V') {
+      printf("call-overhead (POAS) %s\n", poas_version());
+      return tool_stdout_status("call-overhead", 0);
     } else { /* getopt_long has named the option */
       fprintf(stderr, "Try 'call-overhead --help' for more information.\n");
       return 2;
@@ -98,14 +110,18 @@ int main(int argc, char **argv) {
   poas_options o;
   poas_options_init(&o);
   o.devices = id;
-  if (!id)
-    o.devices = getenv("POAS_DEVICES") ? NULL : "cuda0";
-  poas_context *ctx;
-  if (poas_init(&ctx, &o) != 0) {
-    o.devices = NULL; /* no cuda0 here: the first device */
+  poas_context *ctx = NULL;
+  const char *env = getenv("POAS_DEVICES");
+  if (!id && !(env && *env)) {
+    o.devices = "cuda0";
     if (poas_init(&ctx, &o) != 0)
-      die("poas_init");
+      ctx = NULL, o.devices = NULL; /* no cuda0 here: the first device */
   }
+  /* A selection the user named is kept to: a malformed one was passed
+   * over for the first device, which was then timed, exit 0. */
+  int status = ctx ? 0 : tool_context_open("call-overhead", &o, &ctx);
+  if (status)
+    return status;
   poas_device_info info;
   poas_device_get(ctx, 0, &info);
   if (poas_device_count(ctx) > 1) {
@@ -228,5 +244,5 @@ int main(int argc, char **argv) {
   }
   poas__devset_close(&set);
   free(A), free(B), free(C);
-  return 0;
+  return tool_stdout_status("call-overhead", 0);
 }

@@ -1,5 +1,6 @@
 /* cli.h: what the bench programs share on their command lines: one
- * wording for a bad argument and the tools' strict integer parser.
+ * wording for a bad argument, the spellings of --help and --version, and
+ * the tools' strict integer parser.
  * Header-only, like timing.h, since cuda-transfer links nothing of POAS. */
 #ifndef POAS_BENCH_CLI_H
 #define POAS_BENCH_CLI_H
@@ -29,6 +30,11 @@ static inline int bench_parse_long(const char *text, long lo, long hi, long *out
 /* Whether `arg` asks for the usage text. */
 static inline int bench_is_help(const char *arg) {
   return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+/* Whether `arg` asks for the version. */
+static inline int bench_is_version(const char *arg) {
+  return strcmp(arg, "--version") == 0 || strcmp(arg, "-V") == 0;
 }
 
 /* The text of a numeric macro, for messages that name a limit. */

@@ -15,9 +15,14 @@
  * Each figure is the median of 5 runs after a warm-up.
  *   bench/cuda-transfer [MiB ...]   (default 16 64 256; at most 8 sizes,
  *                                     each 1 to 65536)
- *   bench/cuda-transfer --help      (or -h: the usage text) */
+ *   bench/cuda-transfer --help      (or -h: the usage text)
+ *   bench/cuda-transfer --version   (or -V; the package's, as it links
+ *                                     nothing of POAS) */
+#include "config.h"
+
 #include "bench/cli.h"
 #include "bench/timing.h"
+#include "tools/stdout-check.h"
 
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -85,7 +90,8 @@ static void usage(FILE *f) {
           "of cudaHostRegister, and how long async copies hold the host, on the first GPU.\n\n"
           "  MiB         sizes to measure, up to %d of them, each 1 to %d\n"
           "              (default 16 64 256)\n"
-          "  -h, --help  show this help\n",
+          "  -h, --help     show this help\n"
+          "  -V, --version  show the version\n",
           MAX_SIZES, MAX_MIB);
 }
 
@@ -96,11 +102,17 @@ static int bad(const char *what, const char *value) {
 int main(int argc, char **argv) {
   size_t mib[MAX_SIZES] = {16, 64, 256};
   int nsizes = 3;
-  for (int i = 1; i < argc; i++)
+  tool_std_ready();
+  for (int i = 1; i < argc; i++) {
     if (bench_is_help(argv[i])) {
       usage(stdout);
-      return 0;
+      return tool_stdout_status("cuda-transfer", 0);
     }
+    if (bench_is_version(argv[i])) {
+      printf("cuda-transfer (POAS) %s\n", PACKAGE_VERSION);
+      return tool_stdout_status("cuda-transfer", 0);
+    }
+  }
   if (argc > 1) {
     nsizes = 0;
     for (int i = 1; i < argc; i++) {
@@ -171,5 +183,5 @@ int main(int argc, char **argv) {
     free(wide);
   }
   CK(cudaStreamDestroy(st));
-  return 0;
+  return tool_stdout_status("cuda-transfer", 0);
 }

@@ -25,11 +25,12 @@
  * (64K to 4096K, a multiple of 64), at most 8 of them. SPEC may carry the
  * device's settings (cuda0:copy_threads=0: the CUDA runtime's own path, to
  * compare with the staged one). Exit status: 0, 1 when a copy failed or no
- * such device, 2 on a usage error. */
+ * such device, 2 on a usage error (a malformed SPEC among them). */
 #include "bench/cli.h"
 #include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
+#include "tools/stdout-check.h"
 
 #include <getopt.h>
 #include <pthread.h>
@@ -117,7 +118,8 @@ static void usage(FILE *f) {
           "direction alone and both at once; GB/s of payload, median of %d.\n\n"
           "  -d, --devices SPEC  the device, with its settings if any (default: cuda0,\n"
           "                      else the first with its own memory)\n"
-          "  -h, --help          show this help\n\n"
+          "  -h, --help          show this help\n"
+          "  -V, --version       show the version\n\n"
           "Sizes default to 16 64 256 MiB (at most %d): MiB from 1 to %d, or KiB with\n"
           "a K suffix (64K to 4096K, multiples of 64).\n",
           REPS, MAX_SIZES, MAX_MIB);
@@ -126,15 +128,22 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
   static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
                                            {"help", no_argument, NULL, 'h'},
+                                           {"version", no_argument, NULL, 'V'},
                                            {NULL, 0, NULL, 0}};
   const char *want = NULL;
   int c;
-  while ((c = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
-    if (c == 'd')
+  tool_std_ready();
+  while ((c = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1) {
+    if (c == 'd') {
+      if (!tool_devices_named("device-copy", optarg))
+        return 2;
       want = optarg;
-    else if (c == 'h') {
+    } else if (c == 'h') {
       usage(stdout);
-      return 0;
+      return tool_stdout_status("device-copy", 0);
+    } else if (c == 'V') {
+      printf("device-copy (POAS) %s\n", poas_version());
+      return tool_stdout_status("device-copy", 0);
     } else {
       fprintf(stderr, "Try 'device-copy --help' for more information.\n");
       return 2;
@@ -154,16 +163,18 @@ int main(int argc, char **argv) {
   poas__devset set = {0};
   char err[256];
   const char *sel = want ? want : "cuda0";
-  if (poas__devset_open(sel, &set, err, sizeof err) != 0 && !want) {
+  int rc = poas__devset_open(sel, &set, err, sizeof err);
+  if (rc != 0 && !want) {
     memset(&set, 0, sizeof set);
     sel = "opencl0";
     if (poas__devset_open(sel, &set, err, sizeof err) != 0) {
       fprintf(stderr, "device-copy: no device with its own memory (%s)\n", err);
       return 1;
     }
-  } else if (set.ndev == 0) {
-    fprintf(stderr, "device-copy: %s\n", err);
-    return 1;
+  } else if (rc != 0 || set.ndev == 0) {
+    /* A malformed selection is the user's to fix, as in the tools. */
+    fprintf(stderr, "device-copy: --devices '%s': %s\n", want, err);
+    return rc == POAS_ESPEC ? 2 : 1;
   }
   poas__device *d = set.dev[0];
   if (d->info.host_memory) {
@@ -219,5 +230,5 @@ int main(int argc, char **argv) {
   d->be->mem_free(d, mem[1]);
   free(host[0]), free(host[1]);
   poas__devset_close(&set);
-  return 0;
+  return tool_stdout_status("device-copy", 0);
 }

@@ -3,10 +3,12 @@
  * of them competing for the host's cores. Prints the median and best time
  * of one solve over many repetitions. Not installed; it measures an
  * internal function, so it links the internal library. Takes no arguments
- * but --help (or -h), which prints the usage text. */
+ * but --help (or -h), which prints the usage text, and --version (-V). */
 #include "bench/cli.h"
 #include "bench/timing.h"
 #include "optimize/optimize.h"
+#include "poas.h"
+#include "tools/stdout-check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,15 +47,21 @@ static void usage(FILE *f) {
           "Time the split solver on eight devices, alone and as the library plans\n"
           "(min_gain 3%%), with and without two devices competing for the host's cores;\n"
           "print the median and best of %d solves.\n\n"
-          "  -h, --help  show this help\n",
+          "  -h, --help     show this help\n"
+          "  -V, --version  show the version\n",
           REPS);
 }
 
 int main(int argc, char **argv) {
+  tool_std_ready();
   if (argc > 1) {
     if (bench_is_help(argv[1])) {
       usage(stdout);
-      return 0;
+      return tool_stdout_status("optimize-bench", 0);
+    }
+    if (bench_is_version(argv[1])) {
+      printf("optimize-bench (POAS) %s\n", poas_version());
+      return tool_stdout_status("optimize-bench", 0);
     }
     return bench_bad_arg("optimize-bench", argv[1][0] == '-' ? "option" : "argument", argv[1]);
   }
@@ -84,5 +92,5 @@ int main(int argc, char **argv) {
              lib ? "min_gain 3%:" : "min_gain 0:", med * 1e6, best * 1e6);
     }
   }
-  return 0;
+  return tool_stdout_status("optimize-bench", 0);
 }

@@ -7,11 +7,13 @@
  *
  *   bench/tasks-overhead [N] [rounds]     (default 100000 tasks, 5 rounds)
  *   bench/tasks-overhead --help           (or -h: the usage text)
+ *   bench/tasks-overhead --version        (or -V)
  *
  * Prints the best and median round per mode. */
 #include "bench/cli.h"
 #include "bench/timing.h"
 #include "poas.h"
+#include "tools/stdout-check.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -29,7 +31,8 @@ static void usage(FILE *f) {
           "(mode R) and as a chain of writers (mode RW); print the best and median round.\n\n"
           "  NTASKS      tasks per round (default 100000)\n"
           "  ROUNDS      rounds per mode, 1 to %d (default 5)\n"
-          "  -h, --help  show this help\n",
+          "  -h, --help     show this help\n"
+          "  -V, --version  show the version\n",
           MAX_ROUNDS);
 }
 
@@ -40,11 +43,16 @@ static int bad(const char *what, const char *value) {
 int main(int argc, char **argv) {
   const char *pos[2] = {NULL, NULL};
   int npos = 0;
+  tool_std_ready();
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (bench_is_help(a)) {
       usage(stdout);
-      return 0;
+      return tool_stdout_status("tasks-overhead", 0);
+    }
+    if (bench_is_version(a)) {
+      printf("tasks-overhead (POAS) %s\n", poas_version());
+      return tool_stdout_status("tasks-overhead", 0);
     }
     if (bench_is_option(a))
       return bad("option", a);
@@ -97,5 +105,5 @@ int main(int argc, char **argv) {
   }
   poas_buffer_unregister(buf);
   poas_finalize(ctx);
-  return 0;
+  return tool_stdout_status("tasks-overhead", 0);
 }
