@@ -54,6 +54,8 @@
  *     -p, --passes P      passes the calls are spread over, 1 to N (default 3)
  *     -q, --quick         half the square shapes
  *     -a, --adapt         the library's default predictions (below)
+ *     -t, --timings FILE  every timed call into a CSV: shape, measured and
+ *                         predicted seconds, the hand-off probe's ratio
  *     -h, --help          the usage text
  *     -V, --version       the version
  * The profile comes from POAS_PROFILE or the default path. Exit status: 0,
@@ -68,6 +70,7 @@
 #include "tools/context-open.h"
 #include "tools/stdout-check.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -315,6 +318,29 @@ static int call_errors(int ns, const double *t, const double *call_pred, const d
   return n;
 }
 
+/* Every timed call as a CSV row into f, which it closes: the shape, the
+ * timing's number (pass by pass), measured and predicted seconds, and the
+ * hand-off probe's ratio around it (state, or 0). Returns nonzero, having
+ * said so, when the file could not be written. */
+static int write_timings(FILE *f, const char *path, const shape *shapes, int ns, int timed,
+                         const double *t, const double *call_pred, const double *state) {
+  fprintf(f, "dtype,op,m,n,k,timing,measured_s,predicted_s,handoff_ratio\n");
+  for (int i = 0; i < ns; i++)
+    for (int j = 0; j < timed; j++) {
+      const shape *s = &shapes[i];
+      int at = i * MAX_REPS + j;
+      fprintf(f, "%s,%c%c,%lld,%lld,%lld,%d,%.9g,%.9g,%.4g\n", s->dtype ? "d" : "s",
+              s->ta == POAS_TRANS ? 'T' : 'N', s->tb == POAS_TRANS ? 'T' : 'N',
+              (long long)s->m, (long long)s->n, (long long)s->k, j, t[at], call_pred[at],
+              state ? state[at] : 0.0);
+    }
+  if (ferror(f) | fclose(f)) {
+    fprintf(stderr, "accuracy: --timings %s: could not be written\n", path);
+    return 1;
+  }
+  return 0;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "Usage: accuracy [OPTIONS]\n"
@@ -331,6 +357,10 @@ static void usage(FILE *f) {
           "                      models scaled by what the context learned from its\n"
           "                      runs (POAS_ADAPT), each shape's prediction taken\n"
           "                      before its own first run\n"
+          "  -t, --timings FILE  write every timed call to FILE as CSV: dtype, op, m,\n"
+          "                      n, k, timing, measured and predicted seconds (the\n"
+          "                      call's own plan), and the hand-off probe's ratio\n"
+          "                      (sgemm on 2 threads over 1; 0 where not probed)\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n\n"
           "The profile comes from POAS_PROFILE or the default path.\n"
@@ -344,6 +374,7 @@ int main(int argc, char **argv) {
                                            {"passes", required_argument, NULL, 'p'},
                                            {"quick", no_argument, NULL, 'q'},
                                            {"adapt", no_argument, NULL, 'a'},
+                                           {"timings", required_argument, NULL, 't'},
                                            {"help", no_argument, NULL, 'h'},
                                            {"version", no_argument, NULL, 'V'},
                                            {NULL, 0, NULL, 0}};
@@ -355,9 +386,9 @@ int main(int argc, char **argv) {
    * next's prediction. */
   opts.no_adapt = 1;
   int reps = 6, passes = 3, quick = 0, adapting = 0, c;
-  const char *passes_arg = NULL;
+  const char *passes_arg = NULL, *timings_path = NULL;
   tool_std_ready();
-  while ((c = getopt_long(argc, argv, "d:r:p:qahV", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "d:r:p:qat:hV", longopts, NULL)) != -1) {
     if (c == 'd') {
       if (!tool_devices_named("accuracy", optarg))
         return 2;
@@ -373,6 +404,8 @@ int main(int argc, char **argv) {
       quick = 1;
     else if (c == 'a')
       adapting = 1, opts.no_adapt = 0;
+    else if (c == 't')
+      timings_path = optarg;
     else if (c == 'h') {
       usage(stdout);
       return tool_stdout_status("accuracy", 0);
@@ -530,8 +563,16 @@ int main(int argc, char **argv) {
    * several threads (bench_handoff_now; 0 elsewhere). */
   static double state[128 * MAX_REPS], visit_pred[128 * MAX_REPS], call_pred[128 * MAX_REPS];
   int tag_state = info.host_memory && bench_handoff_now() > 0;
+  FILE *timings = timings_path ? fopen(timings_path, "w") : NULL;
+  if (timings_path && !timings) {
+    fprintf(stderr, "accuracy: --timings %s: %s\n", timings_path, strerror(errno));
+    return 1;
+  }
   time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s, visit_pred,
                  call_pred, tag_state ? state : NULL);
+  if (timings && write_timings(timings, timings_path, shapes, ns, timed, t, call_pred,
+                               tag_state ? state : NULL))
+    return 1;
   /* Each call's own prediction against it, before the table's medians
    * reorder t: over all calls, then by state. */
   int calls[3] = {0, 0, 0};
