@@ -168,6 +168,20 @@ for p in "$tools_dir/poas-info" "$tools_dir/poas-plan" "$tools_dir/poas-demo" \
          "$bench_dir/cuda-transfer" "$bench_dir/device-copy" "$bench_dir/call-overhead"; do
   [ -x "$p" ] && programs="$programs $p"
 done
+# poas-mpi-bench runs MPI_Init, and in the sanitizer build Open MPI's own
+# allocations left at exit read as leaks on stderr (tests/poas-mpi.sh says
+# why no suppression can name them): it runs here through a wrapper of
+# the same name with leak checking off, the rest of ASan on.
+if [ -x "$bench_dir/poas-mpi-bench" ]; then
+  mkdir "$tmp/mpi" || exit 1
+  mpi_bench=$(cd "$bench_dir" && pwd)/poas-mpi-bench
+  cat >"$tmp/mpi/poas-mpi-bench" <<WRAP || exit 1
+#!/bin/sh
+ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0" exec "$mpi_bench" "\$@"
+WRAP
+  chmod +x "$tmp/mpi/poas-mpi-bench" || exit 1
+  programs=$(echo "$programs" | sed "s|$bench_dir/poas-mpi-bench|$tmp/mpi/poas-mpi-bench|")
+fi
 for tool in $programs; do
   name=$(basename "$tool")
   "$tool" --help >"$tmp/out" 2>"$tmp/err"
@@ -186,6 +200,7 @@ done
 # first device, which was then timed.
 while read -r name args; do
   tool=$tools_dir/$name
+  [ -x "$tool" ] || tool=$tmp/mpi/$name
   [ -x "$tool" ] || tool=$bench_dir/$name
   [ -x "$tool" ] || continue
   # shellcheck disable=SC2086
