@@ -331,9 +331,11 @@ static const char *alone_id(const poas_device_info *d) {
  * "cpu0:threads=1"). Entries open their devices in order, an id or a sim
  * entry one each and a bare kind every remaining device of that kind, so
  * walking the entries and the devices together pairs them. Blanks around
- * an entry are dropped, as the library's parser drops them: "cpu, sim:..."
- * otherwise paired no kind with " sim:..." and ran sim0 alone without its
- * settings. */
+ * an entry and before its first ':' are dropped, as the library's parser
+ * drops them (core/spec.c): "cpu, sim:..." otherwise paired no kind with
+ * " sim:...", and "sim :..." none with "sim ", and ran sim0 alone without
+ * its settings. The settings are passed on as written, blanks and all,
+ * which the library reads alike. */
 static void single_selections(const char *selection, const poas_device_info *d, int n,
                               char (*out)[512]) {
   for (int i = 0; i < n; i++)
@@ -350,7 +352,10 @@ static void single_selections(const char *selection, const poas_device_info *d, 
     for (char *end = e + strlen(e); end > e && isspace((unsigned char)end[-1]);)
       *--end = '\0';
     const char *settings = strchr(e, ':');
-    size_t word = settings ? (size_t)(settings - e) : strlen(e), kind = word;
+    size_t word = settings ? (size_t)(settings - e) : strlen(e);
+    while (word > 0 && isspace((unsigned char)e[word - 1]))
+      word--;
+    size_t kind = word;
     while (kind > 0 && isdigit((unsigned char)e[kind - 1]))
       kind--;
     int one = kind < word || strncmp(e, "sim", kind) == 0;
