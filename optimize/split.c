@@ -291,6 +291,9 @@ static double balance(solver *s) {
 typedef struct screen {
   int ok[POAS_MAX_DEVICES];          /* may take part */
   int64_t tile[POAS_MAX_DEVICES];    /* units per tile; 0 when it cannot take part */
+  /* Left out for what it adds, by times of the split then solved
+   * (drop_marginal, alone_when_cheaper): its reason quotes them. */
+  int judged[POAS_MAX_DEVICES];
 } screen;
 
 /* The most units in a tile within the device's tile_bytes_max of the
@@ -853,6 +856,7 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
   for (int j = 0; j < ndrop; j++) {
     poas__opt_share *sh = &r->dev[order[j]];
     sh->excluded = 1;
+    sc->judged[order[j]] = 1;
     snprintf(sh->reason, sizeof sh->reason,
              "adds too little: %.1f%% of the work; without the %d device%s this small the "
              "predicted time grows %.1f%%, less than the %.0f%% the models can be off by",
@@ -943,6 +947,7 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
   for (int i = 0; i < nd; i++)
     if (sc->ok[i] && i != keep) {
       sc->ok[i] = 0;
+      sc->judged[i] = 1;
       r->dev[i].excluded = 1;
       if (alone <= t)
         snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
@@ -976,6 +981,22 @@ static void tiles_for_split(const poas__opt_device *d, int nd, const poas__opt_p
                                           ncand == 1 && sc->ok[i])
                             : 0;
   }
+}
+
+/* The reasons of the devices left out for what they add (sc->judged),
+ * once the plan turned from split `was` to the split in r: they quoted
+ * times and gains of the plans split as `was`, which this plan does not
+ * hold ("gpu alone is predicted 48.4 ms" beside a plan of the GPU alone
+ * at 39 ms), and say where they were judged instead. */
+static void rejudged_reasons(int nd, const poas__opt_problem *p, const screen *sc,
+                             poas__split_dim was, poas__opt_result *r) {
+  for (int i = 0; i < nd; i++)
+    if (sc->judged[i] && r->dev[i].excluded)
+      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+               "adds too little: left out split by %s, where it gained less than the models' "
+               "error and the runtime's cost allow; the plan was then split by %s, predicted "
+               "faster",
+               unit_name(p, was), unit_name(p, r->split));
 }
 
 /* The gain below which the other direction is not solved for. */
@@ -1068,8 +1089,10 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
         r->dev[i].excluded = 0, r->dev[i].reason[0] = 0;
       }
     fill_result(s, d, &sc_other, r);
-    if (r->balanced_s < head.balanced_s)
+    if (r->balanced_s < head.balanced_s) {
+      rejudged_reasons(nd, p, sc, head.split, r);
       return;
+    }
   }
   memcpy(r, &head, offsetof(poas__opt_result, dev));
   memcpy(r->dev, was, (size_t)nd * sizeof *was);
