@@ -158,6 +158,7 @@ typedef struct poas__kept_memo {
   poas__opt_problem prob;
   double learned[POAS_MAX_DEVICES];
   uint64_t memory[POAS_MAX_DEVICES];
+  int lost[POAS_MAX_DEVICES]; /* planned out as lost (poas__dev_lost) */
   int kept[POAS_MAX_DEVICES];
 } poas__kept_memo;
 

@@ -558,7 +558,8 @@ static void kept_out(poas_context *ctx, const poas__gemm_plan *plan, int kept[])
   poas__kept_memo *m = &ctx->kept_memo;
   int same = m->valid && same_problem(&m->prob, &plan->prob);
   for (int i = 0; same && i < nd; i++)
-    same = m->learned[i] == plan->learned[i] && m->memory[i] == plan->dev[i].memory_bytes;
+    same = m->learned[i] == plan->learned[i] && m->memory[i] == plan->dev[i].memory_bytes &&
+           m->lost[i] == (plan->dev[i].lost != NULL);
   if (same) {
     memcpy(kept, m->kept, (size_t)nd * sizeof *kept);
     return;
@@ -590,6 +591,7 @@ static void kept_out(poas_context *ctx, const poas__gemm_plan *plan, int kept[])
     for (int i = 0; i < nd; i++) {
       m->learned[i] = plan->learned[i];
       m->memory[i] = plan->dev[i].memory_bytes;
+      m->lost[i] = plan->dev[i].lost != NULL;
       m->kept[i] = kept[i];
     }
   }
