@@ -189,6 +189,15 @@ static void leave(caller_current prev) {
  * a GEMM that ran on its thread (schedule/run.c, run_inline). */
 static int enter(cuda_state *s, caller_current *prev) {
   prev->restore = KEEP_CURRENT;
+  /* Lost through another context of the process (the ordinal's record):
+   * this context's device is lost with it, and plans leave it out. */
+  cudaError_t other = lost_by(s->ordinal);
+  if (other != cudaSuccess && !poas__dev_lost(&s->dev)) {
+    char why[sizeof s->dev.lost_why];
+    snprintf(why, sizeof why, "%s (%s), met by another context of this process",
+             cudaGetErrorName(other), cudaGetErrorString(other));
+    poas__dev_mark_lost(&s->dev, why);
+  }
   const char *lost = poas__dev_lost(&s->dev);
   if (lost)
     return poas__fail(POAS_EDEVICE, "cuda%d: lost earlier in this process: %s", s->ordinal, lost);
