@@ -24,10 +24,11 @@
  * once its wait has left no task.
  *
  * Room: C is kept only when A, B and C together fit in half the device's
- * memory, and the copies on a device hold at most a quarter of it (older
- * ones not used by the run make room first); a GEMM task's plan counts
- * what copies hold as taken (poas__resident_bytes), and a synchronous
- * call's nothing, since it frees them all first. At most
+ * memory and C whole is within its limits on one buffer (what its GEMM can
+ * index, its largest allocation), and the copies on a device hold at most
+ * a quarter of it (older ones not used by the run make room first); a
+ * GEMM task's plan counts what copies hold as taken (poas__resident_bytes),
+ * and a synchronous call's nothing, since it frees them all first. At most
  * POAS__MAX_RESIDENT copies. */
 #include "api/context.h"
 
@@ -116,6 +117,24 @@ uint64_t poas__resident_bytes(poas_context *ctx, int device) {
   return held;
 }
 
+/* Whether C whole fits the device's limits on one buffer: its GEMMs index
+ * C from the start of that buffer (each tile's C lies at its place there),
+ * so all m x n of it, each side padded as the device pads operands, must
+ * stay within what they can index (gemm_max_elems), and the buffer within
+ * the largest the device allocates (max_buffer_bytes). The plan kept
+ * every tile within both, not C whole: past them the tiles' GEMMs were
+ * refused mid-run, or the allocation failed after older copies had made
+ * room for it. A copy within them also serves later GEMMs as a whole A or
+ * B within them. */
+static int whole_c_within_limits(const poas__device *d, const poas__gemm_problem *p) {
+  size_t es = poas__dtype_size(p->dtype);
+  if (d->gemm_max_elems > 0 &&
+      poas__padded_elems(p->m, p->n, d->gemm_index_pad) > (double)d->gemm_max_elems)
+    return 0;
+  return d->max_buffer_bytes == 0 ||
+         (double)p->m * (double)p->n * (double)es <= (double)d->max_buffer_bytes;
+}
+
 /* Makes room for `bytes` more on `device` within `cap`, dropping the oldest
  * copies other than `keep_a` and `keep_b`; whether it fits. Locked. */
 static int make_room(poas_context *ctx, int device, size_t bytes, uint64_t cap,
@@ -181,6 +200,7 @@ int poas__resident_prepare(poas_context *ctx, const poas__gemm_problem *p,
   int fits = dev < 0 || plan->res.dev[dev].time.tiles <= 2 ||
              poas__dev_available(ctx->devices.dev[dev], &now) != 0 || now >= problem;
   int keep = !rc && dev >= 0 && problem <= memory / 2 && fits &&
+             whole_c_within_limits(ctx->devices.dev[dev], p) &&
              make_room(ctx, dev, bytes, memory / 4, a, b);
   pthread_mutex_unlock(&ctx->resident_lock);
   if (!keep)

@@ -6,6 +6,7 @@
  * when no OpenCL device is present or the backend is not built. */
 #include "config.h"
 
+#include "api/context.h"
 #include "devices/device.h"
 #include "gemm-cases.h"
 #include "predict/predict.h"
@@ -462,6 +463,70 @@ TEST(opencl_buffer_limit_cuts_plans) {
 #endif
 }
 
+#if POAS_HAVE_OPENCL
+/* Runs a 1000 x 100 x 100 sgemm as a task on a context of opencl0 alone,
+ * C poisoned, and checks C against the reference; *kept: the bytes of C
+ * the GEMM left on the device once its task was waited for. */
+static int kept_c_case(const char *what, uint64_t seed, uint64_t *kept) {
+  poas_context *ctx = test_open("opencl0");
+  CHECK_MSG(ctx != NULL, "%s", poas_error_detail());
+  test_gemm tg;
+  CHECK_OK(test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1000,
+                           100, 100, 0, 1.0, 0.0, seed));
+  test_poison(tg.C, POAS_FLOAT32, (size_t)tg.ldc * 100);
+  poas_task *t;
+  CHECK_OK(poas_sgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1000, 100, 100,
+                            1.0f, tg.A, tg.lda, tg.B, tg.ldb, 0.0f, tg.C, tg.ldc, &t));
+  int rc = poas_task_wait(t);
+  CHECK_MSG(rc == 0, "%s: %s: %s", what, poas_err_name(rc), poas_error_detail());
+  CHECK(0 == test_gemm_verify(&tg, what));
+  *kept = poas__resident_bytes(ctx, 0); /* freed only by the next wait_all or GEMM */
+  test_gemm_free(&tg);
+  poas_finalize(ctx);
+  return 0;
+}
+#endif
+
+/* A GEMM task planned on one device keeps C whole there for the next task
+ * (api/resident.c), one buffer of m x n that each tile's GEMM indexes from
+ * its start. A 1000 x 100 C (100000 elements, 400000 bytes) is kept on
+ * opencl0 as it is. With the index limit lowered to 128^2 its plan is cut
+ * into tiles within it, but C whole was kept past it, and the tiles' GEMMs
+ * were refused mid-run (POAS_ENOTSUP: this part fails without the check).
+ * With the largest buffer lowered to 64 KiB, C whole is past that: its
+ * allocation failed and C went through tiles, which the check now decides
+ * before. Both leave nothing kept and compute a poisoned C right. */
+TEST(opencl_kept_c_stays_within_limits) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  poas__devset set;
+  char err[256];
+  int rc = open_set("opencl0", &set, err, sizeof err);
+  if (rc)
+    return rc;
+  poas__devset_close(&set);
+  uint64_t kept;
+  CHECK_OK(kept_c_case("sgemm task 1000 x 100 x 100", 61, &kept));
+  CHECK_MSG(kept == 1000 * 100 * sizeof(float), "kept %llu bytes", (unsigned long long)kept);
+
+  int64_t saved_index = poas__ocl_index_max;
+  poas__ocl_index_max = 128 * 128;
+  rc = kept_c_case("sgemm task 1000 x 100 x 100 under a 128^2 index limit", 62, &kept);
+  poas__ocl_index_max = saved_index;
+  CHECK_OK(rc);
+  CHECK_MSG(kept == 0, "kept %llu bytes", (unsigned long long)kept);
+
+  uint64_t saved_buffer = poas__ocl_buffer_max;
+  poas__ocl_buffer_max = 64 << 10;
+  rc = kept_c_case("sgemm task 1000 x 100 x 100 under a 64 KiB buffer limit", 63, &kept);
+  poas__ocl_buffer_max = saved_buffer;
+  CHECK_OK(rc);
+  CHECK_MSG(kept == 0, "kept %llu bytes", (unsigned long long)kept);
+  return 0;
+#endif
+}
+
 TEST(opencl_bad_settings_named) {
   poas__devset set;
   char err[256];
@@ -701,4 +766,5 @@ TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding)
           TEST_ENTRY(opencl_operands_past_int32_refused),
           TEST_ENTRY(opencl_index_limit_cuts_plans),
           TEST_ENTRY(opencl_transpose_refuses_unknown_dtype),
-          TEST_ENTRY(opencl_long_strings_are_cut), TEST_ENTRY(opencl_buffer_limit_cuts_plans))
+          TEST_ENTRY(opencl_long_strings_are_cut), TEST_ENTRY(opencl_buffer_limit_cuts_plans),
+          TEST_ENTRY(opencl_kept_c_stays_within_limits))
