@@ -214,6 +214,8 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .max_operand_elems = ctx->devices.dev[i]->gemm_max_elems,
         .index_pad = ctx->devices.dev[i]->gemm_index_pad,
         .buffer_bytes_max = ctx->devices.dev[i]->max_buffer_bytes,
+        .scratch_pad = ctx->devices.dev[i]->gemm_scratch_pad,
+        .scratch_min_mnk = ctx->devices.dev[i]->gemm_scratch_min_mnk,
         .model_error = model_error(ctx, i, p->dtype),
         .supports_dtype =
             (info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED) &&

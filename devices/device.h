@@ -192,6 +192,17 @@ struct poas__device {
    * transpose, and each tile of the other operand and of C (adapt/
    * gemm.c); past it the allocation fails mid-run with POAS_ENOMEM. */
   uint64_t max_buffer_bytes;
+  /* Scratch its GEMM allocates per call, beside the operands; pad 0: none.
+   * CLBlast's indirect kernel copies each operand that is not already in
+   * its layout (sides whole multiples of its work-group tile, dense, at
+   * offset 0, the way round it wants) into one temporary buffer, each
+   * side rounded up to that tile (at most gemm_scratch_pad), for calls of
+   * m n k from gemm_scratch_min_mnk on (below it, its direct kernel needs
+   * none; 0: every call). Plans count one call's copies against memory
+   * and the largest allocation (optimize/split.c); past the latter the
+   * call fails mid-run as a device error. */
+  int64_t gemm_scratch_pad;
+  int64_t gemm_scratch_min_mnk;
   /* Devices that run a GEMM on several host threads (the CPU's OpenBLAS):
    * the most a call may use (0 or 1: nothing to choose), and, for a C
    * whose short side s is at most POAS__FEW_SIDE, how many a call of

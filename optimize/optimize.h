@@ -71,6 +71,12 @@ typedef struct poas__opt_device {
    * max_buffer_bytes): the shared operand must fit in one, and tiles are
    * cut so that each of their buffers does; 0: no limit. */
   uint64_t buffer_bytes_max;
+  /* Its GEMM's temporary copies of the operands, per call (poas__device.
+   * gemm_scratch_pad, gemm_scratch_min_mnk): one buffer, each side padded
+   * to scratch_pad, counted against memory and buffer_bytes_max for calls
+   * of m n k from scratch_min_mnk on; scratch_pad 0: none. */
+  int64_t scratch_pad;
+  int64_t scratch_min_mnk;
   /* How far its GEMM model can be off for this dtype (calibration's
    * held-out median relative error); 0: not known. Raises the bar
    * min_gain sets, weighted by the device's share (gain_bar in split.c). */

@@ -107,8 +107,59 @@ static double problem_bytes(const poas__opt_problem *p) {
                (p->reads_ab ? (double)p->k * ((double)p->m + (double)p->n) : 0));
 }
 
+/* ---------------------------------------------- a GEMM call's scratch */
+
+/* The temporary copies of the operands that one GEMM call on a device
+ * allocates (poas__opt_device.scratch_pad: CLBlast's indirect kernel, see
+ * devices/opencl/opencl.c), for a tile of t units: one buffer of
+ * fixed + padded(t) x per_padded_unit elements, padded(t) being t rounded
+ * up to scratch_pad. A call's k is 1 where A and B are not read (the
+ * OpenCL backend scales C with a rank-1 update of zeros). Every tile's
+ * operand and C are counted, their sides being multiples of 32 at best;
+ * the shared operand only where it is not already in the kernel's layout:
+ * held the way round its GEMM wants (wants_bt, adapt/ transposes it once)
+ * with both sides whole multiples of scratch_pad, a multiple of every
+ * work-group tile, it is not copied (a 4096^2 B is not, a 4000^2 B is,
+ * on every call). */
+typedef struct scratch {
+  double fixed, per_padded_unit;
+  int64_t pad;
+  int64_t direct_units; /* tiles up to this many units run direct: no scratch */
+} scratch;
+
+static int has_scratch(const poas__opt_device *d) { return d->scratch_pad > 0; }
+
+static scratch call_scratch(const poas__opt_device *d, const poas__opt_problem *p,
+                            poas__split_dim split) {
+  scratch sc = {0, 0, POAS__MAX(d->scratch_pad, 1), 0};
+  int64_t k = p->reads_ab ? p->k : 1, other = split == POAS__SPLIT_ROWS ? p->n : p->m;
+  int in_layout = p->reads_ab && d->wants_bt && k % sc.pad == 0 && other % sc.pad == 0;
+  sc.fixed = in_layout ? 0 : poas__padded_elems(k, other, sc.pad);
+  sc.per_padded_unit = poas__padded_elems(1, k, sc.pad) / (double)sc.pad +
+                       poas__padded_elems(1, other, sc.pad) / (double)sc.pad;
+  /* CLBlast runs a call direct when m n k is below scratch_min_mnk. */
+  double direct = d->scratch_min_mnk > 0
+                      ? ceil((double)d->scratch_min_mnk / ((double)k * (double)other)) - 1
+                      : 0;
+  sc.direct_units = (int64_t)fmin(fmax(direct, 0), (double)(INT64_MAX / 4));
+  return sc;
+}
+
+/* The most units in a tile whose scratch stays within `limit` elements:
+ * a whole multiple of the padding, or a tile that runs direct. */
+static int64_t scratch_units_within(const scratch *sc, double limit) {
+  double room = limit - sc->fixed;
+  double blocks = room > 0 ? floor(room / (sc->per_padded_unit * (double)sc->pad)) : 0;
+  int64_t units = (int64_t)fmin(blocks * (double)sc->pad, (double)(INT64_MAX / 4));
+  return POAS__MAX(units, sc->direct_units);
+}
+
 /* The largest tile (in units) a copy device can hold with two buffers per
- * operand beside the shared operand; 0 when not even one unit fits. */
+ * operand beside the shared operand, and one GEMM call's scratch; 0 when
+ * not even one unit fits. The scratch counted is the running call's, which
+ * OpenCL frees once its kernels have run; calls the engine has queued
+ * behind it may hold theirs too where the implementation backs a buffer
+ * when it is made, and those are not counted. */
 static int64_t tile_fit(const poas__opt_device *d, const poas__opt_problem *p,
                         poas__split_dim split) {
   /* A shared operand transposed on the device is held twice until the
@@ -122,6 +173,14 @@ static int64_t tile_fit(const poas__opt_device *d, const poas__opt_problem *p,
   if (budget < per_unit)
     return 0;
   double t = floor(budget / per_unit);
+  if (has_scratch(d)) {
+    /* padded(t) <= t + pad - 1: a bound linear in t. */
+    scratch sc = call_scratch(d, p, split);
+    double fixed = es * (sc.fixed + (double)(sc.pad - 1) * sc.per_padded_unit);
+    double with = budget > fixed ? floor((budget - fixed) / (per_unit + es * sc.per_padded_unit))
+                                 : 0;
+    t = fmax(with, fmin(t, (double)sc.direct_units));
+  }
   return t > (double)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)t;
 }
 
@@ -351,11 +410,23 @@ static int shared_within(const poas__opt_problem *p, poas__split_dim split, doub
          poas__padded_elems(p->k, split == POAS__SPLIT_ROWS ? p->n : p->m, pad) <= limit;
 }
 
-/* The most units in a tile within both limits (see index_limit). */
+/* The most units in a tile whose GEMM call's scratch is one buffer the
+ * device can allocate; INT64_MAX with no scratch or no limit. */
+static int64_t scratch_cap(const poas__opt_device *d, const poas__opt_problem *p,
+                           poas__split_dim split) {
+  if (!has_scratch(d) || isinf(buffer_limit(d, p)))
+    return INT64_MAX;
+  scratch sc = call_scratch(d, p, split);
+  return scratch_units_within(&sc, buffer_limit(d, p));
+}
+
+/* The most units in a tile within both limits (see index_limit), its
+ * GEMM's scratch included. */
 static int64_t limit_cap(const poas__opt_device *d, const poas__opt_problem *p,
                          poas__split_dim split) {
-  return POAS__MIN(units_within(p, split, index_limit(d), d->index_pad),
-                   units_within(p, split, buffer_limit(d, p), 1));
+  int64_t cap = POAS__MIN(units_within(p, split, index_limit(d), d->index_pad),
+                          units_within(p, split, buffer_limit(d, p), 1));
+  return POAS__MIN(cap, scratch_cap(d, p, split));
 }
 
 /* Why the device cannot take the problem split this way for its limits
@@ -390,6 +461,18 @@ static int within_limits(const poas__opt_device *d, const poas__opt_problem *p,
       snprintf(why, cap, "each of C's %s needs %.3g GiB, more than the %.3g GiB it can allocate "
                "at once",
                unit_name(p, split), other * es / gib, (double)d->buffer_bytes_max / gib);
+    return 0;
+  }
+  if (scratch_cap(d, p, split) == 0) {
+    scratch sc = call_scratch(d, p, split);
+    if (why)
+      snprintf(why, cap,
+               "its GEMM's temporary copies of the operands, padded to blocks of %lld, need "
+               "%.3g GiB in one buffer for a single tile, more than the %.3g GiB it can "
+               "allocate at once",
+               (long long)sc.pad,
+               es * (sc.fixed + sc.per_padded_unit * (double)sc.pad) / gib,
+               (double)d->buffer_bytes_max / gib);
     return 0;
   }
   return 1;

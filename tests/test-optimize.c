@@ -484,6 +484,80 @@ TEST(reasons_hold_for_the_split_the_plan_keeps) {
   return 0;
 }
 
+/* One sgemm call's scratch on a device whose GEMM copies its operands
+ * into one buffer padded to 128 a side (CLBlast's indirect kernel), in
+ * bytes: a tile of `tile` rows of A (tile x k) and of C (tile x n), and
+ * B (k x n) where `shared_copied`. */
+static double scratch_bytes(int64_t tile, int64_t n, int64_t k, int shared_copied) {
+  return 4 * (poas__padded_elems(tile, k, 128) + poas__padded_elems(tile, n, 128) +
+              (shared_copied ? poas__padded_elems(k, n, 128) : 0));
+}
+
+/* A device whose GEMM copies the operands of each call into one
+ * temporary buffer, sides padded to 128 (CLBlast's indirect kernel, which
+ * plans did not count). A 4000 x 1000 x 100 sgemm on it alone, B shared:
+ * - under a 2 MiB largest allocation, its B copy (128 x 1024 padded) and
+ *   a tile's A and C copies fit one buffer for tiles of up to 256 rows,
+ *   where the buffers alone allowed 524;
+ * - with k = 448 the B copy alone (512 x 1024) fills the buffer: left out
+ *   with the reason, and alone the problem is too big; unless calls that
+ *   small run direct (scratch_min_mnk = 128^3: tiles of 4 rows);
+ * - with k = 512 and n = 1024, B held transposed as the GEMM wants it is
+ *   in its layout and not copied: tiles of 256 rows; held as stored
+ *   (wants_bt = 0) it is copied, and the device left out;
+ * - in 4 MB of memory (no limit on one buffer), the scratch of one call
+ *   beside the shared B (twice, as stored and transposed) and two tiles'
+ *   buffers: tiles of 112 rows, where 304 rows did not leave room for it. */
+TEST(plans_count_a_gemm_calls_scratch) {
+  enum { LIMIT = 2 << 20 };
+  poas__device_model gpu;
+  rate_model(&gpu, 1e12, 1e-5, 1e-5, 1e11);
+  poas__opt_device d = device("opencl0", &gpu, 0);
+  d.wants_bt = 1, d.scratch_pad = 128, d.buffer_bytes_max = LIMIT;
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 1000);
+  p.m = 4000, p.k = 100;
+  poas__opt_result r;
+  const poas__opt_share *sh = &r.dev[0];
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK(r.split == POAS__SPLIT_ROWS);
+  CHECK_MSG(!sh->excluded && sh->tile > 0 && sh->tile <= 256, "tile %lld: %s",
+            (long long)sh->tile, sh->reason);
+  CHECK(scratch_bytes(sh->tile, p.n, p.k, 1) <= LIMIT);
+
+  p.k = 448;
+  CHECK_RC(poas__optimize(&d, 1, &p, &r), POAS_ETOOBIG);
+  CHECK_MSG(strstr(poas_error_detail(), "opencl0: its GEMM's temporary copies of the operands"),
+            "%s", poas_error_detail());
+  d.scratch_min_mnk = 128 * 128 * 128;
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK_MSG(!sh->excluded && sh->tile > 0 && sh->tile * p.n * p.k < 128 * 128 * 128,
+            "tile %lld: %s", (long long)sh->tile, sh->reason);
+  d.scratch_min_mnk = 0;
+
+  p.k = 512, p.n = 1024;
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK_MSG(!sh->excluded && sh->tile > 0 && sh->tile <= 256, "tile %lld: %s",
+            (long long)sh->tile, sh->reason);
+  CHECK(scratch_bytes(sh->tile, p.n, p.k, 0) <= LIMIT);
+  d.wants_bt = 0;
+  CHECK_RC(poas__optimize(&d, 1, &p, &r), POAS_ETOOBIG);
+  d.wants_bt = 1;
+
+  p.n = 1000, p.k = 100;
+  d.buffer_bytes_max = 0, d.memory_bytes = 4000000;
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK_MSG(!sh->excluded && sh->tile > 0, "%s", sh->reason);
+  double held = 4.0 * (2 * p.k * p.n + 2 * sh->tile * (p.k + p.n));
+  CHECK_MSG(held + scratch_bytes(sh->tile, p.n, p.k, 1) <= 0.9 * 4000000,
+            "tile %lld: %.0f bytes held and %.0f of scratch", (long long)sh->tile, held,
+            scratch_bytes(sh->tile, p.n, p.k, 1));
+  /* No scratch: memory holds larger tiles (and the test its bite). */
+  d.scratch_pad = 0;
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK_MSG(sh->tile > 256, "tile %lld", (long long)sh->tile);
+  return 0;
+}
+
 /* A device 50 times slower than the other would shorten the makespan by
  * about 2%: under min_gain = 3% it is left out with its reason, with 1% it
  * takes its 2%, and with 0 (the default) the solver keeps every device
@@ -993,6 +1067,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(tiles_stay_within_what_a_gemm_can_index),
           TEST_ENTRY(buffers_stay_within_the_largest_a_device_allocates),
           TEST_ENTRY(reasons_hold_for_the_split_the_plan_keeps),
+          TEST_ENTRY(plans_count_a_gemm_calls_scratch),
           TEST_ENTRY(model_errors_raise_the_bar_by_share),
           TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),

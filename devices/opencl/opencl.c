@@ -452,19 +452,27 @@ static void return_session(ocl_session *ss) {
  * (within 20% either way). */
 #define CPU_MIN_INDIRECT 128
 
-static void tune_clblast(ocl_state *s) {
+/* Returns the m n k from which CLBlast runs GEMMs indirect on the device
+ * where both precisions took CPU_MIN_INDIRECT; 0 (every call, as far as
+ * plans know) where they did not, or on other devices, whose thresholds
+ * are CLBlast's own. */
+static int64_t tune_clblast(ocl_state *s) {
   if (!s->dev.info.shares_host_cores) /* fill_info: a CPU device */
-    return;
+    return 0;
   const char *names[1] = {"XGEMM_MIN_INDIRECT_SIZE"};
   const size_t values[1] = {CPU_MIN_INDIRECT};
   const CLBlastPrecision precs[2] = {CLBlastPrecisionSingle, CLBlastPrecisionDouble};
+  int took = 0;
   for (int i = 0; i < 2; i++) {
     CLBlastStatusCode st = CLBlastOverrideParameters(s->device, "GemmRoutine", precs[i], 1, names,
                                                      values);
-    if (st != CLBlastSuccess)
+    if (st == CLBlastSuccess)
+      took++;
+    else
       poas__debug("opencl: CLBlast kept its own kernel choice (precision %d: %d)", (int)precs[i],
                   (int)st);
   }
+  return took == 2 ? (int64_t)CPU_MIN_INDIRECT * CPU_MIN_INDIRECT * CPU_MIN_INDIRECT : 0;
 }
 
 static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, char *err,
@@ -485,7 +493,7 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
     goto fail;
   s->device = s->session->subdevice ? s->session->subdevice : parent;
   fill_info(s);
-  tune_clblast(s);
+  int64_t indirect_mnk = tune_clblast(s);
   pthread_mutex_init(&s->lock, NULL);
   s->dev.nlanes = OCL_LANES;
   s->dev.gemm_wants_bt = 1;
@@ -500,6 +508,18 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   s->dev.gemm_index_pad = POAS__OCL_INDEX_PAD;
   /* mem_alloc refuses a buffer past it: plans keep theirs within it. */
   s->dev.max_buffer_bytes = s->max_alloc;
+  /* CLBlast's indirect GEMM allocates one temporary buffer per call (a
+   * cl_mem of its own, outside mem_alloc's count and limit) for padded
+   * copies of the operands not in its layout: its work-group tiles are
+   * 16 to 128 a side (powers of two), so POAS__OCL_INDEX_PAD bounds the
+   * padding. CLBlastXGemmTempBufferSize on PoCL here, B transposed: 12 MB
+   * for a 1000^3 sgemm (A, B and C each padded to 1024^2), 8 MiB for a
+   * 100 x 4096 x 4096 dgemm (A and C padded to 128 rows), 4.8 GB for a
+   * 5088 x 20001 x 20001 dgemm; none for a 4096^3 or a 5088 x 20000 x
+   * 20000 one (sides whole multiples of its 32-wide tiles), but 0.8 GB
+   * for the latter with C at an offset in a larger matrix (a kept C). */
+  s->dev.gemm_scratch_pad = POAS__OCL_INDEX_PAD;
+  s->dev.gemm_scratch_min_mnk = indirect_mnk;
   /* A CPU device's GEMM slows down once the chunk's own operand outgrows
    * its share of the cache: on one PoCL core of the CI machine (32 MiB
    * L3), CLBlast's indirect kernel ran blocks whose non-shared operand
