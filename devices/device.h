@@ -198,9 +198,11 @@ struct poas__device {
    * offset 0, the way round it wants) into one temporary buffer, each
    * side rounded up to that tile (at most gemm_scratch_pad), for calls of
    * m n k from gemm_scratch_min_mnk on (below it, its direct kernel needs
-   * none; 0: every call). Plans count one call's copies against memory
-   * and the largest allocation (optimize/split.c); past the latter the
-   * call fails mid-run as a device error. */
+   * none; 0: every call). Plans count one call's copies against memory,
+   * the largest allocation and gemm_max_elems, since its kernels index
+   * the one buffer as a whole (optimize/split.c); past the allocation
+   * the call fails mid-run as a device error, past the index it reads
+   * and writes wrapped indices. */
   int64_t gemm_scratch_pad;
   int64_t gemm_scratch_min_mnk;
   /* Devices that run a GEMM on several host threads (the CPU's OpenBLAS):

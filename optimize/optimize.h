@@ -73,8 +73,9 @@ typedef struct poas__opt_device {
   uint64_t buffer_bytes_max;
   /* Its GEMM's temporary copies of the operands, per call (poas__device.
    * gemm_scratch_pad, gemm_scratch_min_mnk): one buffer, each side padded
-   * to scratch_pad, counted against memory and buffer_bytes_max for calls
-   * of m n k from scratch_min_mnk on; scratch_pad 0: none. */
+   * to scratch_pad, counted against memory, buffer_bytes_max and
+   * max_operand_elems (the buffer as a whole) for calls of m n k from
+   * scratch_min_mnk on; scratch_pad 0: none. */
   int64_t scratch_pad;
   int64_t scratch_min_mnk;
   /* How far its GEMM model can be off for this dtype (calibration's

@@ -411,13 +411,22 @@ static int shared_within(const poas__opt_problem *p, poas__split_dim split, doub
 }
 
 /* The most units in a tile whose GEMM call's scratch is one buffer the
- * device can allocate; INT64_MAX with no scratch or no limit. */
+ * device can allocate and its GEMM can index; INT64_MAX with no scratch
+ * or no limit. CLBlast's copies of B and C lie at offsets after A's in
+ * that one buffer, which its kernels take as int with their indices: the
+ * scratch as a whole must stay within the index limit, not each copy (a
+ * tile whose A and C copies were each within it had a scratch 16% past
+ * it, test-optimize). */
+static double scratch_limit(const poas__opt_device *d, const poas__opt_problem *p) {
+  return fmin(buffer_limit(d, p), index_limit(d));
+}
+
 static int64_t scratch_cap(const poas__opt_device *d, const poas__opt_problem *p,
                            poas__split_dim split) {
-  if (!has_scratch(d) || isinf(buffer_limit(d, p)))
+  if (!has_scratch(d) || isinf(scratch_limit(d, p)))
     return INT64_MAX;
   scratch sc = call_scratch(d, p, split);
-  return scratch_units_within(&sc, buffer_limit(d, p));
+  return scratch_units_within(&sc, scratch_limit(d, p));
 }
 
 /* The most units in a tile within both limits (see index_limit), its
@@ -465,14 +474,19 @@ static int within_limits(const poas__opt_device *d, const poas__opt_problem *p,
   }
   if (scratch_cap(d, p, split) == 0) {
     scratch sc = call_scratch(d, p, split);
-    if (why)
+    double need = sc.fixed + sc.per_padded_unit * (double)sc.pad;
+    if (why && need > index_limit(d))
+      snprintf(why, cap,
+               "its GEMM's temporary copies of the operands, padded to blocks of %lld, need "
+               "%.0f elements in one buffer for a single tile, past the %lld its GEMM can "
+               "index in one call",
+               (long long)sc.pad, need, (long long)d->max_operand_elems);
+    else if (why)
       snprintf(why, cap,
                "its GEMM's temporary copies of the operands, padded to blocks of %lld, need "
                "%.3g GiB in one buffer for a single tile, more than the %.3g GiB it can "
                "allocate at once",
-               (long long)sc.pad,
-               es * (sc.fixed + sc.per_padded_unit * (double)sc.pad) / gib,
-               (double)d->buffer_bytes_max / gib);
+               (long long)sc.pad, es * need / gib, (double)d->buffer_bytes_max / gib);
     return 0;
   }
   return 1;

@@ -558,6 +558,40 @@ TEST(plans_count_a_gemm_calls_scratch) {
   return 0;
 }
 
+/* CLBlast's indirect GEMM puts its copies of A, B and C in one temporary
+ * buffer, B's and C's at offsets after A's, and its kernels take those
+ * offsets and their indices as int: the scratch as a whole, not each copy,
+ * must stay within what the GEMM can index. A 4000 x 1000 x 100 sgemm, B
+ * shared and copied (128 x 1024 padded), on a device that indexes 10^6
+ * elements and has no limit on one buffer: each tile's A and C padded
+ * stay within the limit up to 896 rows, whose scratch (B, A and C copies)
+ * is 1.16 million elements; within it, tiles of at most 640 rows. Where
+ * not even one block of 128 rows fits beside B, the device is left out,
+ * saying what it can index. */
+TEST(gemm_scratch_stays_within_what_the_gemm_can_index) {
+  enum { LIMIT = 1000000 };
+  poas__device_model gpu;
+  rate_model(&gpu, 1e12, 1e-5, 1e-5, 1e11);
+  poas__opt_device d = device("opencl0", &gpu, 0);
+  d.wants_bt = 1, d.scratch_pad = 128, d.max_operand_elems = LIMIT, d.index_pad = 128;
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 1000);
+  p.m = 4000, p.k = 100;
+  poas__opt_result r;
+  const poas__opt_share *sh = &r.dev[0];
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK(r.split == POAS__SPLIT_ROWS);
+  CHECK_MSG(!sh->excluded && sh->tile > 0, "%s", sh->reason);
+  double elems = scratch_bytes(sh->tile, p.n, p.k, 1) / 4;
+  CHECK_MSG(elems <= LIMIT, "tile %lld: scratch of %.0f elements", (long long)sh->tile, elems);
+
+  d.max_operand_elems = 240000; /* B's copy and 128 rows of A and C: 278528 */
+  CHECK_RC(poas__optimize(&d, 1, &p, &r), POAS_ETOOBIG);
+  CHECK_MSG(strstr(poas_error_detail(), "opencl0: its GEMM's temporary copies") &&
+                strstr(poas_error_detail(), "can index"),
+            "%s", poas_error_detail());
+  return 0;
+}
+
 /* A device 50 times slower than the other would shorten the makespan by
  * about 2%: under min_gain = 3% it is left out with its reason, with 1% it
  * takes its 2%, and with 0 (the default) the solver keeps every device
@@ -1068,6 +1102,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(buffers_stay_within_the_largest_a_device_allocates),
           TEST_ENTRY(reasons_hold_for_the_split_the_plan_keeps),
           TEST_ENTRY(plans_count_a_gemm_calls_scratch),
+          TEST_ENTRY(gemm_scratch_stays_within_what_the_gemm_can_index),
           TEST_ENTRY(model_errors_raise_the_bar_by_share),
           TEST_ENTRY(small_problems_run_on_one_device_in_one_tile),
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),
