@@ -204,7 +204,13 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * cannot be applied twice, and the call fails with POAS_EDEVICE. A run
  * that fails once started (a device error, POAS_EDEVICE, or memory,
  * POAS_ENOMEM) may have written part of C: the chunks the devices finished,
- * and C is then to be treated as lost.
+ * and C is then to be treated as lost. A CUDA device met by an error that
+ * leaves its context unusable (an illegal address, a failed launch) is
+ * lost for the rest of the process, in every context: later plans leave
+ * it out, "lost: " and the error being the reason in poas_plan.excluded,
+ * and a context opened later does not open it. On the caller's thread,
+ * calls put back the CUDA context current before them (none where there
+ * was none), so the caller's own CUDA code finds it as it left it.
  *
  * C may share no element with A or B (POAS_EOVERLAP); A and B, only read,
  * may overlap each other. Blocks of one array are fine, such as LAPACK's
@@ -300,7 +306,10 @@ typedef struct poas_device_fit {
   poas_fit_info transfer[2]; /* by poas_direction; samples 0 for host-memory devices */
   double latency_s[2];     /* transfer model by direction; 0 when none */
   double bandwidth[2];     /* bytes/s by direction; 0 when none */
-  double knee_bytes[2];    /* past this many bytes a copy moves at bandwidth_beyond; 0: one rate */
+  /* Past this many bytes a copy moves at bandwidth_beyond; 0: one rate.
+   * Calibration keeps a knee only where an F-test at 1% over its copies
+   * of 1 MiB or more finds it fits better than one rate. */
+  double knee_bytes[2];
   double bandwidth_beyond[2];
   uint64_t memory_bytes;   /* memory the model says the device can allocate */
   double dispatch_s;       /* the runtime's fixed cost of a run on it; 0 when not measured */
@@ -598,10 +607,16 @@ typedef struct poas_plan {
 /* Plans C = alpha op(A) op(B) + beta C with beta != 0 (C is copied to the
  * devices as well as back) and alpha != 0, on the context's devices, and
  * writes the plan into *out. Runs no GEMM and moves no data (it may time
- * the hand-off state, above). Returns POAS_ETOOBIG when the
- * problem fits in no memory, POAS_ENODEV when no device can take part
- * (poas_error_detail() says why), or an argument error; on error *out is
- * untouched. m = 0 or n = 0 gives an empty plan. */
+ * the hand-off state, above). Tiles are cut so that every buffer a device
+ * allocates stays within its largest allocation (an OpenCL device's
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE) and every operand within what its GEMM
+ * can index (CLBlast's kernels index in 32-bit ints), CLBlast's per-call
+ * copies of the operands included; a device that cannot keep even one
+ * tile within them (its shared operand alone past them, say) is left
+ * out, with the reason. Returns POAS_ETOOBIG when the
+ * problem fits in no device's memory or limits, POAS_ENODEV when no device
+ * can take part (poas_error_detail() says why), or an argument error; on
+ * error *out is untouched. m = 0 or n = 0 gives an empty plan. */
 int poas_plan_gemm(poas_context *ctx, poas_dtype dtype, poas_layout layout, poas_op transa,
                    poas_op transb, int64_t m, int64_t n, int64_t k, poas_plan *out);
 
