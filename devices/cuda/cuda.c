@@ -187,10 +187,10 @@ static void leave(caller_current prev) {
  * would fail the same way); *prev is what leave() puts back. A program
  * with CUDA code of its own must not find its current device changed by
  * a GEMM that ran on its thread (schedule/run.c, run_inline). */
-static int enter(cuda_state *s, caller_current *prev) {
-  prev->restore = KEEP_CURRENT;
-  /* Lost through another context of the process (the ordinal's record):
-   * this context's device is lost with it, and plans leave it out. */
+/* NULL, or why the device is lost: in this context, or through another
+ * context of the process (the ordinal's record), with which this
+ * context's device is then marked lost too, so that plans leave it out. */
+static const char *device_lost(cuda_state *s) {
   cudaError_t other = lost_by(s->ordinal);
   if (other != cudaSuccess && !poas__dev_lost(&s->dev)) {
     char why[sizeof s->dev.lost_why];
@@ -198,7 +198,12 @@ static int enter(cuda_state *s, caller_current *prev) {
              cudaGetErrorName(other), cudaGetErrorString(other));
     poas__dev_mark_lost(&s->dev, why);
   }
-  const char *lost = poas__dev_lost(&s->dev);
+  return poas__dev_lost(&s->dev);
+}
+
+static int enter(cuda_state *s, caller_current *prev) {
+  prev->restore = KEEP_CURRENT;
+  const char *lost = device_lost(s);
   if (lost)
     return poas__fail(POAS_EDEVICE, "cuda%d: lost earlier in this process: %s", s->ordinal, lost);
   caller_current was = to_restore(s->ordinal);
@@ -465,7 +470,7 @@ static void cuda_mem_free(poas__device *dev, poas__mem mem) {
   caller_current prev;
   /* A lost device's memory went with its context: nothing to free, and
    * no error to report over the one that lost it. */
-  if (!mem.ptr || poas__dev_lost(&s->dev) || enter(s, &prev))
+  if (!mem.ptr || device_lost(s) || enter(s, &prev))
     return;
   if (cudaFree(mem.ptr) != cudaSuccess)
     (void)cudaGetLastError();
@@ -482,7 +487,7 @@ static int cuda_mem_available(poas__device *dev, uint64_t *bytes) {
   /* Not through enter(): a plan asks this, on the caller's thread, and a
    * failure here leaves the plan on the total, not an error detail
    * behind. */
-  if (poas__dev_lost(&s->dev))
+  if (device_lost(s))
     return POAS_EDEVICE;
   caller_current prev = to_restore(s->ordinal);
   cudaError_t e = cudaSetDevice(s->ordinal);
@@ -515,7 +520,7 @@ static int cuda_host_register(poas__device *dev, void *p, size_t bytes) {
 static void cuda_host_unregister(poas__device *dev, void *p) {
   cuda_state *s = dev->priv;
   caller_current prev;
-  if (poas__dev_lost(&s->dev) || enter(s, &prev))
+  if (device_lost(s) || enter(s, &prev))
     return;
   if (cudaHostUnregister(p) != cudaSuccess)
     (void)cudaGetLastError();
@@ -932,7 +937,7 @@ static int cuda_event_sync(poas__device *dev, poas__event *ev) {
 static void cuda_event_destroy(poas__device *dev, poas__event *ev) {
   cuda_state *s = dev->priv;
   caller_current prev;
-  if (!ev->u.handle || poas__dev_lost(&s->dev) || enter(s, &prev))
+  if (!ev->u.handle || device_lost(s) || enter(s, &prev))
     return;
   if (cudaEventDestroy((cudaEvent_t)ev->u.handle) != cudaSuccess)
     (void)cudaGetLastError();
