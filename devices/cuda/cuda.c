@@ -182,11 +182,6 @@ static void leave(caller_current prev) {
     (void)cudaGetLastError();
 }
 
-/* Makes the device current on the calling thread for a hook, having
- * refused a lost device without a CUDA call (every call on its context
- * would fail the same way); *prev is what leave() puts back. A program
- * with CUDA code of its own must not find its current device changed by
- * a GEMM that ran on its thread (schedule/run.c, run_inline). */
 /* NULL, or why the device is lost: in this context, or through another
  * context of the process (the ordinal's record), with which this
  * context's device is then marked lost too, so that plans leave it out. */
@@ -201,6 +196,11 @@ static const char *device_lost(cuda_state *s) {
   return poas__dev_lost(&s->dev);
 }
 
+/* Makes the device current on the calling thread for a hook, having
+ * refused a lost device without a CUDA call (every call on its context
+ * would fail the same way); *prev is what leave() puts back. A program
+ * with CUDA code of its own must not find its current device changed by
+ * a GEMM that ran on its thread (schedule/run.c, run_inline). */
 static int enter(cuda_state *s, caller_current *prev) {
   prev->restore = KEEP_CURRENT;
   const char *lost = device_lost(s);
