@@ -1084,6 +1084,47 @@ TEST(a_device_back_from_being_forgotten_learns_from_short_runs) {
   return 0;
 }
 
+/* A device lost after it sat out a call is not aged by the next call of
+ * the same problem: which devices what they learned kept out is kept for
+ * the last problem asked (api/run.c, kept_out), and that answer holds for
+ * the devices as they were. On a 670^3 sgemm sim1, taught that it runs
+ * 1.5x slower than its model, is left out by that factor and would take
+ * part at its models' rate, so each such call ages its factor; once it has
+ * been forgotten and relearned, a factor goes only every few such calls,
+ * and between them the factor, and so the kept answer's key, stays the
+ * same. Lost, sim1 is left out at any rate: the same call must ask again
+ * and age nothing, where the kept answer (its factor kept it out) aged
+ * it. Virtual time: the runs are exact. */
+TEST(a_device_lost_after_it_sat_out_a_call_is_not_aged_by_it) {
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
+                                "sim:rate=1.6e10:latency=0:bandwidth=1e12:slowdown=1.5");
+  CHECK(ctx);
+  size_t elems = (size_t)4096 * 4096;
+  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
+  CHECK(A && B && C);
+  poas_report rep;
+  for (int r = 0; r < 4; r++)
+    CHECK_OK(run_sgemm(ctx, 4096, 4096, 1024, A, B, C, &rep));
+  /* Until sim1 sits out a call without losing a factor. */
+  const poas__learned *l = &ctx->taught.learned[1][POAS_FLOAT32];
+  int calls = 0;
+  do
+    CHECK_OK(run_sgemm(ctx, 670, 670, 670, A, B, C, &rep));
+  while (!(rep.dev[1].share == 0 && l->per_drop > 1 && l->sat_out > 0) && ++calls < 40);
+  CHECK_MSG(calls < 40, "sim1 never sat out a call and kept its factor");
+  int n = l->n, sat_out = l->sat_out;
+  CHECK(poas__dev_mark_lost(ctx->devices.dev[1], "lost in a test"));
+  CHECK_OK(run_sgemm(ctx, 670, 670, 670, A, B, C, &rep));
+  int n_lost = l->n, sat_out_lost = l->sat_out;
+  poas_finalize(ctx);
+  free(A), free(B), free(C);
+  CHECK(rep.dev[1].share == 0);
+  CHECK_MSG(n_lost == n && sat_out_lost == sat_out,
+            "lost, sim1 aged: %d factors and %d calls sat out, %d and %d before", n_lost,
+            sat_out_lost, n, sat_out);
+  return 0;
+}
+
 /* A calibration forgets what runs taught of the devices it measured, whose
  * models it replaced, and no more: calibrating sim0 alone once also made
  * the context forget that sim1 runs twice as slowly as its model, and
@@ -1593,6 +1634,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(a_device_left_out_after_a_slow_spell_comes_back),
           TEST_ENTRY(small_calls_that_leave_a_device_out_anyway_do_not_age_it),
           TEST_ENTRY(a_device_back_from_being_forgotten_learns_from_short_runs),
+          TEST_ENTRY(a_device_lost_after_it_sat_out_a_call_is_not_aged_by_it),
           TEST_ENTRY(calibrating_one_device_keeps_what_the_others_learned),
           TEST_ENTRY(runs_teach_thin_blocks_apart_from_whole_ones),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),
