@@ -493,6 +493,19 @@ static double scratch_bytes(int64_t tile, int64_t n, int64_t k, int shared_copie
               (shared_copied ? poas__padded_elems(k, n, 128) : 0));
 }
 
+/* The device and problem the scratch tests start from: opencl0, fast,
+ * wanting B transposed, whose GEMM copies its operands into one buffer
+ * padded to 128 a side, planned with `gpu` (caller storage); and a
+ * 4000 x 1000 x 100 sgemm, B shared. */
+static poas__opt_problem scratch_case(poas__device_model *gpu, poas__opt_device *d) {
+  rate_model(gpu, 1e12, 1e-5, 1e-5, 1e11);
+  *d = device("opencl0", gpu, 0);
+  d->wants_bt = 1, d->scratch_pad = 128;
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 1000);
+  p.m = 4000, p.k = 100;
+  return p;
+}
+
 /* A device whose GEMM copies the operands of each call into one
  * temporary buffer, sides padded to 128 (CLBlast's indirect kernel, which
  * plans did not count). A 4000 x 1000 x 100 sgemm on it alone, B shared:
@@ -511,11 +524,9 @@ static double scratch_bytes(int64_t tile, int64_t n, int64_t k, int shared_copie
 TEST(plans_count_a_gemm_calls_scratch) {
   enum { LIMIT = 2 << 20 };
   poas__device_model gpu;
-  rate_model(&gpu, 1e12, 1e-5, 1e-5, 1e11);
-  poas__opt_device d = device("opencl0", &gpu, 0);
-  d.wants_bt = 1, d.scratch_pad = 128, d.buffer_bytes_max = LIMIT;
-  poas__opt_problem p = square_gemm(POAS_FLOAT32, 1000);
-  p.m = 4000, p.k = 100;
+  poas__opt_device d;
+  poas__opt_problem p = scratch_case(&gpu, &d);
+  d.buffer_bytes_max = LIMIT;
   poas__opt_result r;
   const poas__opt_share *sh = &r.dev[0];
   CHECK_OK(poas__optimize(&d, 1, &p, &r));
@@ -571,11 +582,9 @@ TEST(plans_count_a_gemm_calls_scratch) {
 TEST(gemm_scratch_stays_within_what_the_gemm_can_index) {
   enum { LIMIT = 1000000 };
   poas__device_model gpu;
-  rate_model(&gpu, 1e12, 1e-5, 1e-5, 1e11);
-  poas__opt_device d = device("opencl0", &gpu, 0);
-  d.wants_bt = 1, d.scratch_pad = 128, d.max_operand_elems = LIMIT, d.index_pad = 128;
-  poas__opt_problem p = square_gemm(POAS_FLOAT32, 1000);
-  p.m = 4000, p.k = 100;
+  poas__opt_device d;
+  poas__opt_problem p = scratch_case(&gpu, &d);
+  d.max_operand_elems = LIMIT, d.index_pad = 128;
   poas__opt_result r;
   const poas__opt_share *sh = &r.dev[0];
   CHECK_OK(poas__optimize(&d, 1, &p, &r));
