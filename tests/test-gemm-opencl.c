@@ -20,9 +20,12 @@
 #include <CL/cl.h>
 #endif
 
-/* Opens `selection`; TEST_SKIP when no OpenCL device is there. */
-static int open_set(const char *selection, poas__devset *set, char *err, size_t errcap) {
-  int rc = poas__devset_open(selection, set, err, errcap);
+/* Opens `selection`; TEST_SKIP when no OpenCL device is there, 1 when it
+ * fails otherwise. Either way the reason is on stderr, so a test that
+ * opens this way needs no buffer of its own for it. */
+static int open_set(const char *selection, poas__devset *set) {
+  char err[256];
+  int rc = poas__devset_open(selection, set, err, sizeof err);
   if (rc == POAS_ENODEV) {
     fprintf(stderr, "  skip: %s\n", err);
     return TEST_SKIP;
@@ -36,8 +39,7 @@ TEST(opencl_gemm_cases) { return gemm_cases_run("opencl0", 1); }
 
 TEST(opencl_copy2d_keeps_padding) {
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc)
     return rc;
   poas__device *d = set.dev[0];
@@ -144,8 +146,7 @@ static int run_device_case(poas__device *d, poas_dtype dt, poas_op ta, poas_op t
 
 TEST(opencl_lanes_ordered_by_events) {
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc)
     return rc;
   poas__device *d = set.dev[0];
@@ -164,8 +165,7 @@ TEST(opencl_lanes_ordered_by_events) {
  * product is computed, k is 0 or alpha is 0. */
 TEST(opencl_beta_zero_ignores_c) {
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc)
     return rc;
   poas__device *d = set.dev[0];
@@ -205,8 +205,7 @@ TEST(opencl_cores_subdevice) {
  * leave the device computing right. */
 TEST(opencl_calibration_builds_its_kernels) {
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0:cores=1", &set, err, sizeof err);
+  int rc = open_set("opencl0:cores=1", &set);
   if (rc)
     return rc;
   poas__device *d = set.dev[0];
@@ -241,8 +240,7 @@ TEST(opencl_fp64_from_either_report) {
   CHECK(!poas__ocl_has_fp64(NULL, 0));
   /* PoCL's CPU device reports both: it gets a double-precision peak. */
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc)
     return rc;
   poas__device *d = set.dev[0];
@@ -315,8 +313,7 @@ TEST(opencl_index_limit_cuts_plans) {
   int64_t saved = poas__ocl_index_max;
   poas__ocl_index_max = 128 * 128;
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc) {
     poas__ocl_index_max = saved;
     return rc;
@@ -370,8 +367,7 @@ TEST(opencl_index_limit_cuts_plans) {
  * the dtype's size (0) divides its offsets. */
 TEST(opencl_transpose_refuses_unknown_dtype) {
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc)
     return rc;
   poas__device *d = set.dev[0];
@@ -408,8 +404,7 @@ TEST(opencl_buffer_limit_cuts_plans) {
   uint64_t saved = poas__ocl_buffer_max;
   poas__ocl_buffer_max = LIMIT;
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc) {
     poas__ocl_buffer_max = saved;
     return rc;
@@ -501,8 +496,7 @@ TEST(opencl_kept_c_stays_within_limits) {
   SKIP("OpenCL backend not built");
 #else
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc)
     return rc;
   poas__devset_close(&set);
@@ -597,8 +591,7 @@ TEST(opencl_long_strings_are_cut) {
 
 TEST(opencl_alloc_limits) {
   poas__devset set;
-  char err[256];
-  int rc = open_set("opencl0", &set, err, sizeof err);
+  int rc = open_set("opencl0", &set);
   if (rc)
     return rc;
   poas__device *d = set.dev[0];
@@ -625,7 +618,7 @@ TEST(opencl_alloc_limits) {
 TEST(opencl_sessions_are_reused) {
   poas__devset a, b;
   char err[256];
-  int rc = open_set("opencl0", &a, err, sizeof err);
+  int rc = open_set("opencl0", &a);
   if (rc)
     return rc;
   CHECK_OK(poas__devset_open("opencl0", &b, err, sizeof err)); /* both open at once */
