@@ -1040,6 +1040,28 @@ TEST(small_calls_that_leave_a_device_out_anyway_do_not_age_it) {
   return 0;
 }
 
+/* A context of two sims whose runs have taught it that sim1 runs 1.5x
+ * slower than its model, which leaves sim1 out of a 670^3 sgemm that it
+ * would take part in at its models' rate: four 4096 x 4096 x 1024 sgemm,
+ * the last one's report in *rep, on operands *A, *B, *C of 4096^2 (the
+ * caller frees them). NULL when it cannot be made. */
+static poas_context *taught_to_sit_out_670(float **A, float **B, float **C, poas_report *rep) {
+  size_t elems = (size_t)4096 * 4096;
+  *A = calloc(elems, sizeof **A), *B = calloc(elems, sizeof **B), *C = calloc(elems, sizeof **C);
+  poas_context *ctx =
+      *A && *B && *C ? test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
+                                 "sim:rate=1.6e10:latency=0:bandwidth=1e12:slowdown=1.5")
+                     : NULL;
+  for (int r = 0; ctx && r < 4; r++)
+    if (run_sgemm(ctx, 4096, 4096, 1024, *A, *B, *C, rep) != 0) {
+      poas_finalize(ctx);
+      ctx = NULL;
+    }
+  if (!ctx)
+    free(*A), free(*B), free(*C), *A = *B = *C = NULL;
+  return ctx;
+}
+
 /* A device forgotten and back learns its factor again from runs too short
  * to teach alone. On a 670^3 sgemm sim1, 1.5x slower than its model,
  * saves more than a run's engine cost at its models' rate and less at the
@@ -1049,15 +1071,10 @@ TEST(small_calls_that_leave_a_device_out_anyway_do_not_age_it) {
  * nothing, and it took part in 21 of the 24 runs, planned 1.5x too fast.
  * Virtual time: the runs are exact. */
 TEST(a_device_back_from_being_forgotten_learns_from_short_runs) {
-  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
-                                "sim:rate=1.6e10:latency=0:bandwidth=1e12:slowdown=1.5");
-  CHECK(ctx);
-  size_t elems = (size_t)4096 * 4096;
-  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
-  CHECK(A && B && C);
+  float *A, *B, *C;
   poas_report rep;
-  for (int r = 0; r < 4; r++)
-    CHECK_OK(run_sgemm(ctx, 4096, 4096, 1024, A, B, C, &rep));
+  poas_context *ctx = taught_to_sit_out_670(&A, &B, &C, &rep);
+  CHECK(ctx);
   double taught = rep.dev[1].learned;
   int in = 0, back = 0;
   double busy = 0, relearned = 0;
@@ -1096,15 +1113,10 @@ TEST(a_device_back_from_being_forgotten_learns_from_short_runs) {
  * and age nothing, where the kept answer (its factor kept it out) aged
  * it. Virtual time: the runs are exact. */
 TEST(a_device_lost_after_it_sat_out_a_call_is_not_aged_by_it) {
-  poas_context *ctx = test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
-                                "sim:rate=1.6e10:latency=0:bandwidth=1e12:slowdown=1.5");
-  CHECK(ctx);
-  size_t elems = (size_t)4096 * 4096;
-  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
-  CHECK(A && B && C);
+  float *A, *B, *C;
   poas_report rep;
-  for (int r = 0; r < 4; r++)
-    CHECK_OK(run_sgemm(ctx, 4096, 4096, 1024, A, B, C, &rep));
+  poas_context *ctx = taught_to_sit_out_670(&A, &B, &C, &rep);
+  CHECK(ctx);
   /* Until sim1 sits out a call without losing a factor. */
   const poas__learned *l = &ctx->taught.learned[1][POAS_FLOAT32];
   int calls = 0;
