@@ -8,9 +8,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Readies the standard streams, first thing in main, so that a closed
@@ -43,13 +45,27 @@ static inline void tool_std_ready(void) {
  * program expects, which tool_std_ready changed. */
 static inline void tool_child_signals(void) { signal(SIGPIPE, SIG_DFL); }
 
-/* Flushes f: 0, or the errno of the write that failed (EIO when an
- * earlier write failed and left no errno). */
+/* Why an earlier write to f failed, where stdio kept no errno: EPIPE
+ * when f is a pipe whose reader has gone (poll reports POLLERR on its
+ * write end), else EIO. A --help longer than stdio's buffer fails inside
+ * printf, and the flush at the end then saw only the error flag: "Input/
+ * output error" where the reader of a pipe had gone. */
+static inline int tool_lost_errno(FILE *f) {
+  struct pollfd p = {fileno(f), POLLOUT, 0};
+  struct stat st;
+  if (p.fd >= 0 && fstat(p.fd, &st) == 0 && S_ISFIFO(st.st_mode) && poll(&p, 1, 0) == 1 &&
+      (p.revents & POLLERR))
+    return EPIPE;
+  return EIO;
+}
+
+/* Flushes f: 0, or the errno of the write that failed (tool_lost_errno
+ * when an earlier write failed and left no errno). */
 static inline int tool_flush_errno(FILE *f) {
   errno = 0;
   if (fflush(f) == 0 && !ferror(f))
     return 0;
-  return errno ? errno : EIO;
+  return errno ? errno : tool_lost_errno(f);
 }
 
 /* Flushes stdout; on a write error says so on stderr, naming the program
