@@ -353,6 +353,9 @@ typedef struct screen {
   /* Left out for what it adds, by times of the split then solved
    * (drop_marginal, alone_when_cheaper): its reason quotes them. */
   int judged[POAS_MAX_DEVICES];
+  /* Devices left out for their limits on one buffer (within_limits),
+   * rather than for their memory: the error then quotes their reasons. */
+  int limited;
 } screen;
 
 /* The most units in a tile within the device's tile_bytes_max of the
@@ -440,8 +443,7 @@ static int64_t limit_cap(const poas__opt_device *d, const poas__opt_problem *p,
 
 /* Why the device cannot take the problem split this way for its limits
  * on one buffer, in why (which says nothing when it can); returns whether
- * it can. fail_everywhere tells these reasons from memory's by "can index"
- * and "can allocate". */
+ * it can. */
 static int within_limits(const poas__opt_device *d, const poas__opt_problem *p,
                          poas__split_dim split, char *why, size_t cap) {
   double es = (double)poas__dtype_size(p->dtype), gib = 1073741824.0;
@@ -632,7 +634,7 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
       continue;
     }
     if (!within_limits(&d[i], p, r->split, r->dev[i].reason, sizeof r->dev[i].reason)) {
-      sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++;
+      sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++, sc->limited++;
       continue;
     }
     sc->tile[i] = device_tile(&d[i], p, r, &r->model[i], fit, even_share(r, ncand), ncand == 1);
@@ -1196,7 +1198,7 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
 }
 
 static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_problem *p,
-                           int too_big, const poas__opt_result *r) {
+                           int too_big, int limited, const poas__opt_result *r) {
   if (too_big == 0) {
     char why[512] = "";
     for (int i = 0; i < nd; i++) {
@@ -1207,18 +1209,15 @@ static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_pr
   }
   /* Only devices with their own memory can be too small (see
    * screen_devices): for their memory, or for their limits on one buffer
-   * (within_limits), which then say so. */
+   * (within_limits), whose reasons then say which. */
   double device = 0;
   char why[512] = "";
-  int indexing = 0;
   for (int i = 0; i < nd; i++) {
     device = fmax(device, (double)d[i].memory_bytes);
-    indexing |= strstr(r->dev[i].reason, "can index") != NULL ||
-                strstr(r->dev[i].reason, "can allocate") != NULL;
     size_t len = strlen(why);
     snprintf(why + len, sizeof why - len, "%s%s: %s", i ? "; " : "", d[i].id, r->dev[i].reason);
   }
-  if (indexing)
+  if (limited)
     return poas__fail(POAS_ETOOBIG, "plan: the problem fits nowhere: A, B and C need %.3g GiB (%s)",
                       problem_bytes(p) / 1073741824.0, why);
   return poas__fail(POAS_ETOOBIG,
@@ -1274,7 +1273,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   }
   double t = solve_tiled(&s, d, nd, sc.ok, &sc, out);
   if (!isfinite(t))
-    return fail_everywhere(d, nd, p, too_big, out);
+    return fail_everywhere(d, nd, p, too_big, sc.limited, out);
   s.bar = gain_bar(&s, d);
   t = drop_marginal(&s, d, nd, &sc, out, t);
   alone_when_cheaper(&s, d, nd, &sc, out, t);
