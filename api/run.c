@@ -187,7 +187,8 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     /* Matrices kept on the device by earlier GEMM tasks take their room
      * from a GEMM task, whose run freed the dead ones before this plan; a
      * synchronous call frees them all first (api/gemm.c). */
-    uint64_t held = p->async ? poas__resident_bytes(ctx, i) : 0;
+    uint64_t resident = poas__resident_bytes(ctx, i);
+    uint64_t held = p->async ? resident : 0;
     mem = mem > held ? mem - held : 0;
     /* Nor more than the device could allocate now, where it can tell: on a
      * GPU another process shares, a plan of the total failed mid-run. The
@@ -197,7 +198,7 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
     uint64_t now;
     if (poas__dev_available(ctx->devices.dev[i], &now) == 0) {
       if (!p->async)
-        now += poas__resident_bytes(ctx, i);
+        now += resident;
       if (now < mem)
         mem = now;
     }
