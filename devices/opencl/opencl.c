@@ -193,19 +193,27 @@ static cl_int platform_query(const void *obj, cl_uint what, size_t cap, void *bu
   return clGetPlatformInfo((cl_platform_id)obj, what, cap, buf, bytes);
 }
 
-/* A string of a device or platform, cut to cap - 1 bytes. It is read whole
- * first: OpenCL writes nothing at all (CL_INVALID_VALUE) into a buffer
- * smaller than the string, which left a long name or driver version
- * empty. */
-static void info_string(info_query query, const void *obj, cl_uint what, char *buf, size_t cap) {
+/* A string of a device or platform, whole, to be freed; NULL when it
+ * cannot be read. Asked for its size first: OpenCL writes nothing at all
+ * (CL_INVALID_VALUE) into a buffer smaller than the string, which left a
+ * long name or driver version empty. */
+static char *info_whole(info_query query, const void *obj, cl_uint what) {
   size_t bytes = 0;
   char *whole = NULL;
-  buf[0] = '\0';
   if (query(obj, what, 0, NULL, &bytes) != CL_SUCCESS || bytes == 0 ||
       (whole = calloc(1, bytes + 1)) == NULL)
-    return;
-  if (query(obj, what, bytes, whole, NULL) == CL_SUCCESS)
-    snprintf(buf, cap, "%s", whole);
+    return NULL;
+  if (query(obj, what, bytes, whole, NULL) != CL_SUCCESS) {
+    free(whole);
+    return NULL;
+  }
+  return whole;
+}
+
+/* The same, cut to cap - 1 bytes ("" when it cannot be read). */
+static void info_string(info_query query, const void *obj, cl_uint what, char *buf, size_t cap) {
+  char *whole = info_whole(query, obj, what);
+  snprintf(buf, cap, "%s", whole ? whole : "");
   free(whole);
 }
 
@@ -299,12 +307,7 @@ unsigned poas__ocl_clock_mhz(unsigned reported_mhz) {
 
 /* Reads the device's extension list and its double-precision support. */
 static int device_has_fp64(cl_device_id d) {
-  size_t bytes = 0;
-  char *ext = NULL;
-  if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &bytes) == CL_SUCCESS && bytes > 0 &&
-      (ext = calloc(1, bytes + 1)) != NULL &&
-      clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, bytes, ext, NULL) != CL_SUCCESS)
-    ext[0] = '\0';
+  char *ext = info_whole(device_query, d, CL_DEVICE_EXTENSIONS);
   int yes = poas__ocl_has_fp64(ext, device_ulong(d, CL_DEVICE_DOUBLE_FP_CONFIG));
   free(ext);
   return yes;
