@@ -3,11 +3,14 @@
 #include "harness.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <execinfo.h>
+#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +40,29 @@ static void report_crashes(void) {
   }
 }
 
+/* The folder test_tmp_path made, once it has been asked for. */
+static char tmp_dir[64];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  if (remove(path) != 0)
+    fprintf(stderr, "  could not remove %s: %s\n", path, strerror(errno));
+  return 0;
+}
+
+/* A run that passed takes its files with it; one that failed leaves them
+ * for whoever looks into it, and says where (POAS_TEST_KEEP=1 keeps them
+ * always). */
+static void tmp_dir_done(int failed) {
+  if (!tmp_dir[0])
+    return;
+  const char *keep = getenv("POAS_TEST_KEEP");
+  if (failed || (keep && *keep && strcmp(keep, "0") != 0))
+    fprintf(stderr, "  the test's files are kept in %s\n", tmp_dir);
+  else
+    nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int test_run_all(const test_entry *tests, size_t n, int argc, char **argv) {
   int failed = 0, passed = 0, skipped = 0;
   report_crashes();
@@ -56,6 +82,7 @@ int test_run_all(const test_entry *tests, size_t n, int argc, char **argv) {
       failed++;
   }
   printf("# %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  tmp_dir_done(failed);
   if (failed)
     return 1;
   return passed == 0 && skipped > 0 ? TEST_SKIP : 0;
@@ -76,15 +103,15 @@ poas_context *test_open(const char *devices) { return open_with(devices, 0); }
 poas_context *test_open_unlearning(const char *devices) { return open_with(devices, 1); }
 
 const char *test_tmp_path(const char *name) {
-  static char dir[64], path[256];
-  if (!dir[0]) {
-    strcpy(dir, "/tmp/poas-test-XXXXXX");
-    if (!mkdtemp(dir)) {
-      dir[0] = '\0';
+  static char path[256];
+  if (!tmp_dir[0]) {
+    strcpy(tmp_dir, "/tmp/poas-test-XXXXXX");
+    if (!mkdtemp(tmp_dir)) {
+      tmp_dir[0] = '\0';
       return NULL;
     }
   }
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
   return path;
 }
 

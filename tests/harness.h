@@ -80,7 +80,9 @@ void *test_bind_last_cpu(void);
 /* Puts back the binding test_bind_last_cpu saved, and frees it; 0 or -1. */
 int test_restore_cpus(void *saved);
 /* `name` in a temporary folder made once per test program; NULL when it
- * cannot be made. The string is overwritten by the next call. */
+ * cannot be made. The string is overwritten by the next call. The folder
+ * goes when test_run_all ends without a failure (POAS_TEST_KEEP=1 keeps
+ * it) and stays, named on stderr, when a test failed. */
 const char *test_tmp_path(const char *name);
 /* `rel` under the source tree ($top_srcdir, else "."); overwritten by the
  * next call. */
