@@ -292,8 +292,10 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * 6dee492e91c8.md). Calls of few rows or columns keep factors of their
  * own beside the one learned from all (POAS__SHAPE_*): a thin call on two
  * OpenBLAS threads can run 3x its model while squares run 1.2x. Left
- * out: a device's first run in a dtype (it pays
- * one-time costs, kernel compilation among them), runs in which it was
+ * out: a device's first run in a dtype where it ran longer than planned
+ * (it pays one-time costs, kernel compilation among them, which only
+ * lengthen it; one that ran shorter says at least that much, see
+ * first_run_tells), runs in which it was
  * busy under ADAPT_MIN_S (fixed costs, not rate; but see short_runs_add),
  * and failed devices. A
  * run's factor is at most ADAPT_STEP times the one it was planned with,
@@ -302,6 +304,18 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
 #define ADAPT_MIN_S 0.01
 #define ADAPT_STEP 2.0
 #define ADAPT_MAX 4.0
+/* Whether a device's first run in a dtype, busy_s against the planned_s
+ * of the same work, teaches its factor. Its one-time costs (kernels
+ * built, threads started, buffers first touched) can only have lengthened
+ * it: a run longer than planned may be nothing but them, while one
+ * shorter than planned ran at least that much faster than the plan
+ * without them. Skipping it too had left the first warm call after a
+ * calibration that met the CI VM's slow state planned on models 14% slow
+ * for the quick state the calls ran in: poas-demo's warm median read
+ * +15-17% in 2 of 5 runs, where the cold call had measured the right
+ * factor. */
+static int first_run_tells(double busy_s, double planned_s) { return busy_s < planned_s; }
+
 /* The shortest run that counts towards a sum of short runs
  * (short_runs_add): at most ten of them make one, and the fixed costs of
  * a run the models miss stay a small part of each. */
@@ -633,7 +647,7 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
         !(plan->learned[i] > 0))
       continue;
     poas__learned *l = &ctx->taught.learned[i][dt];
-    if (d->busy_s >= ADAPT_MIN_S && l->runs++ == 0)
+    if (d->busy_s >= ADAPT_MIN_S && l->runs++ == 0 && !first_run_tells(d->busy_s, planned_s))
       continue;
     int whole = learn_run(l, &ctx->taught.adapt[i][dt], plan->learned[i], d->busy_s, planned_s);
     int own = learn_run(&ctx->taught.learned_shape[i][dt][shape],
