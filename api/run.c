@@ -313,8 +313,13 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * calibration that met the CI VM's slow state planned on models 14% slow
  * for the quick state the calls ran in: poas-demo's warm median read
  * +15-17% in 2 of 5 runs, where the cold call had measured the right
- * factor. */
-static int first_run_tells(double busy_s, double planned_s) { return busy_s < planned_s; }
+ * factor. Not where the plan slowed the device for the devices beside it
+ * on the host's cores (corun > 1): in a first run they may have spent
+ * their time building kernels instead, and the device ran quicker than
+ * it will beside them. */
+static int first_run_tells(double busy_s, double planned_s, double corun) {
+  return busy_s < planned_s && !(corun > 1);
+}
 
 /* The shortest run that counts towards a sum of short runs
  * (short_runs_add): at most ten of them make one, and the fixed costs of
@@ -647,7 +652,8 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
         !(plan->learned[i] > 0))
       continue;
     poas__learned *l = &ctx->taught.learned[i][dt];
-    if (d->busy_s >= ADAPT_MIN_S && l->runs++ == 0 && !first_run_tells(d->busy_s, planned_s))
+    if (d->busy_s >= ADAPT_MIN_S && l->runs++ == 0 &&
+        !first_run_tells(d->busy_s, planned_s, sh->corun))
       continue;
     int whole = learn_run(l, &ctx->taught.adapt[i][dt], plan->learned[i], d->busy_s, planned_s);
     int own = learn_run(&ctx->taught.learned_shape[i][dt][shape],
