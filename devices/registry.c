@@ -125,8 +125,12 @@ static int open_entry(poas__devset *set, const poas__spec_entry *e, int *sim_nex
 
 int poas__devset_open(const char *selection, poas__devset *out, char *err, size_t errcap) {
   poas__spec *spec = calloc(1, sizeof *spec);
-  if (!spec)
+  if (!spec) {
+    /* The caller passes err on as the error's detail, which must not be
+     * empty. */
+    snprintf(err, errcap, "no memory to parse the device selection");
     return POAS_ENOMEM;
+  }
   int rc = poas__spec_parse(selection ? selection : "cpu,cuda,opencl", spec, err, errcap);
   poas__devset set = {0};
   int sim_next = 0;
