@@ -492,7 +492,7 @@ int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_proble
    * sgemm's 11 us on the CI machine. Nothing reads an entry past ndev. */
   poas__gemm_source *s = malloc(sizeof *s);
   if (!s)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "adapt: no memory for the GEMM's chunks");
   memset(s, 0, offsetof(poas__gemm_source, host_memory));
   memset(&s->host_graph, 0, sizeof *s - offsetof(poas__gemm_source, host_graph));
   s->call = *call;
