@@ -52,7 +52,10 @@ static int open_one(poas__devset *set, const poas__backend *be, int index,
     return rc;
   }
   if (rc) {
-    if (explicit_id) {
+    /* A backend's open fails with POAS_ENOMEM only when host memory ran
+     * out, which is no fault of the device: left out, it showed as "no
+     * device found" (POAS_ENODEV), or as a context short of a device. */
+    if (explicit_id || rc == POAS_ENOMEM) {
       snprintf(err, errcap, "%s%d could not be opened: %s", be->kind_name, index,
                why[0] ? why : poas_strerror(rc));
       return rc;
