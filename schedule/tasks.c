@@ -130,7 +130,7 @@ static int host_threads(void) {
 int poas__tasks_create(const poas__devset *set, poas__tasks **out) {
   poas__tasks *t = calloc(1, sizeof *t);
   if (!t)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "task: no memory for the task runtime");
   poas__engine_config cfg = {.host_threads = host_threads(), .recycle = 1};
   int rc = poas__engine_create(set, &cfg, &t->e);
   if (rc) {
@@ -145,7 +145,7 @@ int poas__tasks_create(const poas__devset *set, poas__tasks **out) {
   poas__engine_unlock(t->e);
   if (t->space_buf < 0 || t->devices_buf < 0) {
     poas__tasks_destroy(t);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "task: no memory for the task runtime's buffers");
   }
   *out = t;
   return 0;
@@ -235,7 +235,7 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
     t->all_tasks = k;
   } else {
     poas__engine_unlock(t->e);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "task: no memory for its record");
   }
   k->rt = t, k->fn = fn, k->done = 0, k->rc = 0, k->held = out != NULL, k->detail = NULL;
   k->handle = out ? poas__handle_new(k, POAS__HANDLE_TASK) : 0;
