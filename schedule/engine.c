@@ -19,7 +19,7 @@ static int grow(void **arr, int *cap, int need, size_t elem) {
     ncap *= 2;
   void *p = realloc(*arr, (size_t)ncap * elem);
   if (!p)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "schedule: out of memory for the task graph");
   *arr = p;
   *cap = ncap;
   return 0;
@@ -97,7 +97,7 @@ static int ring_push(int **ring, int *head, int *count, int *cap, int v) {
     int ncap = *cap ? 2 * *cap : 64;
     int *p = malloc((size_t)ncap * sizeof *p);
     if (!p)
-      return POAS_ENOMEM;
+      return poas__fail(POAS_ENOMEM, "schedule: out of memory for a device's queue");
     for (int i = 0; i < *count; i++)
       p[i] = (*ring)[(*head + i) % *cap];
     free(*ring);
@@ -121,7 +121,7 @@ static void finish_node(poas__engine *e, int id, int rc);
 static int start_worker(poas__worker *w) {
   w->threads = calloc((size_t)w->nthreads, sizeof *w->threads);
   if (!w->threads)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "schedule: out of memory starting a worker");
   for (int i = 0; i < w->nthreads; i++)
     if (pthread_create(&w->threads[i], NULL, worker_main, w) != 0) {
       w->nthreads = i;
@@ -721,7 +721,7 @@ int poas__engine_create(const poas__devset *set, const poas__engine_config *cfg,
     return rc;
   poas__engine *e = calloc(1, sizeof *e);
   if (!e)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "schedule: out of memory for the runtime");
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->coord, NULL);
   e->set = set;
