@@ -427,8 +427,10 @@ static int knee_is_significant(double line_loss, double knee_loss, int m) {
 int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
                        poas__transfer_model *tm) {
   double coef[3], train[2];
-  if (n < 4 || poas__fit_linear(X, y, held, n, 2, coef, train, NULL, &tm->fit) ||
-      !(coef[1] > 0))
+  int rc = n < 4 ? POAS_EFIT : poas__fit_linear(X, y, held, n, 2, coef, train, NULL, &tm->fit);
+  if (rc == POAS_ENOMEM)
+    return rc;
+  if (rc || !(coef[1] > 0))
     return POAS_EFIT;
   tm->latency = coef[0];
   tm->bandwidth = 1 / coef[1];
@@ -539,7 +541,10 @@ static int calibrate_rate(poas__device *dev, const rate_op *op, size_t first, si
     held[n] = n % 5 == 2;
     report(pg, op->step, 1);
   }
-  if (poas__fit_transfer(X, y, held, n, tm))
+  int rc = poas__fit_transfer(X, y, held, n, tm);
+  if (rc == POAS_ENOMEM)
+    return poas__fail(rc, "%s: no memory to fit the %s model", dev->info.id, op->what);
+  if (rc)
     return poas__fail(POAS_EFIT, "%s: could not fit the %s model", dev->info.id, op->what);
   tm->valid = 1;
   return 0;
@@ -613,7 +618,7 @@ static int calibrate_duplex(bench *bb, const sweep *sw, double *out) {
   size_t bytes = POAS__MIN(bb->cap, bb->host_cap);
   char *host = malloc(bytes);
   if (!host)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory for the two-way copy probe", dev->info.id);
   memset(host, 0, bytes); /* pages of its own, touched, like a user's C */
   duplex_copy in = {{dev, POAS_H2D, 0, bb->host, bb->a}, bytes, 0, 0};
   duplex_copy back = {{dev, POAS_D2H, DUPLEX_LANE, host, bb->b}, bytes, 0, 0};
@@ -868,7 +873,10 @@ static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
   int *held = malloc((size_t)ns * sizeof *held);
   double *noise = malloc((size_t)ns * sizeof *noise); /* by pair, one after another */
   poas__fit_accum *acc = calloc(1, sizeof *acc);
-  int rc = X && y && held && noise && acc ? 0 : POAS_ENOMEM;
+  int rc = X && y && held && noise && acc
+               ? 0
+               : poas__fail(POAS_ENOMEM, "%s: no memory to fit the %sgemm models", dev->info.id,
+                            poas__dtype_letter((poas_dtype)dt));
   int nall = 0;
   for (int pair = 0; !rc && pair < 4; pair++) {
     int n = 0;
@@ -884,6 +892,13 @@ static int fit_dtype(poas__device *dev, int dt, const gemm_sample *s, int ns,
     poas__gemm_model *gm = &out->gemm[dt][pair];
     poas__fit_stats st;
     rc = poas__fit_linear(X, y, held, n, POAS__GEMM_NFEAT, gm->coef, train[pair], acc, &st);
+    /* Memory running out is not a fit that failed: it was once reported
+     * as too few samples, POAS_EFIT. */
+    if (rc == POAS_ENOMEM) {
+      rc = poas__fail(rc, "%s: no memory to fit the %sgemm model", dev->info.id,
+                      poas__dtype_letter((poas_dtype)dt));
+      break;
+    }
     if (rc || !(gm->coef[1] > 0)) {
       rc = poas__fail(POAS_EFIT, "%s: could not fit the %sgemm model (%s)", dev->info.id,
                       poas__dtype_letter((poas_dtype)dt),
@@ -1082,7 +1097,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     free(t);
     free(slow);
     free(pending);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory for the GEMM timings", bb->dev->info.id);
   }
   int probing = handoff_probes(bb);
   latency_seen *lat = probing ? calloc(1, sizeof *lat) : NULL;
@@ -1403,7 +1418,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
                         poas__device_model *out) {
   gemm_sample *s = malloc(THIN_PROBES * sizeof *s);
   if (!s)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory for the thin-block probes", bb->dev->info.id);
   int ns = thin_shapes(sw, dt, s);
   sweep few = *sw;
   few.reps = sw->thin_reps;
@@ -1444,7 +1459,7 @@ static int measure_thin(bench *bb, const sweep *sw, int dt, progress *pg,
         }
       }
     if (!(out->gemm[dt][pair].thin = poas__thin_intern(&table)))
-      rc = POAS_ENOMEM;
+      rc = poas__fail(POAS_ENOMEM, "%s: no memory for a thin-block table", bb->dev->info.id);
   }
   free(s);
   return rc;
@@ -1665,7 +1680,7 @@ static int small_bench(poas__device *dev, size_t bytes, bench *bb) {
   if (!rc && !dev->info.host_memory) {
     bb->host_cap = bytes;
     if (!(bb->host = malloc(bytes)))
-      rc = POAS_ENOMEM;
+      rc = poas__fail(POAS_ENOMEM, "%s: no memory for the staging buffer", dev->info.id);
   }
   return rc ? rc : load_operands(bb);
 }
@@ -1768,7 +1783,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   int per = max_shapes(&sw);
   gemm_sample *s = malloc((size_t)per * 8 * sizeof *s);
   if (!s)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory for the GEMM sweep's shapes", dev->info.id);
   uint64_t rng = 12345;
   int ns = 0;
   size_t elems = 0;
@@ -1785,7 +1800,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   gemm_sample *probe = malloc(THIN_PROBES * sizeof *probe);
   if (!probe) {
     free(s);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory for the thin-block probes", dev->info.id);
   }
   double probe_work = 0;
   for (int dt = 0; dt < 2; dt++) {

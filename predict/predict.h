@@ -67,7 +67,7 @@ typedef struct poas__calib_opts {
  * significantly better (an F-test at 1% over the sizes of 1 MiB or more)
  * and the rates on its two sides differ by a tenth or more: the bytes past
  * the knee move at bandwidth_beyond. POAS_EFIT when no positive
- * rate fits. */
+ * rate fits, POAS_ENOMEM when memory ran out. */
 int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
                        poas__transfer_model *tm);
 
