@@ -205,7 +205,8 @@ static int examine_output(const poas_context *ctx, const int sel[], const char *
     return rc;
   poas__profile *old = malloc(sizeof *old), *here = calloc(1, sizeof *here);
   poas__profile_found found = POAS__FOUND_NOTHING;
-  rc = old && here ? poas__profile_examine(target, old, &found, why, sizeof why) : POAS_ENOMEM;
+  rc = old && here ? poas__profile_examine(target, old, &found, why, sizeof why)
+                   : poas__fail(POAS_ENOMEM, "poas_calibrate: no memory to read %s", path);
   if (!rc && found == POAS__FOUND_OTHER)
     rc = poas__fail(POAS_EPROFILE, "%s is not a POAS profile: %s; not replacing it (remove it, "
                                    "or write the profile elsewhere)", path, why);
@@ -308,7 +309,7 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
   double *ops = malloc(3 * sizeof(double) * DISPATCH_N * DISPATCH_N);
   if (!saved || !saved_report || !run || !ops) {
     free(saved), free(saved_report), free(run), free(ops);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "poas_calibrate: no memory to time the runtime's cost");
   }
   memcpy(saved, ctx->models, sizeof ctx->models);
   int saved_has = poas__report_get(ctx, saved_report), rc = 0;
@@ -440,7 +441,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     free(merged);
     free(taught);
     free(keep);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "poas_calibrate: no memory for the models");
   }
   double t0 = poas__now();
   double devices_end = t0 + (opts->quick ? QUICK_DEVICES_S : FULL_DEVICES_S);
