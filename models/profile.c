@@ -847,6 +847,8 @@ int poas__profile_parse(const char *text, size_t len, const char *name, poas__pr
   int rc = parse_profile(text, len, out, problem, sizeof problem);
   if (rc == POAS_EPROFILE)
     return poas__fail(rc, "%s: %s", name, problem);
+  if (rc == POAS_ENOMEM)
+    return poas__fail(rc, "%s: no memory to read the profile", name);
   return rc;
 }
 
@@ -871,7 +873,7 @@ static int read_text(const char *path, char **text, size_t *len) {
   char *buf = malloc(POAS__PROFILE_MAX_BYTES + 1);
   if (!buf) {
     fclose(f);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory to read it", path);
   }
   *len = fread(buf, 1, POAS__PROFILE_MAX_BYTES + 1, f);
   int e = ferror(f) ? (errno ? errno : EIO) : 0;
@@ -936,6 +938,8 @@ int poas__profile_examine(const char *path, poas__profile *out, poas__profile_fo
       *found = classify_unusable(text, len);
   }
   free(text);
+  if (rc == POAS_ENOMEM)
+    return poas__fail(rc, "%s: no memory to read it", path);
   return rc == POAS_EPROFILE ? 0 : rc;
 }
 
@@ -1317,14 +1321,14 @@ int poas__profile_write(const char *path, const poas__profile *p) {
   char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
   json_decref(root);
   if (!text)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory to write the profile", path);
   /* What is written is read back first, by the reader's own checks: a sim
    * calibrated at 1e3 flop/s wrote models that every later read refused
    * as absurd, and the file had replaced a usable one. */
   poas__profile *check = malloc(sizeof *check);
   if (!check) {
     free(text);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory to check the profile written", path);
   }
   rc = poas__profile_parse(text, strlen(text), path, check);
   free(check);

@@ -89,7 +89,8 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
                       dev->info.id, spec);
   poas__profile *p = malloc(sizeof *p);
   if (!p)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory to read the replay profile %s", dev->info.id,
+                      file);
   int rc = poas__profile_load(file, p);
   if (rc == POAS_EIO)
     rc = poas__fail(POAS_EPROFILE, "%s: replay profile for %s: %s", file, dev->info.id,
@@ -206,7 +207,7 @@ int poas__predict_attach(const poas__devset *set, const char *profile_path, int 
   }
   poas__profile *p = malloc(sizeof *p);
   if (!p)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "no memory to read the profile %s", status->path);
   int rc = poas__profile_load(status->path, p);
   if (rc == 0)
     apply_profile(set, p, models, status);
@@ -221,5 +222,7 @@ int poas__predict_attach(const poas__devset *set, const char *profile_path, int 
   poas__clear_detail();
   if (rc && real)
     suggest_calibration(status->problem);
-  return rc == POAS_ENOMEM ? rc : 0;
+  /* The one failure that fails poas_init, whose detail the clearing above
+   * took: the problem holds it. */
+  return rc == POAS_ENOMEM ? poas__fail(rc, "%s", status->problem) : 0;
 }
