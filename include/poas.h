@@ -151,7 +151,8 @@ void poas_options_init(poas_options *opts);
 /* Creates a context: opens the selected devices and loads the profile.
  * opts may be NULL. On success *ctx is set and 0 returned; on error *ctx is
  * left untouched. A device that fails at start-up is left out with a warning
- * unless the selection names it explicitly, in which case it is an error.
+ * unless the selection names it explicitly, in which case it is an error;
+ * host memory running out while one opens is POAS_ENOMEM either way.
  * A malformed selection is POAS_ESPEC, and one that opens no device
  * POAS_ENODEV. A profile that cannot be read or used, even one named by
  * opts->profile or POAS_PROFILE, is not an error: the devices it would
