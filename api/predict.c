@@ -365,7 +365,10 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
 }
 
 /* Devices calibrated together that share the host's cores get their
- * contention factor; a device measured alone keeps none. */
+ * contention factor; a device measured alone keeps none, and so do they
+ * all where the probe finds no memory (a device too small for its
+ * operands, or the host short): a warning then, not the minutes of
+ * measuring before it thrown away. */
 static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_model *fresh) {
   poas__device *devs[POAS_MAX_DEVICES];
   int idx[POAS_MAX_DEVICES], n = 0;
@@ -376,6 +379,12 @@ static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_
     return 0;
   double factor[POAS_MAX_DEVICES];
   int rc = poas__calibrate_contention(devs, n, factor);
+  if (rc == POAS_ENOMEM) {
+    poas__warn("calibration: contention of devices that share the host's cores not measured: %s",
+               poas_error_detail());
+    poas__clear_detail();
+    return 0;
+  }
   for (int j = 0; !rc && j < n; j++)
     fresh[idx[j]].contention = factor[j];
   return rc;

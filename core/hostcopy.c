@@ -106,7 +106,7 @@ int poas__copier_create(int threads, poas__copier **out) {
     return poas__fail(POAS_EINVAL, "host copy: %d threads (1 to %d)", threads, MAX_THREADS);
   poas__copier *c = calloc(1, sizeof *c);
   if (!c)
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "host copy: no memory for the copier");
   c->threads = threads;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->wake, NULL);

@@ -108,12 +108,16 @@ static int probe_open(probe *p, poas__device *dev) {
   size_t bytes = (size_t)PROBE_N * PROBE_N * sizeof(float);
   enum { CHUNK = 4 << 20 };
   float *host = malloc(CHUNK);
-  int rc = host ? 0 : POAS_ENOMEM;
+  int rc = host ? 0
+                : poas__fail(POAS_ENOMEM, "%s: no memory for the contention probe",
+                             dev->info.id);
   for (size_t i = 0; host && i < CHUNK / sizeof(float); i++)
     host[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
   poas__mem *m[3] = {&p->a, &p->b, &p->c};
   for (int i = 0; !rc && i < 3; i++)
-    rc = dev->be->mem_alloc(dev, bytes, m[i]);
+    if ((rc = dev->be->mem_alloc(dev, bytes, m[i])) == POAS_ENOMEM)
+      rc = poas__fail(rc, "%s: no room for the contention probe's %zu MiB", dev->info.id,
+                      3 * bytes >> 20);
   for (int i = 0; !rc && i < 3; i++)
     for (size_t off = 0; !rc && off < bytes; off += CHUNK) {
       poas__copy2d c = {CHUNK, 1, CHUNK, CHUNK, off};
@@ -125,7 +129,8 @@ static int probe_open(probe *p, poas__device *dev) {
   if (!rc)
     rc = dev->be->lane_sync(dev, 0);
   if (!rc && !dev->info.host_memory && !(p->host = malloc(bytes)))
-    rc = POAS_ENOMEM;
+    rc = poas__fail(POAS_ENOMEM, "%s: no memory for the contention probe's results",
+                    dev->info.id);
   if (p->host)
     memset(p->host, 0, bytes);
   /* Warm-up (threads started, kernels compiled), then the band that
@@ -163,7 +168,9 @@ int poas__calibrate_contention(poas__device *const *devs, int n, double *factor)
   probe *p = calloc((size_t)n, sizeof *p);
   pthread_t *th = calloc((size_t)n, sizeof *th);
   double *alone = calloc((size_t)n, sizeof *alone);
-  int rc = p && th && alone ? 0 : POAS_ENOMEM;
+  int rc = p && th && alone
+               ? 0
+               : poas__fail(POAS_ENOMEM, "calibration: no memory for the contention probes");
   int opened = 0;
   for (; !rc && opened < n; opened++)
     rc = probe_open(&p[opened], devs[opened]);
