@@ -82,8 +82,9 @@ int poas__fail(int err, const char *fmt, ...) POAS__PRINTF(2, 3);
 void poas__clear_detail(void);
 /* While on (per thread), poas__fail still sets the detail but logs it only
  * at debug level: for probes whose failures are expected answers, such as
- * allocating until the device says no. */
-void poas__failures_expected(int on);
+ * allocating until the device says no. Returns what it was, to put back
+ * (probes nest). */
+int poas__failures_expected(int on);
 
 /* ----------------------------------------------------------------- clocks */
 

@@ -95,7 +95,11 @@ void poas__clear_detail(void) { error_detail[0] = '\0'; }
 
 static _Thread_local int failures_expected;
 
-void poas__failures_expected(int on) { failures_expected = on; }
+int poas__failures_expected(int on) {
+  int was = failures_expected;
+  failures_expected = on;
+  return was;
+}
 
 int poas__fail(int err, const char *fmt, ...) {
   va_list ap;
