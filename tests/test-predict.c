@@ -102,6 +102,24 @@ static int calibrate_quick(poas_context *ctx, int dtypes, const char *file, char
   return poas_calibrate(ctx, &o, r);
 }
 
+/* A quick sgemm calibration of a new context of `devices` into `file`
+ * (its path in path[256]), read back: the profile (the caller frees it),
+ * or NULL. */
+static poas__profile *calibrated_profile(const char *devices, const char *file, char *path) {
+  poas_context *ctx = test_open(devices);
+  if (!ctx)
+    return NULL;
+  int rc = calibrate_quick(ctx, 1 << POAS_FLOAT32, file, path, NULL);
+  poas_finalize(ctx);
+  poas__profile *p = rc ? NULL : malloc(sizeof *p);
+  if (p && poas__profile_load(path, p) != 0) {
+    fprintf(stderr, "  %s: %s\n", path, poas_error_detail());
+    free(p);
+    p = NULL;
+  }
+  return p;
+}
+
 /* The steps a calibration reports, in order, as "id step" joined by commas,
  * each step of a device once however often it is reported in a row. */
 typedef struct step_log {
@@ -265,15 +283,11 @@ TEST(calibration_measures_the_runtime_cost_of_a_run) {
  * calibration once failed at its end with POAS_ENOMEM and no detail,
  * throwing away the measuring before it. */
 TEST(devices_too_small_for_the_contention_probe_are_calibrated_without_it) {
-  poas_context *ctx =
-      test_open("sim:rate=1e11:memory=16Mi:shared=1,sim:rate=2e11:memory=16Mi:shared=1");
-  CHECK(ctx);
   char path[256];
-  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32, "small-shared.json", path, NULL));
-  poas_finalize(ctx);
-  poas__profile *p = malloc(sizeof *p);
+  poas__profile *p = calibrated_profile(
+      "sim:rate=1e11:memory=16Mi:shared=1,sim:rate=2e11:memory=16Mi:shared=1", "small-shared.json",
+      path);
   CHECK(p);
-  CHECK_OK(poas__profile_load(path, p));
   int ndev = p->ndev;
   double c0 = p->dev[0].model.contention, c1 = p->dev[1].model.contention;
   free(p);
@@ -289,15 +303,10 @@ TEST(devices_too_small_for_the_contention_probe_are_calibrated_without_it) {
  * of a run and the transpose model. (Loading once dropped the first
  * three, and then the fourth.) */
 TEST(a_loaded_profile_keeps_contention_and_run_costs) {
-  const char *devs = "sim:rate=1e11:latency=0:shared=1,sim:rate=1e11:latency=0:shared=1";
-  poas_context *ctx = test_open(devs);
-  CHECK(ctx);
   char path[256];
-  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32, "contention.json", path, NULL));
-  poas_finalize(ctx);
-  poas__profile *p = malloc(sizeof *p);
+  poas__profile *p = calibrated_profile(
+      "sim:rate=1e11:latency=0:shared=1,sim:rate=1e11:latency=0:shared=1", "contention.json", path);
   CHECK(p);
-  CHECK_OK(poas__profile_load(path, p));
   CHECK(p->ndev == 2);
   for (int d = 0; d < 2; d++) {
     p->dev[d].model.contention = 1.25 + 0.5 * d;
@@ -317,7 +326,8 @@ TEST(a_loaded_profile_keeps_contention_and_run_costs) {
   char replay[700];
   snprintf(replay, sizeof replay, "sim:profile=%s#sim0:shared=1,sim:profile=%s#sim1:shared=1",
            path, path);
-  CHECK(ctx = test_open(replay));
+  poas_context *ctx = test_open(replay);
+  CHECK(ctx);
   poas_plan plan;
   CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
                           2048, 2048, &plan));
@@ -941,14 +951,10 @@ TEST(a_first_run_teaches_only_when_quicker_than_planned) {
    * spent it building kernels. Two sims replay a profile whose contention
    * is 1.5, and run twice as fast as it says. */
   char path[256], replay[700];
-  poas_context *ctx =
-      test_open("sim:rate=1e11:latency=0:shared=1,sim:rate=1e11:latency=0:shared=1");
-  CHECK(ctx);
-  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32, "first-corun.json", path, NULL));
-  poas_finalize(ctx);
-  poas__profile *p = malloc(sizeof *p);
+  poas__profile *p = calibrated_profile(
+      "sim:rate=1e11:latency=0:shared=1,sim:rate=1e11:latency=0:shared=1", "first-corun.json",
+      path);
   CHECK(p);
-  CHECK_OK(poas__profile_load(path, p));
   for (int d = 0; d < p->ndev; d++)
     p->dev[d].model.contention = 1.5;
   CHECK_OK(poas__profile_write(path, p));
@@ -956,7 +962,8 @@ TEST(a_first_run_teaches_only_when_quicker_than_planned) {
   snprintf(replay, sizeof replay,
            "sim:profile=%s#sim0:shared=1:slowdown=0.5,sim:profile=%s#sim1:shared=1:slowdown=0.5",
            path, path);
-  CHECK(ctx = test_open(replay));
+  poas_context *ctx = test_open(replay);
+  CHECK(ctx);
   poas_plan plan;
   CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048,
                           2048, 2048, &plan));
