@@ -368,6 +368,12 @@ static void single_selections(const char *selection, const poas_device_info *d, 
   }
 }
 
+/* Whether poas_init's error `rc` is about the devices selected, so that
+ * its message is best read beside the selection that asked for them. */
+static int device_error(int rc) {
+  return rc == POAS_ESPEC || rc == POAS_ENODEV || rc == POAS_EDEVICE;
+}
+
 /* Opens the devices of `selection` (NULL: POAS_DEVICES's, else every
  * device) with o's profile. */
 static int open_context(const options *o, const char *selection, poas_context **ctx) {
@@ -376,6 +382,10 @@ static int open_context(const options *o, const char *selection, poas_context **
   po.devices = selection;
   po.profile = o->profile;
   int rc = poas_init(ctx, &po);
+  if (rc && !device_error(rc)) { /* POAS_SCHED, POAS_TRACE and the like: not the selection's */
+    fprintf(stderr, "poas-bench: %s: %s\n", poas_strerror(rc), poas_error_detail());
+    return rc;
+  }
   if (rc) { /* named as the user gave it: --devices, POAS_DEVICES or neither */
     const char *env = getenv("POAS_DEVICES");
     int from_env = !o->devices && env && *env;

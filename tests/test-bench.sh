@@ -315,6 +315,13 @@ POAS_DEVICES=bogus "$bench" gemm --baselines none >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "^poas-bench: POAS_DEVICES 'bogus': " "$tmp/err" ||
   { echo "FAIL: POAS_DEVICES=bogus gave $rc: $(cat "$tmp/err")"; exit 1; }
+# An environment the library refuses for another reason is not blamed on
+# the selection: POAS_SCHED=x once read "POAS_DEVICES 'sim': invalid
+# argument: unknown scheduling policy 'x'".
+POAS_DEVICES=sim POAS_SCHED=x "$bench" gemm --baselines none >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "^poas-bench: invalid argument: unknown scheduling policy 'x'" "$tmp/err" ||
+  { echo "FAIL: POAS_SCHED=x gave $rc: $(cat "$tmp/err")"; exit 1; }
 if [ -n "$(ls)" ]; then
   echo "FAIL: usage errors left files behind: $(ls)"
   exit 1
