@@ -404,8 +404,11 @@ int main(int argc, char **argv) {
       quick = 1;
     else if (c == 'a')
       adapting = 1, opts.no_adapt = 0;
-    else if (c == 't')
+    else if (c == 't') {
+      if (!tool_file_named("accuracy", "timings", optarg))
+        return 2;
       timings_path = optarg;
+    }
     else if (c == 'h') {
       usage(stdout);
       return tool_stdout_status("accuracy", 0);

@@ -337,7 +337,7 @@ echo "usage errors: ok"
 "$accuracy" --version >"$tmp/acc-help" 2>&1 && grep -q "^accuracy (POAS) " "$tmp/acc-help" ||
   { echo "FAIL: accuracy --version: $(cat "$tmp/acc-help")"; exit 1; }
 for args in "--frobnicate" "--reps 0" "--reps 4 --passes 5" "extra" "--devices bogus" \
-            "--devices cpu,sim"; do
+            "--timings=" "--devices cpu,sim"; do
   # shellcheck disable=SC2086
   "$accuracy" $args >/dev/null 2>"$tmp/err"
   rc=$?
