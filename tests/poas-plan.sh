@@ -102,10 +102,10 @@ printf '%s' "$("$plan" --m 64 --n 64 --k 64 --devices sim --json)" |
   grep -q '"estimated": false' || fail "a sim's exact model marked estimated"
 
 # An empty C is said to be one; an empty --devices and a size with a
-# space or a sign are usage errors.
+# space or a sign ("-0" too, which was taken as 0) are usage errors.
 out=$("$plan" --m 0 --n 64 --k 64 --devices sim) || fail "m = 0 failed"
 printf '%s' "$out" | grep -q "C is empty, nothing to plan or run" || fail "m = 0: $out"
-for args in "--devices ''" "--m ' 64'" "--m +64"; do
+for args in "--devices ''" "--m ' 64'" "--m -0" "--m +64"; do
   eval "\"\$plan\" --n 64 --k 64 --m 64 $args" >"$tmp/out" 2>&1
   [ $? -eq 2 ] || fail "$args not a usage error: $(cat "$tmp/out")"
 done

@@ -16,9 +16,11 @@
 
 /* All of `text` as a whole decimal number from lo to hi, into *out; -1
  * for anything else. Plain digits with an optional '-' only: strtoll
- * alone would take " 5" and "+5", atoi "abc" as 0 and "5x" as 5. */
+ * alone would take " 5" and "+5", atoi "abc" as 0 and "5x" as 5. The
+ * minus only where lo is negative: a size of "-0" is no size a user
+ * means, and the tools refuse a minus where no negative value is one. */
 static inline int tool_parse_int64(const char *text, int64_t lo, int64_t hi, int64_t *out) {
-  const char *digits = text[0] == '-' ? text + 1 : text;
+  const char *digits = text[0] == '-' && lo < 0 ? text + 1 : text;
   if (!isdigit((unsigned char)digits[0]))
     return -1;
   char *end;
