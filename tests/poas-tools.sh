@@ -226,6 +226,14 @@ device-copy --devices cpu:nokey=1
 call-overhead -n x
 call-overhead --devices nodev
 EOF
+# call-overhead times the first device POAS_DEVICES names, as its --help
+# says (which named only cuda0 and the first device).
+if [ -x "$bench_dir/call-overhead" ]; then
+  POAS_DEVICES=sim "$bench_dir/call-overhead" -n 8 --calls 1 >"$tmp/out" 2>&1 &&
+    grep -q "^device sim0 " "$tmp/out" || fail "call-overhead under POAS_DEVICES=sim: $(cat "$tmp/out")"
+  "$bench_dir/call-overhead" --help | grep -q "the first POAS_DEVICES names" ||
+    fail "call-overhead --help does not name POAS_DEVICES"
+fi
 # Every program says so when its reader has gone, or its stdout is
 # closed, and exits 1: SIGPIPE ended each one without a word (exit 141).
 # The pipe's reading end is closed before the program starts, and the
