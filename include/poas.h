@@ -131,8 +131,9 @@ typedef struct poas_options {
    * fail to be written (a full disk), the run succeeds all the same, with
    * a warning (POAS_LOG), and the context writes no trace after it. */
   const char *trace;
-  /* Log level, as POAS_LOG: 0 silent, 1 warnings, 2 info, 3 debug;
-   * -1 means take POAS_LOG (default silent). Messages go to stderr, which
+  /* Log level, as POAS_LOG: 0 silent, 1 warnings, 2 info, 3 debug (a
+   * larger one is 3); -1, as any negative, means take POAS_LOG (default
+   * silent). Messages go to stderr, which
    * is the process's: while the context lives, every context's messages
    * print at the most verbose of POAS_LOG's level and those of the live
    * contexts that set one; poas_finalize gives its level up. */

@@ -500,6 +500,17 @@ TEST(a_contexts_log_level_ends_with_it) {
   CHECK(poas_log_level() == 2);
   poas_finalize(loud);
   CHECK(poas_log_level() == 0);
+  /* Past 3 is 3, as in POAS_LOG; any negative takes POAS_LOG, as -1 does
+   * (poas.h says both). */
+  o.log_level = 7;
+  CHECK_OK(poas_init(&loud, &o));
+  CHECK(poas_log_level() == 3);
+  poas_finalize(loud);
+  o.log_level = -5;
+  CHECK_OK(poas_init(&loud, &o));
+  CHECK(poas_log_level() == 0);
+  poas_finalize(loud);
+  CHECK(poas_log_level() == 0);
   poas_finalize(quiet);
   return 0;
 }
