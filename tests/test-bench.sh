@@ -306,6 +306,11 @@ while [ $i -le 64 ]; do sizes=$sizes,64 i=$((i + 1)); done
 rc=$?
 [ $rc -eq 2 ] && grep -qF "bad --sizes (at most 64, each 1 to 1048576)" "$tmp/err" ||
   { echo "FAIL: 65 sizes gave $rc: $(cat "$tmp/err")"; exit 1; }
+# --help states the limits the parser keeps (it once gave neither).
+"$bench" --help | grep -q "at most 64, each 1 to$" && "$bench" --help | grep -q "(1 to 1000, default 5)" ||
+  { echo "FAIL: poas-bench --help does not state the limits of --sizes and --repeat"; exit 1; }
+"$bench" gemm --repeat 1001 >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: --repeat 1001 not a usage error"; exit 1; }
 # A misspelt shape is named as one, not taken for a list of MxNxK.
 "$bench" gemm --shape Tall --sizes 64 >/dev/null 2>"$tmp/err"
 rc=$?
