@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     size_t bytes = mib[s] << 20;
     char *page = malloc(bytes), *page2 = malloc(bytes), *wide = malloc(2 * bytes), *pin, *dev;
     if (!page || !page2 || !wide) {
-      fprintf(stderr, "out of host memory\n");
+      fprintf(stderr, "cuda-transfer: out of host memory\n");
       return 1;
     }
     memset(page, 1, bytes);

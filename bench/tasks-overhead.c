@@ -73,13 +73,14 @@ int main(int argc, char **argv) {
   poas_context *ctx;
   int rc = poas_init(&ctx, &o);
   if (rc) {
-    fprintf(stderr, "poas_init: %s: %s\n", poas_strerror(rc), poas_error_detail());
+    fprintf(stderr, "tasks-overhead: %s: %s\n", poas_strerror(rc), poas_error_detail());
     return 1;
   }
   static char data[64];
   poas_buffer *buf;
   if ((rc = poas_buffer_register(ctx, data, sizeof data, &buf)) != 0) {
-    fprintf(stderr, "poas_buffer_register: %s\n", poas_strerror(rc));
+    fprintf(stderr, "tasks-overhead: poas_buffer_register: %s: %s\n", poas_strerror(rc),
+            poas_error_detail());
     return 1;
   }
   static const poas_access modes[] = {POAS_R, POAS_RW};
@@ -96,7 +97,7 @@ int main(int argc, char **argv) {
       us[r] = (bench_now() - t0) / (double)n * 1e6;
     }
     if (rc) {
-      fprintf(stderr, "poas_task_submit: %s\n", poas_strerror(rc));
+      fprintf(stderr, "tasks-overhead: poas_task_submit: %s\n", poas_strerror(rc));
       return 1;
     }
     qsort(us, (size_t)rounds, sizeof *us, bench_cmp_double);

@@ -234,6 +234,13 @@ if [ -x "$bench_dir/call-overhead" ]; then
   "$bench_dir/call-overhead" --help | grep -q "the first POAS_DEVICES names" ||
     fail "call-overhead --help does not name POAS_DEVICES"
 fi
+# A failure names the program, as in every tool: tasks-overhead said
+# "poas_init: invalid argument: ..." alone.
+if [ -x "$bench_dir/tasks-overhead" ]; then
+  POAS_SCHED=x "$bench_dir/tasks-overhead" 1 1 >"$tmp/out" 2>"$tmp/err"
+  [ $? -eq 1 ] && grep -q "^tasks-overhead: invalid argument: unknown scheduling policy 'x'" "$tmp/err" ||
+    fail "tasks-overhead under POAS_SCHED=x: $(cat "$tmp/err")"
+fi
 # Every program says so when its reader has gone, or its stdout is
 # closed, and exits 1: SIGPIPE ended each one without a word (exit 141).
 # The pipe's reading end is closed before the program starts, and the
