@@ -28,6 +28,16 @@
 #   openblas        which kernel OpenBLAS picked, and cblas at n=4096 under others
 # Everything it writes lands under $OUT (or ./gpu-out when OUT is unset).
 set -u
+# Every stage is known before any runs: a typo found after minutes of a
+# GPU's lent time is that time lost (and an exit inside the stages' loop,
+# a pipeline's subshell, would not stop the script).
+for s in "$@"; do
+  case $s in
+    env | test | transfer | copies | calibrate | calibrate-q | accuracy | accuracy:* | bench:?* | \
+      trace:?* | overhead | overhead:* | openblas) ;;
+    *) echo "gpu-run.sh: unknown stage '$s' (see the stages at the top of $0)" >&2; exit 2 ;;
+  esac
+done
 src=$(cd "$(dirname "$0")/.." && pwd)
 . "$src/bench/settings.sh"
 out=${OUT:-$src/gpu-out}
