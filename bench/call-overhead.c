@@ -124,6 +124,15 @@ int main(int argc, char **argv) {
     return status;
   poas_device_info info;
   poas_device_get(ctx, 0, &info);
+  /* --devices says which device to time: a list of several is a mistake,
+   * not a choice of its first (POAS_DEVICES, which sets the default, may
+   * name several). */
+  if (id && poas_device_count(ctx) > 1) {
+    fprintf(stderr, "call-overhead: --devices '%s' selects %d devices; name one\n", id,
+            poas_device_count(ctx));
+    poas_finalize(ctx);
+    return 2;
+  }
   if (poas_device_count(ctx) > 1) {
     poas_finalize(ctx);
     o.devices = info.id;

@@ -233,6 +233,12 @@ if [ -x "$bench_dir/call-overhead" ]; then
     grep -q "^device sim0 " "$tmp/out" || fail "call-overhead under POAS_DEVICES=sim: $(cat "$tmp/out")"
   "$bench_dir/call-overhead" --help | grep -q "the first POAS_DEVICES names" ||
     fail "call-overhead --help does not name POAS_DEVICES"
+  # Several devices named with --devices are a mistake, not the first of
+  # them (it timed sim0 and said nothing of sim1).
+  "$bench_dir/call-overhead" --devices sim,sim -n 8 --calls 1 >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "selects 2 devices" "$tmp/err" ||
+    fail "call-overhead --devices sim,sim: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 fi
 # A failure names the program, as in every tool: tasks-overhead said
 # "poas_init: invalid argument: ..." alone.

@@ -182,7 +182,8 @@ int main(int argc, char **argv) {
       break;
     case 't':
       if (parse_dtype(optarg, &co.dtypes)) {
-        fprintf(stderr, "poas-calibrate: --dtype must be s, d or sd, not '%s'\n", optarg);
+        fprintf(stderr, "poas-calibrate: --dtype must be s, d or sd (or s,d), not '%s'\n",
+                optarg);
         return 2;
       }
       break;
