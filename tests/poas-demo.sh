@@ -47,6 +47,7 @@ out=$(POAS_DEVICES=nodevice "$demo" -n 16 -c 1 2>&1)
 printf '%s' "$out" | grep -q "^poas-demo: POAS_DEVICES 'nodevice': " || fail "unclear error: $out"
 out=$(noprofile --devices cpu -n 192 2>&1) || fail "run failed: $out"
 for line in 'plan for sgemm 192 x 192 x 192' 'first call: ' 'warm calls: 5, median ' \
+            "the calls' errors [-+][0-9.]*% to [-+][0-9.]*%, median [-+][0-9.]*%" \
             '0 wrong elements in all 6 calls' 'cpu0 ' \
             'note: no profile at .*: the times of cpu0 are rough built-in estimates'; do
   printf '%s' "$out" | grep -q "$line" || fail "output lacks '$line': $out"
