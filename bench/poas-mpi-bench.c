@@ -19,7 +19,8 @@
  * Every rank parses the same command line and every failure is agreed on
  * with a reduction, so a bad argument, a rank that cannot open its devices
  * or a node whose memory cannot hold its ranks' operands ends the whole
- * job with one exit status instead of a hang or the OOM killer. */
+ * job with one exit status instead of a hang or the OOM killer; what
+ * failed is said once, for all the ranks that have the same to say. */
 #include "bench/bench.h"
 #include "bench/cli.h"
 #include "bench/timing.h"
@@ -48,6 +49,8 @@
 #define REFINE 3
 /* Elements per MPI call at most: MPI counts are ints. */
 #define MPI_CHUNK ((int64_t)1 << 28)
+/* Bytes of what one rank says through say_once, its lines together. */
+#define SAY_MAX 1024
 
 static void usage(FILE *f) {
   fprintf(f, "Usage: mpirun -np R " PROG " [--sizes LIST] [--dtype s|d] [--repeat N]\n"
@@ -228,12 +231,75 @@ static int agree(int status) {
 
 /* --------------------------------------------------------------- the job */
 
+/* "rank R" or "ranks A-B, C" for the ranks r with in[r] set. */
+static void rank_list(const char *in, int size, char *out, size_t cap) {
+  int n = 0;
+  for (int r = 0; r < size; r++)
+    n += in[r] != 0;
+  size_t len = (size_t)snprintf(out, cap, "rank%s", n == 1 ? "" : "s");
+  const char *sep = " ";
+  for (int r = 0; r < size && len < cap; r++) {
+    if (!in[r])
+      continue;
+    int last = r;
+    while (last + 1 < size && in[last + 1])
+      last++;
+    len += (size_t)(last > r ? snprintf(out + len, cap - len, "%s%d-%d", sep, r, last)
+                             : snprintf(out + len, cap - len, "%s%d", sep, r));
+    sep = ", ";
+    r = last;
+  }
+}
+
+/* Says each rank's `text` (its lines each opening PROG ": "; "" says
+ * nothing) on rank 0's stderr, once for all the ranks whose text is the
+ * same, each line then opening PROG " (ranks 0-2): ". Every rank once said
+ * its own, and a job whose ranks all had the same --devices, profile or
+ * fault said it once per rank: 64 lines alike for 64 ranks. Collective. */
+static void say_once(const job *j, const char *text) {
+  char mine[SAY_MAX];
+  snprintf(mine, sizeof mine, "%s", text);
+  char *all = j->rank == 0 ? malloc((size_t)j->size * SAY_MAX) : NULL;
+  char *done = j->rank == 0 ? calloc((size_t)j->size, 1) : NULL,
+       *same = j->rank == 0 ? calloc((size_t)j->size, 1) : NULL;
+  int gathered = j->rank != 0 || (all && done && same);
+  MPI_Bcast(&gathered, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!gathered) /* no memory on rank 0: each rank says its own */
+    fputs(mine, stderr);
+  else
+    MPI_Gather(mine, SAY_MAX, MPI_CHAR, all, SAY_MAX, MPI_CHAR, 0, MPI_COMM_WORLD);
+  for (int r = 0; gathered && j->rank == 0 && r < j->size; r++) {
+    const char *said = all + (size_t)r * SAY_MAX;
+    if (done[r] || !said[0])
+      continue;
+    for (int o = 0; o < j->size; o++)
+      done[o] |= same[o] = o >= r && strcmp(said, all + (size_t)o * SAY_MAX) == 0;
+    char ranks[128];
+    rank_list(same, j->size, ranks, sizeof ranks);
+    for (const char *line = said; *line;) {
+      size_t len = strcspn(line, "\n");
+      if (strncmp(line, PROG ": ", strlen(PROG ": ")) == 0)
+        line += strlen(PROG ": "), len -= strlen(PROG ": ");
+      fprintf(stderr, PROG " (%s): %.*s\n", ranks, (int)len, line);
+      line += len + (line[len] == '\n');
+    }
+  }
+  free(same), free(done), free(all);
+}
+
+/* Opens this rank's context and checks its profile, what they say said
+ * once for the ranks that say the same (say_once). Collective. */
 static int open_job(job *j, const options *o) {
-  char prog[64];
-  snprintf(prog, sizeof prog, PROG " (rank %d)", j->rank);
-  int status = tool_context_open(prog, &o->po, &j->ctx);
-  if (!status && tool_profile_check(prog, j->ctx, o->po.profile))
+  char *said = NULL;
+  size_t said_len = 0;
+  FILE *err = open_memstream(&said, &said_len);
+  int status = tool_context_open_to(err ? err : stderr, PROG, &o->po, &j->ctx);
+  if (!status && tool_profile_check_to(err ? err : stderr, PROG, j->ctx, o->po.profile))
     status = 1;
+  if (err)
+    fclose(err);
+  say_once(j, said ? said : "");
+  free(said);
   for (int d = 0; !status && d < poas_device_count(j->ctx); d++) {
     poas_device_info info;
     if (poas_device_get(j->ctx, d, &info) != 0)
@@ -315,10 +381,12 @@ static int plan_split(const job *j, const options *o, const problem *p, int64_t 
     free(rate);
     return 1;
   }
+  char said[SAY_MAX] = "";
   if (mine < 0)
-    fprintf(stderr, PROG " (rank %d): no plan for %lld x %lld x %lld: %s: %s; it takes no rows\n",
-            j->rank, (long long)p->m, (long long)p->n, (long long)p->k, poas_strerror((int)mine),
-            poas_error_detail());
+    snprintf(said, sizeof said, PROG ": no plan for %lld x %lld x %lld: %s: %s; it takes no rows\n",
+             (long long)p->m, (long long)p->n, (long long)p->k, poas_strerror((int)mine),
+             poas_error_detail());
+  say_once(j, said);
   double my_rate = mine > 0 ? (double)probe_rows / mine : 0;
   MPI_Allgather(&my_rate, 1, MPI_DOUBLE, rate, 1, MPI_DOUBLE, MPI_COMM_WORLD);
   share_rows(p->m, rate, rate + size, size, first, count);
@@ -484,12 +552,15 @@ static void outcome_free(outcome *out) {
   memset(out, 0, sizeof *out);
 }
 
-/* Says on stderr why this rank's run failed; returns 1 when it did. */
+/* Says why the ranks' runs that failed did (say_once); returns 1 on every
+ * rank when any did. Collective. */
 static int say_failed(const job *j, int rc) {
+  char said[SAY_MAX] = "";
   if (rc)
-    fprintf(stderr, PROG " (rank %d): gemm failed: %s: %s\n", j->rank, poas_strerror(rc),
-            poas_error_detail());
-  return rc != 0;
+    snprintf(said, sizeof said, PROG ": gemm failed: %s: %s\n", poas_strerror(rc),
+             poas_error_detail());
+  say_once(j, said);
+  return agree(rc != 0);
 }
 
 /* Rows of A and C this rank holds: rank 0 all of them, the others theirs. */
@@ -581,8 +652,7 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
       bp.a = a, bp.b = b, bp.c = c;
       status = bench_reference_init(&ref, &bp, 3) == 0 ? 0 : 1;
     }
-    if (status)
-      fprintf(stderr, PROG " (rank %d): no memory for the operands\n", rank);
+    say_once(j, status ? PROG ": no memory for the operands\n" : "");
   }
   if (agree(status)) {
     status = 1;
@@ -590,7 +660,7 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
   }
   /* A warm-up: threads started, pages touched, kernels built. */
   run_times t = run_once(j, o, p, out->first, out->count, a, b, c);
-  if (agree(say_failed(j, t.rc))) {
+  if (say_failed(j, t.rc)) {
     status = 1;
     goto done;
   }
@@ -602,7 +672,7 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
      * would have sent those back and passed the check. */
     bench_poison(c, o->dtype, (size_t)(my_rows * p->n));
     t = run_once(j, o, p, out->first, out->count, a, b, c);
-    if (agree(say_failed(j, t.rc))) {
+    if (say_failed(j, t.rc)) {
       status = 1;
       goto done;
     }

@@ -5,7 +5,8 @@
 # at start; two ranks of simulated devices, one three times the other's
 # rate, get the rows in that ratio and measure what they predicted;
 # a bad argument or device selection ends every rank with exit status 2,
-# said once, and in an MPMD job problems (--sizes, --dtype, --repeat)
+# said once, and a run failing on one rank or all of them with 1, said
+# once; in an MPMD job problems (--sizes, --dtype, --repeat)
 # unlike rank 0's end every rank with 2; operands past the machine's
 # memory end every rank with 1 before they are allocated; --help and
 # --version fail when their output cannot be written. Skips (77) where poas-mpi-bench is not built
@@ -122,10 +123,13 @@ mpi -np 2 "$bench" --devices '' --sizes 64 --repeat 1 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--devices '': not exit 2: $(cat "$tmp/err")"
 [ "$(grep -c "poas-mpi-bench: --devices '' names no device" "$tmp/err")" -eq 1 ] ||
   fail "--devices '': not said once: $(cat "$tmp/err")"
+# A device selection every rank was given is said once for them all (each
+# rank once said it for itself).
 mpi -np 2 "$bench" --devices nodevice >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--devices nodevice: not exit 2: $(cat "$tmp/err")"
-grep -q "poas-mpi-bench (rank 0): --devices 'nodevice': " "$tmp/err" ||
-  fail "--devices nodevice: unclear error: $(cat "$tmp/err")"
+[ "$(grep -c "nodevice" "$tmp/err")" -eq 1 ] &&
+  grep -q "^poas-mpi-bench (ranks 0-1): --devices 'nodevice': " "$tmp/err" ||
+  fail "--devices nodevice: not said once for ranks 0-1: $(cat "$tmp/err")"
 
 # An MPMD job gives each rank its own command line: a bad option on one rank
 # alone ends every rank with 2 (it once left the others waiting for good,
@@ -159,6 +163,22 @@ for other in "--sizes 128" "--dtype d" "--repeat 2"; do
   [ "$(grep -c "(rank 1): its --sizes, --dtype or --repeat differ from rank 0's" "$tmp/err")" -eq 1 ] ||
     fail "rank 1 alone given $other: not said once: $(cat "$tmp/err")"
 done
+
+# A run that fails on one rank, or on all, ends every rank with 1, said
+# once (each rank once said the same failure for itself).
+mpi -np 1 -x POAS_DEVICES=sim "$bench" --sizes 64 --repeat 1 : \
+  -np 1 -x POAS_DEVICES=sim -x POAS_FAULT=sim0:after=0 "$bench" --sizes 64 --repeat 1 \
+  >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] || fail "rank 1's device failing: not exit 1: $(cat "$tmp/err")"
+[ "$(grep -c "gemm failed" "$tmp/err")" -eq 1 ] &&
+  grep -q "^poas-mpi-bench (rank 1): gemm failed: " "$tmp/err" ||
+  fail "rank 1's device failing: not said once: $(cat "$tmp/err")"
+POAS_FAULT=sim0:after=0 mpi -np 2 -x POAS_FAULT "$bench" --sizes 64 --repeat 1 --devices sim \
+  >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] || fail "every rank's device failing: not exit 1: $(cat "$tmp/err")"
+[ "$(grep -c "gemm failed" "$tmp/err")" -eq 1 ] &&
+  grep -q "^poas-mpi-bench (ranks 0-1): gemm failed: " "$tmp/err" ||
+  fail "every rank's device failing: not said once: $(cat "$tmp/err")"
 
 # Operands past the machine's memory are refused before they are allocated
 # (malloc may take them, and filling them would wake the OOM killer): exit

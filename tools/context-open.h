@@ -12,23 +12,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Opens *ctx with opts. Returns 0, or after saying why on stderr the exit
+/* Opens *ctx with opts. Returns 0, or after saying why on `err` the exit
  * status to leave with: 2 when the selection the user gave is malformed,
- * 1 for any other failure. */
-static inline int tool_context_open(const char *prog, const poas_options *opts,
-                                    poas_context **ctx) {
+ * 1 for any other failure. poas-mpi-bench says it into a buffer of its
+ * own, so that one message shared by many ranks is said once. */
+static inline int tool_context_open_to(FILE *err, const char *prog, const poas_options *opts,
+                                       poas_context **ctx) {
   int rc = poas_init(ctx, opts);
   if (!rc)
     return 0;
   const char *env = getenv("POAS_DEVICES");
   const char *from = opts->devices ? "--devices" : env && *env ? "POAS_DEVICES" : NULL;
   if (rc != POAS_ESPEC || !from) {
-    fprintf(stderr, "%s: %s: %s\n", prog, poas_strerror(rc), poas_error_detail());
+    fprintf(err, "%s: %s: %s\n", prog, poas_strerror(rc), poas_error_detail());
     return 1;
   }
-  fprintf(stderr, "%s: %s '%s': %s: %s\n", prog, from, opts->devices ? opts->devices : env,
+  fprintf(err, "%s: %s '%s': %s: %s\n", prog, from, opts->devices ? opts->devices : env,
           poas_strerror(rc), poas_error_detail());
   return 2;
+}
+
+/* tool_context_open_to, saying why on stderr. */
+static inline int tool_context_open(const char *prog, const poas_options *opts,
+                                    poas_context **ctx) {
+  return tool_context_open_to(stderr, prog, opts, ctx);
 }
 
 #endif

@@ -56,9 +56,9 @@ static inline int tool_only_sims(const poas_context *ctx) {
  * (missing, a directory, not a valid profile), else 0, after a note
  * naming the real devices that plan with built-in estimates, if any (sim
  * devices' own models are exact), or that a named profile is read and not
- * used. */
-static inline int tool_profile_check(const char *prog, const poas_context *ctx,
-                                     const char *option) {
+ * used. All of it is said on `err`. */
+static inline int tool_profile_check_to(FILE *err, const char *prog, const poas_context *ctx,
+                                        const char *option) {
   const char *env = getenv("POAS_PROFILE");
   const char *named_by = option ? "--profile" : env && *env ? "POAS_PROFILE" : NULL;
   static poas_profile_info pi;
@@ -67,22 +67,27 @@ static inline int tool_profile_check(const char *prog, const poas_context *ctx,
   /* A profile that was read has a creation time, even when no device of
    * this machine matches it. */
   if (named_by && !pi.created[0] && pi.problem[0]) {
-    fprintf(stderr, "%s: the profile named by %s cannot be used: %s\n", prog, named_by, pi.problem);
+    fprintf(err, "%s: the profile named by %s cannot be used: %s\n", prog, named_by, pi.problem);
     return 1;
   }
   if (named_by && pi.problem[0] && tool_only_sims(ctx)) {
-    fprintf(stderr, "%s: note: the profile named by %s is not used: %s\n", prog, named_by,
-            pi.problem);
+    fprintf(err, "%s: note: the profile named by %s is not used: %s\n", prog, named_by, pi.problem);
     return 0;
   }
   char ids[256];
   tool_estimated_ids(ctx, ids, sizeof ids);
   if (ids[0] && !tool_library_warns())
-    fprintf(stderr,
+    fprintf(err,
             "%s: note: %s: the times of %s are rough built-in estimates (run poas-calibrate "
             "for accurate ones)\n",
             prog, pi.problem[0] ? pi.problem : "no calibrated model", ids);
   return 0;
+}
+
+/* tool_profile_check_to, saying it on stderr. */
+static inline int tool_profile_check(const char *prog, const poas_context *ctx,
+                                     const char *option) {
+  return tool_profile_check_to(stderr, prog, ctx, option);
 }
 
 #endif
