@@ -311,10 +311,10 @@ static int open_job(job *j, const options *o) {
   return status;
 }
 
-/* Rows for each rank in proportion to rate[] (rows per second), in whole
- * granules by largest remainder (rest[] is scratch), the rows past the last
- * whole granule to the fastest rank. A rank with rate 0 gets none; when
- * every rate is 0, the rows are shared evenly. */
+/* Rows for each rank in proportion to rate[] (rows per second, one of
+ * them at least above 0), in whole granules by largest remainder (rest[]
+ * is scratch), the rows past the last whole granule to the fastest rank.
+ * A rank with rate 0 gets none. */
 static void share_rows(int64_t m, const double *rate, double *rest, int size, int64_t *first,
                        int64_t *count) {
   double total = 0;
@@ -322,7 +322,7 @@ static void share_rows(int64_t m, const double *rate, double *rest, int size, in
     total += rate[r];
   int64_t granules = m / GRANULE, given = 0;
   for (int r = 0; r < size; r++) {
-    double want = total > 0 ? (double)granules * rate[r] / total : (double)granules / size;
+    double want = (double)granules * rate[r] / total;
     count[r] = (int64_t)want;
     rest[r] = want - (double)count[r];
     given += count[r];
@@ -364,7 +364,10 @@ static double predict_rows(const job *j, const options *o, int64_t rows, const p
  * from its plan for the rows the last split gave it, REFINE times: a
  * rank's fixed costs (B's copy to its devices, the runtime's) weigh more
  * in a smaller block, and each round moves the split nearer to where all
- * ranks' plans end together. Collective. */
+ * ranks' plans end together. A rank without a plan takes no rows; when no
+ * rank has one, the problem is not run: every rank once took an even
+ * share it could not run, each said "it takes no rows", and then that its
+ * GEMM failed. Collective; 0, or 1 when no rank can plan (agreed). */
 static int plan_split(const job *j, const options *o, const problem *p, int64_t *first,
                       int64_t *count) {
   int size = j->size;
@@ -381,14 +384,21 @@ static int plan_split(const job *j, const options *o, const problem *p, int64_t 
     free(rate);
     return 1;
   }
-  char said[SAY_MAX] = "";
-  if (mine < 0)
-    snprintf(said, sizeof said, PROG ": no plan for %lld x %lld x %lld: %s: %s; it takes no rows\n",
-             (long long)p->m, (long long)p->n, (long long)p->k, poas_strerror((int)mine),
-             poas_error_detail());
-  say_once(j, said);
   double my_rate = mine > 0 ? (double)probe_rows / mine : 0;
   MPI_Allgather(&my_rate, 1, MPI_DOUBLE, rate, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+  int planned = 0;
+  for (int r = 0; r < size; r++)
+    planned |= rate[r] > 0;
+  char said[SAY_MAX] = "";
+  if (mine < 0)
+    snprintf(said, sizeof said, PROG ": no plan for %lld x %lld x %lld: %s: %s%s\n",
+             (long long)p->m, (long long)p->n, (long long)p->k, poas_strerror((int)mine),
+             poas_error_detail(), planned ? "; it takes no rows" : "");
+  say_once(j, said);
+  if (!planned) {
+    free(rate);
+    return 1;
+  }
   share_rows(p->m, rate, rate + size, size, first, count);
   for (int round = 0; round < REFINE; round++) {
     double t = predict_rows(j, o, count[j->rank], p);

@@ -5,8 +5,8 @@
 # at start; two ranks of simulated devices, one three times the other's
 # rate, get the rows in that ratio and measure what they predicted;
 # a bad argument or device selection ends every rank with exit status 2,
-# said once, and a run failing on one rank or all of them with 1, said
-# once; in an MPMD job problems (--sizes, --dtype, --repeat)
+# said once, and a run failing on one rank or all of them, or one that no
+# rank can plan, with 1, said once; in an MPMD job problems (--sizes, --dtype, --repeat)
 # unlike rank 0's end every rank with 2; operands past the machine's
 # memory end every rank with 1 before they are allocated; --help and
 # --version fail when their output cannot be written. Skips (77) where poas-mpi-bench is not built
@@ -179,6 +179,15 @@ POAS_FAULT=sim0:after=0 mpi -np 2 -x POAS_FAULT "$bench" --sizes 64 --repeat 1 -
 [ "$(grep -c "gemm failed" "$tmp/err")" -eq 1 ] &&
   grep -q "^poas-mpi-bench (ranks 0-1): gemm failed: " "$tmp/err" ||
   fail "every rank's device failing: not said once: $(cat "$tmp/err")"
+
+# A problem that no rank can plan (a device too small for it) is not run:
+# exit 1, said once (each rank once took an even share anyway, said it
+# "takes no rows", and then that its GEMM failed).
+mpi -np 2 "$bench" --sizes 512 --repeat 1 --devices sim:memory=1e5 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] || fail "no rank's plan: not exit 1: $(cat "$tmp/err")"
+[ "$(grep -c "no plan for 512 x 512 x 512" "$tmp/err")" -eq 1 ] &&
+  ! grep -q -e "takes no rows" -e "gemm failed" "$tmp/err" ||
+  fail "no rank's plan: not said once, or run anyway: $(cat "$tmp/err")"
 
 # Operands past the machine's memory are refused before they are allocated
 # (malloc may take them, and filling them would wake the OOM killer): exit
