@@ -695,7 +695,11 @@ static int run_problem(const job *j, const options *o, const problem *p, const l
     double mine[3] = {t.scatter + t.gemm_wall, t.scatter + t.gemm, t.scatter}, last[3] = {0};
     MPI_Reduce(mine, last, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     gemm[r] = t.gemm, scatter[r] = last[2];
-    gather[r] = t.total - last[0];
+    /* At least 0: the ranks leave the barrier microseconds apart, and a
+     * rank that left it first counts those in its own end, so that a
+     * gather shorter than them came out negative (-1.3e-06 s for 1 x 1 x 1
+     * on three ranks, rank 1's one row of C the only one sent). */
+    gather[r] = fmax(0, t.total - last[0]);
     /* The whole: the last GEMM's end in the GEMMs' own time, then the
      * gather. The same as the wall clock's t.total for real devices; for
      * simulated ones, whose GEMMs take virtual time, the wall clock's
