@@ -117,11 +117,11 @@ static void usage(FILE *f) {
              "  -d, --devices LIST    device selection, as POAS_DEVICES (default: every\n"
              "                        device); each device alone keeps its entry's settings\n"
              "  -b, --baselines LIST  cblas, clblast, cublas, all (default) or none\n"
-             "  -r, --repeat N        timed runs after a warm-up (two for the co-executed\n"
-             "                        devices); the median is reported\n"
-             "                        (1 to " BENCH_XSTR(MAX_REPEAT) ", default 5). The runs go in rounds, each\n"
-             "                        device set and baseline once per round, so that a\n"
-             "                        machine whose speed drifts slows them all alike\n"
+             "  -r, --repeat N        timed runs, 1 to " BENCH_XSTR(MAX_REPEAT) " (default 5), after a warm-up\n"
+             "                        (two for the co-executed devices); the median is\n"
+             "                        reported. The runs go in rounds, each device set and\n"
+             "                        baseline once per round, so that a machine whose speed\n"
+             "                        drifts slows them all alike\n"
              "  -c, --csv FILE        CSV output (default bench-DATE-TIME.csv)\n"
              "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot, into a file\n"
              "                        other than the CSV\n"
@@ -1192,6 +1192,18 @@ static int gemm_main(int argc, char **argv) {
   return failures || csv_failed || plot_failed || lost ? 1 : 0;
 }
 
+static void plot_usage(FILE *f) {
+  fprintf(f, "Usage: poas-bench plot --plot FILE.svg CSV...\n"
+             "Plot GFLOP/s against size again from CSVs that poas-bench gemm wrote (one line\n"
+             "per device set, the ideal dashed), through gnuplot; the runs of several CSVs\n"
+             "join series by series.\n\n"
+             "  -p, --plot FILE.svg   the plot to write, a file other than the CSVs\n"
+             "  -h, --help            show this help\n"
+             "  -V, --version         show the version\n\n"
+             "Exit status: 0 when the plot was written, 1 when a CSV could not be read or\n"
+             "the plot written, 2 on a usage error.\n");
+}
+
 /* `poas-bench plot --plot FILE.svg CSV...`: argv[1] is "plot", whose
  * options and CSV files follow. */
 static int plot_main(int argc, char **argv) {
@@ -1209,9 +1221,9 @@ static int plot_main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "p:hV", longopts, NULL)) != -1) {
     switch (c) {
     case 'p': out = optarg; break;
-    case 'h': usage(stdout); return 0;
+    case 'h': plot_usage(stdout); return 0;
     case 'V': printf("poas-bench (POAS) %s\n", poas_version()); return 0;
-    default: usage(stderr); return 2;
+    default: plot_usage(stderr); return 2;
     }
   }
   if (!out || optind == argc) {

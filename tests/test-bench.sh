@@ -307,8 +307,12 @@ rc=$?
 [ $rc -eq 2 ] && grep -qF "bad --sizes (at most 64, each 1 to 1048576)" "$tmp/err" ||
   { echo "FAIL: 65 sizes gave $rc: $(cat "$tmp/err")"; exit 1; }
 # --help states the limits the parser keeps (it once gave neither).
-"$bench" --help | grep -q "at most 64, each 1 to$" && "$bench" --help | grep -q "(1 to 1000, default 5)" ||
+"$bench" --help | grep -q "at most 64, each 1 to$" && "$bench" --help | grep -q "1 to 1000 (default 5)" ||
   { echo "FAIL: poas-bench --help does not state the limits of --sizes and --repeat"; exit 1; }
+# plot has a help of its own (it gave gemm's).
+"$bench" plot --help | grep -q "^Usage: poas-bench plot --plot FILE.svg CSV" &&
+  ! "$bench" plot --help | grep -q -- "--sizes" ||
+  { echo "FAIL: poas-bench plot --help is not plot's"; exit 1; }
 "$bench" gemm --repeat 1001 >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: --repeat 1001 not a usage error"; exit 1; }
 # A misspelt shape is named as one, not taken for a list of MxNxK.
