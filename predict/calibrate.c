@@ -461,8 +461,13 @@ int poas__fit_transfer(const double *X, const double *y, const int *held, int n,
       X3[3 * i + 2] = POAS__MAX(X[2 * i + 1] - kb, 0);
     }
     poas__fit_stats st;
-    if (poas__fit_linear(X3, y, held, n, 3, c3, t3, NULL, &st) || !(c3[1] > 0) ||
-        !(c3[2] > 0) || fabs(c3[2] / c3[1] - 1) < 0.1 || !(1 - st.r2 < best_loss))
+    int knee_rc = poas__fit_linear(X3, y, held, n, 3, c3, t3, NULL, &st);
+    /* Out of memory is not a knee that fits worse: passed over, it left a
+     * model of one rate that calibration reported as fitted. */
+    if (knee_rc == POAS_ENOMEM)
+      return knee_rc;
+    if (knee_rc || !(c3[1] > 0) || !(c3[2] > 0) || fabs(c3[2] / c3[1] - 1) < 0.1 ||
+        !(1 - st.r2 < best_loss))
       continue;
     best_loss = 1 - st.r2;
     best_fit = st;
