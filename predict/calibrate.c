@@ -1110,7 +1110,7 @@ static int measure_gemm(bench *bb, const sweep *sw, gemm_sample *s, int ns, prog
     free(t);
     free(slow);
     free(pending);
-    return POAS_ENOMEM;
+    return poas__fail(POAS_ENOMEM, "%s: no memory for the hand-off probes", bb->dev->info.id);
   }
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   int rc = 0;
