@@ -3,7 +3,7 @@
  * together through the public API, end to end (operands start and end in
  * host memory), beside the vendor libraries alone (OpenBLAS through cblas
  * with every core, CLBlast, cuBLAS with synchronous copies). Each
- * measurement is a warm-up (two for the co-executed set, see warmups) and
+ * measurement is two warm-ups (one for a baseline, see WARMUPS) and
  * then the median of --repeat runs, taken
  * in rounds that run every device set and baseline once, each round in a
  * new order (run_problem);
@@ -37,16 +37,18 @@
 #define DEFAULT_SIZES "512,1024,2048"
 /* Warm-up runs before the timed ones: the first pays the one-time costs
  * (threads, pages, kernels), which a context does not learn from when they
- * made it slower than planned (api/run.c); the co-executed set runs a
- * second, so that its timed runs are all planned with what runs taught,
- * as a program's calls after its first are. With one, its first timed
- * run was planned on the models alone: on the fixed core budget, a 2048
- * sgemm whose PoCL part ran 1.25x its model was split for the model, ran
- * at a fill of 0.89 and was predicted 15.7% short, and as the median of
- * three it was the row (bench-ci-2core-cpu1-opencl1-20261127-054050). A
- * device alone runs the same plan whatever it learned. */
-#define WARMUPS 1
-#define COEXEC_WARMUPS 2
+ * made it slower than planned (api/run.c); a POAS device set, alone or
+ * co-executed, runs a second, so that its timed runs are all planned with
+ * what runs taught, as a program's calls after its first are. With one,
+ * its first timed run was planned on the models alone: on the fixed core
+ * budget, a 2048 sgemm whose PoCL part ran 1.25x its model was split for
+ * the model, ran at a fill of 0.89 and was predicted 15.7% short, and as
+ * the median of three it was the row (bench-ci-2core-cpu1-opencl1-
+ * 20261127-054050); cpu0 alone, whose quick calibration ran 12% slow, read
+ * +12.6% the same way in a README run. A baseline has no prediction, and
+ * nothing it learns. */
+#define WARMUPS 2
+#define BASELINE_WARMUPS 1
 
 /* Spread of a row's timed runs, (slowest - fastest) / median, above which
  * its note says how far they spread. */
@@ -117,11 +119,12 @@ static void usage(FILE *f) {
              "  -d, --devices LIST    device selection, as POAS_DEVICES (default: every\n"
              "                        device); each device alone keeps its entry's settings\n"
              "  -b, --baselines LIST  cblas, clblast, cublas, all (default) or none\n"
-             "  -r, --repeat N        timed runs, 1 to " BENCH_XSTR(MAX_REPEAT) " (default 5), after a warm-up\n"
-             "                        (two for the co-executed devices); the median is\n"
-             "                        reported. The runs go in rounds, each device set and\n"
-             "                        baseline once per round, so that a machine whose speed\n"
-             "                        drifts slows them all alike\n"
+             "  -r, --repeat N        timed runs, 1 to " BENCH_XSTR(MAX_REPEAT) " (default 5), after two warm-ups\n"
+             "                        (the second planned with what the first taught; one\n"
+             "                        for a baseline); the median is reported. The runs go\n"
+             "                        in rounds, each device set and baseline once per\n"
+             "                        round, so that a machine whose speed drifts slows\n"
+             "                        them all alike\n"
              "  -c, --csv FILE        CSV output (default bench-DATE-TIME.csv)\n"
              "  -p, --plot FILE.svg   plot GFLOP/s against size through gnuplot, into a file\n"
              "                        other than the CSV\n"
@@ -849,7 +852,7 @@ static void scale_to_whole(bench_row *row, const bench_row *half, const bench_pr
 
 /* Runner i of the device sets then the baselines. */
 static int warmups(const runner *r) {
-  return r->role == BENCH_COEXEC ? COEXEC_WARMUPS : WARMUPS;
+  return r->role == BENCH_BASELINE ? BASELINE_WARMUPS : WARMUPS;
 }
 
 static runner runner_of(bench *b, int i) {
