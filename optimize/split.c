@@ -1199,24 +1199,19 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
 
 static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_problem *p,
                            int too_big, int limited, const poas__opt_result *r) {
-  if (too_big == 0) {
-    char why[512] = "";
-    for (int i = 0; i < nd; i++) {
-      size_t len = strlen(why);
-      snprintf(why + len, sizeof why - len, "%s%s: %s", i ? "; " : "", d[i].id, r->dev[i].reason);
-    }
-    return poas__fail(POAS_ENODEV, "plan: no device can take part (%s)", nd ? why : "none given");
-  }
-  /* Only devices with their own memory can be too small (see
-   * screen_devices): for their memory, or for their limits on one buffer
-   * (within_limits), whose reasons then say which. */
-  double device = 0;
+  /* Every device's reason, which both errors but memory's quote. */
   char why[512] = "";
+  double device = 0;
   for (int i = 0; i < nd; i++) {
     device = fmax(device, (double)d[i].memory_bytes);
     size_t len = strlen(why);
     snprintf(why + len, sizeof why - len, "%s%s: %s", i ? "; " : "", d[i].id, r->dev[i].reason);
   }
+  if (too_big == 0)
+    return poas__fail(POAS_ENODEV, "plan: no device can take part (%s)", nd ? why : "none given");
+  /* Only devices with their own memory can be too small (see
+   * screen_devices): for their memory, or for their limits on one buffer
+   * (within_limits), whose reasons then say which. */
   if (limited)
     return poas__fail(POAS_ETOOBIG, "plan: the problem fits nowhere: A, B and C need %.3g GiB (%s)",
                       problem_bytes(p) / 1073741824.0, why);
