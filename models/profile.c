@@ -924,9 +924,7 @@ int poas__profile_examine(const char *path, poas__profile *out, poas__profile_fo
    * one to warn of; any other failure is said below. */
   int was = poas__failures_expected(1);
   int rc = read_text(path, &text, &len);
-  int e = errno;
   poas__failures_expected(was);
-  errno = e;
   if (rc == POAS_EIO && errno == ENOENT) {
     poas__clear_detail();
     return 0;
