@@ -772,7 +772,7 @@ static int cuda_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
   return copy(dev->priv, lane, 0, (char *)src.ptr + c->dev_off, dst, c);
 }
 
-static int blas_fail(cuda_state *s, const char *what, cublasStatus_t st) {
+static int blas_fail(const cuda_state *s, const char *what, cublasStatus_t st) {
   (void)cudaGetLastError();
   return poas__fail(POAS_EDEVICE, "cuda%d: %s: %s (%s)", s->ordinal, what,
                     poas__cublas.cublasGetStatusName(st), poas__cublas.cublasGetStatusString(st));
