@@ -313,10 +313,10 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * calibration that met the CI VM's slow state planned on models 14% slow
  * for the quick state the calls ran in: poas-demo's warm median read
  * +15-17% in 2 of 5 runs, though the cold call before it had run
- * quicker than planned too. Not where the plan slowed the device for the devices beside it
- * on the host's cores (corun > 1): in a first run they may have spent
- * their time building kernels instead, and the device ran quicker than
- * it will beside them. */
+ * quicker than planned too. Not where the plan slowed the device for the
+ * devices beside it on the host's cores (corun > 1): in a first run they
+ * may have spent their time building kernels instead, and the device ran
+ * quicker than it will beside them. */
 static int first_run_tells(double busy_s, double planned_s, double corun) {
   return busy_s < planned_s && !(corun > 1);
 }

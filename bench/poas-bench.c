@@ -3,11 +3,10 @@
  * together through the public API, end to end (operands start and end in
  * host memory), beside the vendor libraries alone (OpenBLAS through cblas
  * with every core, CLBlast, cuBLAS with synchronous copies). Each
- * measurement is two warm-ups (one for a baseline, see WARMUPS) and
- * then the median of --repeat runs, taken
- * in rounds that run every device set and baseline once, each round in a
- * new order (run_problem);
- * every run's result is checked numerically. The table, a CSV file and
+ * measurement is two warm-ups (one for a baseline, see WARMUPS) and then
+ * the median of --repeat runs, taken in rounds that run every device set
+ * and baseline once, each round in a new order (run_problem); every run's
+ * result is checked numerically. The table, a CSV file and
  * optionally JSON and an SVG plot report rates, speedup over the best
  * single device, efficiency against the sum of the single-device rates,
  * and the predicted beside the measured time. Contexts stay open across
@@ -110,7 +109,8 @@ static void usage(FILE *f) {
              "       poas-bench plot --plot FILE.svg CSV...\n"
              "Benchmark GEMM end to end on each device alone, on all of them co-executed,\n"
              "and on the vendor libraries alone; check every result.\n\n"
-             "  -s, --sizes LIST      sizes n, comma-separated: at most " BENCH_XSTR(MAX_SHAPES) ", each 1 to\n"
+             "  -s, --sizes LIST      sizes n, comma-separated: at most "
+             BENCH_XSTR(MAX_SHAPES) ", each 1 to\n"
              "                        1048576 (default " DEFAULT_SIZES ")\n"
              "  -S, --shape SHAPE     square (n x n x n, the default), tall (4n x n/4 x n),\n"
              "                        wide (n/4 x 4n x n), or a list MxNxK,... used instead\n"
@@ -119,7 +119,8 @@ static void usage(FILE *f) {
              "  -d, --devices LIST    device selection, as POAS_DEVICES (default: every\n"
              "                        device); each device alone keeps its entry's settings\n"
              "  -b, --baselines LIST  cblas, clblast, cublas, all (default) or none\n"
-             "  -r, --repeat N        timed runs, 1 to " BENCH_XSTR(MAX_REPEAT) " (default 5), after two warm-ups\n"
+             "  -r, --repeat N        timed runs, 1 to "
+             BENCH_XSTR(MAX_REPEAT) " (default 5), after two warm-ups\n"
              "                        (the second planned with what the first taught; one\n"
              "                        for a baseline); the median is reported. The runs go\n"
              "                        in rounds, each device set and baseline once per\n"
@@ -850,11 +851,12 @@ static void scale_to_whole(bench_row *row, const bench_row *half, const bench_pr
            row->note[0] ? "; " : "", (long long)rows - 1, (long long)p->m, f);
 }
 
-/* Runner i of the device sets then the baselines. */
+/* The warm-up runs of r before its timed ones (see WARMUPS). */
 static int warmups(const runner *r) {
   return r->role == BENCH_BASELINE ? BASELINE_WARMUPS : WARMUPS;
 }
 
+/* Runner i of the device sets then the baselines. */
 static runner runner_of(bench *b, int i) {
   if (i < b->nsets)
     return (runner){b->sets[i].label, b->sets[i].role, b->sets[i].ctx, NULL, !b->sets[i].has_sim,
