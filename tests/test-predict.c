@@ -1088,21 +1088,28 @@ TEST(a_device_left_out_after_a_slow_spell_comes_back) {
 }
 
 /* A context on `devs` (two sims, sim1 slowed) whose runs have taught it
- * sim1's factor: three 2048^3 sgemm, on operands *A, *B, *C of 2048^2
- * (the caller frees them). NULL when it cannot be made. */
-static poas_context *taught_pair(const char *devs, float **A, float **B, float **C) {
-  size_t elems = (size_t)2048 * 2048;
+ * sim1's factor: `runs` sgemm of m x n x k, the last one's report in
+ * *rep, on operands *A, *B, *C of side^2 elements each (the caller frees
+ * them). NULL when it cannot be made. */
+static poas_context *taught(const char *devs, int64_t side, int64_t m, int64_t n, int64_t k,
+                            int runs, float **A, float **B, float **C, poas_report *rep) {
+  size_t elems = (size_t)side * (size_t)side;
   *A = calloc(elems, sizeof **A), *B = calloc(elems, sizeof **B), *C = calloc(elems, sizeof **C);
   poas_context *ctx = *A && *B && *C ? test_open(devs) : NULL;
-  poas_report rep;
-  for (int r = 0; ctx && r < 3; r++)
-    if (run_sgemm(ctx, 2048, 2048, 2048, *A, *B, *C, &rep) != 0) {
+  for (int r = 0; ctx && r < runs; r++)
+    if (run_sgemm(ctx, m, n, k, *A, *B, *C, rep) != 0) {
       poas_finalize(ctx);
       ctx = NULL;
     }
   if (!ctx)
     free(*A), free(*B), free(*C), *A = *B = *C = NULL;
   return ctx;
+}
+
+/* taught(): three 2048^3 sgemm. */
+static poas_context *taught_pair(const char *devs, float **A, float **B, float **C) {
+  poas_report rep;
+  return taught(devs, 2048, 2048, 2048, 2048, 3, A, B, C, &rep);
 }
 
 /* Only plans that what a device learned keeps out age it: GEMMs too
@@ -1141,24 +1148,12 @@ TEST(small_calls_that_leave_a_device_out_anyway_do_not_age_it) {
 
 /* A context of two sims whose runs have taught it that sim1 runs 1.5x
  * slower than its model, which leaves sim1 out of a 670^3 sgemm that it
- * would take part in at its models' rate: four 4096 x 4096 x 1024 sgemm,
- * the last one's report in *rep, on operands *A, *B, *C of 4096^2 (the
- * caller frees them). NULL when it cannot be made. */
+ * would take part in at its models' rate: taught() with four 4096 x 4096
+ * x 1024 sgemm, on operands of 4096^2. */
 static poas_context *taught_to_sit_out_670(float **A, float **B, float **C, poas_report *rep) {
-  size_t elems = (size_t)4096 * 4096;
-  *A = calloc(elems, sizeof **A), *B = calloc(elems, sizeof **B), *C = calloc(elems, sizeof **C);
-  poas_context *ctx =
-      *A && *B && *C ? test_open("sim:rate=1e11:latency=0:bandwidth=1e12,"
-                                 "sim:rate=1.6e10:latency=0:bandwidth=1e12:slowdown=1.5")
-                     : NULL;
-  for (int r = 0; ctx && r < 4; r++)
-    if (run_sgemm(ctx, 4096, 4096, 1024, *A, *B, *C, rep) != 0) {
-      poas_finalize(ctx);
-      ctx = NULL;
-    }
-  if (!ctx)
-    free(*A), free(*B), free(*C), *A = *B = *C = NULL;
-  return ctx;
+  return taught("sim:rate=1e11:latency=0:bandwidth=1e12,"
+                "sim:rate=1.6e10:latency=0:bandwidth=1e12:slowdown=1.5",
+                4096, 4096, 4096, 1024, 4, A, B, C, rep);
 }
 
 /* A device forgotten and back learns its factor again from runs too short
