@@ -35,6 +35,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,14 +253,46 @@ static void rank_list(const char *in, int size, char *out, size_t cap) {
   }
 }
 
+/* The library's warnings on this rank (POAS_LOG=1 and up), held for the
+ * next say_once, which says them after its own text: printed by each
+ * rank, a warning all the ranks met (a device left out, a profile's
+ * problem) came once per rank. Info and debug messages differ from rank
+ * to rank (times, shares) and come as they are made, on this rank's
+ * stderr, named for it. The library calls hear_library one message at a
+ * time, from its own threads too; library_lock keeps say_once's taking of
+ * them out of its way. */
+static pthread_mutex_t library_lock = PTHREAD_MUTEX_INITIALIZER;
+static char library_said[SAY_MAX];
+static size_t library_len;
+
+static void hear_library(void *user, int level, const char *message) {
+  const job *j = user;
+  if (level > 1) {
+    fprintf(stderr, "poas (rank %d): %s%s\n", j->rank, level == 3 ? "debug: " : "", message);
+    return;
+  }
+  pthread_mutex_lock(&library_lock);
+  int n = snprintf(library_said + library_len, sizeof library_said - library_len,
+                   PROG ": poas: warning: %s\n", message);
+  if (n > 0)
+    library_len = (size_t)n < sizeof library_said - library_len ? library_len + (size_t)n
+                                                                 : sizeof library_said - 1;
+  pthread_mutex_unlock(&library_lock);
+}
+
 /* Says each rank's `text` (its lines each opening PROG ": "; "" says
  * nothing) on rank 0's stderr, once for all the ranks whose text is the
  * same, each line then opening PROG " (ranks 0-2): ". Every rank once said
  * its own, and a job whose ranks all had the same --devices, profile or
- * fault said it once per rank: 64 lines alike for 64 ranks. Collective. */
+ * fault said it once per rank: 64 lines alike for 64 ranks. The library's
+ * warnings since the last say_once follow the text (hear_library).
+ * Collective. */
 static void say_once(const job *j, const char *text) {
   char mine[SAY_MAX];
-  snprintf(mine, sizeof mine, "%s", text);
+  pthread_mutex_lock(&library_lock);
+  snprintf(mine, sizeof mine, "%s%s", text, library_said);
+  library_len = 0, library_said[0] = '\0';
+  pthread_mutex_unlock(&library_lock);
   char *all = j->rank == 0 ? malloc((size_t)j->size * SAY_MAX) : NULL;
   char *done = j->rank == 0 ? calloc((size_t)j->size, 1) : NULL,
        *same = j->rank == 0 ? calloc((size_t)j->size, 1) : NULL;
@@ -932,8 +965,11 @@ int main(int argc, char **argv) {
   MPI_Get_processor_name(j.host, &len);
   options o;
   int status = agreed_options(argc, argv, &o, j.rank);
+  poas_set_log_handler(hear_library, &j);
   if (status < 0)
     status = run_job(&j, &o);
+  say_once(&j, ""); /* the library's warnings since the last (finalize's among them) */
+  poas_set_log_handler(NULL, NULL);
   /* Rank 0 alone writes to stdout, --help and --version included: output
    * lost to a full disk or a closed pipe fails the job. Under mpirun, rank
    * 0 writes to mpirun, which writes the output on: a failure there is

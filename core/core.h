@@ -65,7 +65,8 @@ enum { POAS__LOG_OFF = 0, POAS__LOG_WARN = 1, POAS__LOG_INFO = 2, POAS__LOG_DEBU
  * the first message, and again by poas__log_reread_env) and those held
  * now. A context whose options set a level holds it from poas_init to
  * poas_finalize (hold and release in pairs). Messages go to stderr
- * prefixed "poas: ". */
+ * prefixed "poas: ", or bare to the program's handler
+ * (poas_set_log_handler). */
 void poas__log_reread_env(void);
 void poas__log_hold(int level);
 void poas__log_release(int level);

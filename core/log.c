@@ -1,6 +1,7 @@
 /* log.c: the library's only printing. Silent unless POAS_LOG or the
  * context's options ask for messages, so a library call never writes to a
- * terminal the application owns. */
+ * terminal the application owns; a program that installs a handler
+ * (poas_set_log_handler) gets them instead of stderr. */
 #include "core.h"
 
 #include <pthread.h>
@@ -14,6 +15,16 @@
 static int env_level = -1;            /* -1: not read from the environment yet */
 static int held[POAS__LOG_DEBUG + 1]; /* how many hold each level */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Where messages go: stderr (handler NULL) or the program's handler.
+ * emit_lock is held while one message is written, to stderr or through
+ * the handler: messages from threads at once come out whole and one at a
+ * time, and once poas_set_log_handler returns, no call of the handler it
+ * replaced is still running (the program may free what `user` points
+ * to). */
+static poas_log_fn handler;
+static void *handler_user;
+static pthread_mutex_t emit_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int clamp_level(int level) { return POAS__MIN(POAS__MAX(level, 0), POAS__LOG_DEBUG); }
 
@@ -30,10 +41,27 @@ void poas__log_release(int level) {
   pthread_mutex_unlock(&log_lock);
 }
 
+/* Writes one message: "poas: " and the level's tag on stderr, or the
+ * bare text to the handler. */
+static void emit(int level, const char *text) {
+  static const char *const tag[] = {"", "warning: ", "", "debug: "};
+  pthread_mutex_lock(&emit_lock);
+  if (handler) {
+    handler(handler_user, clamp_level(level), text);
+  } else {
+    flockfile(stderr);
+    fprintf(stderr, "poas: %s%s\n", tag[clamp_level(level)], text);
+    funlockfile(stderr);
+  }
+  pthread_mutex_unlock(&emit_lock);
+}
+
 /* POAS_LOG's level; log_lock held. One that is not a number leaves the
- * library silent, and says so once per value: whoever set it asked for
- * messages, and "debug" or " 1" used to give none without a word. */
-static int read_env_level(void) {
+ * library silent, and says so once per value, as a warning whatever the
+ * level (into *told_now, for the caller to emit once log_lock is given
+ * up): whoever set it asked for messages, and "debug" or " 1" used to
+ * give none without a word. */
+static int read_env_level(char *told_now, size_t cap) {
   static char told[64];
   const char *env = getenv("POAS_LOG");
   int64_t v = 0;
@@ -43,10 +71,10 @@ static int read_env_level(void) {
     return clamp_level((int)POAS__MIN(v, 3));
   if (strncmp(told, env, sizeof told - 1) != 0) {
     poas__strlcpy(told, env, sizeof told);
-    fprintf(stderr,
-            "poas: POAS_LOG='%s' is not a level (0 silent, 1 warnings, 2 info, 3 debug): "
-            "logging stays off\n",
-            env);
+    snprintf(told_now, cap,
+             "POAS_LOG='%s' is not a level (0 silent, 1 warnings, 2 info, 3 debug): logging "
+             "stays off",
+             env);
   }
   return 0;
 }
@@ -55,35 +83,56 @@ static int read_env_level(void) {
  * program that sets it between contexts is heard (it was once read for
  * the process's first message alone). */
 void poas__log_reread_env(void) {
+  char told[160] = "";
   pthread_mutex_lock(&log_lock);
-  env_level = read_env_level();
+  env_level = read_env_level(told, sizeof told);
   pthread_mutex_unlock(&log_lock);
+  if (told[0])
+    emit(POAS__LOG_WARN, told);
 }
 
 int poas__log_level(void) {
+  char told[160] = "";
   pthread_mutex_lock(&log_lock);
   if (env_level < 0)
-    env_level = read_env_level();
+    env_level = read_env_level(told, sizeof told);
   int level = env_level;
   for (int l = level + 1; l <= POAS__LOG_DEBUG; l++)
     if (held[l] > 0)
       level = l;
   pthread_mutex_unlock(&log_lock);
+  if (told[0])
+    emit(POAS__LOG_WARN, told);
   return level;
 }
 
 void poas__log(int level, const char *fmt, ...) {
   if (level > poas__log_level())
     return;
-  static const char *const tag[] = {"", "warning: ", "", "debug: "};
-  va_list ap;
+  /* Most messages fit on the stack; a longer one (a plan's reasons for
+   * many devices) is formatted again into the heap, and cut to the
+   * stack's length only if that fails. */
+  char line[1024], *text = line;
+  va_list ap, again;
   va_start(ap, fmt);
-  flockfile(stderr);
-  fprintf(stderr, "poas: %s", tag[POAS__MIN(POAS__MAX(level, 0), 3)]);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  funlockfile(stderr);
+  va_copy(again, ap);
+  int len = vsnprintf(line, sizeof line, fmt, ap);
+  if (len >= (int)sizeof line && (text = malloc((size_t)len + 1)) != NULL)
+    vsnprintf(text, (size_t)len + 1, fmt, again);
+  else
+    text = line;
+  va_end(again);
   va_end(ap);
+  emit(level, text);
+  if (text != line)
+    free(text);
+}
+
+void poas_set_log_handler(poas_log_fn fn, void *user) {
+  pthread_mutex_lock(&emit_lock);
+  handler = fn;
+  handler_user = fn ? user : NULL;
+  pthread_mutex_unlock(&emit_lock);
 }
 
 /* The detail behind the last error, per thread, as dlerror() does. */

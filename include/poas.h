@@ -80,6 +80,18 @@ const char *poas_version(void);
  * note where the library would warn asks this rather than reading
  * POAS_LOG again, so that the two never both speak or both stay silent. */
 int poas_log_level(void);
+/* Receives the library's messages in place of stderr: `level` 1 warning,
+ * 2 info, 3 debug; `message` is one line, without the "poas: " prefix,
+ * the level's tag or a newline, and valid only during the call. It is
+ * called on whichever thread logs, the library's own workers included,
+ * one message at a time; it must not call POAS. */
+typedef void (*poas_log_fn)(void *user, int level, const char *message);
+/* Sends every later message to fn (NULL: back to stderr), process-wide,
+ * with `user` passed through. Which messages are made is still the log
+ * level's to decide (poas_log_level): a handler turns no logging on. Once
+ * it returns, the handler it replaced is not running and is not called
+ * again, so that what its `user` points to may be freed. */
+void poas_set_log_handler(poas_log_fn fn, void *user);
 
 /* ----------------------------------------------------------------- types */
 
@@ -133,8 +145,8 @@ typedef struct poas_options {
   const char *trace;
   /* Log level, as POAS_LOG: 0 silent, 1 warnings, 2 info, 3 debug (a
    * larger one is 3); -1, as any negative, means take POAS_LOG (default
-   * silent). Messages go to stderr, which
-   * is the process's: while the context lives, every context's messages
+   * silent). Messages go to stderr (or poas_set_log_handler's handler),
+   * which is the process's: while the context lives, every context's messages
    * print at the most verbose of POAS_LOG's level and those of the live
    * contexts that set one; poas_finalize gives its level up. */
   int log_level;

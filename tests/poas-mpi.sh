@@ -94,6 +94,21 @@ for p in out["problems"]:
 PYEOF
 done
 
+# The library's warnings (POAS_LOG=1), which every rank meets alike here
+# (no profile), are said once for the ranks, through the log handler; each
+# rank printed its own before. Debug messages come as made, named for
+# their rank.
+POAS_LOG=1 mpi -np 2 -x POAS_LOG "$bench" --sizes 64 --repeat 1 --devices cpu:threads=1 \
+  >"$tmp/out" 2>"$tmp/err" || fail "POAS_LOG=1: $(cat "$tmp/err")"
+[ "$(grep -c "poas: warning: no profile at" "$tmp/err")" -eq 1 ] &&
+  grep -q "^poas-mpi-bench (ranks 0-1): poas: warning: no profile at" "$tmp/err" ||
+  fail "POAS_LOG=1: the library's warning not said once for both ranks: $(cat "$tmp/err")"
+POAS_LOG=3 mpi -np 2 -x POAS_LOG "$bench" --sizes 512 --repeat 1 --devices sim,sim \
+  >"$tmp/out" 2>"$tmp/err" || fail "POAS_LOG=3: $(cat "$tmp/err")"
+grep -q "^poas (rank 0): debug: " "$tmp/err" && grep -q "^poas (rank 1): debug: " "$tmp/err" &&
+  ! grep -q "^poas: " "$tmp/err" ||
+  fail "POAS_LOG=3: debug messages not named for their ranks: $(head -c 2000 "$tmp/err")"
+
 # Simulated ranks of 1e11 and 3e11 flop/s: a 1 : 3 split, predicted as run.
 mpi -np 1 -x POAS_DEVICES=sim:rate=1e11 "$bench" --sizes 2048 --repeat 1 --json : \
   -np 1 -x POAS_DEVICES=sim:rate=3e11 "$bench" --sizes 2048 --repeat 1 --json \

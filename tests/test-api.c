@@ -578,6 +578,66 @@ TEST(malformed_settings_are_named_at_init) {
   return 0;
 }
 
+/* What a log handler was given. */
+typedef struct heard_log {
+  int calls, level;
+  char last[512];
+} heard_log;
+
+static void hear_log(void *user, int level, const char *message) {
+  heard_log *h = user;
+  h->calls++;
+  h->level = level;
+  snprintf(h->last, sizeof h->last, "%s", message);
+}
+
+/* A program's log handler takes the messages stderr would have had, bare
+ * (no "poas: " or tag), the "is not a level" note among them; the level
+ * still decides which are made; NULL gives them back to stderr. An MPI
+ * program gathers its ranks' messages through one (poas-mpi-bench). */
+TEST(a_log_handler_takes_the_messages) {
+  const char *env = getenv("POAS_LOG");
+  if (env && *env && strcmp(env, "0") != 0)
+    SKIP("POAS_LOG is set: the library prints anyway");
+  heard_log h = {0};
+  char text[1024];
+  poas_set_log_handler(hear_log, &h);
+  poas_context *quiet = test_open("cpu");
+  CHECK(quiet);
+  stderr_of_failing_call(quiet, text, sizeof text);
+  CHECK_MSG(h.calls == 0 && text[0] == '\0', "silent level: %d calls, printed '%s'", h.calls,
+            text);
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu";
+  o.no_profile = 1;
+  o.log_level = 1;
+  poas_context *loud = NULL;
+  CHECK_OK(poas_init(&loud, &o));
+  int before = h.calls;
+  stderr_of_failing_call(loud, text, sizeof text);
+  CHECK_MSG(text[0] == '\0', "with a handler: printed '%s'", text);
+  CHECK_MSG(h.calls == before + 1 && h.level == 1 && strstr(h.last, "lda") &&
+                strcmp(h.last, poas_error_detail()) == 0 && !strstr(h.last, "poas:") &&
+                !strchr(h.last, '\n'),
+            "heard %d calls, level %d: '%s'", h.calls - before, h.level, h.last);
+  setenv("POAS_LOG", "loud", 1);
+  poas_context *told = test_open("sim");
+  unsetenv("POAS_LOG");
+  CHECK(told);
+  CHECK_MSG(h.level == 1 && strstr(h.last, "POAS_LOG='loud' is not a level"), "heard '%s'",
+            h.last);
+  poas_finalize(told);
+  poas_set_log_handler(NULL, &h);
+  before = h.calls;
+  stderr_of_failing_call(loud, text, sizeof text);
+  CHECK_MSG(h.calls == before && strstr(text, "poas: warning: ") && strstr(text, "lda"),
+            "handler gone: %d calls, printed '%s'", h.calls - before, text);
+  poas_finalize(loud);
+  poas_finalize(quiet);
+  return 0;
+}
+
 /* An empty string in an option is no value, as an empty environment
  * variable is: the environment's is taken, else the default. "" once
  * refused the devices and failed poas_init for its trace. */
@@ -999,6 +1059,7 @@ TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail),
           TEST_ENTRY(malformed_settings_are_named_at_init),
           TEST_ENTRY(empty_options_take_the_environment),
           TEST_ENTRY(a_failed_gemm_leaves_no_report), TEST_ENTRY(a_contexts_log_level_ends_with_it),
+          TEST_ENTRY(a_log_handler_takes_the_messages),
           TEST_ENTRY(device_queries), TEST_ENTRY(simulated_split_runs_as_planned),
           TEST_ENTRY(gemm_validation), TEST_ENTRY(row_major_errors_name_the_callers_arguments),
           TEST_ENTRY(gemm_takes_blocks_of_one_array),

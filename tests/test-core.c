@@ -276,6 +276,35 @@ TEST(spec_refuses_values_too_long_to_keep) {
   return 0;
 }
 
+/* A message longer than the logger's line buffer reaches a handler
+ * whole (a plan's reasons for many devices run past 1 KiB), and the
+ * level a message is made at goes with it. */
+static void keep_message(void *user, int level, const char *message) {
+  char **kept = user;
+  free(*kept);
+  *kept = malloc(strlen(message) + 3);
+  if (*kept)
+    sprintf(*kept, "%d:%s", level, message);
+}
+
+TEST(long_messages_reach_the_handler_whole) {
+  char *kept = NULL, word[3000];
+  memset(word, 'x', sizeof word - 1);
+  word[sizeof word - 1] = '\0';
+  poas_set_log_handler(keep_message, &kept);
+  poas__log_hold(POAS__LOG_INFO);
+  poas__info("%s|%d", word, 7);
+  poas__debug("made only at level 3");
+  poas__log_release(POAS__LOG_INFO);
+  poas_set_log_handler(NULL, NULL);
+  CHECK(kept != NULL);
+  CHECK_MSG(strncmp(kept, "2:", 2) == 0 && strlen(kept) == 2 + sizeof word - 1 + 2 &&
+                strcmp(kept + strlen(kept) - 2, "|7") == 0,
+            "kept %zu characters", kept ? strlen(kept) : 0);
+  free(kept);
+  return 0;
+}
+
 /* A failure a probe expects (the allocation that ends a memory probe)
  * sets the detail but is no warning; any other failure still warns. */
 TEST(expected_failures_are_not_warnings) {
@@ -432,6 +461,7 @@ TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(worker_mark_is_per_
           TEST_ENTRY(spec_refuses_a_device_named_twice),
           TEST_ENTRY(spec_refuses_values_too_long_to_keep),
           TEST_ENTRY(expected_failures_are_not_warnings),
+          TEST_ENTRY(long_messages_reach_the_handler_whole),
           TEST_ENTRY(host_copy_moves_every_byte_of_a_block),
           TEST_ENTRY(roundtrip_measures_and_gives_the_thread_back),
           TEST_ENTRY(follow_links_finds_the_file_a_path_names))
