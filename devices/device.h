@@ -198,11 +198,13 @@ struct poas__device {
    * offset 0, the way round it wants) into one temporary buffer, each
    * side rounded up to that tile (at most gemm_scratch_pad), for calls of
    * m n k from gemm_scratch_min_mnk on (below it, its direct kernel needs
-   * none; 0: every call). Plans count one call's copies against memory,
-   * the largest allocation and gemm_max_elems, since its kernels index
-   * the one buffer as a whole (optimize/split.c); past the allocation
-   * the call fails mid-run as a device error, past the index it reads
-   * and writes wrapped indices. */
+   * none; 0: every call). The backend keeps that buffer per lane, through
+   * poas__dev_alloc, and the calls queued on a lane share it (devices/
+   * opencl/opencl.c, ocl_scratch); GEMMs run on one lane, so plans count
+   * one such buffer against memory, the largest allocation and
+   * gemm_max_elems, since its kernels index the one buffer as a whole
+   * (optimize/split.c); past the allocation the call fails mid-run as
+   * out of memory, past the index it reads and writes wrapped indices. */
   int64_t gemm_scratch_pad;
   int64_t gemm_scratch_min_mnk;
   /* Devices that run a GEMM on several host threads (the CPU's OpenBLAS):

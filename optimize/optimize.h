@@ -72,8 +72,9 @@ typedef struct poas__opt_device {
    * cut so that each of their buffers does; 0: no limit. */
   uint64_t buffer_bytes_max;
   /* Its GEMM's temporary copies of the operands, per call (poas__device.
-   * gemm_scratch_pad, gemm_scratch_min_mnk): one buffer, each side padded
-   * to scratch_pad, counted against memory, buffer_bytes_max and
+   * gemm_scratch_pad, gemm_scratch_min_mnk): one buffer, the GEMM lane's,
+   * which every call queued on it shares, each side padded to
+   * scratch_pad, counted against memory, buffer_bytes_max and
    * max_operand_elems (the buffer as a whole) for calls of m n k from
    * scratch_min_mnk on; scratch_pad 0: none. */
   int64_t scratch_pad;

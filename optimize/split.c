@@ -156,10 +156,10 @@ static int64_t scratch_units_within(const scratch *sc, double limit) {
 
 /* The largest tile (in units) a copy device can hold with two buffers per
  * operand beside the shared operand, and one GEMM call's scratch; 0 when
- * not even one unit fits. The scratch counted is the running call's, which
- * OpenCL frees once its kernels have run; calls the engine has queued
- * behind it may hold theirs too where the implementation backs a buffer
- * when it is made, and those are not counted. */
+ * not even one unit fits. One scratch is all a device holds however many
+ * GEMMs are queued (the engine queues every tile of its open chunks at
+ * once, 16 for a 4096^3 sgemm on opencl0): they run on one lane, whose
+ * one buffer they share (devices/opencl/opencl.c, ocl_scratch). */
 static int64_t tile_fit(const poas__opt_device *d, const poas__opt_problem *p,
                         poas__split_dim split) {
   /* A shared operand transposed on the device is held twice until the

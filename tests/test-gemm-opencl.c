@@ -18,6 +18,7 @@
 #include "devices/opencl/opencl.h"
 
 #include <CL/cl.h>
+#include <clblast_c.h>
 #endif
 
 /* Opens `selection`; TEST_SKIP when no OpenCL device is there, 1 when it
@@ -611,6 +612,70 @@ TEST(opencl_alloc_limits) {
   return 0;
 }
 
+/* CLBlast's indirect GEMM takes its temporary buffer from the lane
+ * (devices/opencl/opencl.c, ocl_scratch): counted in the device's memory
+ * like any buffer, and one per lane however many calls are queued on it.
+ * A 500^3 sgemm, indirect on PoCL, pads A, B and C to 512^2 (3 MiB). With
+ * room for the operands and one such buffer less a byte, the call is
+ * refused as out of memory; with room for exactly one, four calls queued
+ * on the compute lane before any is waited for all run, and C is
+ * C0 + 4 x 0.25 AB. Before the lane kept one, each call made its own
+ * outside the count: the refusal did not come, and PoCL held all four. */
+TEST(opencl_scratch_is_one_per_lane) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  enum { N = 500, CALLS = 4 };
+  poas__devset set;
+  int rc = open_set("opencl0", &set);
+  if (rc)
+    return rc;
+  poas__device *d = set.dev[0];
+  test_gemm g;
+  CHECK_OK(test_gemm_alloc(&g, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N,
+                           N, 0, 1.0 / CALLS, 1.0, 61));
+  size_t bytes = (size_t)N * N * sizeof(float), temp = 0;
+  cl_command_queue queue = d->be->native_lane(d, 1);
+  CHECK(CLBlastSGemmTempBufferSize(CLBlastLayoutColMajor, CLBlastTransposeNo, CLBlastTransposeNo,
+                                   N, N, N, 0, N, 0, N, 0, N, &queue, &temp) == CLBlastSuccess);
+  if (temp == 0) {
+    test_gemm_free(&g);
+    poas__devset_close(&set);
+    SKIP("CLBlast runs a 500^3 sgemm direct on this device: no temporary buffer");
+  }
+  poas__mem a, b, c;
+  CHECK_OK(d->be->mem_alloc(d, bytes, &a));
+  CHECK_OK(d->be->mem_alloc(d, bytes, &b));
+  CHECK_OK(d->be->mem_alloc(d, bytes, &c));
+  poas__copy2d whole = {bytes, 1, bytes, bytes, 0};
+  CHECK_OK(d->be->copy_h2d(d, 0, a, g.A, &whole));
+  CHECK_OK(d->be->copy_h2d(d, 0, b, g.B, &whole));
+  CHECK_OK(d->be->copy_h2d(d, 0, c, g.C, &whole));
+  CHECK_OK(d->be->lane_sync(d, 0));
+  poas__gemm_call call = {POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, g.alpha, g.beta,
+                          {a, 0, N}, {b, 0, N}, {c, 0, N}};
+  uint64_t memory = d->info.memory_bytes;
+  d->info.memory_bytes = 3 * bytes + temp - 1;
+  CHECK_RC(d->be->gemm(d, 1, &call), POAS_ENOMEM);
+  CHECK_MSG(strstr(poas_error_detail(), "do not fit") != NULL, "%s", poas_error_detail());
+  d->info.memory_bytes = 3 * bytes + temp;
+  for (int i = 0; i < CALLS; i++)
+    CHECK_OK(d->be->gemm(d, 1, &call));
+  CHECK_OK(d->be->lane_sync(d, 1));
+  CHECK_OK(d->be->copy_d2h(d, 2, g.C, c, &whole));
+  CHECK_OK(d->be->lane_sync(d, 2));
+  d->info.memory_bytes = memory;
+  g.alpha = 1.0; /* CALLS times 1 / CALLS */
+  CHECK(0 == test_gemm_verify(&g, "4 sgemms of 500^3 queued on one lane's scratch"));
+  test_gemm_free(&g);
+  d->be->mem_free(d, c);
+  d->be->mem_free(d, b);
+  d->be->mem_free(d, a);
+  poas__devset_close(&set);
+  return 0;
+#endif
+}
+
 /* A closed device's queues and context go back to a pool, not to the
  * driver (PoCL's worker still releases events after clFinish returns): the
  * next open of the same device and cores takes the same queue, a second
@@ -752,7 +817,8 @@ TEST(opencl_tasks_run_their_kernels) {
 TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding),
           TEST_ENTRY(opencl_lanes_ordered_by_events), TEST_ENTRY(opencl_beta_zero_ignores_c),
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),
-          TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_sessions_are_reused),
+          TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_scratch_is_one_per_lane),
+          TEST_ENTRY(opencl_sessions_are_reused),
           TEST_ENTRY(opencl_tasks_run_their_kernels),
           TEST_ENTRY(opencl_calibration_builds_its_kernels),
           TEST_ENTRY(opencl_fp64_from_either_report), TEST_ENTRY(opencl_zero_clock_gets_nominal),

@@ -45,6 +45,24 @@ typedef struct ocl_session {
   struct ocl_session *next;
 } ocl_session;
 
+/* CLBlast's indirect GEMM copies the operands that are not in its kernel's
+ * layout into a temporary buffer. Left to itself it creates one per call
+ * and releases it as the call returns, but OpenCL keeps a buffer until the
+ * kernels that use it have run, and PoCL 3.1 backs it as soon as the call
+ * is queued: 16 1000^3 sgemms queued behind an unfinished event held 16
+ * of their 12 MiB buffers at once (VmData), and resident once they ran.
+ * The engine queues every GEMM of a device's open chunks before the first
+ * completes (the 16 tiles of a 4096^3 sgemm on opencl0 at once), so a
+ * buffer per call was as many scratches as tiles where plans count one.
+ * A lane keeps one instead, which every call queued on it takes in turn
+ * (an in-order queue runs them one after the other); see lane_scratch. */
+typedef struct ocl_scratch {
+  pthread_mutex_t lock; /* held across a call: another call's copies in
+                           between would overwrite its own */
+  poas__mem mem;        /* NULL: none held */
+  size_t bytes;
+} ocl_scratch;
+
 typedef struct ocl_state {
   poas__device dev;
   cl_device_id device;          /* the one computing: a sub-device for cores=N */
@@ -53,6 +71,7 @@ typedef struct ocl_state {
   int has_fp64;
   pthread_mutex_t lock;         /* guards allocated */
   uint64_t allocated;
+  ocl_scratch scratch[OCL_LANES];
 } ocl_state;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -498,6 +517,8 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   fill_info(s);
   int64_t indirect_mnk = tune_clblast(s);
   pthread_mutex_init(&s->lock, NULL);
+  for (int l = 0; l < OCL_LANES; l++)
+    pthread_mutex_init(&s->scratch[l].lock, NULL);
   s->dev.nlanes = OCL_LANES;
   s->dev.gemm_wants_bt = 1;
   /* CLBlast's indirect kernel computes C in tiles of MWG x NWG and pads a
@@ -511,9 +532,9 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   s->dev.gemm_index_pad = POAS__OCL_INDEX_PAD;
   /* mem_alloc refuses a buffer past it: plans keep theirs within it. */
   s->dev.max_buffer_bytes = s->max_alloc;
-  /* CLBlast's indirect GEMM allocates one temporary buffer per call (a
-   * cl_mem of its own, outside mem_alloc's count and limit) for padded
-   * copies of the operands not in its layout: its work-group tiles are
+  /* CLBlast's indirect GEMM needs one temporary buffer per call (the
+   * lane's, counted like any buffer: ocl_scratch) for padded copies of
+   * the operands not in its layout: its work-group tiles are
    * 16 to 128 a side (powers of two), so POAS__OCL_INDEX_PAD bounds the
    * padding. CLBlastXGemmTempBufferSize on PoCL here, B transposed: 12 MB
    * for a 1000^3 sgemm (A, B and C each padded to 1024^2), 8 MiB for a
@@ -539,9 +560,15 @@ fail:
   return rc;
 }
 
+static void drop_scratch(ocl_state *s, int lane);
+
 static void ocl_close(poas__device *dev) {
   ocl_state *s = dev->priv;
   return_session(s->session);
+  for (int l = 0; l < OCL_LANES; l++) {
+    drop_scratch(s, l);
+    pthread_mutex_destroy(&s->scratch[l].lock);
+  }
   pthread_mutex_destroy(&s->lock);
   free(s);
 }
@@ -706,18 +733,77 @@ int poas__ocl_transpose_fits(const poas__transpose_call *t, int64_t max) {
          operand_reach(t->dst.off / es, t->dst.ld, t->cols, t->rows) <= (double)max;
 }
 
-static CLBlastStatusCode clblast_gemm(ocl_state *s, int lane, const poas__gemm_call *g,
-                                      CLBlastTranspose ta, CLBlastTranspose tb, size_t k,
-                                      cl_mem a, size_t aoff, size_t lda, cl_mem b, size_t boff,
-                                      size_t ldb) {
-  size_t es = poas__dtype_size(g->dtype);
-  if (g->dtype == POAS_FLOAT32)
-    return CLBlastSgemm(CLBlastLayoutColMajor, ta, tb, (size_t)g->m, (size_t)g->n, k,
-                        (float)g->alpha, a, aoff, lda, b, boff, ldb, (float)g->beta,
-                        g->c.mem.ptr, g->c.off / es, (size_t)g->c.ld, &s->session->queue[lane], NULL);
-  return CLBlastDgemm(CLBlastLayoutColMajor, ta, tb, (size_t)g->m, (size_t)g->n, k, g->alpha, a,
-                      aoff, lda, b, boff, ldb, g->beta, g->c.mem.ptr, g->c.off / es,
-                      (size_t)g->c.ld, &s->session->queue[lane], NULL);
+/* Releases a lane's scratch; the lane has run everything queued on it
+ * (clFinish), so nothing reads the buffer any more. */
+static void drop_scratch(ocl_state *s, int lane) {
+  ocl_scratch *sc = &s->scratch[lane];
+  poas__dev_free(&s->dev, sc->mem, sc->bytes);
+  sc->mem.ptr = NULL;
+  sc->bytes = 0;
+}
+
+/* The lane's scratch for a call that needs `need` bytes (CLBlast's
+ * GemmTempBufferSize; 0: none, its direct kernel or operands in layout),
+ * in *temp (NULL: none). It is allocated through the device's count
+ * (poas__dev_alloc), so mem_alloc's limits and memory hold for it, and
+ * grown only once the calls queued on the lane have run: their buffer
+ * would otherwise be held beside the new one. Lock held. */
+static int lane_scratch(poas__device *dev, int lane, size_t need, cl_mem *temp) {
+  ocl_state *s = dev->priv;
+  ocl_scratch *sc = &s->scratch[lane];
+  *temp = NULL;
+  if (need == 0)
+    return 0;
+  if (need > sc->bytes) {
+    if (sc->mem.ptr) {
+      cl_int r = clFinish(s->session->queue[lane]);
+      if (r != CL_SUCCESS)
+        return cl_fail(dev, "clFinish", r);
+      drop_scratch(s, lane);
+    }
+    int rc = poas__dev_alloc(dev, need, &sc->mem);
+    if (rc)
+      return rc;
+    sc->bytes = need;
+  }
+  *temp = sc->mem.ptr;
+  return 0;
+}
+
+/* C = alpha op(A) op(B) + beta C through CLBlast on the lane, with the
+ * lane's scratch; `what` names the call in an error. */
+static int clblast_gemm(poas__device *dev, int lane, const poas__gemm_call *g,
+                        CLBlastTranspose ta, CLBlastTranspose tb, size_t k, cl_mem a,
+                        size_t aoff, size_t lda, cl_mem b, size_t boff, size_t ldb,
+                        const char *what) {
+  ocl_state *s = dev->priv;
+  ocl_scratch *sc = &s->scratch[lane];
+  cl_command_queue *queue = &s->session->queue[lane];
+  size_t es = poas__dtype_size(g->dtype), m = (size_t)g->m, n = (size_t)g->n;
+  size_t coff = g->c.off / es, ldc = (size_t)g->c.ld, need = 0;
+  int single = g->dtype == POAS_FLOAT32;
+  pthread_mutex_lock(&sc->lock);
+  CLBlastStatusCode st =
+      single ? CLBlastSGemmTempBufferSize(CLBlastLayoutColMajor, ta, tb, m, n, k, aoff, lda, boff,
+                                          ldb, coff, ldc, queue, &need)
+             : CLBlastDGemmTempBufferSize(CLBlastLayoutColMajor, ta, tb, m, n, k, aoff, lda, boff,
+                                          ldb, coff, ldc, queue, &need);
+  cl_mem temp = NULL;
+  int rc = st == CLBlastSuccess ? lane_scratch(dev, lane, need, &temp)
+                                : cl_fail(dev, "CLBlast's GemmTempBufferSize", st);
+  if (!rc) {
+    st = single ? CLBlastSgemmWithTempBuffer(CLBlastLayoutColMajor, ta, tb, m, n, k,
+                                             (float)g->alpha, a, aoff, lda, b, boff, ldb,
+                                             (float)g->beta, g->c.mem.ptr, coff, ldc, queue, NULL,
+                                             temp)
+                : CLBlastDgemmWithTempBuffer(CLBlastLayoutColMajor, ta, tb, m, n, k, g->alpha, a,
+                                             aoff, lda, b, boff, ldb, g->beta, g->c.mem.ptr, coff,
+                                             ldc, queue, NULL, temp);
+    if (st != CLBlastSuccess)
+      rc = cl_fail(dev, what, st);
+  }
+  pthread_mutex_unlock(&sc->lock);
+  return rc;
 }
 
 /* C = beta C, for k = 0 or alpha = 0, where BLAS reads neither A nor B.
@@ -741,10 +827,10 @@ static int scale_c(poas__device *dev, int lane, const poas__gemm_call *g) {
     clReleaseMemObject(zero);
     return cl_fail(dev, "clEnqueueFillBuffer", r);
   }
-  CLBlastStatusCode st = clblast_gemm(s, lane, g, CLBlastTransposeNo, CLBlastTransposeNo, 1, zero,
-                                      0, (size_t)g->m, zero, 0, 1);
+  int rc = clblast_gemm(dev, lane, g, CLBlastTransposeNo, CLBlastTransposeNo, 1, zero, 0,
+                        (size_t)g->m, zero, 0, 1, "CLBlast gemm (scaling C)");
   clReleaseMemObject(zero);
-  return st == CLBlastSuccess ? 0 : cl_fail(dev, "CLBlast gemm (scaling C)", st);
+  return rc;
 }
 
 /* Refuses a dtype the device cannot compute, for gemm and transpose
@@ -761,7 +847,6 @@ static int refuse_dtype(const poas__device *dev, poas_dtype dtype) {
 }
 
 static int ocl_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
-  ocl_state *s = dev->priv;
   int rc = check_lane(dev, lane);
   if (!rc)
     rc = refuse_dtype(dev, g->dtype);
@@ -783,12 +868,9 @@ static int ocl_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
     return g->beta == 1 ? 0 : scale_c(dev, lane, g);
   CLBlastTranspose ta = g->transa == POAS_TRANS ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose tb = g->transb == POAS_TRANS ? CLBlastTransposeYes : CLBlastTransposeNo;
-  CLBlastStatusCode st =
-      clblast_gemm(s, lane, g, ta, tb, (size_t)g->k, g->a.mem.ptr, g->a.off / es,
-                   (size_t)g->a.ld, g->b.mem.ptr, g->b.off / es, (size_t)g->b.ld);
-  if (st != CLBlastSuccess)
-    return cl_fail(dev, g->dtype == POAS_FLOAT32 ? "CLBlastSgemm" : "CLBlastDgemm", st);
-  return 0;
+  return clblast_gemm(dev, lane, g, ta, tb, (size_t)g->k, g->a.mem.ptr, g->a.off / es,
+                      (size_t)g->a.ld, g->b.mem.ptr, g->b.off / es, (size_t)g->b.ld,
+                      g->dtype == POAS_FLOAT32 ? "CLBlastSgemm" : "CLBlastDgemm");
 }
 
 /* The shared operand of a split, transposed once per run for CLBlast's
@@ -884,7 +966,16 @@ static int ocl_lane_sync(poas__device *dev, int lane) {
   int rc = check_lane(dev, lane);
   if (rc)
     return rc;
+  /* A synced lane is idle: its scratch goes back until the next call (the
+   * engine syncs every lane at the end of a run), so that room a run
+   * planned for other buffers is not held by an earlier run's scratch.
+   * Locked first: a call queued between the wait and the release would
+   * read a released buffer. */
+  pthread_mutex_lock(&s->scratch[lane].lock);
   cl_int r = clFinish(s->session->queue[lane]);
+  if (r == CL_SUCCESS)
+    drop_scratch(s, lane);
+  pthread_mutex_unlock(&s->scratch[lane].lock);
   return r == CL_SUCCESS ? 0 : cl_fail(dev, "clFinish", r);
 }
 
