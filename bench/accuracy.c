@@ -68,6 +68,7 @@
 #include "poas.h"
 #include "predict/predict.h"
 #include "tools/context-open.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <errno.h>
@@ -369,15 +370,13 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
+  static const struct option longopts[] = {TOOL_LONGOPT_DEVICES,
                                            {"reps", required_argument, NULL, 'r'},
                                            {"passes", required_argument, NULL, 'p'},
                                            {"quick", no_argument, NULL, 'q'},
                                            {"adapt", no_argument, NULL, 'a'},
                                            {"timings", required_argument, NULL, 't'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+                                           TOOL_LONGOPTS_END};
   poas_options opts;
   poas_options_init(&opts);
   opts.devices = "cpu";
@@ -385,15 +384,13 @@ int main(int argc, char **argv) {
    * context that learned from one shape's run would carry it into the
    * next's prediction. */
   opts.no_adapt = 1;
-  int reps = 6, passes = 3, quick = 0, adapting = 0, c;
+  int reps = 6, passes = 3, quick = 0, adapting = 0, c, status;
+  const tool_cli cli = {
+      .prog = "accuracy", .usage = usage, .devices = &opts.devices, .try_help = 1};
   const char *passes_arg = NULL, *timings_path = NULL;
   tool_std_ready();
   while ((c = getopt_long(argc, argv, "d:r:p:qat:hV", longopts, NULL)) != -1) {
-    if (c == 'd') {
-      if (!tool_devices_named("accuracy", optarg))
-        return 2;
-      opts.devices = optarg;
-    } else if (c == 'r') {
+    if (c == 'r') {
       long v;
       if (bench_parse_long(optarg, 1, MAX_REPS, &v))
         return bench_bad_arg("accuracy", "--reps (1 to " BENCH_XSTR(MAX_REPS) ")", optarg);
@@ -408,17 +405,8 @@ int main(int argc, char **argv) {
       if (!tool_file_named("accuracy", "timings", optarg))
         return 2;
       timings_path = optarg;
-    }
-    else if (c == 'h') {
-      usage(stdout);
-      return tool_stdout_status("accuracy", 0);
-    } else if (c == 'V') {
-      printf("accuracy (POAS) %s\n", poas_version());
-      return tool_stdout_status("accuracy", 0);
-    } else { /* getopt_long has named the option */
-      fprintf(stderr, "Try 'accuracy --help' for more information.\n");
-      return 2;
-    }
+    } else if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+      return status;
   }
   if (optind < argc)
     return bench_bad_arg("accuracy", "argument", argv[optind]);
@@ -430,7 +418,7 @@ int main(int argc, char **argv) {
   } else
     passes = POAS__MIN(passes, reps);
   poas_context *ctx;
-  int status = tool_context_open("accuracy", &opts, &ctx);
+  status = tool_context_open("accuracy", &opts, &ctx);
   if (status)
     return status;
   int ndev = poas_device_count(ctx);

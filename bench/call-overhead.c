@@ -25,6 +25,7 @@
 #include "poas.h"
 #include "schedule/engine.h"
 #include "tools/context-open.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -72,37 +73,24 @@ static void *first_call(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
+  static const struct option longopts[] = {TOOL_LONGOPT_DEVICES,
                                            {"n", required_argument, NULL, 'n'},
                                            {"calls", required_argument, NULL, 'c'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+                                           TOOL_LONGOPTS_END};
   const char *id = NULL;
   long n_arg = 64, calls_arg = 200;
-  int c;
+  int c, status;
+  const tool_cli cli = {.prog = "call-overhead", .usage = usage, .devices = &id, .try_help = 1};
   tool_std_ready();
   while ((c = getopt_long(argc, argv, "d:n:c:hV", longopts, NULL)) != -1) {
-    if (c == 'd') {
-      if (!tool_devices_named("call-overhead", optarg))
-        return 2;
-      id = optarg;
-    } else if (c == 'n') {
+    if (c == 'n') {
       if (bench_parse_long(optarg, 1, 4096, &n_arg))
         return bench_bad_arg("call-overhead", "-n (1 to 4096)", optarg);
     } else if (c == 'c') {
       if (bench_parse_long(optarg, 1, MAX_CALLS, &calls_arg))
         return bench_bad_arg("call-overhead", "--calls (1 to " BENCH_XSTR(MAX_CALLS) ")", optarg);
-    } else if (c == 'h') {
-      usage(stdout);
-      return tool_stdout_status("call-overhead", 0);
-    } else if (c == 'V') {
-      printf("call-overhead (POAS) %s\n", poas_version());
-      return tool_stdout_status("call-overhead", 0);
-    } else { /* getopt_long has named the option */
-      fprintf(stderr, "Try 'call-overhead --help' for more information.\n");
-      return 2;
-    }
+    } else if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+      return status;
   }
   if (optind < argc)
     return bench_bad_arg("call-overhead", "argument", argv[optind]);
@@ -119,7 +107,7 @@ int main(int argc, char **argv) {
   }
   /* A selection the user named is kept to: a malformed one was passed
    * over for the first device, which was then timed, exit 0. */
-  int status = ctx ? 0 : tool_context_open("call-overhead", &o, &ctx);
+  status = ctx ? 0 : tool_context_open("call-overhead", &o, &ctx);
   if (status)
     return status;
   poas_device_info info;

@@ -30,6 +30,7 @@
 #include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -126,29 +127,14 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {TOOL_LONGOPT_DEVICES, TOOL_LONGOPTS_END};
   const char *want = NULL;
-  int c;
+  int c, status;
+  const tool_cli cli = {.prog = "device-copy", .usage = usage, .devices = &want, .try_help = 1};
   tool_std_ready();
-  while ((c = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1) {
-    if (c == 'd') {
-      if (!tool_devices_named("device-copy", optarg))
-        return 2;
-      want = optarg;
-    } else if (c == 'h') {
-      usage(stdout);
-      return tool_stdout_status("device-copy", 0);
-    } else if (c == 'V') {
-      printf("device-copy (POAS) %s\n", poas_version());
-      return tool_stdout_status("device-copy", 0);
-    } else {
-      fprintf(stderr, "Try 'device-copy --help' for more information.\n");
-      return 2;
-    }
-  }
+  while ((c = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1)
+    if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+      return status;
   size_t sizes[MAX_SIZES] = {(size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20};
   int nsizes = 3;
   if (optind < argc) {

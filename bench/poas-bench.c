@@ -18,6 +18,7 @@
 #include "bench/timing.h"
 #include "tools/host-memory.h"
 #include "tools/profile-note.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <ctype.h>
@@ -250,19 +251,24 @@ static int bad(const char *what, const char *value) {
   return 2;
 }
 
-/* Parses `gemm`'s options; 0, or the exit status to leave with. */
+/* Parses `gemm`'s options: TOOL_GO_ON, or the exit status to leave with. */
 static int parse_options(int argc, char **argv, options *o) {
   static const struct option longopts[] = {
       {"sizes", required_argument, NULL, 's'},       {"shape", required_argument, NULL, 'S'},
-      {"dtype", required_argument, NULL, 't'},       {"devices", required_argument, NULL, 'd'},
+      {"dtype", required_argument, NULL, 't'},       TOOL_LONGOPT_DEVICES,
       {"baselines", required_argument, NULL, 'b'},   {"repeat", required_argument, NULL, 'r'},
       {"csv", required_argument, NULL, 'c'},         {"plot", required_argument, NULL, 'p'},
-      {"profile", required_argument, NULL, 'P'},     {"json", no_argument, NULL, 'j'},
-      {"alone-limit", required_argument, NULL, 'a'}, {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},           {NULL, 0, NULL, 0}};
+      {"profile", required_argument, NULL, 'P'},     TOOL_LONGOPT_JSON,
+      {"alone-limit", required_argument, NULL, 'a'}, TOOL_LONGOPTS_END};
+  /* -p is --plot here, and --profile has no letter; main checks stdout. */
+  const tool_cli cli = {.prog = "poas-bench",
+                        .usage = usage,
+                        .devices = &o->devices,
+                        .json = &o->json,
+                        .stdout_checked_later = 1};
   const char *sizes = NULL, *shape_arg = "square";
   int64_t v = 0;
-  int c;
+  int c, status;
   o->ndtypes = 1, o->dtypes[0] = POAS_FLOAT32, o->repeat = 5, o->baselines = "all";
   while ((c = getopt_long(argc, argv, "s:S:t:d:b:r:c:p:ja:hV", longopts, NULL)) != -1) {
     switch (c) {
@@ -271,11 +277,6 @@ static int parse_options(int argc, char **argv, options *o) {
     case 't':
       if (parse_dtypes(optarg, o))
         return bad("--dtype", optarg);
-      break;
-    case 'd':
-      if (!tool_devices_named("poas-bench", optarg))
-        return 2;
-      o->devices = optarg;
       break;
     case 'b': o->baselines = optarg; break;
     case 'r':
@@ -300,16 +301,13 @@ static int parse_options(int argc, char **argv, options *o) {
         return 2;
       o->profile = optarg;
       break;
-    case 'j': o->json = 1; break;
     case 'a':
       if (tool_parse_double(optarg, DBL_MIN, DBL_MAX, &o->alone_limit))
         return bad("--alone-limit (seconds > 0)", optarg);
       break;
-    case 'h': usage(stdout); exit(tool_stdout_status("poas-bench", 0));
-    case 'V':
-      printf("poas-bench (POAS) %s\n", poas_version());
-      exit(tool_stdout_status("poas-bench", 0));
-    default: usage(stderr); return 2;
+    default:
+      if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+        return status;
     }
   }
   if (optind < argc)
@@ -334,7 +332,7 @@ static int parse_options(int argc, char **argv, options *o) {
     snprintf(what, sizeof what, "--sizes (at most %d, each 1 to 1048576)", MAX_SHAPES);
     return bad(what, sizes);
   }
-  return 0;
+  return TOOL_GO_ON;
 }
 
 /* ------------------------------------------------------------- devices */
@@ -1110,7 +1108,7 @@ static int gemm_main(int argc, char **argv) {
   argv[1] = name;
   int rc = parse_options(argc - 1, argv + 1, &b.o);
   argv[1] = cmd;
-  if (rc)
+  if (rc != TOOL_GO_ON)
     return rc;
   char csv_name[64];
   const char *csv_path = b.o.csv;
@@ -1213,23 +1211,21 @@ static void plot_usage(FILE *f) {
  * options and CSV files follow. */
 static int plot_main(int argc, char **argv) {
   static const struct option longopts[] = {{"plot", required_argument, NULL, 'p'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+                                           TOOL_LONGOPTS_END};
+  /* Its version is poas-bench's, and main checks stdout. */
+  const tool_cli cli = {.prog = "poas-bench", .usage = plot_usage, .stdout_checked_later = 1};
   static bench_row rows[4096];
   const char *out = NULL;
-  int nrows = 0, c;
+  int nrows = 0, c, status;
   char why[512];
   static char name[] = "poas-bench plot"; /* getopt's name for the program */
   argc--, argv++;
   argv[0] = name;
   while ((c = getopt_long(argc, argv, "p:hV", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'p': out = optarg; break;
-    case 'h': plot_usage(stdout); return 0;
-    case 'V': printf("poas-bench (POAS) %s\n", poas_version()); return 0;
-    default: plot_usage(stderr); return 2;
-    }
+    if (c == 'p')
+      out = optarg;
+    else if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+      return status;
   }
   if (!out || optind == argc) {
     fprintf(stderr, "poas-bench plot: need --plot FILE.svg and at least one CSV\n");

@@ -30,6 +30,7 @@
 #include "tools/host-memory.h"
 #include "tools/json-out.h"
 #include "tools/profile-note.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -153,18 +154,14 @@ static int parse_sizes(const char *list, options *o) {
   return rc;
 }
 
-/* Returns -1 to go on, else the exit status (0 after --help). Only a rank
- * that `speaks` says what is wrong with its command line. */
+/* Returns TOOL_GO_ON (-1) to go on, else the exit status (0 after --help).
+ * Only a rank that `speaks` says what is wrong with its command line. */
 static int parse_options(int argc, char **argv, options *o, int speaks) {
   static const struct option longopts[] = {{"sizes", required_argument, NULL, 's'},
                                            {"dtype", required_argument, NULL, 't'},
                                            {"repeat", required_argument, NULL, 'r'},
-                                           {"devices", required_argument, NULL, 'd'},
-                                           {"profile", required_argument, NULL, 'p'},
-                                           {"json", no_argument, NULL, 'j'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+                                           TOOL_LONGOPT_DEVICES, TOOL_LONGOPT_PROFILE,
+                                           TOOL_LONGOPT_JSON, TOOL_LONGOPTS_END};
   memset(o, 0, sizeof *o);
   o->prob[0] = (problem){1024, 1024, 1024};
   o->nprob = 1;
@@ -173,7 +170,14 @@ static int parse_options(int argc, char **argv, options *o, int speaks) {
   poas_options_init(&o->po);
   optind = 0; /* from the start, and getopt's state reset, on a second pass */
   opterr = speaks;
-  int c;
+  /* Rank 0 checks stdout at the end, --help and --version included (main). */
+  const tool_cli cli = {.prog = PROG,
+                        .usage = usage,
+                        .devices = &o->po.devices,
+                        .json = &o->json,
+                        .quiet = !speaks,
+                        .stdout_checked_later = 1};
+  int c, status;
   while ((c = getopt_long(argc, argv, "s:t:r:d:p:jhV", longopts, NULL)) != -1) {
     switch (c) {
     case 's':
@@ -189,39 +193,19 @@ static int parse_options(int argc, char **argv, options *o, int speaks) {
       if (bench_parse_long(optarg, 1, 1000, &o->repeat) != 0)
         return speaks ? bench_bad_arg(PROG, "--repeat (1 to 1000)", optarg) : 2;
       break;
-    case 'd':
-      if (!*optarg) {
-        if (speaks)
-          tool_devices_named(PROG, optarg);
-        return 2;
-      }
-      o->po.devices = optarg;
-      break;
-    case 'p':
+    case 'p': /* an empty one in the words of its other bad values, not "names no file" */
       if (!*optarg)
         return speaks ? bench_bad_arg(PROG, "--profile", optarg) : 2;
       o->po.profile = optarg;
       break;
-    case 'j':
-      o->json = 1;
-      break;
-    case 'h':
-      if (speaks)
-        usage(stdout);
-      return 0;
-    case 'V':
-      if (speaks)
-        printf(PROG " (POAS) %s\n", poas_version());
-      return 0;
     default:
-      if (speaks)
-        usage(stderr);
-      return 2;
+      if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+        return status;
     }
   }
   if (optind < argc)
     return speaks ? bench_bad_arg(PROG, "argument", argv[optind]) : 2;
-  return -1;
+  return TOOL_GO_ON;
 }
 
 /* The worst exit status of all ranks: every rank leaves with the same. */

@@ -8,6 +8,7 @@
 #include "tools/args.h"
 #include "tools/context-open.h"
 #include "tools/fit-text.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -157,28 +158,22 @@ static void print_summary(const poas_calibration_result *r, const char *output) 
 int main(int argc, char **argv) {
   tool_std_ready();
   static const struct option longopts[] = {{"quick", no_argument, NULL, 'q'},
-                                           {"devices", required_argument, NULL, 'd'},
+                                           TOOL_LONGOPT_DEVICES,
                                            {"dtype", required_argument, NULL, 't'},
                                            {"output", required_argument, NULL, 'o'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+                                           TOOL_LONGOPTS_END};
   poas_options opts;
   poas_options_init(&opts);
   opts.no_profile = 1; /* the old profile is about to be replaced */
   poas_calibrate_options co;
   poas_calibrate_options_init(&co);
   const char *output = NULL;
-  int c;
+  int c, status;
+  const tool_cli cli = {.prog = "poas-calibrate", .usage = usage, .devices = &opts.devices};
   while ((c = getopt_long(argc, argv, "qd:t:o:hV", longopts, NULL)) != -1) {
     switch (c) {
     case 'q':
       co.quick = 1;
-      break;
-    case 'd':
-      if (!tool_devices_named("poas-calibrate", optarg))
-        return 2;
-      opts.devices = optarg;
       break;
     case 't':
       if (parse_dtype(optarg, &co.dtypes)) {
@@ -194,15 +189,9 @@ int main(int argc, char **argv) {
         return 2;
       output = optarg;
       break;
-    case 'h':
-      usage(stdout);
-      return tool_stdout_status("poas-calibrate", 0);
-    case 'V':
-      printf("poas-calibrate (POAS) %s\n", poas_version());
-      return tool_stdout_status("poas-calibrate", 0);
     default:
-      usage(stderr);
-      return 2;
+      if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+        return status;
     }
   }
   if (optind < argc) {

@@ -12,6 +12,7 @@
 #include "tools/context-open.h"
 #include "tools/host-memory.h"
 #include "tools/profile-note.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -91,30 +92,19 @@ static void print_plan(poas_context *ctx, long n) {
 
 int main(int argc, char **argv) {
   tool_std_ready();
-  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
-                                           {"profile", required_argument, NULL, 'p'},
+  static const struct option longopts[] = {TOOL_LONGOPT_DEVICES, TOOL_LONGOPT_PROFILE,
                                            {"n", required_argument, NULL, 'n'},
                                            {"calls", required_argument, NULL, 'c'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+                                           TOOL_LONGOPTS_END};
   poas_options opts;
   poas_options_init(&opts);
   long n = 1024, warm = 5;
   int64_t v;
-  int c;
+  int c, status;
+  const tool_cli cli = {
+      .prog = "poas-demo", .usage = usage, .devices = &opts.devices, .profile = &opts.profile};
   while ((c = getopt_long(argc, argv, "d:p:n:c:hV", longopts, NULL)) != -1) {
     switch (c) {
-    case 'd':
-      if (!tool_devices_named("poas-demo", optarg))
-        return 2;
-      opts.devices = optarg;
-      break;
-    case 'p':
-      if (!tool_file_named("poas-demo", "profile", optarg))
-        return 2;
-      opts.profile = optarg;
-      break;
     case 'n':
       if (tool_parse_int64(optarg, 1, 65536, &v)) {
         fprintf(stderr, "poas-demo: bad --n '%s' (1 to 65536)\n", optarg);
@@ -129,15 +119,9 @@ int main(int argc, char **argv) {
       }
       warm = (long)v;
       break;
-    case 'h':
-      usage(stdout);
-      return tool_stdout_status("poas-demo", 0);
-    case 'V':
-      printf("poas-demo (POAS) %s\n", poas_version());
-      return tool_stdout_status("poas-demo", 0);
     default:
-      usage(stderr);
-      return 2;
+      if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+        return status;
     }
   }
   if (optind < argc) {
@@ -177,7 +161,8 @@ int main(int argc, char **argv) {
    * device buffers allocated), which the models do not predict; the warm
    * ones are what every later call costs. */
   long wrong = 0;
-  int simulated = 0, status = 1; /* simulated: a sim device took part, computing nothing */
+  int simulated = 0; /* a sim device took part, computing nothing */
+  status = 1;
   poas_report first, *r = malloc(sizeof *r * (size_t)warm);
   int *order = malloc(sizeof *order * (size_t)warm);
   if (!r || !order) {

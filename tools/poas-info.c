@@ -3,11 +3,11 @@
  * (path, age, why it is not used, each model's held-out error), as tables
  * or, with --json, as one JSON object for scripts. */
 #include "poas.h"
-#include "tools/args.h"
 #include "tools/context-open.h"
 #include "tools/fit-text.h"
 #include "tools/json-out.h"
 #include "tools/profile-note.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <getopt.h>
@@ -284,39 +284,17 @@ static void print_table(poas_context *ctx) {
 
 int main(int argc, char **argv) {
   tool_std_ready();
-  static const struct option longopts[] = {
-      {"devices", required_argument, NULL, 'd'}, {"profile", required_argument, NULL, 'p'},
-      {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {TOOL_LONGOPT_DEVICES, TOOL_LONGOPT_PROFILE,
+                                           TOOL_LONGOPT_JSON, TOOL_LONGOPTS_END};
   poas_options opts;
   poas_options_init(&opts);
-  int json = 0, c;
-  while ((c = getopt_long(argc, argv, "d:p:jhV", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'd':
-      if (!tool_devices_named("poas-info", optarg))
-        return 2;
-      opts.devices = optarg;
-      break;
-    case 'p':
-      if (!tool_file_named("poas-info", "profile", optarg))
-        return 2;
-      opts.profile = optarg;
-      break;
-    case 'j':
-      json = 1;
-      break;
-    case 'h':
-      usage(stdout);
-      return tool_stdout_status("poas-info", 0);
-    case 'V':
-      printf("poas-info (POAS) %s\n", poas_version());
-      return tool_stdout_status("poas-info", 0);
-    default:
-      usage(stderr);
-      return 2;
-    }
-  }
+  int json = 0, c, status;
+  const tool_cli cli = {
+      .prog = "poas-info", .usage = usage, .devices = &opts.devices, .profile = &opts.profile,
+      .json = &json};
+  while ((c = getopt_long(argc, argv, "d:p:jhV", longopts, NULL)) != -1)
+    if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+      return status;
   if (optind < argc) {
     fprintf(stderr, "poas-info: unexpected argument '%s'\n", argv[optind]);
     usage(stderr);

@@ -7,6 +7,7 @@
 #include "tools/context-open.h"
 #include "tools/json-out.h"
 #include "tools/profile-note.h"
+#include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
 #include <float.h>
@@ -128,18 +129,17 @@ int main(int argc, char **argv) {
                                            {"k", required_argument, NULL, 'k'},
                                            {"dtype", required_argument, NULL, 't'},
                                            {"beta", required_argument, NULL, 'b'},
-                                           {"devices", required_argument, NULL, 'd'},
-                                           {"profile", required_argument, NULL, 'p'},
-                                           {"json", no_argument, NULL, 'j'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {"version", no_argument, NULL, 'V'},
-                                           {NULL, 0, NULL, 0}};
+                                           TOOL_LONGOPT_DEVICES, TOOL_LONGOPT_PROFILE,
+                                           TOOL_LONGOPT_JSON, TOOL_LONGOPTS_END};
   poas_options opts;
   poas_options_init(&opts);
   int64_t m = -1, n = -1, k = -1;
   poas_dtype dtype = POAS_FLOAT32;
   double beta = 1;
-  int json = 0, c;
+  int json = 0, c, status;
+  const tool_cli cli = {
+      .prog = "poas-plan", .usage = usage, .devices = &opts.devices, .profile = &opts.profile,
+      .json = &json};
   while ((c = getopt_long(argc, argv, "m:n:k:t:b:d:p:jhV", longopts, NULL)) != -1) {
     switch (c) {
     case 'm':
@@ -162,28 +162,9 @@ int main(int argc, char **argv) {
         return 2;
       }
       break;
-    case 'd':
-      if (!tool_devices_named("poas-plan", optarg))
-        return 2;
-      opts.devices = optarg;
-      break;
-    case 'p':
-      if (!tool_file_named("poas-plan", "profile", optarg))
-        return 2;
-      opts.profile = optarg;
-      break;
-    case 'j':
-      json = 1;
-      break;
-    case 'h':
-      usage(stdout);
-      return tool_stdout_status("poas-plan", 0);
-    case 'V':
-      printf("poas-plan (POAS) %s\n", poas_version());
-      return tool_stdout_status("poas-plan", 0);
     default:
-      usage(stderr);
-      return 2;
+      if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
+        return status;
     }
   }
   if (optind < argc || m < 0 || n < 0 || k < 0) {
