@@ -99,8 +99,7 @@ int main(int argc, char **argv) {
   poas_options_init(&o);
   o.devices = id;
   poas_context *ctx = NULL;
-  const char *env = getenv("POAS_DEVICES");
-  if (!id && !(env && *env)) {
+  if (!tool_devices_selection(id, NULL)) {
     o.devices = "cuda0";
     if (poas_init(&ctx, &o) != 0)
       ctx = NULL, o.devices = NULL; /* no cuda0 here: the first device */

@@ -20,16 +20,20 @@
  * is the median of 5 runs after a warm-up.
  *
  *   bench/device-copy [--devices SPEC] [SIZE ...]
- * Defaults: cuda0 when there is one, else the first device with its own
- * memory; sizes 16 64 256 MiB. A size is MiB (1 to 4096), or KiB with a K
- * (64K to 4096K, a multiple of 64), at most 8 of them. SPEC may carry the
- * device's settings (cuda0:copy_threads=0: the CUDA runtime's own path, to
- * compare with the staged one). Exit status: 0, 1 when a copy failed or no
- * such device, 2 on a usage error (a malformed SPEC among them). */
+ * Defaults: the first device with its own memory that POAS_DEVICES
+ * selects, as the tools take their devices from it, else cuda0 when there
+ * is one, else the first device with its own memory; sizes 16 64 256 MiB.
+ * A size is MiB (1 to 4096), or KiB with a K (64K to 4096K, a multiple of
+ * 64), at most 8 of them. SPEC may carry the device's settings
+ * (cuda0:copy_threads=0: the CUDA runtime's own path, to compare with the
+ * staged one), and so may POAS_DEVICES. Exit status: 0, 1 when a copy
+ * failed or no such device, 2 on a usage error (a malformed SPEC or
+ * POAS_DEVICES among them). */
 #include "bench/cli.h"
 #include "bench/timing.h"
 #include "devices/device.h"
 #include "poas.h"
+#include "tools/context-open.h"
 #include "tools/shared-options.h"
 #include "tools/stdout-check.h"
 
@@ -117,8 +121,9 @@ static void usage(FILE *f) {
           "Time copies to and from a device with its own memory through its backend,\n"
           "contiguous and pitched (runs of 2, 8 and 64 KiB, twice that apart), each\n"
           "direction alone and both at once; GB/s of payload, median of %d.\n\n"
-          "  -d, --devices SPEC  the device, with its settings if any (default: cuda0,\n"
-          "                      else the first with its own memory)\n"
+          "  -d, --devices SPEC  the device, with its settings if any (default: the\n"
+          "                      first with its own memory that POAS_DEVICES selects,\n"
+          "                      else cuda0, else the first with its own memory)\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n\n"
           "Sizes default to 16 64 256 MiB (at most %d): MiB from 1 to %d, or KiB with\n"
@@ -148,21 +153,28 @@ int main(int argc, char **argv) {
   }
   poas__devset set = {0};
   char err[256];
-  const char *sel = want ? want : "cuda0";
-  int rc = poas__devset_open(sel, &set, err, sizeof err);
-  if (rc != 0 && !want) {
+  const char *from, *given = tool_devices_selection(want, &from);
+  int rc = poas__devset_open(given ? given : "cuda0", &set, err, sizeof err);
+  if (rc != 0 && !given) {
     memset(&set, 0, sizeof set);
-    sel = "opencl0";
-    if (poas__devset_open(sel, &set, err, sizeof err) != 0) {
+    if (poas__devset_open("opencl0", &set, err, sizeof err) != 0) {
       fprintf(stderr, "device-copy: no device with its own memory (%s)\n", err);
       return 1;
     }
   } else if (rc != 0 || set.ndev == 0) {
     /* A malformed selection is the user's to fix, as in the tools. */
-    fprintf(stderr, "device-copy: --devices '%s': %s\n", want, err);
+    fprintf(stderr, "device-copy: %s '%s': %s\n", from, given, err);
     return rc == POAS_ESPEC ? 2 : 1;
   }
   poas__device *d = set.dev[0];
+  /* POAS_DEVICES is the machine's selection for co-execution, which
+   * names the CPU too as often as not: its first device with its own
+   * memory is the one to time. --devices names that device itself. */
+  for (int i = 0; !want && i < set.ndev; i++)
+    if (!set.dev[i]->info.host_memory) {
+      d = set.dev[i];
+      break;
+    }
   if (d->info.host_memory) {
     fprintf(stderr, "device-copy: %s computes on host memory: it has no copies\n", d->info.id);
     poas__devset_close(&set);

@@ -16,6 +16,7 @@
 #include "bench/bench.h"
 #include "bench/cli.h"
 #include "bench/timing.h"
+#include "tools/context-open.h"
 #include "tools/host-memory.h"
 #include "tools/profile-note.h"
 #include "tools/shared-options.h"
@@ -405,10 +406,9 @@ static int open_context(const options *o, const char *selection, poas_context **
     return rc;
   }
   if (rc) { /* named as the user gave it: --devices, POAS_DEVICES or neither */
-    const char *env = getenv("POAS_DEVICES");
-    int from_env = !o->devices && env && *env;
-    const char *named = o->devices ? "--devices" : from_env ? "POAS_DEVICES" : "devices";
-    const char *value = selection ? selection : from_env ? env : "(default)";
+    const char *from, *given = tool_devices_selection(o->devices, &from);
+    const char *named = given ? from : "devices";
+    const char *value = selection ? selection : given ? given : "(default)";
     fprintf(stderr, "poas-bench: %s '%s': %s: %s\n", named, value, poas_strerror(rc),
             poas_error_detail());
   }
@@ -451,7 +451,7 @@ static int open_sets(bench *b) {
     poas_finalize(all);
     return POAS_ENOMEM;
   }
-  const char *selection = b->o.devices ? b->o.devices : getenv("POAS_DEVICES");
+  const char *selection = tool_devices_selection(b->o.devices, NULL);
   single_selections(selection, b->devs, b->ndevs, single);
   devset *co = &b->sets[b->ndevs];
   *co = (devset){"", all, BENCH_COEXEC, has_sim, 0};

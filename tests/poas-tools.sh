@@ -240,6 +240,24 @@ if [ -x "$bench_dir/call-overhead" ]; then
   [ $rc -eq 2 ] && grep -q "selects 2 devices" "$tmp/err" ||
     fail "call-overhead --devices sim,sim: exit $rc: $(cat "$tmp/out" "$tmp/err")"
 fi
+# device-copy takes its device from POAS_DEVICES, as the tools do: the
+# first there with its own memory (it took cuda0 or the first such device
+# whatever POAS_DEVICES said). A malformed one is a usage error, named as
+# POAS_DEVICES; --devices goes before it.
+if [ -x "$bench_dir/device-copy" ]; then
+  POAS_DEVICES=cpu,sim "$bench_dir/device-copy" 64K >"$tmp/out" 2>&1 &&
+    grep -q "^device: sim0 " "$tmp/out" ||
+    fail "device-copy under POAS_DEVICES=cpu,sim: $(cat "$tmp/out")"
+  POAS_DEVICES=nodev "$bench_dir/device-copy" 64K >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "^device-copy: POAS_DEVICES 'nodev': " "$tmp/err" ||
+    fail "device-copy under POAS_DEVICES=nodev: exit $rc: $(cat "$tmp/err")"
+  POAS_DEVICES=nodev "$bench_dir/device-copy" --devices sim 64K >"$tmp/out" 2>&1 &&
+    grep -q "^device: sim0 " "$tmp/out" ||
+    fail "device-copy --devices under POAS_DEVICES: $(cat "$tmp/out")"
+  "$bench_dir/device-copy" --help | grep -q "POAS_DEVICES" ||
+    fail "device-copy --help does not name POAS_DEVICES"
+fi
 # A failure names the program, as in every tool: tasks-overhead said
 # "poas_init: invalid argument: ..." alone.
 if [ -x "$bench_dir/tasks-overhead" ]; then
