@@ -58,21 +58,16 @@ static inline int tool_shared_option(const tool_cli *cli, int c, const char *val
   case 'd':
     if (!cli->devices)
       break;
-    if (!*value) { /* refused, and said why unless quiet */
-      if (!cli->quiet)
-        tool_devices_named(cli->prog, value);
+    /* An empty value is refused, and said why unless quiet. */
+    if (cli->quiet ? !*value : !tool_devices_named(cli->prog, value))
       return 2;
-    }
     *cli->devices = value;
     return TOOL_GO_ON;
   case 'p':
     if (!cli->profile)
       break;
-    if (!*value) {
-      if (!cli->quiet)
-        tool_file_named(cli->prog, "profile", value);
+    if (cli->quiet ? !*value : !tool_file_named(cli->prog, "profile", value))
       return 2;
-    }
     *cli->profile = value;
     return TOOL_GO_ON;
   case 'j':
