@@ -174,6 +174,7 @@ static int parse_options(int argc, char **argv, options *o, int speaks) {
   const tool_cli cli = {.prog = PROG,
                         .usage = usage,
                         .devices = &o->po.devices,
+                        .profile = &o->po.profile,
                         .json = &o->json,
                         .quiet = !speaks,
                         .stdout_checked_later = 1};
@@ -192,11 +193,6 @@ static int parse_options(int argc, char **argv, options *o, int speaks) {
     case 'r':
       if (bench_parse_long(optarg, 1, 1000, &o->repeat) != 0)
         return speaks ? bench_bad_arg(PROG, "--repeat (1 to 1000)", optarg) : 2;
-      break;
-    case 'p': /* an empty one in the words of its other bad values, not "names no file" */
-      if (!*optarg)
-        return speaks ? bench_bad_arg(PROG, "--profile", optarg) : 2;
-      o->po.profile = optarg;
       break;
     default:
       if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)

@@ -147,6 +147,11 @@ mpi -np 2 "$bench" --devices '' --sizes 64 --repeat 1 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--devices '': not exit 2: $(cat "$tmp/err")"
 [ "$(grep -c "poas-mpi-bench: --devices '' names no device" "$tmp/err")" -eq 1 ] ||
   fail "--devices '': not said once: $(cat "$tmp/err")"
+# An empty --profile in the tools' words (it was "bad --profile ''" here).
+mpi -np 2 "$bench" --profile '' --sizes 64 --repeat 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--profile '': not exit 2: $(cat "$tmp/err")"
+[ "$(grep -c "poas-mpi-bench: --profile '' names no file" "$tmp/err")" -eq 1 ] ||
+  fail "--profile '': not said once: $(cat "$tmp/err")"
 # A device selection every rank was given is said once for them all (each
 # rank once said it for itself).
 mpi -np 2 "$bench" --devices nodevice >"$tmp/out" 2>"$tmp/err"

@@ -194,11 +194,8 @@ int main(int argc, char **argv) {
         return status;
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "poas-calibrate: unexpected argument '%s'\n", argv[optind]);
-    usage(stderr);
-    return 2;
-  }
+  if ((status = tool_no_operands(&cli, argc, argv)) != TOOL_GO_ON)
+    return status;
   char path[1024];
   if (!output) {
     int rc = poas_default_profile_path(path, sizeof path);

@@ -124,11 +124,8 @@ int main(int argc, char **argv) {
         return status;
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "poas-demo: unexpected argument '%s'\n", argv[optind]);
-    usage(stderr);
-    return 2;
-  }
+  if ((status = tool_no_operands(&cli, argc, argv)) != TOOL_GO_ON)
+    return status;
   if (!operands_fit(n))
     return 1;
   float *A = malloc(sizeof(float) * (size_t)(n * n)), *B = malloc(sizeof(float) * (size_t)(n * n)),

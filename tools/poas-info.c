@@ -295,11 +295,8 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "d:p:jhV", longopts, NULL)) != -1)
     if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
       return status;
-  if (optind < argc) {
-    fprintf(stderr, "poas-info: unexpected argument '%s'\n", argv[optind]);
-    usage(stderr);
-    return 2;
-  }
+  if ((status = tool_no_operands(&cli, argc, argv)) != TOOL_GO_ON)
+    return status;
   poas_context *ctx;
   int rc = tool_context_open("poas-info", &opts, &ctx);
   if (rc)

@@ -167,11 +167,10 @@ int main(int argc, char **argv) {
         return status;
     }
   }
-  if (optind < argc || m < 0 || n < 0 || k < 0) {
-    if (optind < argc)
-      fprintf(stderr, "poas-plan: unexpected argument '%s'\n", argv[optind]);
-    else
-      fprintf(stderr, "poas-plan: --m, --n and --k are required\n");
+  if ((status = tool_no_operands(&cli, argc, argv)) != TOOL_GO_ON)
+    return status;
+  if (m < 0 || n < 0 || k < 0) {
+    fprintf(stderr, "poas-plan: --m, --n and --k are required\n");
     usage(stderr);
     return 2;
   }

@@ -94,4 +94,17 @@ static inline int tool_shared_option(const tool_cli *cli, int c, const char *val
   return 2;
 }
 
+/* After the options: the tools take no operands, and one left over is a
+ * usage error, named, with the usage on stderr. Returns TOOL_GO_ON when
+ * none is left, else 2. */
+static inline int tool_no_operands(const tool_cli *cli, int argc, char **argv) {
+  if (optind >= argc)
+    return TOOL_GO_ON;
+  if (!cli->quiet) {
+    fprintf(stderr, "%s: unexpected argument '%s'\n", cli->prog, argv[optind]);
+    cli->usage(stderr);
+  }
+  return 2;
+}
+
 #endif /* POAS_TOOLS_SHARED_OPTIONS_H */
