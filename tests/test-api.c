@@ -418,6 +418,17 @@ static void stderr_of_failing_call(poas_context *ctx, char *buf, size_t cap) {
   stderr_end(c, buf, cap);
 }
 
+/* A cpu context without a profile whose own log level is warnings, its
+ * options in *o (which later checks change and open again); NULL if
+ * poas_init failed. */
+static poas_context *open_warning_cpu(poas_options *o) {
+  o->devices = "cpu";
+  o->no_profile = 1;
+  o->log_level = 1;
+  poas_context *ctx = NULL;
+  return poas_init(&ctx, o) == 0 ? ctx : NULL;
+}
+
 /* A context's log level prints messages while it lives, and gives its
  * level up at poas_finalize (it once stayed, and a failed poas_init left
  * it too): the library is silent again unless asked. */
@@ -433,11 +444,8 @@ TEST(a_contexts_log_level_ends_with_it) {
 
   poas_options o;
   poas_options_init(&o);
-  o.devices = "cpu";
-  o.no_profile = 1;
-  o.log_level = 1;
-  poas_context *loud = NULL;
-  CHECK_OK(poas_init(&loud, &o));
+  poas_context *loud = open_warning_cpu(&o);
+  CHECK(loud);
   stderr_of_failing_call(loud, text, sizeof text);
   CHECK_MSG(strstr(text, "poas: warning: ") && strstr(text, "lda"), "printed '%s'", text);
   poas_finalize(loud);
@@ -609,11 +617,8 @@ TEST(a_log_handler_takes_the_messages) {
             text);
   poas_options o;
   poas_options_init(&o);
-  o.devices = "cpu";
-  o.no_profile = 1;
-  o.log_level = 1;
-  poas_context *loud = NULL;
-  CHECK_OK(poas_init(&loud, &o));
+  poas_context *loud = open_warning_cpu(&o);
+  CHECK(loud);
   int before = h.calls;
   stderr_of_failing_call(loud, text, sizeof text);
   CHECK_MSG(text[0] == '\0', "with a handler: printed '%s'", text);
