@@ -295,7 +295,7 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * out: a device's first run in a dtype where it ran longer than planned
  * (it pays one-time costs, kernel compilation among them, which only
  * lengthen it; one that ran shorter says at least that much, see
- * first_run_tells), runs in which it was
+ * first_run_tells), or on an accelerator at all, runs in which it was
  * busy under ADAPT_MIN_S (fixed costs, not rate; but see short_runs_add),
  * and failed devices. A
  * run's factor is at most ADAPT_STEP times the one it was planned with,
@@ -316,9 +316,16 @@ static poas__gemm_call host_call(const poas__gemm_problem *p) {
  * quicker than planned too. Not where the plan slowed the device for the
  * devices beside it on the host's cores (corun > 1): in a first run they
  * may have spent their time building kernels instead, and the device ran
- * quicker than it will beside them. */
-static int first_run_tells(double busy_s, double planned_s, double corun) {
-  return busy_s < planned_s && !(corun > 1);
+ * quicker than it will beside them. And only for a device on the host's
+ * cores: an accelerator's clock boosts while it is cold, and its models
+ * are of the sustained regime calibration times it in. An H100 ran its
+ * GEMMs 5-19% quicker after an idle second (1980 MHz) than after 3 s of
+ * dgemm (1545-1650 MHz at its 700 W cap), and a split of seconds runs
+ * hot within about one (bench/results/gpu-regime-h100-2026-11-23.md):
+ * its first run quicker than planned says the clock, not the models. */
+static int first_run_tells(double busy_s, double planned_s, double corun,
+                           int shares_host_cores) {
+  return shares_host_cores && busy_s < planned_s && !(corun > 1);
 }
 
 /* The shortest run that counts towards a sum of short runs
@@ -653,7 +660,7 @@ static void adapt_from_run(poas_context *ctx, const poas__gemm_plan *plan, const
       continue;
     poas__learned *l = &ctx->taught.learned[i][dt];
     if (d->busy_s >= ADAPT_MIN_S && l->runs++ == 0 &&
-        !first_run_tells(d->busy_s, planned_s, sh->corun))
+        !first_run_tells(d->busy_s, planned_s, sh->corun, plan->dev[i].shares_host_cores))
       continue;
     int whole = learn_run(l, &ctx->taught.adapt[i][dt], plan->learned[i], d->busy_s, planned_s);
     int own = learn_run(&ctx->taught.learned_shape[i][dt][shape],
