@@ -131,6 +131,14 @@ static void usage(FILE *f) {
           REPS, MAX_SIZES, MAX_MIB);
 }
 
+/* The index of set's first device with memory of its own, or -1. */
+static int first_with_memory(const poas__devset *set) {
+  for (int i = 0; i < set->ndev; i++)
+    if (!set->dev[i]->info.host_memory)
+      return i;
+  return -1;
+}
+
 int main(int argc, char **argv) {
   static const struct option longopts[] = {TOOL_LONGOPT_DEVICES, TOOL_LONGOPTS_END};
   const char *want = NULL;
@@ -155,6 +163,17 @@ int main(int argc, char **argv) {
   char err[256];
   const char *from, *given = tool_devices_selection(want, &from);
   int rc = poas__devset_open(given ? given : "cuda0", &set, err, sizeof err);
+  /* POAS_DEVICES is the machine's selection for co-execution, which
+   * names the CPU too as often as not: its first device with its own
+   * memory is the one to time, and where it has none (POAS_DEVICES=cpu),
+   * the default's, as when it is not set. --devices names the device
+   * itself. */
+  if (rc == 0 && !want && given && first_with_memory(&set) < 0) {
+    poas__devset_close(&set);
+    memset(&set, 0, sizeof set);
+    given = NULL;
+    rc = poas__devset_open("cuda0", &set, err, sizeof err);
+  }
   if (rc != 0 && !given) {
     memset(&set, 0, sizeof set);
     if (poas__devset_open("opencl0", &set, err, sizeof err) != 0) {
@@ -166,15 +185,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "device-copy: %s '%s': %s\n", from, given, err);
     return rc == POAS_ESPEC ? 2 : 1;
   }
-  poas__device *d = set.dev[0];
-  /* POAS_DEVICES is the machine's selection for co-execution, which
-   * names the CPU too as often as not: its first device with its own
-   * memory is the one to time. --devices names that device itself. */
-  for (int i = 0; !want && i < set.ndev; i++)
-    if (!set.dev[i]->info.host_memory) {
-      d = set.dev[i];
-      break;
-    }
+  int first = want ? 0 : first_with_memory(&set);
+  poas__device *d = set.dev[first < 0 ? 0 : first];
   if (d->info.host_memory) {
     fprintf(stderr, "device-copy: %s computes on host memory: it has no copies\n", d->info.id);
     poas__devset_close(&set);

@@ -252,6 +252,15 @@ if [ -x "$bench_dir/device-copy" ]; then
   rc=$?
   [ $rc -eq 2 ] && grep -q "^device-copy: POAS_DEVICES 'nodev': " "$tmp/err" ||
     fail "device-copy under POAS_DEVICES=nodev: exit $rc: $(cat "$tmp/err")"
+  # One with no device of its own memory (cpu) leaves the choice to the
+  # default, as when it is not set: it once ended in "cpu0 computes on
+  # host memory", exit 1, where the default had a device to time.
+  "$bench_dir/device-copy" 64K >"$tmp/out" 2>&1
+  rc=$?
+  POAS_DEVICES=cpu "$bench_dir/device-copy" 64K >"$tmp/out2" 2>&1
+  rc2=$?
+  [ $rc2 -eq $rc ] && [ "$(head -n 1 "$tmp/out2")" = "$(head -n 1 "$tmp/out")" ] ||
+    fail "device-copy under POAS_DEVICES=cpu: exit $rc2, not $rc as unset: $(cat "$tmp/out2")"
   POAS_DEVICES=nodev "$bench_dir/device-copy" --devices sim 64K >"$tmp/out" 2>&1 &&
     grep -q "^device: sim0 " "$tmp/out" ||
     fail "device-copy --devices under POAS_DEVICES: $(cat "$tmp/out")"
