@@ -25,6 +25,12 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static poas_log_fn handler;
 static void *handler_user;
 static pthread_mutex_t emit_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Set while this thread runs the handler, which holds emit_lock: a
+ * message its own POAS calls make goes to stderr, and its
+ * poas_set_log_handler takes effect, where taking the lock again hung
+ * the thread for good (a handler must not call POAS, but one that does
+ * is better told on stderr than by a hang). */
+static _Thread_local int in_handler;
 
 static int clamp_level(int level) { return POAS__MIN(POAS__MAX(level, 0), POAS__LOG_DEBUG); }
 
@@ -45,9 +51,15 @@ void poas__log_release(int level) {
  * bare text to the handler. */
 static void emit(int level, const char *text) {
   static const char *const tag[] = {"", "warning: ", "", "debug: "};
+  if (in_handler) {
+    fprintf(stderr, "poas: %s%s\n", tag[clamp_level(level)], text);
+    return;
+  }
   pthread_mutex_lock(&emit_lock);
   if (handler) {
+    in_handler = 1;
     handler(handler_user, clamp_level(level), text);
+    in_handler = 0;
   } else {
     flockfile(stderr);
     fprintf(stderr, "poas: %s%s\n", tag[clamp_level(level)], text);
@@ -129,10 +141,13 @@ void poas__log(int level, const char *fmt, ...) {
 }
 
 void poas_set_log_handler(poas_log_fn fn, void *user) {
-  pthread_mutex_lock(&emit_lock);
+  int locked = !in_handler; /* a handler's thread holds emit_lock already */
+  if (locked)
+    pthread_mutex_lock(&emit_lock);
   handler = fn;
   handler_user = fn ? user : NULL;
-  pthread_mutex_unlock(&emit_lock);
+  if (locked)
+    pthread_mutex_unlock(&emit_lock);
 }
 
 /* The detail behind the last error, per thread, as dlerror() does. */

@@ -84,13 +84,17 @@ int poas_log_level(void);
  * 2 info, 3 debug; `message` is one line, without the "poas: " prefix,
  * the level's tag or a newline, and valid only during the call. It is
  * called on whichever thread logs, the library's own workers included,
- * one message at a time; it must not call POAS. */
+ * one message at a time; it must not call POAS (should it, what such a
+ * call says on that thread goes to stderr, and poas_set_log_handler from
+ * it takes effect; a call that waits for the library's own threads may
+ * still hang, as they wait for the handler to take their messages). */
 typedef void (*poas_log_fn)(void *user, int level, const char *message);
 /* Sends every later message to fn (NULL: back to stderr), process-wide,
  * with `user` passed through. Which messages are made is still the log
  * level's to decide (poas_log_level): a handler turns no logging on. Once
- * it returns, the handler it replaced is not running and is not called
- * again, so that what its `user` points to may be freed. */
+ * it returns, the handler it replaced is not running (called from that
+ * handler: once the handler returns) and is not called again, so that
+ * what its `user` points to may be freed. */
 void poas_set_log_handler(poas_log_fn fn, void *user);
 
 /* ----------------------------------------------------------------- types */

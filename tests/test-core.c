@@ -305,6 +305,48 @@ TEST(long_messages_reach_the_handler_whole) {
   return 0;
 }
 
+/* A handler that logs, as a POAS call from it would, then takes itself
+ * out: what it says goes to stderr, and the next message there too. */
+static void log_from_the_handler(void *user, int level, const char *message) {
+  (void)level, (void)message;
+  ++*(int *)user;
+  poas__warn("said inside the handler");
+  poas_set_log_handler(NULL, NULL);
+}
+
+/* A handler must not call POAS, but one that does is told on stderr: its
+ * thread held the handler's lock, and a message from the handler, or
+ * poas_set_log_handler, waited on it for good. alarm turns that hang into
+ * this test's failure. */
+TEST(a_handler_that_logs_does_not_hang) {
+  int calls = 0;
+  FILE *log = tmpfile();
+  CHECK(log != NULL);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  CHECK(saved >= 0 && dup2(fileno(log), STDERR_FILENO) >= 0);
+  alarm(30);
+  poas_set_log_handler(log_from_the_handler, &calls);
+  poas__log_hold(POAS__LOG_WARN);
+  poas__warn("to the handler");
+  poas__warn("after it");
+  poas__log_release(POAS__LOG_WARN);
+  alarm(0);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  char text[512] = "";
+  rewind(log);
+  size_t got = fread(text, 1, sizeof text - 1, log);
+  text[got] = '\0';
+  fclose(log);
+  CHECK_MSG(calls == 1, "the handler ran %d times", calls);
+  CHECK_MSG(strstr(text, "poas: warning: said inside the handler\n") &&
+                strstr(text, "poas: warning: after it\n") && !strstr(text, "to the handler"),
+            "stderr: '%s'", text);
+  return 0;
+}
+
 /* A failure a probe expects (the allocation that ends a memory probe)
  * sets the detail but is no warning; any other failure still warns. */
 TEST(expected_failures_are_not_warnings) {
@@ -462,6 +504,7 @@ TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(worker_mark_is_per_
           TEST_ENTRY(spec_refuses_values_too_long_to_keep),
           TEST_ENTRY(expected_failures_are_not_warnings),
           TEST_ENTRY(long_messages_reach_the_handler_whole),
+          TEST_ENTRY(a_handler_that_logs_does_not_hang),
           TEST_ENTRY(host_copy_moves_every_byte_of_a_block),
           TEST_ENTRY(roundtrip_measures_and_gives_the_thread_back),
           TEST_ENTRY(follow_links_finds_the_file_a_path_names))
