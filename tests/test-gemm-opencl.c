@@ -657,7 +657,9 @@ TEST(opencl_scratch_is_one_per_lane) {
   uint64_t memory = d->info.memory_bytes;
   d->info.memory_bytes = 3 * bytes + temp - 1;
   CHECK_RC(d->be->gemm(d, 1, &call), POAS_ENOMEM);
-  CHECK_MSG(strstr(poas_error_detail(), "do not fit") != NULL, "%s", poas_error_detail());
+  CHECK_MSG(strstr(poas_error_detail(), "CLBlast's temporary copies") &&
+                strstr(poas_error_detail(), "do not fit"),
+            "%s", poas_error_detail());
   d->info.memory_bytes = 3 * bytes + temp;
   for (int i = 0; i < CALLS; i++)
     CHECK_OK(d->be->gemm(d, 1, &call));

@@ -761,9 +761,21 @@ static int lane_scratch(poas__device *dev, int lane, size_t need, cl_mem *temp) 
         return cl_fail(dev, "clFinish", r);
       drop_scratch(s, lane);
     }
+    /* Said once, as this buffer's: mem_alloc's own words ("3145728
+     * bytes do not fit") came alone, mid-run, for no buffer a plan names. */
+    int was = poas__failures_expected(1);
     int rc = poas__dev_alloc(dev, need, &sc->mem);
-    if (rc)
-      return rc;
+    poas__failures_expected(was);
+    if (rc) {
+      const char *why = poas_error_detail();
+      size_t id = strlen(dev->info.id);
+      if (strncmp(why, dev->info.id, id) == 0 && strncmp(why + id, ": ", 2) == 0)
+        why += id + 2;
+      char said[256];
+      poas__strlcpy(said, why, sizeof said);
+      return poas__fail(rc, "%s: CLBlast's temporary copies of a GEMM's operands (lane %d): %s",
+                        dev->info.id, lane, said);
+    }
     sc->bytes = need;
   }
   *temp = sc->mem.ptr;
