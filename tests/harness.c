@@ -289,3 +289,28 @@ int test_restore_cpus(void *saved) {
   free(saved);
   return rc;
 }
+
+test_stderr_capture test_stderr_begin(void) {
+  test_stderr_capture c = {tmpfile(), -1};
+  fflush(stderr);
+  if (c.log && (c.saved = dup(STDERR_FILENO)) >= 0 && dup2(fileno(c.log), STDERR_FILENO) < 0) {
+    close(c.saved);
+    c.saved = -1;
+  }
+  return c;
+}
+
+void test_stderr_end(test_stderr_capture c, char *text, size_t cap) {
+  text[0] = '\0';
+  fflush(stderr);
+  if (c.saved >= 0) {
+    dup2(c.saved, STDERR_FILENO);
+    close(c.saved);
+  }
+  if (!c.log)
+    return;
+  rewind(c.log);
+  size_t got = c.saved >= 0 ? fread(text, 1, cap - 1, c.log) : 0;
+  text[got] = '\0';
+  fclose(c.log);
+}

@@ -66,6 +66,17 @@ int test_run_all(const test_entry *tests, size_t n, int argc, char **argv);
 
 #include "poas.h"
 
+/* stderr into a temporary file while a test's messages are made, then
+ * back (test_stderr_end), with what was written in text[cap]. log is NULL
+ * or saved -1 where the file could not be made or stderr not kept: the
+ * text is then empty. */
+typedef struct test_stderr_capture {
+  FILE *log;
+  int saved; /* the real stderr */
+} test_stderr_capture;
+test_stderr_capture test_stderr_begin(void);
+void test_stderr_end(test_stderr_capture c, char *text, size_t cap);
+
 /* A context on `devices` (NULL: every device) with built-in models and no
  * profile; NULL when poas_init fails (poas_error_detail() says why). */
 poas_context *test_open(const char *devices);

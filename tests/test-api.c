@@ -384,38 +384,13 @@ TEST(errors_leave_no_stale_detail) {
   return 0;
 }
 
-/* What the code between stderr_begin and stderr_end prints to stderr:
- * the text, in buf. */
-typedef struct stderr_capture {
-  FILE *log;
-  int saved;
-} stderr_capture;
-
-static stderr_capture stderr_begin(void) {
-  stderr_capture c = {tmpfile(), -1};
-  fflush(stderr);
-  c.saved = dup(STDERR_FILENO);
-  dup2(fileno(c.log), STDERR_FILENO);
-  return c;
-}
-
-static void stderr_end(stderr_capture c, char *buf, size_t cap) {
-  fflush(stderr);
-  dup2(c.saved, STDERR_FILENO);
-  close(c.saved);
-  rewind(c.log);
-  size_t got = fread(buf, 1, cap - 1, c.log);
-  buf[got] = '\0';
-  fclose(c.log);
-}
-
 /* What a failing call prints to stderr: the text, in buf. */
 static void stderr_of_failing_call(poas_context *ctx, char *buf, size_t cap) {
-  stderr_capture c = stderr_begin();
+  test_stderr_capture c = test_stderr_begin();
   float x = 0;
   poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 1, 1, 1, 1, &x, 0, &x, 1, 0, &x,
              1); /* lda 0: refused, which warns where warnings print */
-  stderr_end(c, buf, cap);
+  test_stderr_end(c, buf, cap);
 }
 
 /* A cpu context without a profile whose own log level is warnings, its
@@ -453,15 +428,9 @@ TEST(a_contexts_log_level_ends_with_it) {
   CHECK_MSG(text[0] == '\0', "after finalize: printed '%s'", text);
 
   o.devices = "nosuchkind"; /* init fails, and holds no level after */
-  fflush(stderr);
-  FILE *sink = tmpfile();
-  int saved = dup(STDERR_FILENO);
-  dup2(fileno(sink), STDERR_FILENO);
+  test_stderr_capture sink = test_stderr_begin(); /* what the failed init says */
   int rc = poas_init(&loud, &o);
-  fflush(stderr);
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  fclose(sink);
+  test_stderr_end(sink, text, sizeof text);
   CHECK(rc == POAS_ESPEC);
   stderr_of_failing_call(quiet, text, sizeof text);
   CHECK_MSG(text[0] == '\0', "after a failed init: printed '%s'", text);
@@ -488,9 +457,9 @@ TEST(a_contexts_log_level_ends_with_it) {
   } levels[] = {{"2", 2, 0}, {" 1", 0, 1}, {"1x", 0, 1}, {".9e1", 3, 0}, {"0", 0, 0}};
   for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
     setenv("POAS_LOG", levels[i].env, 1);
-    stderr_capture c = stderr_begin();
+    test_stderr_capture c = test_stderr_begin();
     heard = test_open("cpu");
-    stderr_end(c, text, sizeof text);
+    test_stderr_end(c, text, sizeof text);
     unsetenv("POAS_LOG");
     CHECK(heard);
     CHECK_MSG(!!strstr(text, "is not a level") == levels[i].named,
@@ -566,9 +535,9 @@ TEST(malformed_settings_are_named_at_init) {
   char text[1024];
   for (int round = 0; round < 2; round++) {
     setenv("POAS_LOG", "debug", 1);
-    stderr_capture c = stderr_begin();
+    test_stderr_capture c = test_stderr_begin();
     poas_context *ctx = test_open("sim");
-    stderr_end(c, text, sizeof text);
+    test_stderr_end(c, text, sizeof text);
     CHECK(ctx);
     CHECK(poas_log_level() == 0);
     poas_finalize(ctx);

@@ -320,11 +320,8 @@ static void log_from_the_handler(void *user, int level, const char *message) {
  * this test's failure. */
 TEST(a_handler_that_logs_does_not_hang) {
   int calls = 0;
-  FILE *log = tmpfile();
-  CHECK(log != NULL);
-  fflush(stderr);
-  int saved = dup(STDERR_FILENO);
-  CHECK(saved >= 0 && dup2(fileno(log), STDERR_FILENO) >= 0);
+  test_stderr_capture c = test_stderr_begin();
+  CHECK(c.log && c.saved >= 0);
   alarm(30);
   poas_set_log_handler(log_from_the_handler, &calls);
   poas__log_hold(POAS__LOG_WARN);
@@ -332,14 +329,8 @@ TEST(a_handler_that_logs_does_not_hang) {
   poas__warn("after it");
   poas__log_release(POAS__LOG_WARN);
   alarm(0);
-  fflush(stderr);
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  char text[512] = "";
-  rewind(log);
-  size_t got = fread(text, 1, sizeof text - 1, log);
-  text[got] = '\0';
-  fclose(log);
+  char text[512];
+  test_stderr_end(c, text, sizeof text);
   CHECK_MSG(calls == 1, "the handler ran %d times", calls);
   CHECK_MSG(strstr(text, "poas: warning: said inside the handler\n") &&
                 strstr(text, "poas: warning: after it\n") && !strstr(text, "to the handler"),
@@ -350,11 +341,8 @@ TEST(a_handler_that_logs_does_not_hang) {
 /* A failure a probe expects (the allocation that ends a memory probe)
  * sets the detail but is no warning; any other failure still warns. */
 TEST(expected_failures_are_not_warnings) {
-  FILE *log = tmpfile();
-  CHECK(log != NULL);
-  fflush(stderr);
-  int saved = dup(STDERR_FILENO);
-  CHECK(saved >= 0 && dup2(fileno(log), STDERR_FILENO) >= 0);
+  test_stderr_capture c = test_stderr_begin();
+  CHECK(c.log && c.saved >= 0);
   poas__log_hold(POAS__LOG_WARN);
   poas__failures_expected(1);
   int rc1 = poas__fail(POAS_ENOMEM, "expected: out of memory");
@@ -362,15 +350,9 @@ TEST(expected_failures_are_not_warnings) {
   snprintf(detail1, sizeof detail1, "%s", poas_error_detail());
   poas__failures_expected(0);
   int rc2 = poas__fail(POAS_EIO, "unexpected: cannot read");
-  fflush(stderr);
-  dup2(saved, STDERR_FILENO);
-  close(saved);
+  char text[512];
+  test_stderr_end(c, text, sizeof text);
   poas__log_release(POAS__LOG_WARN);
-  char text[512] = "";
-  rewind(log);
-  size_t got = fread(text, 1, sizeof text - 1, log);
-  text[got] = '\0';
-  fclose(log);
   CHECK(rc1 == POAS_ENOMEM && rc2 == POAS_EIO);
   CHECK(strcmp(detail1, "expected: out of memory") == 0);
   CHECK_MSG(strstr(text, "expected: out of memory") == NULL, "logged: %s", text);
