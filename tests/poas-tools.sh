@@ -154,6 +154,21 @@ if [ -w /dev/full ]; then
   "$info" --json --devices sim >/dev/full 2>/dev/null
   [ $? -eq 1 ] || fail "poas-info: output lost to a full disk, yet exit 0"
 fi
+# Output past stdio's buffer into a file on a full file system: the write
+# that failed inside printf left no errno, and the end's report read
+# "Input/output error". A tmpfs of 16 KiB, filled, where this may mount
+# one (root, outside a container that forbids it).
+full="$tmp/fullfs"
+if [ "$(id -u)" -eq 0 ] && mkdir "$full" && mount -t tmpfs -o size=16k tmpfs "$full" 2>/dev/null; then
+  head -c 65536 /dev/zero >"$full/fill" 2>/dev/null
+  "${top_builddir:-.}/bench/poas-bench" gemm --help >"$full/help" 2>"$tmp/err"
+  status=$?
+  umount "$full"
+  [ $status -eq 1 ] && grep -q "^poas-bench: cannot write the output: No space left on device" \
+    "$tmp/err" || fail "poas-bench gemm --help into a full file system: $status, $(cat "$tmp/err")"
+else
+  echo "poas-tools.sh: note: no tmpfs to fill here: a full file system not tried"
+fi
 # Every program, installed or not, as a user meets it first: --help and
 # --version print to stdout and exit 0, an unknown option is refused with
 # exit 2 and named. The bench programs that are not installed took no

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* Readies the standard streams, first thing in main, so that a closed
@@ -47,15 +48,21 @@ static inline void tool_child_signals(void) { signal(SIGPIPE, SIG_DFL); }
 
 /* Why an earlier write to f failed, where stdio kept no errno: EPIPE
  * when f is a pipe whose reader has gone (poll reports POLLERR on its
- * write end), else EIO. A --help longer than stdio's buffer fails inside
+ * write end), ENOSPC when it is a file on a file system with no block
+ * left for it, else EIO. A --help longer than stdio's buffer fails inside
  * printf, and the flush at the end then saw only the error flag: "Input/
- * output error" where the reader of a pipe had gone. */
+ * output error" where the reader of a pipe had gone, or the disk was
+ * full (poas-bench gemm --help into a full tmpfs). */
 static inline int tool_lost_errno(FILE *f) {
   struct pollfd p = {fileno(f), POLLOUT, 0};
   struct stat st;
-  if (p.fd >= 0 && fstat(p.fd, &st) == 0 && S_ISFIFO(st.st_mode) && poll(&p, 1, 0) == 1 &&
-      (p.revents & POLLERR))
+  struct statvfs vfs;
+  if (p.fd < 0 || fstat(p.fd, &st) != 0)
+    return EIO;
+  if (S_ISFIFO(st.st_mode) && poll(&p, 1, 0) == 1 && (p.revents & POLLERR))
     return EPIPE;
+  if (S_ISREG(st.st_mode) && fstatvfs(p.fd, &vfs) == 0 && vfs.f_bavail == 0)
+    return ENOSPC;
   return EIO;
 }
 
