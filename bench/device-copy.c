@@ -162,28 +162,30 @@ int main(int argc, char **argv) {
   poas__devset set = {0};
   char err[256];
   const char *from, *given = tool_devices_selection(want, &from);
-  int rc = poas__devset_open(given ? given : "cuda0", &set, err, sizeof err);
+  int rc = given ? poas__devset_open(given, &set, err, sizeof err) : 0;
+  if (given && (rc != 0 || set.ndev == 0)) {
+    /* A malformed selection is the user's to fix, as in the tools. */
+    fprintf(stderr, "device-copy: %s '%s': %s\n", from, given, err);
+    return rc == POAS_ESPEC ? 2 : 1;
+  }
   /* POAS_DEVICES is the machine's selection for co-execution, which
    * names the CPU too as often as not: its first device with its own
    * memory is the one to time, and where it has none (POAS_DEVICES=cpu),
    * the default's, as when it is not set. --devices names the device
    * itself. */
-  if (rc == 0 && !want && given && first_with_memory(&set) < 0) {
+  if (given && !want && first_with_memory(&set) < 0) {
     poas__devset_close(&set);
-    memset(&set, 0, sizeof set);
     given = NULL;
-    rc = poas__devset_open("cuda0", &set, err, sizeof err);
   }
-  if (rc != 0 && !given) {
+  if (!given) { /* the default: cuda0, else opencl0 */
     memset(&set, 0, sizeof set);
-    if (poas__devset_open("opencl0", &set, err, sizeof err) != 0) {
-      fprintf(stderr, "device-copy: no device with its own memory (%s)\n", err);
-      return 1;
+    if (poas__devset_open("cuda0", &set, err, sizeof err) != 0) {
+      memset(&set, 0, sizeof set);
+      if (poas__devset_open("opencl0", &set, err, sizeof err) != 0) {
+        fprintf(stderr, "device-copy: no device with its own memory (%s)\n", err);
+        return 1;
+      }
     }
-  } else if (rc != 0 || set.ndev == 0) {
-    /* A malformed selection is the user's to fix, as in the tools. */
-    fprintf(stderr, "device-copy: %s '%s': %s\n", from, given, err);
-    return rc == POAS_ESPEC ? 2 : 1;
   }
   int first = want ? 0 : first_with_memory(&set);
   poas__device *d = set.dev[first < 0 ? 0 : first];

@@ -946,7 +946,7 @@ int main(int argc, char **argv) {
   options o;
   int status = agreed_options(argc, argv, &o, j.rank);
   poas_set_log_handler(hear_library, &j);
-  if (status < 0)
+  if (status == TOOL_GO_ON)
     status = run_job(&j, &o);
   say_once(&j, ""); /* the library's warnings since the last (finalize's among them) */
   poas_set_log_handler(NULL, NULL);

@@ -47,12 +47,17 @@ void poas__log_release(int level) {
   pthread_mutex_unlock(&log_lock);
 }
 
-/* Writes one message: "poas: " and the level's tag on stderr, or the
- * bare text to the handler. */
-static void emit(int level, const char *text) {
+/* One message on stderr, "poas: " and the level's tag before it, in one
+ * write of the stream (so whole beside other threads' output). */
+static void to_stderr(int level, const char *text) {
   static const char *const tag[] = {"", "warning: ", "", "debug: "};
+  fprintf(stderr, "poas: %s%s\n", tag[clamp_level(level)], text);
+}
+
+/* Writes one message: on stderr, or bare to the handler. */
+static void emit(int level, const char *text) {
   if (in_handler) {
-    fprintf(stderr, "poas: %s%s\n", tag[clamp_level(level)], text);
+    to_stderr(level, text);
     return;
   }
   pthread_mutex_lock(&emit_lock);
@@ -61,9 +66,7 @@ static void emit(int level, const char *text) {
     handler(handler_user, clamp_level(level), text);
     in_handler = 0;
   } else {
-    flockfile(stderr);
-    fprintf(stderr, "poas: %s%s\n", tag[clamp_level(level)], text);
-    funlockfile(stderr);
+    to_stderr(level, text);
   }
   pthread_mutex_unlock(&emit_lock);
 }
