@@ -233,6 +233,18 @@ static void rank_list(const char *in, int size, char *out, size_t cap) {
   }
 }
 
+/* Says `said`'s lines on stderr, each opening PROG " (who): " where it
+ * opened PROG ": ". */
+static void say_as(const char *who, const char *said) {
+  for (const char *line = said; *line;) {
+    size_t len = strcspn(line, "\n");
+    if (strncmp(line, PROG ": ", strlen(PROG ": ")) == 0)
+      line += strlen(PROG ": "), len -= strlen(PROG ": ");
+    fprintf(stderr, PROG " (%s): %.*s\n", who, (int)len, line);
+    line += len + (line[len] == '\n');
+  }
+}
+
 /* The library's warnings on this rank (POAS_LOG=1 and up), held for the
  * next say_once, which says them after its own text: printed by each
  * rank, a warning all the ranks met (a device left out, a profile's
@@ -245,6 +257,18 @@ static pthread_mutex_t library_lock = PTHREAD_MUTEX_INITIALIZER;
 static char library_said[SAY_MAX];
 static size_t library_len;
 
+/* Says the warnings held on this rank (library_said) at once, on its own
+ * stderr, each line named for the rank as say_once would name it, and
+ * forgets them. For warnings past what say_once gathers (SAY_MAX), which
+ * were cut mid-line and the rest dropped: a device's fault beside 19
+ * others' filled it. Called with library_lock held. */
+static void say_held_here(const job *j) {
+  char rank[32];
+  snprintf(rank, sizeof rank, "rank %d", j->rank);
+  say_as(rank, library_said);
+  library_len = 0, library_said[0] = '\0';
+}
+
 static void hear_library(void *user, int level, const char *message) {
   const job *j = user;
   if (level > 1) {
@@ -252,11 +276,17 @@ static void hear_library(void *user, int level, const char *message) {
     return;
   }
   pthread_mutex_lock(&library_lock);
-  int n = snprintf(library_said + library_len, sizeof library_said - library_len,
-                   PROG ": poas: warning: %s\n", message);
-  if (n > 0)
-    library_len = (size_t)n < sizeof library_said - library_len ? library_len + (size_t)n
-                                                                 : sizeof library_said - 1;
+  size_t room = sizeof library_said - library_len;
+  int n = snprintf(library_said + library_len, room, PROG ": poas: warning: %s\n", message);
+  if (n > 0 && (size_t)n < room) {
+    library_len += (size_t)n;
+  } else {
+    /* No room for it whole: what is held and this one are said now, in
+     * the order they came. */
+    library_said[library_len] = '\0';
+    say_held_here(j);
+    fprintf(stderr, PROG " (rank %d): poas: warning: %s\n", j->rank, message);
+  }
   pthread_mutex_unlock(&library_lock);
 }
 
@@ -270,6 +300,9 @@ static void hear_library(void *user, int level, const char *message) {
 static void say_once(const job *j, const char *text) {
   char mine[SAY_MAX];
   pthread_mutex_lock(&library_lock);
+  /* Text and held warnings gathered together only where they fit whole. */
+  if (strlen(text) + library_len >= sizeof mine)
+    say_held_here(j);
   snprintf(mine, sizeof mine, "%s%s", text, library_said);
   library_len = 0, library_said[0] = '\0';
   pthread_mutex_unlock(&library_lock);
@@ -290,13 +323,7 @@ static void say_once(const job *j, const char *text) {
       done[o] |= same[o] = o >= r && strcmp(said, all + (size_t)o * SAY_MAX) == 0;
     char ranks[128];
     rank_list(same, j->size, ranks, sizeof ranks);
-    for (const char *line = said; *line;) {
-      size_t len = strcspn(line, "\n");
-      if (strncmp(line, PROG ": ", strlen(PROG ": ")) == 0)
-        line += strlen(PROG ": "), len -= strlen(PROG ": ");
-      fprintf(stderr, PROG " (%s): %.*s\n", ranks, (int)len, line);
-      line += len + (line[len] == '\n');
-    }
+    say_as(ranks, said);
   }
   free(same), free(done), free(all);
 }
