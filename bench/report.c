@@ -631,6 +631,15 @@ int bench_plot(const char *path, const bench_row *rows, int nrows, char *why, si
   int fd;
   if (plot_target(path, target, sizeof target, why, cap) != 0)
     return -1;
+  /* Rows whose runs all failed have no rate: gnuplot, handed no point,
+   * failed with "x range is invalid" on stderr, and the plot was said to
+   * be gnuplot's failure. */
+  double x[2], y[2];
+  plot_spans(rows, nrows, x, y);
+  if (!(x[0] <= x[1])) {
+    snprintf(why, cap, "no row has a measured rate to plot (their runs failed)");
+    return -1;
+  }
   if ((fd = make_temp(target, tmp, sizeof tmp)) < 0) {
     snprintf(why, cap, "%s", strerror(errno));
     return -1;

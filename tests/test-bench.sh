@@ -374,9 +374,11 @@ else
   echo "FAIL: poas-bench plot: $(cat "$tmp/err")"
   exit 1
 fi
-# A gnuplot that fails (on rows without rates, which it cannot plot) keeps
+# A plot that cannot be drawn (rows without rates: every run failed) keeps
 # an earlier plot as it was and leaves no temporary file beside it: it once
-# truncated the plot to nothing.
+# truncated the plot to nothing. It says why in one line of its own: gnuplot,
+# handed no point, wrote "x range is invalid" and the plot was said to be
+# its failure.
 if [ -s "$tmp/again.svg" ]; then
   cp "$tmp/again.svg" "$tmp/kept.svg"
   { head -n 1 "$tmp/x.csv"; printf '64,64,64,s,cpu0,device,1%16s,failed,""\n' | tr ' ' ,; } \
@@ -384,8 +386,9 @@ if [ -s "$tmp/again.svg" ]; then
   "$bench" plot --plot "$tmp/kept.svg" "$tmp/norate.csv" >/dev/null 2>"$tmp/err"
   rc=$?
   if [ $rc -ne 1 ] || ! cmp -s "$tmp/again.svg" "$tmp/kept.svg" ||
-     [ -n "$(ls "$tmp" | grep '^kept\.svg.')" ]; then
-    echo "FAIL: a failed gnuplot gave $rc, left $(ls "$tmp" | grep '^kept'): $(cat "$tmp/err")"
+     [ -n "$(ls "$tmp" | grep '^kept\.svg.')" ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+     ! grep -qF "cannot write the plot $tmp/kept.svg: no row has a measured rate" "$tmp/err"; then
+    echo "FAIL: a plot of no rates gave $rc, left $(ls "$tmp" | grep '^kept'): $(cat "$tmp/err")"
     exit 1
   fi
   echo "a failed plot keeps the earlier one: ok"
