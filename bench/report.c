@@ -221,6 +221,19 @@ static int opens_series(const bench_row *rows, int i) {
   return 1;
 }
 
+/* Whether the plot draws row i's series (its ideal, with `ideal`): the
+ * series opens at row i and one of its rows has that rate. A series with
+ * none (a baseline whose every run failed) went to gnuplot as an empty
+ * datablock, and gnuplot warned of it on stderr, into recorded runs. */
+static int draws(const bench_row *rows, int nrows, int i, int ideal) {
+  if (!opens_series(rows, i))
+    return 0;
+  for (int j = i; j < nrows; j++)
+    if (same_series(&rows[j], &rows[i]) && !isnan(ideal ? rows[j].ideal_gflops : rows[j].gflops))
+      return 1;
+  return 0;
+}
+
 /* The spans of what the plot draws, sizes on x and rates on y (each row's
  * rate, and a co-executed row's ideal); lo > hi where nothing is drawn. */
 static void plot_spans(const bench_row *rows, int nrows, double x[2], double y[2]) {
@@ -257,13 +270,15 @@ static void plot_script(FILE *g, const char *path, const bench_row *rows, int nr
   }
   int id = 0;
   for (int i = 0; i < nrows; i++)
-    for (int ideal = 0; opens_series(rows, i) && ideal <= (rows[i].role == BENCH_COEXEC); ideal++)
-      datablock(g, id++, rows, nrows, &rows[i], ideal);
+    for (int ideal = 0; ideal <= (rows[i].role == BENCH_COEXEC); ideal++)
+      if (draws(rows, nrows, i, ideal))
+        datablock(g, id++, rows, nrows, &rows[i], ideal);
   fprintf(g, "plot ");
   id = 0;
   for (int i = 0; i < nrows; i++)
-    for (int ideal = 0; opens_series(rows, i) && ideal <= (rows[i].role == BENCH_COEXEC);
-         ideal++) {
+    for (int ideal = 0; ideal <= (rows[i].role == BENCH_COEXEC); ideal++) {
+      if (!draws(rows, nrows, i, ideal))
+        continue;
       fprintf(g, "%s$d%d with %s title ", id ? ", " : "", id,
               ideal ? "lines dt 2 lw 2" : "linespoints lw 2 pt 7");
       char title[320];

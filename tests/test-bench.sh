@@ -401,6 +401,17 @@ if [ -s "$tmp/again.svg" ]; then
     exit 1
   fi
   echo "a plot of one point, quietly: ok"
+  # A series without a rate (a set whose every run failed) is left out of
+  # the plot beside those that have one: gnuplot warned of its empty data.
+  { cat "$tmp/w.csv"; tail -n 1 "$tmp/norate.csv" | sed 's/,cpu0,/,gone0,/'; } >"$tmp/gone.csv"
+  "$bench" plot --plot "$tmp/gone.svg" "$tmp/gone.csv" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 0 ] || [ -s "$tmp/err" ] || ! grep -q "<svg" "$tmp/gone.svg" ||
+     grep -q "gone0" "$tmp/gone.svg"; then
+    echo "FAIL: the plot beside a series without rates gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+  echo "a series without rates left out, quietly: ok"
 fi
 printf 'not,a,bench,csv\n' >"$tmp/bad.csv"
 "$bench" plot --plot "$tmp/bad.svg" "$tmp/bad.csv" 2>"$tmp/err"
