@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -700,7 +701,28 @@ static int csv_split(char *line, char **field, int cap) {
   return n;
 }
 
-static double csv_number(const char *s) { return *s ? strtod(s, NULL) : NAN; }
+/* A time or rate field into *out: NaN where it is empty (no value), else
+ * a finite decimal number as bench_csv_rows writes it; -1 for anything
+ * else ("abc" was read as 0, and "inf" or "nan" left gnuplot nothing to
+ * scale). */
+static int csv_number(const char *s, double *out) {
+  if (!*s) {
+    *out = NAN;
+    return 0;
+  }
+  return tool_parse_double(s, -DBL_MAX, DBL_MAX, out);
+}
+
+/* A row's role, its sixth field: 0, or -1 for no role poas-bench writes
+ * (anything was read as a device's). */
+static int csv_role(const char *s, bench_role *out) {
+  for (bench_role r = BENCH_DEVICE; r <= BENCH_BASELINE; r++)
+    if (strcmp(s, bench_role_name(r)) == 0) {
+      *out = r;
+      return 0;
+    }
+  return -1;
+}
 
 /* A row's m, n and k, its first three fields, each a whole number from 1:
  * 0, or -1 for one that is not ("abc" was read as 0, "64x" as 64). */
@@ -738,8 +760,12 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
       continue;
     }
     int64_t mnk[3];
+    bench_role role;
+    double seconds, gflops, ideal;
     if (nf < 20 || (strcmp(fld[3], "s") != 0 && strcmp(fld[3], "d") != 0) ||
-        csv_shape(fld, mnk) != 0) {
+        csv_shape(fld, mnk) != 0 || csv_role(fld[5], &role) != 0 ||
+        csv_number(fld[7], &seconds) != 0 || csv_number(fld[8], &gflops) != 0 ||
+        csv_number(fld[11], &ideal) != 0) {
       snprintf(why, whycap, "%s:%d: malformed row", path, lineno);
       rc = -1;
       break;
@@ -754,13 +780,9 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
     r->m = mnk[0], r->n = mnk[1], r->k = mnk[2];
     r->dtype = fld[3][0] == 'd' ? POAS_FLOAT64 : POAS_FLOAT32;
     snprintf(r->label, sizeof r->label, "%s", fld[4]);
-    r->role = strcmp(fld[5], "coexec") == 0     ? BENCH_COEXEC
-              : strcmp(fld[5], "baseline") == 0 ? BENCH_BASELINE
-                                                : BENCH_DEVICE;
+    r->role = role;
     r->repeat = atoi(fld[6]);
-    r->seconds = csv_number(fld[7]);
-    r->gflops = csv_number(fld[8]);
-    r->ideal_gflops = csv_number(fld[11]);
+    r->seconds = seconds, r->gflops = gflops, r->ideal_gflops = ideal;
     r->status = "ok";
   }
   /* A folder opens, and says what it is only when read. */

@@ -442,6 +442,20 @@ for mnk in "abc,64,64" "64x,64,64" "64,,64" "64,64,0"; do
     exit 1
   fi
 done
+# So is one whose time or rate is no number ("abc" was read as 0, "inf"
+# left gnuplot nothing to scale) or whose role is none poas-bench writes
+# (read as a device's).
+for tail in "device,1,abc,5" "device,1,0.1,inf" "device,1,0.1,nan" "device,1,0.1,5x" \
+            "bogus,1,0.1,5"; do
+  { head -n 1 "$tmp/x.csv"; printf '64,64,64,s,cpu0,%s%14s,ok,""\n' "$tail" | tr ' ' ,; } \
+    >"$tmp/num.csv"
+  "$bench" plot --plot "$tmp/bad.svg" "$tmp/num.csv" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -qF "$tmp/num.csv:2: malformed row" "$tmp/err"; then
+    echo "FAIL: poas-bench plot of a row ending $tail gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+done
 echo "plot of a foreign CSV, one without rows, or a malformed row refused: ok"
 
 # The plot may not overwrite a CSV, the run's or one it is drawn from, by
