@@ -182,12 +182,17 @@ static int same_series(const bench_row *a, const bench_row *b) {
 }
 
 /* Writes one series as a gnuplot datablock, points sorted by size. `ideal`
- * takes the co-executed rows' ideal rate instead of their own. */
-static void datablock(FILE *g, int id, const bench_row *rows, int nrows, const bench_row *first,
-                      int ideal) {
-  double x[512], y[512];
+ * takes the co-executed rows' ideal rate instead of their own. Returns 0,
+ * or -1 with nothing written when there is no memory to sort the points:
+ * a series held 512 at most, and the points of CSVs joined past that were
+ * left out of the plot without a word. */
+static int datablock(FILE *g, int id, const bench_row *rows, int nrows, const bench_row *first,
+                     int ideal) {
+  double *x = malloc(2 * sizeof *x * (size_t)nrows), *y = x + nrows;
+  if (!x)
+    return -1;
   int np = 0;
-  for (int i = 0; i < nrows && np < 512; i++) {
+  for (int i = 0; i < nrows; i++) {
     double v = ideal ? rows[i].ideal_gflops : rows[i].gflops;
     if (same_series(&rows[i], first) && !isnan(v))
       x[np] = plot_size(&rows[i]), y[np++] = v;
@@ -201,6 +206,8 @@ static void datablock(FILE *g, int id, const bench_row *rows, int nrows, const b
   for (int i = 0; i < np; i++)
     fprintf(g, "%.6g %.6g\n", x[i], y[i]);
   fprintf(g, "EOD\n");
+  free(x);
+  return 0;
 }
 
 /* gnuplot's single-quoted strings escape a quote by doubling it. */
@@ -250,8 +257,9 @@ static void plot_spans(const bench_row *rows, int nrows, double x[2], double y[2
 }
 
 /* The data first, as datablocks $d0, $d1, ..., then one plot command over
- * them in the same order: a co-executed series is followed by its ideal. */
-static void plot_script(FILE *g, const char *path, const bench_row *rows, int nrows) {
+ * them in the same order: a co-executed series is followed by its ideal.
+ * Returns 0, or -1 when a datablock could not be written (no memory). */
+static int plot_script(FILE *g, const char *path, const bench_row *rows, int nrows) {
   fprintf(g, "set terminal svg size 960,600 dynamic noenhanced font 'sans,12' background "
              "rgb 'white'\nset output ");
   gp_string(g, path);
@@ -272,8 +280,8 @@ static void plot_script(FILE *g, const char *path, const bench_row *rows, int nr
   int id = 0;
   for (int i = 0; i < nrows; i++)
     for (int ideal = 0; ideal <= (rows[i].role == BENCH_COEXEC); ideal++)
-      if (draws(rows, nrows, i, ideal))
-        datablock(g, id++, rows, nrows, &rows[i], ideal);
+      if (draws(rows, nrows, i, ideal) && datablock(g, id++, rows, nrows, &rows[i], ideal))
+        return -1;
   fprintf(g, "plot ");
   id = 0;
   for (int i = 0; i < nrows; i++)
@@ -289,6 +297,7 @@ static void plot_script(FILE *g, const char *path, const bench_row *rows, int nr
       id++;
     }
   fprintf(g, "\n");
+  return 0;
 }
 
 int bench_plot_name_ok(const char *path) { return !strchr(path, '\'') && !strchr(path, '\n'); }
@@ -629,10 +638,14 @@ static int run_gnuplot(const char *path, const bench_row *rows, int nrows, char 
     snprintf(why, cap, "cannot start %s", POAS_GNUPLOT);
     return -1;
   }
-  plot_script(g, path, rows, nrows);
+  int script = plot_script(g, path, rows, nrows);
   fclose(g);
-  int status;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  int status, waited = waitpid(pid, &status, 0) == pid;
+  if (script != 0) {
+    snprintf(why, cap, "no memory for the plot's data");
+    return -1;
+  }
+  if (!waited || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     snprintf(why, cap, "%s failed", POAS_GNUPLOT);
     return -1;
   }

@@ -412,6 +412,20 @@ if [ -s "$tmp/again.svg" ]; then
     exit 1
   fi
   echo "a series without rates left out, quietly: ok"
+  # Every point of a series is drawn, past 512 too (CSVs joined): a series
+  # kept its first 512, and the one rate of 1000 after them went without a
+  # word (gnuplot warned only that the rest was flat).
+  { head -n 1 "$tmp/x.csv"
+    awk 'BEGIN { for (i = 1; i <= 600; i++)
+                   printf "%d,%d,%d,s,cpu0,device,1,0.1,%d,,,,,,,,,,,,,,,ok,\"\"\n", i, i, i,
+                          i == 600 ? 1000 : 5 }'; } >"$tmp/long.csv"
+  "$bench" plot --plot "$tmp/long.svg" "$tmp/long.csv" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 0 ] || [ -s "$tmp/err" ] || ! grep -q "> *1000<" "$tmp/long.svg"; then
+    echo "FAIL: the plot of a series of 600 points gave $rc: $(cat "$tmp/err")"
+    exit 1
+  fi
+  echo "a series of 600 points drawn whole: ok"
 fi
 printf 'not,a,bench,csv\n' >"$tmp/bad.csv"
 "$bench" plot --plot "$tmp/bad.svg" "$tmp/bad.csv" 2>"$tmp/err"
