@@ -105,4 +105,12 @@ fi
 POAS_FAULT=sim0:after=1 "$demo" --devices sim -n 16 -c 1 >"$tmp/out" 2>&1
 [ $? -eq 1 ] && grep -q "^poas-demo: sgemm: device operation failed" "$tmp/out" ||
   fail "a failed call: $(cat "$tmp/out")"
+# A device that fails at its first operation in every call computed
+# nothing, and its row is still shown, marked, with no error beside it;
+# the device that took its work was planned none, and has no error either
+# (the rows read +2079463.6% and -100%; the failed one was left out).
+POAS_FAULT=sim0:after=0 "$demo" --devices sim,sim -n 256 -c 2 >"$tmp/out" 2>&1
+[ $? -eq 0 ] && grep -q "^sim0 .* - .*(failed; its work moved)$" "$tmp/out" &&
+  ! grep -q "^sim[01] .*%.*%" "$tmp/out" ||
+  fail "a device failing at once: $(cat "$tmp/out")"
 exit 0

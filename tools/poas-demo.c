@@ -231,11 +231,19 @@ int main(int argc, char **argv) {
          "idle s");
   for (int d = 0; d < med->ndevices; d++) {
     const poas_device_report *dr = &med->dev[d];
-    if (dr->share <= 0 && dr->chunks == 0)
+    /* A device that failed at its first operation computed nothing and
+     * is still the row to read: it was left out with the idle ones. */
+    if (dr->share <= 0 && dr->chunks == 0 && !dr->failed)
       continue;
-    printf("%-10s %6.1f%% %12.4g %12.4g %+7.1f%% %8.3g%s\n", dr->id, 100 * dr->share,
-           dr->predicted_s, dr->measured_s, relative_error(dr->predicted_s, dr->measured_s),
-           dr->idle_s, dr->failed ? "  (failed; its work moved)" : "");
+    /* No error where nothing was predicted (a device that took over a
+     * failed one's work) or nothing done (the failed one): it read
+     * -100% and +2079463.6%. */
+    char error[16] = "-";
+    if (dr->predicted_s > 0 && !dr->failed)
+      snprintf(error, sizeof error, "%+.1f%%", relative_error(dr->predicted_s, dr->measured_s));
+    printf("%-10s %6.1f%% %12.4g %12.4g %8s %8.3g%s\n", dr->id, 100 * dr->share,
+           dr->predicted_s, dr->measured_s, error, dr->idle_s,
+           dr->failed ? "  (failed; its work moved)" : "");
   }
   /* Past a tenth, the spread is the machine's and not the model's: say so
    * rather than let one figure stand for the prediction. */
