@@ -132,9 +132,17 @@ static int select_devices(const poas_context *ctx, const char *list, int sel[]) 
   if (strlen(list) >= sizeof buf)
     return poas__fail(POAS_EINVAL, "poas_calibrate: device list too long");
   poas__strlcpy(buf, list, sizeof buf);
-  int any = 0;
-  char *save = NULL;
-  for (char *id = strtok_r(buf, ", ", &save); id; id = strtok_r(NULL, ", ", &save)) {
+  /* Entries as poas_init takes them: blanks around the commas go, and an
+   * empty entry is refused ("cpu0," was cpu0, and "cpu0 sim0" two ids). */
+  for (char *next = buf, *id; next;) {
+    id = next;
+    next = strchr(id, ',');
+    if (next)
+      *next++ = '\0';
+    id = poas__trim(id);
+    if (!*id)
+      return poas__fail(POAS_ESPEC, "poas_calibrate: an empty entry in the device list '%s'",
+                        list);
     int i = device_index(ctx, id);
     if (i < 0)
       return poas__fail(POAS_EINVAL, "poas_calibrate: no device '%s' in this context", id);
@@ -143,10 +151,7 @@ static int select_devices(const poas_context *ctx, const char *list, int sel[]) 
     if (sel[i])
       return poas__fail(POAS_ESPEC, "poas_calibrate: device '%s' selected twice", id);
     sel[i] = 1;
-    any = 1;
   }
-  if (!any)
-    return poas__fail(POAS_EINVAL, "poas_calibrate: empty device list");
   return 0;
 }
 

@@ -129,6 +129,9 @@ const char *poas__dtype_name(poas_dtype dtype);
 
 /* Copies src into dst[cap] always terminating; truncates. */
 void poas__strlcpy(char *dst, const char *src, size_t cap);
+/* `s` without its leading and trailing blanks: cuts the trailing ones off
+ * in place and returns where the rest starts. */
+char *poas__trim(char *s);
 /* Parses a whole string as a finite decimal double / non-negative int64
  * (exponents allowed: "1e11", and "2e3" as an int64; no spaces, no
  * hexadecimal); accepts suffixes k, M, G (powers of 1000) and Ki, Mi, Gi

@@ -60,16 +60,6 @@ static int parse_device_word(const char *word, poas__spec_entry *e) {
   return 0;
 }
 
-/* `s` without its leading and trailing blanks: cuts the trailing ones off
- * in place and returns where the rest starts. */
-static char *trim(char *s) {
-  while (isspace((unsigned char)*s))
-    s++;
-  for (char *end = s + strlen(s); end > s && isspace((unsigned char)end[-1]);)
-    *--end = '\0';
-  return s;
-}
-
 static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap) {
   memset(e, 0, sizeof *e);
   poas__strlcpy(e->text, text, sizeof e->text);
@@ -78,7 +68,7 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
   char *rest = strchr(text, ':');
   if (rest)
     *rest++ = '\0';
-  text = trim(text);
+  text = poas__trim(text);
   int word = parse_device_word(text, e);
   if (word == -2)
     return fail(err, errcap, "device index of '%s' too long (at most %d digits)", text,
@@ -91,7 +81,7 @@ static int parse_entry(char *text, poas__spec_entry *e, char *err, size_t errcap
   for (char *kv = rest; kv; kv = rest) {
     if ((rest = strchr(kv, ':')) != NULL)
       *rest++ = '\0';
-    kv = trim(kv);
+    kv = poas__trim(kv);
     if (!kv[0])
       return fail(err, errcap, "empty setting in '%s' (expected key=value after each ':')",
                   e->text);
@@ -181,7 +171,7 @@ int poas__spec_parse(const char *text, poas__spec *out, char *err, size_t errcap
     char *comma = strchr(start, ',');
     if (comma)
       *comma = '\0';
-    start = trim(start);
+    start = poas__trim(start);
     if (*start == '\0')
       return fail(err, errcap, "empty device entry (entry %d) in '%s'", spec.nentries + 1, text);
     if (spec.nentries == POAS__SPEC_MAX_ENTRIES)

@@ -3,6 +3,7 @@
 #include "core.h"
 #include "number.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -122,6 +123,14 @@ void poas__strlcpy(char *dst, const char *src, size_t cap) {
   if (n)
     memcpy(dst, src, n);
   dst[n] = '\0';
+}
+
+char *poas__trim(char *s) {
+  while (isspace((unsigned char)*s))
+    s++;
+  for (char *end = s + strlen(s); end > s && isspace((unsigned char)end[-1]);)
+    *--end = '\0';
+  return s;
 }
 
 /* Multiplier for a size suffix, or 0 when the suffix is not one. */

@@ -715,9 +715,9 @@ TEST(predict_refuses_sizes_that_overflow) {
   return 0;
 }
 
-/* poas_calibrate refuses a device named twice, as poas_init does, before
- * measuring anything. */
-TEST(calibrate_refuses_a_device_named_twice) {
+/* poas_calibrate refuses a device named twice, and an empty entry, as
+ * poas_init does, before measuring anything. */
+TEST(calibrate_refuses_a_device_list_poas_init_would) {
   poas_context *ctx = test_open("sim,sim");
   CHECK(ctx);
   poas_calibrate_options o;
@@ -727,6 +727,14 @@ TEST(calibrate_refuses_a_device_named_twice) {
   CHECK_FAILS(poas_calibrate(ctx, &o, NULL), POAS_ESPEC, "device 'sim0' selected twice");
   o.devices = "sim1, sim1";
   CHECK_FAILS(poas_calibrate(ctx, &o, NULL), POAS_ESPEC, "device 'sim1' selected twice");
+  /* Empty entries, as poas_init refuses them; "sim0 sim1" is no id. */
+  const char *empty[] = {"sim0,", ",sim0", "sim0,,sim1", " , ", ""};
+  for (size_t i = 0; i < sizeof empty / sizeof *empty; i++) {
+    o.devices = empty[i];
+    CHECK_FAILS(poas_calibrate(ctx, &o, NULL), POAS_ESPEC, "an empty entry in the device list");
+  }
+  o.devices = "sim0 sim1";
+  CHECK_FAILS(poas_calibrate(ctx, &o, NULL), POAS_EINVAL, "no device 'sim0 sim1'");
   poas_finalize(ctx);
   return 0;
 }
@@ -1040,7 +1048,7 @@ TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail),
           TEST_ENTRY(gemm_refuses_matrices_that_share_elements),
           TEST_ENTRY(gemm_overlap_matches_brute_force), TEST_ENTRY(errors_leave_no_stale_detail),
           TEST_ENTRY(predict_refuses_sizes_that_overflow),
-          TEST_ENTRY(calibrate_refuses_a_device_named_twice),
+          TEST_ENTRY(calibrate_refuses_a_device_list_poas_init_would),
           TEST_ENTRY(trace_that_cannot_be_written), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
           TEST_ENTRY(gemm_quick_returns),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
