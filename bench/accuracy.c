@@ -319,12 +319,30 @@ static int call_errors(int ns, const double *t, const double *call_pred, const d
   return n;
 }
 
-/* Every timed call as a CSV row into f, which it closes: the shape, the
- * timing's number (pass by pass), measured and predicted seconds, and the
- * hand-off probe's ratio around it (state, or 0). Returns nonzero, having
- * said so, when the file could not be written. */
-static int write_timings(FILE *f, const char *path, const shape *shapes, int ns, int timed,
+/* Whether a timings file could be written at `path`: 0, or -1 with the
+ * reason in why[cap]. The new file that tells is removed again. */
+static int timings_check(const char *path, char *why, size_t cap) {
+  bench_file bf;
+  if (bench_file_open(&bf, path, BENCH_OUTPUT_TIMINGS, why, cap) != 0)
+    return -1;
+  bench_file_close(&bf, ECANCELED);
+  return 0;
+}
+
+/* Every timed call as a CSV row into the file at `path`, which replaces
+ * an earlier one only once written whole (bench_file_open): the shape,
+ * the timing's number (pass by pass), measured and predicted seconds, and
+ * the hand-off probe's ratio around it (state, or 0). Returns nonzero,
+ * having said so, when the file could not be written. */
+static int write_timings(const char *path, const shape *shapes, int ns, int timed,
                          const double *t, const double *call_pred, const double *state) {
+  bench_file bf;
+  char why[256];
+  if (bench_file_open(&bf, path, BENCH_OUTPUT_TIMINGS, why, sizeof why) != 0) {
+    fprintf(stderr, "accuracy: cannot write the timings %s: %s\n", path, why);
+    return 1;
+  }
+  FILE *f = bf.f;
   fprintf(f, "dtype,op,m,n,k,timing,measured_s,predicted_s,handoff_ratio\n");
   for (int i = 0; i < ns; i++)
     for (int j = 0; j < timed; j++) {
@@ -335,8 +353,9 @@ static int write_timings(FILE *f, const char *path, const shape *shapes, int ns,
               (long long)s->m, (long long)s->n, (long long)s->k, j, t[at], call_pred[at],
               state ? state[at] : 0.0);
     }
-  if (ferror(f) | fclose(f)) {
-    fprintf(stderr, "accuracy: --timings %s: could not be written\n", path);
+  int err = tool_flush_errno(f);
+  if ((err = bench_file_close(&bf, err)) != 0) {
+    fprintf(stderr, "accuracy: cannot write the timings %s: %s\n", path, strerror(err));
     return 1;
   }
   return 0;
@@ -417,6 +436,14 @@ int main(int argc, char **argv) {
     passes = (int)v;
   } else
     passes = POAS__MIN(passes, reps);
+  /* --timings is checked before the minutes of timing, as poas-bench
+   * checks --csv: a file that could not be written failed only at the
+   * end, and one whose writing failed was left cut short. */
+  char why[256];
+  if (timings_path && timings_check(timings_path, why, sizeof why)) {
+    fprintf(stderr, "accuracy: cannot write the timings %s: %s\n", timings_path, why);
+    return 1;
+  }
   poas_context *ctx;
   status = tool_context_open("accuracy", &opts, &ctx);
   if (status)
@@ -554,15 +581,10 @@ int main(int argc, char **argv) {
    * several threads (bench_handoff_now; 0 elsewhere). */
   static double state[128 * MAX_REPS], visit_pred[128 * MAX_REPS], call_pred[128 * MAX_REPS];
   int tag_state = info.host_memory && bench_handoff_now() > 0;
-  FILE *timings = timings_path ? fopen(timings_path, "w") : NULL;
-  if (timings_path && !timings) {
-    fprintf(stderr, "accuracy: --timings %s: %s\n", timings_path, strerror(errno));
-    return 1;
-  }
   time_in_passes(ctx, shapes, ns, op, passes, per_pass, adapting, t, pred_s, visit_pred,
                  call_pred, tag_state ? state : NULL);
-  if (timings && write_timings(timings, timings_path, shapes, ns, timed, t, call_pred,
-                               tag_state ? state : NULL))
+  if (timings_path && write_timings(timings_path, shapes, ns, timed, t, call_pred,
+                                    tag_state ? state : NULL))
     return 1;
   /* Each call's own prediction against it, before the table's medians
    * reorder t: over all calls, then by state. */

@@ -166,12 +166,19 @@ typedef struct bench_file {
   char target[PATH_MAX];
   char tmp[PATH_MAX + 32];
 } bench_file;
-/* Opens the new file of an output named `path`: 0, or -1 with the reason
- * in `why` (the path is the caller's to name), nothing made. A path that
- * exists and is not a regular file (a directory, a FIFO, a device) is
- * refused. A signal that ends the program removes the new file, unless
- * bench_file_keep_partial said what of it to keep. */
-int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap);
+/* What an output file holds, which an earlier file at its path must hold
+ * too (or be empty) to be replaced. */
+typedef enum bench_output_kind {
+  BENCH_OUTPUT_CSV,     /* poas-bench's rows */
+  BENCH_OUTPUT_TIMINGS, /* bench/accuracy's timed calls */
+} bench_output_kind;
+/* Opens the new file of an output of kind `what` named `path`: 0, or -1
+ * with the reason in `why` (the path is the caller's to name), nothing
+ * made. A path that exists and is not a regular file (a directory, a
+ * FIFO, a device) is refused. A signal that ends the program removes the
+ * new file, unless bench_file_keep_partial said what of it to keep. */
+int bench_file_open(bench_file *bf, const char *path, bench_output_kind what, char *why,
+                    size_t cap);
 /* Marks what bf has written so far, `rows` rows flushed whole, as worth
  * keeping: a signal that ends the program from now on (SIGINT, SIGTERM,
  * SIGHUP) moves the new file, cut back to those rows, to TARGET.partial,

@@ -1143,7 +1143,7 @@ static int gemm_main(int argc, char **argv) {
     return 1;
   }
   bench_file csv;
-  if (bench_file_open(&csv, csv_path, why, sizeof why) != 0) {
+  if (bench_file_open(&csv, csv_path, BENCH_OUTPUT_CSV, why, sizeof why) != 0) {
     fprintf(stderr, "poas-bench: cannot write the CSV %s: %s\n", csv_path, why);
     close_all(&b);
     return 1;

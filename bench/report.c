@@ -322,6 +322,7 @@ typedef struct output_kind {
 
 static const output_kind csv_kind = {"a poas-bench CSV", {"m,n,k,", NULL}};
 static const output_kind plot_kind = {"an SVG plot", {"<?xml", "<svg", NULL}};
+static const output_kind timings_kind = {"a bench/accuracy timings CSV", {"dtype,op,m,", NULL}};
 
 /* Whether the regular file `target` is empty or starts as `kind`'s files
  * do. An output replaces nothing else: -p is --plot in poas-bench but
@@ -469,9 +470,11 @@ static void set_pending(const char *tmp) {
   }
 }
 
-int bench_file_open(bench_file *bf, const char *path, char *why, size_t cap) {
+int bench_file_open(bench_file *bf, const char *path, bench_output_kind what, char *why,
+                    size_t cap) {
   int fd, err;
-  if (output_target(path, &csv_kind, bf->target, sizeof bf->target, why, cap) != 0)
+  const output_kind *kind = what == BENCH_OUTPUT_TIMINGS ? &timings_kind : &csv_kind;
+  if (output_target(path, kind, bf->target, sizeof bf->target, why, cap) != 0)
     return -1;
   if ((fd = make_temp(bf->target, bf->tmp, sizeof bf->tmp)) < 0 || !(bf->f = fdopen(fd, "w"))) {
     err = errno;

@@ -361,6 +361,22 @@ if [ $rc -ne 1 ] || ! grep -q "sim0 is simulated" "$tmp/err" || [ -s "$tmp/acc-o
   exit 1
 fi
 echo "accuracy usage and a sim device refused: ok"
+# --timings that cannot be written is refused before anything is timed (it
+# failed at the end, and a failed write left the file cut short), and a
+# file other than an earlier timings CSV is not replaced.
+printf '{"format": "poas-profile"}\n' >"$tmp/not-timings.json"
+for target in "$tmp" "$tmp/not-timings.json" "$tmp/no/such/dir/t.csv"; do
+  "$accuracy" --devices cpu --timings "$target" >"$tmp/acc-out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -q "^accuracy: cannot write the timings $target: " "$tmp/err" ||
+    [ -s "$tmp/acc-out" ]; then
+    echo "FAIL: accuracy --timings $target gave $rc: $(cat "$tmp/acc-out" "$tmp/err")"
+    exit 1
+  fi
+done
+grep -q "poas-profile" "$tmp/not-timings.json" && [ "$(ls "$tmp" | grep -c '^not-timings')" -eq 1 ] ||
+  { echo "FAIL: accuracy --timings touched another file: $(ls "$tmp")"; exit 1; }
+echo "accuracy --timings checked first: ok"
 
 # poas-bench plot: the CSV written above plots again (when gnuplot is
 # there; --plot=FILE was once read as a CSV's name), and a file that is not
