@@ -501,8 +501,8 @@ void bench_file_keep_partial(bench_file *bf, int rows) {
   struct stat st;
   int earlier = stat(bf->target, &st) == 0;
   int len = snprintf(k->msg, sizeof k->msg,
-                     "\npoas-bench: stopped: the %d rows finished are kept in %s%s%s%s\n", rows,
-                     name, earlier ? " (" : "", earlier ? bf->target : "",
+                     "\npoas-bench: stopped: the %d row%s finished %s kept in %s%s%s%s\n", rows,
+                     rows == 1 ? "" : "s", rows == 1 ? "is" : "are", name, earlier ? " (" : "", earlier ? bf->target : "",
                      earlier ? " is left as it was)" : "");
   k->msg_len = len < 0 ? 0 : (size_t)len < sizeof k->msg ? (size_t)len : sizeof k->msg - 1;
   atomic_signal_fence(memory_order_release);

@@ -743,7 +743,7 @@ rc=$?
 if [ $rc -ne 143 ] || [ "$(cat "$tmp/s.csv")" != m,n,k,earlier ] ||
    [ "$(sed -n 2p "$tmp/s.csv.partial" | cut -d, -f1-5)" != "64,64,64,s,cpu0" ] ||
    [ "$(wc -l <"$tmp/s.csv.partial")" -ne 2 ] || ls "$tmp"/s.csv.*.tmp >/dev/null 2>&1 ||
-   ! grep -q "stopped: the 1 rows finished are kept in .*s.csv.partial" "$tmp/err"; then
+   ! grep -q "stopped: the 1 row finished is kept in .*s.csv.partial" "$tmp/err"; then
   echo "FAIL: stopped after a size: exit $rc; $(cat "$tmp/err"); $(ls "$tmp");" \
     "$(cat "$tmp/s.csv.partial" 2>&1)"
   exit 1

@@ -147,7 +147,10 @@ static void print_json(poas_context *ctx) {
 
 static void print_age(double s) {
   if (s < -60) { /* a profile copied from a machine whose clock is ahead */
-    printf("dated %.0f days ahead of this machine's clock", -s / 86400);
+    if (s > -2 * 86400) /* "0 days ahead" said nothing of minutes */
+      printf("dated %.1f hours ahead of this machine's clock", -s / 3600);
+    else
+      printf("dated %.0f days ahead of this machine's clock", -s / 86400);
     return;
   }
   if (s < 3600)
