@@ -759,9 +759,12 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
     snprintf(why, whycap, "%s: %s", path, strerror(errno));
     return -1;
   }
-  char line[2048];
+  /* Lines of any length: a row's notes grow with its devices, and a
+   * line past a fixed buffer was read as two, the second malformed. */
+  char *line = NULL;
+  size_t linecap = 0;
   int lineno = 0, rc = 0;
-  while (fgets(line, sizeof line, f)) {
+  while (getline(&line, &linecap, f) > 0) {
     char *fld[32];
     lineno++;
     int nf = csv_split(line, fld, 32);
@@ -806,6 +809,7 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
     snprintf(why, whycap, "%s: %s", path, strerror(errno));
     rc = -1;
   }
+  free(line);
   fclose(f);
   return rc;
 }

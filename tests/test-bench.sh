@@ -442,6 +442,15 @@ if [ -s "$tmp/again.svg" ]; then
     exit 1
   fi
   echo "a series of 600 points drawn whole: ok"
+  # A row of any length: its notes grow with its devices, and a line past
+  # 2048 bytes was read as two, the second "malformed".
+  { head -n 1 "$tmp/x.csv"
+    awk 'BEGIN { printf "64,64,64,s,cpu0,device,1,0.1,7,,,,,,,,,,,,,,,ok,\""
+                 for (i = 0; i < 300; i++) printf "note %03d, ", i
+                 printf "\"\n" }'; } >"$tmp/wide.csv"
+  "$bench" plot --plot "$tmp/wide.svg" "$tmp/wide.csv" >/dev/null 2>"$tmp/err" ||
+    { echo "FAIL: the plot of a row of 3 KB: $(cat "$tmp/err")"; exit 1; }
+  echo "a row of 3 KB read whole: ok"
 fi
 printf 'not,a,bench,csv\n' >"$tmp/bad.csv"
 "$bench" plot --plot "$tmp/bad.svg" "$tmp/bad.csv" 2>"$tmp/err"
