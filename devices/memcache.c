@@ -32,6 +32,13 @@ struct poas__memcache {
   int n;
   size_t bytes;              /* parked in all */
   parked slot[MEMCACHE_SLOTS]; /* oldest first */
+  /* Parked buffers handed out larger than asked, with their real sizes:
+   * their users free them by the size they asked for, and parked by that
+   * size, a buffer was then taken for a request a sixteenth smaller
+   * again, and so on, ever further past MEMCACHE_SLACK (and past half on
+   * host memory). */
+  int nlent;
+  parked lent[MEMCACHE_SLOTS];
 };
 
 int poas__memcache_attach(poas__device *d) {
@@ -60,18 +67,34 @@ static void take(poas__memcache *c, int i, poas__mem *out) {
   c->n--;
 }
 
+/* The real size of lent buffer `mem`, which it forgets; `asked` where it
+ * was not lent larger than asked. Locked. */
+static size_t returned(poas__memcache *c, poas__mem mem, size_t asked) {
+  for (int i = 0; i < c->nlent; i++)
+    if (c->lent[i].mem.ptr == mem.ptr) {
+      size_t real = c->lent[i].bytes;
+      c->lent[i] = c->lent[--c->nlent];
+      return real;
+    }
+  return asked;
+}
+
 int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out) {
   poas__memcache *c = d->cache;
   if (c) {
     pthread_mutex_lock(&c->lock);
     int best = -1;
     int own = !d->info.host_memory && d->info.memory_bytes;
+    /* A buffer larger than asked only while its real size can be kept. */
+    int can_lend = c->nlent < MEMCACHE_SLOTS;
     for (int i = 0; i < c->n; i++)
-      if (c->slot[i].bytes >= bytes &&
+      if (c->slot[i].bytes >= bytes && (can_lend || c->slot[i].bytes == bytes) &&
           (own ? c->slot[i].bytes - bytes <= bytes / MEMCACHE_SLACK
                : c->slot[i].bytes / 2 <= bytes) &&
           (best < 0 || c->slot[i].bytes < c->slot[best].bytes))
         best = i;
+    if (best >= 0 && c->slot[best].bytes > bytes)
+      c->lent[c->nlent++] = c->slot[best];
     if (best >= 0)
       take(c, best, out);
     pthread_mutex_unlock(&c->lock);
@@ -98,6 +121,7 @@ void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes) {
   parked evict[MEMCACHE_SLOTS + 1];
   int nevict = 0;
   pthread_mutex_lock(&c->lock);
+  bytes = returned(c, mem, bytes);
   if (bytes > cap) {
     evict[nevict++] = (parked){mem, bytes};
   } else {
@@ -115,10 +139,17 @@ void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes) {
 }
 
 void poas__dev_release(poas__device *d, poas__mem mem, size_t bytes, int failed) {
-  if (failed && mem.ptr)
-    d->be->mem_free(d, mem);
-  else
+  if (!(failed && mem.ptr)) {
     poas__dev_free(d, mem, bytes);
+    return;
+  }
+  /* Forgotten as lent too: the backend may hand out its address again. */
+  if (d->cache) {
+    pthread_mutex_lock(&d->cache->lock);
+    returned(d->cache, mem, bytes);
+    pthread_mutex_unlock(&d->cache->lock);
+  }
+  d->be->mem_free(d, mem);
 }
 
 int poas__dev_available(poas__device *d, uint64_t *bytes) {

@@ -120,6 +120,21 @@ TEST(device_memory_cache) {
   poas__dev_trim(d);
   CHECK_OK(d->be->mem_alloc(d, 1024 * K, &b)); /* nothing parked any more */
   d->be->mem_free(d, b);
+  /* A buffer handed out larger than asked is parked again at its real
+   * size, not the size its user frees it by: parked as 241 KiB, the 256
+   * KiB buffer went to a request of 227 KiB, 29 KiB past it. */
+  CHECK_OK(poas__dev_alloc(d, 256 * K, &a));
+  a_ptr = a.ptr;
+  poas__dev_free(d, a, 256 * K);
+  CHECK_OK(poas__dev_alloc(d, 241 * K, &a));
+  CHECK(a.ptr == a_ptr);
+  poas__dev_free(d, a, 241 * K);
+  CHECK_OK(poas__dev_alloc(d, 227 * K, &b));
+  CHECK(b.ptr != a_ptr);
+  CHECK_OK(poas__dev_alloc(d, 250 * K, &a)); /* and it is still there at 256 */
+  CHECK(a.ptr == a_ptr);
+  poas__dev_free(d, a, 250 * K);
+  poas__dev_free(d, b, 227 * K);
   poas__devset_close(&set);
   return 0;
 }
