@@ -153,6 +153,12 @@ grep -q "^profile: $tmp/quiet.json" "$tmp/out" &&
 if [ -w /dev/full ]; then
   "$info" --json --devices sim >/dev/full 2>/dev/null
   [ $? -eq 1 ] || fail "poas-info: output lost to a full disk, yet exit 0"
+  # Past stdio's buffer the write fails inside printf and leaves no errno;
+  # on /dev/full that read "Input/output error".
+  "${top_builddir:-.}/bench/poas-bench" gemm --help >/dev/full 2>"$tmp/err"
+  status=$?
+  [ $status -eq 1 ] && grep -q "^poas-bench: cannot write the output: No space left on device" \
+    "$tmp/err" || fail "poas-bench gemm --help into /dev/full: $status, $(cat "$tmp/err")"
 fi
 # Output past stdio's buffer into a file on a full file system: the write
 # that failed inside printf left no errno, and the end's report read

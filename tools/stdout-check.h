@@ -49,7 +49,9 @@ static inline void tool_child_signals(void) { signal(SIGPIPE, SIG_DFL); }
 /* Why an earlier write to f failed, where stdio kept no errno: EPIPE
  * when f is a pipe whose reader has gone (poll reports POLLERR on its
  * write end), ENOSPC when it is a file on a file system with no block
- * left for it, else EIO. A --help longer than stdio's buffer fails inside
+ * left for it, a character device's own error where a write of nothing
+ * to it fails (/dev/full's ENOSPC; it writes nothing, and a terminal
+ * takes it as nothing), else EIO. A --help longer than stdio's buffer fails inside
  * printf, and the flush at the end then saw only the error flag: "Input/
  * output error" where the reader of a pipe had gone, or the disk was
  * full (poas-bench gemm --help into a full tmpfs). */
@@ -63,6 +65,8 @@ static inline int tool_lost_errno(FILE *f) {
     return EPIPE;
   if (S_ISREG(st.st_mode) && fstatvfs(p.fd, &vfs) == 0 && vfs.f_bavail == 0)
     return ENOSPC;
+  if (S_ISCHR(st.st_mode) && write(p.fd, "", 0) < 0 && errno != EINTR && errno != EAGAIN)
+    return errno;
   return EIO;
 }
 
