@@ -431,8 +431,10 @@ typedef struct poas_calibrate_options {
   /* The short sweep (about a minute for a 2-core CPU and both dtypes)
    * instead of the full one (up to about ten minutes). */
   int quick;
-  /* Comma-separated ids of the context's devices to measure ("cpu0,sim0");
-   * NULL: every device. */
+  /* Comma-separated ids of the context's devices to measure ("cpu0,sim0",
+   * blanks around the commas ignored, as in poas_options.devices); NULL:
+   * every device. An id not in the context is POAS_EINVAL; one named
+   * twice, or an empty entry ("cpu0,"), POAS_ESPEC. */
   const char *devices;
   /* Which dtypes: a mask of 1 << POAS_FLOAT32 and 1 << POAS_FLOAT64; 0: both. */
   int dtypes;
