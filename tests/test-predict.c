@@ -384,6 +384,49 @@ TEST(single_dtype_calibration_keeps_the_other) {
   return 0;
 }
 
+/* A device calibrated in one dtype alone plans the other on its built-in
+ * estimate, and its plans in that dtype say so: poas-plan --dtype d on a
+ * profile of poas-calibrate --dtype s once called cpu0's estimate
+ * calibrated, the profile having given the device a model. */
+TEST(a_dtype_never_calibrated_plans_as_an_estimate) {
+  poas_context *ctx = test_open("cpu:threads=1");
+  CHECK(ctx);
+  poas__profile *p = calloc(1, sizeof *p);
+  CHECK(p);
+  poas__profile_fingerprint_host(p);
+  p->ndev = 1;
+  poas__profile_device_identify(&p->dev[0], &ctx->devices.dev[0]->info);
+  poas__device_model *m = &p->dev[0].model;
+  m->memory_bytes = (uint64_t)1 << 30;
+  poas__gemm_model_from_rate(&m->gemm[POAS_FLOAT32][0], 1e10, 1e-5);
+  m->gemm_fit[POAS_FLOAT32] = (poas__fit_stats){.samples = 40, .r2 = 0.99};
+  const char *path = test_tmp_path("s-only-cpu.json");
+  CHECK_OK(poas__profile_write(path, p));
+  free(p);
+  poas_finalize(ctx);
+
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu:threads=1";
+  o.profile = path;
+  CHECK_OK(poas_init(&ctx, &o));
+  poas_profile_info *pi = malloc(sizeof *pi);
+  CHECK(pi);
+  CHECK_OK(poas_profile_get(ctx, pi));
+  CHECK_MSG(pi->loaded && pi->dev[0].calibrated, "profile not used: %s", pi->problem);
+  free(pi);
+  poas_plan plan;
+  for (int dt = 0; dt < 2; dt++) {
+    CHECK_OK(poas_plan_gemm(ctx, (poas_dtype)dt, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                            512, 512, 512, &plan));
+    CHECK(plan.ndevices == 1);
+    CHECK_MSG(plan.dev[0].estimated == (dt == POAS_FLOAT64), "%sgemm: estimated %d",
+              dt ? "d" : "s", plan.dev[0].estimated);
+  }
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* The output of a calibration is checked before anything is measured. A
  * symbolic link is followed: its target is replaced and the link stays. A
  * FIFO or a folder is not replaced (a device node renamed over once became
@@ -1760,6 +1803,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(calibration_measures_the_runtime_cost_of_a_run),
           TEST_ENTRY(a_loaded_profile_keeps_contention_and_run_costs),
           TEST_ENTRY(single_dtype_calibration_keeps_the_other),
+          TEST_ENTRY(a_dtype_never_calibrated_plans_as_an_estimate),
           TEST_ENTRY(calibration_checks_its_output_before_measuring),
           TEST_ENTRY(calibration_keeps_what_it_did_not_measure),
           TEST_ENTRY(calibration_keeps_what_another_wrote_meanwhile),
