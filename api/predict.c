@@ -499,8 +499,14 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   /* Another calibration may have written the file while this one measured
    * (one per dtype, started at once): what to keep is read again now, so
    * that its models are kept, not written over with what the file held
-   * when this one started, while both said they had written theirs. */
+   * when this one started, while both said they had written theirs. The
+   * read and the write hold the folder's lock: two that finished together
+   * (sims, in virtual time, within a millisecond) still each read the
+   * file before the other's write, and one dtype was lost in 15 of 20
+   * tries. */
+  int lock = -1;
   if (!rc && opts->output) {
+    lock = poas__profile_lock(opts->output);
     poas__profile *now = NULL;
     rc = examine_output(ctx, sel, opts->output, &now, replaced, sizeof replaced);
     if (!rc) {
@@ -515,6 +521,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     if (opts->output)
       rc = poas__profile_write(opts->output, merged);
   }
+  poas__profile_unlock(lock);
   if (!rc) {
     for (int i = 0; i < ctx->devices.ndev; i++) {
       if (!sel[i])

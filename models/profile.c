@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1314,6 +1315,31 @@ static int write_file(const char *target, const char *text, char *tmp, size_t ca
   if (e)
     unlink(tmp);
   return e;
+}
+
+/* A lock on the folder, not on the file: the file is replaced by a
+ * rename, and a lock on the file replaced would not hold the next writer
+ * back. flock's locks belong to an open of the folder, so that two
+ * threads of one process exclude each other as two processes do. */
+int poas__profile_lock(const char *path) {
+  char target[1024], dir[1024];
+  if (strlen(path) >= sizeof target || poas__follow_links(path, target, sizeof target) != 0)
+    return -1;
+  folder_of(target, dir, sizeof dir);
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  while (flock(fd, LOCK_EX) != 0)
+    if (errno != EINTR) {
+      close(fd);
+      return -1;
+    }
+  return fd;
+}
+
+void poas__profile_unlock(int fd) {
+  if (fd >= 0)
+    close(fd);
 }
 
 int poas__profile_write(const char *path, const poas__profile *p) {

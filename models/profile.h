@@ -90,6 +90,13 @@ int poas__profile_check_writable(const char *path, char *target, size_t cap);
  * one that is not a regular file is refused (POAS_EINVAL). Errors name
  * `path` and the reason. */
 int poas__profile_write(const char *path, const poas__profile *p);
+/* Holds the folder of the file `path` ends at (links followed) for one
+ * writer at a time, for a read of what is there and the write that
+ * replaces it: a descriptor to hand to poas__profile_unlock, or -1 where
+ * the folder cannot be opened or locked (a file system without flock on
+ * folders), and the writer then goes on unlocked. */
+int poas__profile_lock(const char *path);
+void poas__profile_unlock(int fd);
 /* Nonzero: profiles are written as on a file system without O_TMPFILE
  * (their temporary file named from the start). For tests of that path;
  * set it while no profile is being written. */

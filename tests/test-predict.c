@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -598,6 +599,74 @@ TEST(calibration_keeps_what_another_wrote_meanwhile) {
             "%d devices in the profile", after->ndev);
   free(after);
   poas_finalize(ctx);
+  return 0;
+}
+
+/* Two calibrations into one file that end at once (one per dtype) both
+ * keep what the other wrote: each reads the file again and writes it
+ * while holding the folder's lock. The two sims' calibrations in virtual
+ * time wait for each other at their last step, and so finish together;
+ * without the lock both read the file before either wrote it, and the
+ * last to write dropped the other's dtype, in most rounds. */
+typedef struct racer {
+  const char *path;
+  int dtype, rc;
+  pthread_barrier_t *done;
+} racer;
+
+static void wait_at_done(void *user, const char *id, const char *step, double f) {
+  (void)id, (void)f;
+  racer *r = user;
+  if (strcmp(step, "done") == 0)
+    pthread_barrier_wait(r->done);
+}
+
+static void *calibrate_racer(void *user) {
+  racer *r = user;
+  poas_context *ctx = test_open("sim:rate=1e11:latency=0");
+  r->rc = ctx ? 0 : POAS_ENODEV;
+  if (!ctx) {
+    pthread_barrier_wait(r->done); /* the other is not left waiting */
+    return NULL;
+  }
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << r->dtype;
+  o.output = r->path;
+  o.progress = wait_at_done;
+  o.progress_user = r;
+  r->rc = poas_calibrate(ctx, &o, NULL);
+  poas_finalize(ctx);
+  return NULL;
+}
+
+TEST(calibrations_ending_together_keep_each_others_models) {
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  for (int round = 0; round < 6; round++) {
+    char path[256];
+    snprintf(path, sizeof path, "%s", test_tmp_path("together.json"));
+    unlink(path);
+    pthread_barrier_t done;
+    CHECK(pthread_barrier_init(&done, NULL, 2) == 0);
+    racer r[2] = {{path, POAS_FLOAT32, -1, &done}, {path, POAS_FLOAT64, -1, &done}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+      CHECK(pthread_create(&t[i], NULL, calibrate_racer, &r[i]) == 0);
+    for (int i = 0; i < 2; i++)
+      pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&done);
+    CHECK_OK(r[0].rc);
+    CHECK_OK(r[1].rc);
+    CHECK_OK(poas__profile_load(path, p));
+    CHECK_MSG(p->ndev == 1 && p->dev[0].model.gemm[POAS_FLOAT32][0].valid &&
+                  p->dev[0].model.gemm[POAS_FLOAT64][0].valid,
+              "round %d: %d devices, s %d, d %d", round, p->ndev,
+              p->dev[0].model.gemm[POAS_FLOAT32][0].valid,
+              p->dev[0].model.gemm[POAS_FLOAT64][0].valid);
+  }
+  free(p);
   return 0;
 }
 
@@ -1807,6 +1876,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(calibration_checks_its_output_before_measuring),
           TEST_ENTRY(calibration_keeps_what_it_did_not_measure),
           TEST_ENTRY(calibration_keeps_what_another_wrote_meanwhile),
+          TEST_ENTRY(calibrations_ending_together_keep_each_others_models),
           TEST_ENTRY(calibration_replaces_only_profiles), TEST_ENTRY(sim_replays_a_profile),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
           TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it),
