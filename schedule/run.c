@@ -280,6 +280,18 @@ static int64_t largest_by(const runner *r, int d, double ready, double corr, dou
   return lo * g;
 }
 
+/* Whether device d, ready at ready[d] and running corr[d] times its
+ * model, would finish `units` units no later than any other alive device
+ * would. */
+static int finishes_first(const runner *r, int d, const double *ready, const double *corr,
+                          int64_t units) {
+  double end = ready[d] + model_s(r, d, units) * corr[d];
+  for (int i = 0; i < r->set->ndev; i++)
+    if (i != d && alive(r, i) && ready[i] + model_s(r, i, units) * corr[i] < end)
+      return 0;
+  return 1;
+}
+
 /* The size of the next chunk for device d, in units; 0 when d should not
  * take one now.
  *
@@ -361,8 +373,20 @@ static int64_t chunk_size(const runner *r, int d) {
     int64_t fit = n < pool ? largest_by(r, d, ready[d], corr[d], level, g, n) : 0;
     if (fit > 0)
       n = fit, end = ready[d] + model_s(r, d, n) * corr[d];
-    else
-      declined = end > water_level(order, m, rate, ready, (double)pool, d);
+    else if (end > water_level(order, m, rate, ready, (double)pool, d)) {
+      /* The level shares the pool out in fractions of a granule, which a
+       * pool of fewer granules than devices cannot be: every device then
+       * found the others would end it sooner without it, all declined,
+       * and the forced hand-out gave the next granule to the earliest
+       * clock, however slow (of 27 sims, one of 7 GFLOP/s ended 16%
+       * past the others). The device that finishes a granule first
+       * takes one. */
+      int64_t one = POAS__MIN(g, pool);
+      if (finishes_first(r, d, ready, corr, one))
+        n = one, end = ready[d] + model_s(r, d, n) * corr[d];
+      else
+        declined = 1;
+    }
   }
   poas__debug("tail: %s at %.4f s: pool %lld, level %.4f s, share %.1f (ready %.4f s, x%.3f "
               "the model), %lld units to end at %.4f s%s",
