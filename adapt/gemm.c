@@ -395,6 +395,11 @@ static void reset_device(dev_state *d, const poas__graph *g) {
   d->next_slot = 0;
 }
 
+static int runs_on(void *user, int device) {
+  const poas__gemm_source *s = user;
+  return device >= 0 && device < s->ndev && (s->host_memory[device] || s->tile[device] > 0);
+}
+
 static int emit(void *user, poas__graph *g, int device, int64_t u0, int64_t u1, int chunk) {
   poas__gemm_source *s = user;
   if (device < 0 || device >= s->ndev || u0 < 0 || u1 > s->ws.total_units)
@@ -514,7 +519,7 @@ int poas__gemm_source_create(const poas__gemm_call *call, const poas__opt_proble
   }
   s->ws = (poas__work_source){.user = s, .total_units = plan->total_units,
                               .granule = plan->granule, .emit = emit, .finish = finish,
-                              .predict = predict};
+                              .predict = predict, .runs_on = runs_on};
   /* With beta = 0 nothing reads C: a chunk whose device failed after some
    * of its tiles reached C computes them again elsewhere, to the same
    * values. */

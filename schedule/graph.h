@@ -143,6 +143,11 @@ typedef struct poas__work_source {
   /* Predicted seconds for units [u0, u1) on device, as emit would build
    * them (for the guided policy's sizing and for traces). */
   double (*predict)(void *user, int device, int64_t u0, int64_t u1);
+  /* Whether emit can put units on `device` at all (a GEMM's device whose
+   * memory holds not one tile cannot); NULL: every device can. The
+   * scheduler asks it of the devices the plan left out before they take
+   * over from failed ones. */
+  int (*runs_on)(void *user, int device);
 } poas__work_source;
 
 #endif /* POAS_GRAPH_H */

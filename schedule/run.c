@@ -619,13 +619,17 @@ static int any_alive(const runner *r) {
 /* When every device of the plan has failed, the devices it left out take
  * over what is left (a GPU that fails mid-run leaves its work to the CPU
  * that the plan did not need), as far as they can run it: the work source
- * can emit on every device of the set, and C ends in host memory whoever
- * computes it; a device lost for good (poas__dev_lost) is no help.
- * Returns how many were enlisted. Locked. */
+ * can emit on every device of the set that can hold its work (runs_on),
+ * and C ends in host memory whoever computes it; a device lost for good
+ * (poas__dev_lost) is no help, nor one whose memory holds not one tile
+ * (enlisted, its first chunk failed the run with POAS_ETOOBIG while
+ * another left out could have taken it). Returns how many were enlisted.
+ * Locked. */
 static int enlist_bystanders(runner *r) {
   int n = 0;
   for (int d = 0; d < r->set->ndev; d++)
-    if (!r->part[d] && !r->e->w[d].failed && !poas__dev_lost(r->set->dev[d])) {
+    if (!r->part[d] && !r->e->w[d].failed && !poas__dev_lost(r->set->dev[d]) &&
+        (!r->src->runs_on || r->src->runs_on(r->src->user, d))) {
       r->part[d] = 1;
       n++;
       poas__warn("%s takes over the work of the failed devices", r->set->dev[d]->info.id);

@@ -88,8 +88,8 @@ typedef struct poas__sched_config {
  * device ID's operation number N (from 0, counting every instruction but
  * releases) fail before it starts. A device whose operation fails is
  * retired; its chunks that did not complete are emitted again on the
- * others (on the devices the plan left out, once every device it used has
- * failed), but for the units their completed instructions finished in
+ * others (on the devices the plan left out that the source can run on,
+ * once every device it used has failed), but for the units their completed instructions finished in
  * host memory (ins.result_u0/u1), which count for the failed device. An
  * instruction that wrote host memory and did not finish a declared range
  * leaves its part unknown: run again when the source is rerunnable, else

@@ -249,6 +249,43 @@ TEST(guided_with_many_exact_sims_ends_with_static) {
   return 0;
 }
 
+/* When the plan's only device fails, the devices it left out take over,
+ * but not one whose memory holds not one tile: sim0 was enlisted with the
+ * others and its first chunk failed the run with POAS_ETOOBIG ("cannot
+ * hold a single tile"), though sim2 could run it all. With no other
+ * device left, every device has failed: POAS_EDEVICE. */
+TEST(failed_work_skips_a_device_that_holds_no_tile) {
+  enum { N = 512 }; /* B alone, 1 MiB, is past sim0's memory */
+  operands op;
+  CHECK_OK(operands_alloc(&op, N, N, N));
+  static const char *const sets[] = {"sim:memory=1Mi,sim:rate=1e12,sim:rate=1e9",
+                                     "sim:memory=1Mi,sim:rate=1e12"};
+  for (int i = 0; i < 2; i++) {
+    poas_context *ctx = test_open_unlearning(sets[i]);
+    CHECK(ctx);
+    poas_plan plan;
+    CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                                 N, N, N, 1, 0, &plan));
+    CHECK(plan.ndevices == 1 && strcmp(plan.dev[0].id, "sim1") == 0);
+    setenv("POAS_FAULT", "sim1:after=1", 1);
+    int rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1, op.A, N,
+                        op.B, N, 0, op.C, N);
+    unsetenv("POAS_FAULT");
+    if (i == 0) {
+      CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
+      poas_report r;
+      CHECK_OK(poas_last_report(ctx, &r));
+      CHECK(r.faults == 1 && r.dev[1].failed && !r.dev[0].failed && !r.dev[2].failed);
+      CHECK(r.dev[0].share == 0 && r.dev[2].share == 1);
+    } else {
+      CHECK_MSG(rc == POAS_EDEVICE, "%s: %s", poas_err_name(rc), poas_error_detail());
+    }
+    poas_finalize(ctx);
+  }
+  operands_free(&op);
+  return 0;
+}
+
 /* A plan takes no more of a device's memory than it could allocate now:
  * with 12 of a sim's 16 MiB held elsewhere (another process on a GPU), a
  * GEMM whose C needs 8 MiB was planned in one tile of the total, and the
@@ -353,6 +390,7 @@ TEST_MAIN(TEST_ENTRY(sim_virtual_time_follows_parameters), TEST_ENTRY(device_mem
           TEST_ENTRY(gemm_after_gemm_fits_device_memory), TEST_ENTRY(tiled_gemm_runs_as_planned),
           TEST_ENTRY(plans_fit_the_memory_left_now),
           TEST_ENTRY(guided_with_many_exact_sims_ends_with_static),
+          TEST_ENTRY(failed_work_skips_a_device_that_holds_no_tile),
           TEST_ENTRY(a_lost_device_is_planned_out_with_its_reason),
           TEST_ENTRY(a_plan_splits_the_way_predicted_faster),
           TEST_ENTRY(sim_beside_real_device_takes_real_time), TEST_ENTRY(sim_slowdown_and_ids))
