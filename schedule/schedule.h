@@ -89,13 +89,12 @@ typedef struct poas__sched_config {
  * releases) fail before it starts. A device whose operation fails is
  * retired; its chunks that did not complete are emitted again on the
  * others (on the devices the plan left out that the source can run on,
- * once every device it used has failed), but for the units their completed instructions finished in
- * host memory (ins.result_u0/u1), which count for the failed device. An
- * instruction that wrote host memory and did not finish a declared range
- * leaves its part unknown: run again when the source is rerunnable, else
- * POAS_EDEVICE (applying its update twice would be wrong). Every device
- * failed:
- * POAS_EDEVICE.
+ * once every device it used has failed), but for the units their
+ * completed instructions finished in host memory (ins.result_u0/u1),
+ * which count for the failed device. An instruction that wrote host
+ * memory and did not finish a declared range leaves its part unknown: run
+ * again when the source is rerunnable, else POAS_EDEVICE (applying its
+ * update twice would be wrong). Every device failed: POAS_EDEVICE.
  *
  * Trace: cfg->trace_path, else $POAS_TRACE, gets a Chrome trace of the run
  * (chrome://tracing, ui.perfetto.dev): pid = device, tid = lane, one "X"
