@@ -956,11 +956,20 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
     poas__opt_share *sh = &r->dev[order[j]];
     sh->excluded = 1;
     sc->judged[order[j]] = 1;
-    snprintf(sh->reason, sizeof sh->reason,
-             "adds too little: %.1f%% of the work; without the %d device%s this small the "
-             "predicted time grows %.1f%%, less than the %.0f%% the models can be off by",
-             100.0 * (double)units[order[j]] / (double)s->ngran, ndrop, ndrop == 1 ? "" : "s",
-             100 * (now - t) / t, 100 * g);
+    /* The solve without them can also come out shorter (their tiles'
+     * fixed costs): that read "grows -21.5%". */
+    double pct = 100.0 * (double)units[order[j]] / (double)s->ngran;
+    const char *plural = ndrop == 1 ? "" : "s";
+    if (now >= t)
+      snprintf(sh->reason, sizeof sh->reason,
+               "adds too little: %.1f%% of the work; without the %d device%s this small the "
+               "predicted time grows %.1f%%, less than the %.0f%% the models can be off by",
+               pct, ndrop, plural, 100 * (now - t) / t, 100 * g);
+    else
+      snprintf(sh->reason, sizeof sh->reason,
+               "adds too little: %.1f%% of the work; without the %d device%s this small the "
+               "predicted time shrinks %.1f%%",
+               pct, ndrop, plural, 100 * (t - now) / t);
   }
   return now;
 }
