@@ -408,25 +408,27 @@ if [ -s "$tmp/again.svg" ]; then
     exit 1
   fi
   echo "a failed plot keeps the earlier one: ok"
+  # Plots CSV ($2) into SVG ($3), and fails the test, naming WHAT ($1),
+  # unless that exits 0 with nothing on stderr (gnuplot's warnings went
+  # into recorded runs) and writes an SVG.
+  plots_quietly() {
+    "$bench" plot --plot "$3" "$2" >/dev/null 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ne 0 ] || [ -s "$tmp/err" ] || ! grep -q "<svg" "$3"; then
+      echo "FAIL: $1 gave $rc: $(cat "$tmp/err")"
+      exit 1
+    fi
+  }
   # One point (one size, one series) plots without a word on stderr: gnuplot
   # warned of an empty y range into every single-size run's record.
-  "$bench" plot --plot "$tmp/one.svg" "$tmp/w.csv" >/dev/null 2>"$tmp/err"
-  rc=$?
-  if [ $rc -ne 0 ] || [ -s "$tmp/err" ] || ! grep -q "<svg" "$tmp/one.svg"; then
-    echo "FAIL: the plot of one point gave $rc: $(cat "$tmp/err")"
-    exit 1
-  fi
+  plots_quietly "the plot of one point" "$tmp/w.csv" "$tmp/one.svg"
   echo "a plot of one point, quietly: ok"
   # A series without a rate (a set whose every run failed) is left out of
   # the plot beside those that have one: gnuplot warned of its empty data.
   { cat "$tmp/w.csv"; tail -n 1 "$tmp/norate.csv" | sed 's/,cpu0,/,gone0,/'; } >"$tmp/gone.csv"
-  "$bench" plot --plot "$tmp/gone.svg" "$tmp/gone.csv" >/dev/null 2>"$tmp/err"
-  rc=$?
-  if [ $rc -ne 0 ] || [ -s "$tmp/err" ] || ! grep -q "<svg" "$tmp/gone.svg" ||
-     grep -q "gone0" "$tmp/gone.svg"; then
-    echo "FAIL: the plot beside a series without rates gave $rc: $(cat "$tmp/err")"
-    exit 1
-  fi
+  plots_quietly "the plot beside a series without rates" "$tmp/gone.csv" "$tmp/gone.svg"
+  ! grep -q "gone0" "$tmp/gone.svg" ||
+    { echo "FAIL: the series without rates is in the plot"; exit 1; }
   echo "a series without rates left out, quietly: ok"
   # Every point of a series is drawn, past 512 too (CSVs joined): a series
   # kept its first 512, and the one rate of 1000 after them went without a
@@ -435,12 +437,9 @@ if [ -s "$tmp/again.svg" ]; then
     awk 'BEGIN { for (i = 1; i <= 600; i++)
                    printf "%d,%d,%d,s,cpu0,device,1,0.1,%d,,,,,,,,,,,,,,,ok,\"\"\n", i, i, i,
                           i == 600 ? 1000 : 5 }'; } >"$tmp/long.csv"
-  "$bench" plot --plot "$tmp/long.svg" "$tmp/long.csv" >/dev/null 2>"$tmp/err"
-  rc=$?
-  if [ $rc -ne 0 ] || [ -s "$tmp/err" ] || ! grep -q "> *1000<" "$tmp/long.svg"; then
-    echo "FAIL: the plot of a series of 600 points gave $rc: $(cat "$tmp/err")"
-    exit 1
-  fi
+  plots_quietly "the plot of a series of 600 points" "$tmp/long.csv" "$tmp/long.svg"
+  grep -q "> *1000<" "$tmp/long.svg" ||
+    { echo "FAIL: the 600th point of a series is not in the plot"; exit 1; }
   echo "a series of 600 points drawn whole: ok"
   # A row of any length: its notes grow with its devices, and a line past
   # 2048 bytes was read as two, the second "malformed".
@@ -448,8 +447,7 @@ if [ -s "$tmp/again.svg" ]; then
     awk 'BEGIN { printf "64,64,64,s,cpu0,device,1,0.1,7,,,,,,,,,,,,,,,ok,\""
                  for (i = 0; i < 300; i++) printf "note %03d, ", i
                  printf "\"\n" }'; } >"$tmp/wide.csv"
-  "$bench" plot --plot "$tmp/wide.svg" "$tmp/wide.csv" >/dev/null 2>"$tmp/err" ||
-    { echo "FAIL: the plot of a row of 3 KB: $(cat "$tmp/err")"; exit 1; }
+  plots_quietly "the plot of a row of 3 KB" "$tmp/wide.csv" "$tmp/wide.svg"
   echo "a row of 3 KB read whole: ok"
 fi
 printf 'not,a,bench,csv\n' >"$tmp/bad.csv"
@@ -470,28 +468,19 @@ for csv in "$tmp/header.csv" "$tmp/empty.csv" "$tmp"; do
   fi
 done
 # A row whose m, n or k is not a whole number is malformed, not read as 0
-# or as its leading digits.
-for mnk in "abc,64,64" "64x,64,64" "64,,64" "64,64,0"; do
-  { head -n 1 "$tmp/x.csv"; printf '%s,s,cpu0,device,1,0.1,5%14s,ok,""\n' "$mnk" | tr ' ' ,; } \
-    >"$tmp/mnk.csv"
-  "$bench" plot --plot "$tmp/bad.svg" "$tmp/mnk.csv" >/dev/null 2>"$tmp/err"
+# or as its leading digits; so is one whose time or rate is no number
+# ("abc" was read as 0, "inf" left gnuplot nothing to scale) or whose role
+# is none poas-bench writes (read as a device's).
+for row in "abc,64,64,s,cpu0,device,1,0.1,5" "64x,64,64,s,cpu0,device,1,0.1,5" \
+           "64,,64,s,cpu0,device,1,0.1,5" "64,64,0,s,cpu0,device,1,0.1,5" \
+           "64,64,64,s,cpu0,device,1,abc,5" "64,64,64,s,cpu0,device,1,0.1,inf" \
+           "64,64,64,s,cpu0,device,1,0.1,nan" "64,64,64,s,cpu0,device,1,0.1,5x" \
+           "64,64,64,s,cpu0,bogus,1,0.1,5"; do
+  { head -n 1 "$tmp/x.csv"; printf '%s%14s,ok,""\n' "$row" | tr ' ' ,; } >"$tmp/row.csv"
+  "$bench" plot --plot "$tmp/bad.svg" "$tmp/row.csv" >/dev/null 2>"$tmp/err"
   rc=$?
-  if [ $rc -ne 1 ] || ! grep -qF "$tmp/mnk.csv:2: malformed row" "$tmp/err"; then
-    echo "FAIL: poas-bench plot of a row $mnk gave $rc: $(cat "$tmp/err")"
-    exit 1
-  fi
-done
-# So is one whose time or rate is no number ("abc" was read as 0, "inf"
-# left gnuplot nothing to scale) or whose role is none poas-bench writes
-# (read as a device's).
-for tail in "device,1,abc,5" "device,1,0.1,inf" "device,1,0.1,nan" "device,1,0.1,5x" \
-            "bogus,1,0.1,5"; do
-  { head -n 1 "$tmp/x.csv"; printf '64,64,64,s,cpu0,%s%14s,ok,""\n' "$tail" | tr ' ' ,; } \
-    >"$tmp/num.csv"
-  "$bench" plot --plot "$tmp/bad.svg" "$tmp/num.csv" >/dev/null 2>"$tmp/err"
-  rc=$?
-  if [ $rc -ne 1 ] || ! grep -qF "$tmp/num.csv:2: malformed row" "$tmp/err"; then
-    echo "FAIL: poas-bench plot of a row ending $tail gave $rc: $(cat "$tmp/err")"
+  if [ $rc -ne 1 ] || ! grep -qF "$tmp/row.csv:2: malformed row" "$tmp/err"; then
+    echo "FAIL: poas-bench plot of a row $row gave $rc: $(cat "$tmp/err")"
     exit 1
   fi
 done
