@@ -407,6 +407,11 @@ static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_
  * with 50 s, such calibrations took 53.1 and 57.2 s. */
 #define QUICK_DEVICES_S 48.0
 #define FULL_DEVICES_S 560.0
+/* The part of a calibration's progress (poas_progress_fn's fraction) that
+ * the devices' own steps take; the probes of them together after them
+ * (contention, the runs' costs; 5 s of a quick minute on the CI machine)
+ * take the rest, where progress stood at 100% while they ran. */
+#define DEVICES_PART 0.92
 
 int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                    poas_calibration_result *out) {
@@ -477,11 +482,13 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     /* Each device has an equal part of the time the devices have left. */
     double now = poas__now();
     poas__calib_opts co = {opts->quick, mask, opts->progress, opts->progress_user,
-                           (double)done / nsel, (double)(done + 1) / nsel,
+                           DEVICES_PART * done / nsel, DEVICES_PART * (done + 1) / nsel,
                            now + POAS__MAX(devices_end - now, 0) / (nsel - done)};
     rc = poas__calibrate_device(ctx->devices.dev[i], &co, &fresh[i]);
     done++;
   }
+  if (!rc && opts->progress)
+    opts->progress(opts->progress_user, "all", "contention", DEVICES_PART);
   if (!rc)
     rc = calibrate_contention(ctx, sel, fresh);
   /* The dispatch runs below are timed on the fresh models as they are,
@@ -494,6 +501,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     pthread_mutex_unlock(&ctx->adapt_lock);
     poas__adapt_reset(ctx, NULL);
     untaught = 1;
+    if (opts->progress)
+      opts->progress(opts->progress_user, "all", "runs", (1 + DEVICES_PART) / 2);
     rc = calibrate_dispatch(ctx, sel, fresh, mask);
   }
   /* Another calibration may have written the file while this one measured
@@ -575,6 +584,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     ctx->taught = *taught;
     pthread_mutex_unlock(&ctx->adapt_lock);
   }
+  if (!rc && opts->progress)
+    opts->progress(opts->progress_user, "all", "done", 1.0);
   free(taught);
   free(merged);
   free(keep);

@@ -421,9 +421,10 @@ typedef struct poas_device_fit {
  * which can take tens of seconds on a machine's first calibration, "memory",
  * "h2d", "d2h", "transpose", "sthreads" and "dthreads" for the per-call
  * thread counts, "sgemm", "dgemm", "sthin" and "dthin" for the thin-block
- * tables, "fit", "done") and the fraction of the
- * whole calibration done, from 0 to 1. Called from the calibrating
- * thread, often (throttle any drawing yourself). */
+ * tables, "fit", "done"; then device "all" for the probes of the devices
+ * together, "contention" and "runs", and "done" at 1) and the fraction of
+ * the whole calibration done, from 0 to 1, never going back. Called from
+ * the calibrating thread, often (throttle any drawing yourself). */
 typedef void (*poas_progress_fn)(void *user, const char *device_id, const char *step,
                                  double fraction);
 

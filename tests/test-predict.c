@@ -76,7 +76,8 @@ TEST(calibrate_checks_options) {
 typedef struct progress_log {
   int calls, backwards;
   double last;
-  char first_step[16], last_step[16];
+  double devices_done; /* the fraction at the device's own "done" */
+  char first_step[16], last_step[16], last_id[16];
 } progress_log;
 
 static void on_progress(void *user, const char *id, const char *step, double f) {
@@ -84,9 +85,12 @@ static void on_progress(void *user, const char *id, const char *step, double f) 
   if (!p->calls)
     snprintf(p->first_step, sizeof p->first_step, "%s", step);
   p->calls++;
-  p->backwards += f < p->last || strcmp(id, "sim0") != 0;
+  p->backwards += f < p->last || (strcmp(id, "sim0") != 0 && strcmp(id, "all") != 0);
   p->last = f;
   snprintf(p->last_step, sizeof p->last_step, "%s", step);
+  snprintf(p->last_id, sizeof p->last_id, "%s", id);
+  if (strcmp(id, "sim0") == 0 && strcmp(step, "done") == 0)
+    p->devices_done = f;
 }
 
 /* A quick calibration of ctx's devices in the dtypes of mask `dtypes`,
@@ -179,6 +183,10 @@ TEST(sim_calibration_recovers_its_parameters) {
   CHECK_MSG(log.calls > 10 && log.backwards == 0 && log.last == 1.0, "%d calls, %d backwards, last %g",
             log.calls, log.backwards, log.last);
   CHECK(strcmp(log.first_step, "kernels") == 0 && strcmp(log.last_step, "done") == 0);
+  /* The probes of the devices together come after the device's steps,
+   * with a part of the bar of their own: it stood at 100% while they ran. */
+  CHECK_MSG(strcmp(log.last_id, "all") == 0 && log.devices_done > 0.5 && log.devices_done < 1,
+            "last reported by %s; the device done at %g", log.last_id, log.devices_done);
   CHECK(r->ndevices == 1 && strcmp(r->dev[0].id, "sim0") == 0 && r->dev[0].calibrated);
   CHECK(strcmp(r->output, o.output) == 0);
   for (int dt = 0; dt < 2; dt++) {
