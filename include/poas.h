@@ -252,7 +252,9 @@ int poas_dgemm(poas_context *ctx, poas_layout layout, poas_op transa,
 typedef struct poas_device_report {
   char id[POAS_ID_LEN];
   double share;            /* fraction of C's elements it computed */
-  int chunks;              /* GEMM chunks it ran */
+  int chunks;              /* GEMM chunks it ran to their end: a device that failed
+                              in its only chunk has 0, and a share of the tiles of
+                              that chunk that reached C */
   double predicted_s;      /* what the plan predicted for it */
   double measured_s;       /* from the run's start to its last instruction */
   double busy_s;           /* time with work on the device */
