@@ -44,15 +44,12 @@ static void describe(const poas_context *ctx, const poas__gemm_problem *p,
     d->transfer_s = sh->time.transfer_s;
     d->predicted_s = sh->time.total_s;
     /* A built-in estimate from a device's peak is as rough as the
-     * solver's stand-in for an unusable model (a sim's own is exact). A
-     * device calibrated in the other dtype only (poas-calibrate --dtype s)
-     * still plans this one on its estimate: its model has no fit in it,
-     * and was once called calibrated. */
-    const poas__device_model *dm = &ctx->models[i];
-    d->estimated = sh->estimated || dm->source == POAS__MODEL_BUILTIN ||
-                   dm->source == POAS__MODEL_NONE ||
-                   (dm->source == POAS__MODEL_CALIBRATED && !dm->gemm_fit[p->dtype].samples &&
-                    ctx->devices.dev[i]->info.kind != POAS_DEVICE_SIM);
+     * solver's stand-in for an unusable model (a sim's own is exact, in
+     * a dtype its calibration left out too). A device calibrated in the
+     * other dtype only (poas-calibrate --dtype s) plans this one on its
+     * estimate, and was once called calibrated. */
+    d->estimated = sh->estimated || !(poas__model_fitted(&ctx->models[i], p->dtype) ||
+                                      ctx->devices.dev[i]->info.kind == POAS_DEVICE_SIM);
     d->corun = sh->corun;
     d->learned = plan->learned[i];
   }

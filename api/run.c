@@ -23,11 +23,10 @@
 #define POAS__MIN_GAIN 0.03
 
 /* How far device i's GEMM model can be off for dtype: its held-out median
- * when calibrated, else 0 (not known). */
+ * when fitted, else 0 (not known). */
 static double model_error(const poas_context *ctx, int i, poas_dtype dtype) {
   const poas__device_model *dm = &ctx->models[i];
-  return dm->source == POAS__MODEL_CALIBRATED ? dm->gemm_fit[dtype == POAS_FLOAT64].heldout_median
-                                              : 0;
+  return poas__model_fitted(dm, dtype) ? dm->gemm_fit[dtype].heldout_median : 0;
 }
 
 /* What a run through the engine (several devices, or several tiles on
@@ -218,8 +217,11 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
         .scratch_pad = ctx->devices.dev[i]->gemm_scratch_pad,
         .scratch_min_mnk = ctx->devices.dev[i]->gemm_scratch_min_mnk,
         .model_error = model_error(ctx, i, p->dtype),
+        /* A dtype it has no peak for only where it was fitted in it: a
+         * device calibrated in sgemm alone (an OpenCL device without
+         * fp64) was planned dgemm it cannot run. */
         .supports_dtype =
-            (info->peak_gflops[p->dtype] > 0 || dm->source == POAS__MODEL_CALIBRATED) &&
+            (info->peak_gflops[p->dtype] > 0 || poas__model_fitted(dm, p->dtype)) &&
             (p->only == 0 || p->only == i + 1),
         .lost = poas__dev_lost(ctx->devices.dev[i]),
     };
@@ -253,8 +255,7 @@ static void sched_config(const poas_context *ctx, const poas__gemm_plan *plan,
     cfg->tiles[i] = sh->time.tiles;
     double units = (double)(sh->u1 - sh->u0);
     cfg->rate[i] = units > 0 ? units / POAS__MAX(sh->time.total_s, 1e-12) : 0;
-    if (ctx->models[i].source == POAS__MODEL_CALIBRATED)
-      cfg->model_error[i] = ctx->models[i].gemm_fit[plan->prob.dtype].heldout_median;
+    cfg->model_error[i] = model_error(ctx, i, plan->prob.dtype);
   }
   cfg->predicted_makespan_s = plan->makespan_s;
   cfg->engine_s = r->engine_s;

@@ -193,6 +193,14 @@ typedef struct poas__device_model {
   int handoff_slow_now;
 } poas__device_model;
 
+/* Whether dm's GEMM model of dtype was fitted from measurements (its
+ * calibration, or a profile that holds that dtype). A device calibrated
+ * in one dtype only keeps its built-in estimate for the other, while its
+ * source says calibrated. */
+static inline int poas__model_fitted(const poas__device_model *dm, poas_dtype dtype) {
+  return dm->source == POAS__MODEL_CALIBRATED && dm->gemm_fit[dtype].samples > 0;
+}
+
 /* The index of a transpose pair in poas__device_model.gemm[dtype][]. */
 static inline int poas__gemm_pair(poas_op ta, poas_op tb) {
   return (ta == POAS_TRANS) + 2 * (tb == POAS_TRANS);

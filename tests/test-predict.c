@@ -432,6 +432,14 @@ TEST(a_dtype_never_calibrated_plans_as_an_estimate) {
     CHECK_MSG(plan.dev[0].estimated == (dt == POAS_FLOAT64), "%sgemm: estimated %d",
               dt ? "d" : "s", plan.dev[0].estimated);
   }
+  /* A device with no double precision (an OpenCL device without fp64,
+   * peak 0) calibrated in sgemm alone is not planned dgemm: its model's
+   * source said calibrated, and the plan gave it work it cannot run. */
+  ctx->devices.dev[0]->info.peak_gflops[POAS_FLOAT64] = 0;
+  int rc = poas_plan_gemm(ctx, POAS_FLOAT64, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 512,
+                          512, 512, &plan);
+  CHECK_MSG(rc != 0 || plan.ndevices == 0 || plan.dev[0].share == 0, "%s: planned %d devices",
+            poas_err_name(rc), plan.ndevices);
   poas_finalize(ctx);
   return 0;
 }
