@@ -413,6 +413,12 @@ static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_
  * take the rest, where progress stood at 100% while they ran. */
 #define DEVICES_PART 0.92
 
+/* Reports a step of the probes of the devices together (device "all"). */
+static void progress_all(const poas_calibrate_options *opts, const char *step, double fraction) {
+  if (opts->progress)
+    opts->progress(opts->progress_user, "all", step, fraction);
+}
+
 int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                    poas_calibration_result *out) {
   poas__clear_detail();
@@ -487,10 +493,10 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     rc = poas__calibrate_device(ctx->devices.dev[i], &co, &fresh[i]);
     done++;
   }
-  if (!rc && opts->progress)
-    opts->progress(opts->progress_user, "all", "contention", DEVICES_PART);
-  if (!rc)
+  if (!rc) {
+    progress_all(opts, "contention", DEVICES_PART);
     rc = calibrate_contention(ctx, sel, fresh);
+  }
   /* The dispatch runs below are timed on the fresh models as they are,
    * with nothing taught; what runs taught comes back should the
    * calibration fail from here on, as the models do. */
@@ -501,8 +507,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     pthread_mutex_unlock(&ctx->adapt_lock);
     poas__adapt_reset(ctx, NULL);
     untaught = 1;
-    if (opts->progress)
-      opts->progress(opts->progress_user, "all", "runs", (1 + DEVICES_PART) / 2);
+    progress_all(opts, "runs", (1 + DEVICES_PART) / 2);
     rc = calibrate_dispatch(ctx, sel, fresh, mask);
   }
   /* Another calibration may have written the file while this one measured
@@ -584,8 +589,8 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     ctx->taught = *taught;
     pthread_mutex_unlock(&ctx->adapt_lock);
   }
-  if (!rc && opts->progress)
-    opts->progress(opts->progress_user, "all", "done", 1.0);
+  if (!rc)
+    progress_all(opts, "done", 1.0);
   free(taught);
   free(merged);
   free(keep);
