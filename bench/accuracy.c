@@ -319,12 +319,22 @@ static int call_errors(int ns, const double *t, const double *call_pred, const d
   return n;
 }
 
-/* Whether a timings file could be written at `path`: 0, or -1 with the
- * reason in why[cap]. The new file that tells is removed again. */
-static int timings_check(const char *path, char *why, size_t cap) {
+/* Opens the new file of the timings at `path` into bf: 0, or nonzero
+ * having said why not. */
+static int timings_open(bench_file *bf, const char *path) {
+  char why[256];
+  if (bench_file_open(bf, path, BENCH_OUTPUT_TIMINGS, why, sizeof why) == 0)
+    return 0;
+  fprintf(stderr, "accuracy: cannot write the timings %s: %s\n", path, why);
+  return 1;
+}
+
+/* Whether a timings file could be written at `path`: 0, or nonzero having
+ * said why not. The new file that tells is removed again. */
+static int timings_check(const char *path) {
   bench_file bf;
-  if (bench_file_open(&bf, path, BENCH_OUTPUT_TIMINGS, why, cap) != 0)
-    return -1;
+  if (timings_open(&bf, path))
+    return 1;
   bench_file_close(&bf, ECANCELED);
   return 0;
 }
@@ -337,11 +347,8 @@ static int timings_check(const char *path, char *why, size_t cap) {
 static int write_timings(const char *path, const shape *shapes, int ns, int timed,
                          const double *t, const double *call_pred, const double *state) {
   bench_file bf;
-  char why[256];
-  if (bench_file_open(&bf, path, BENCH_OUTPUT_TIMINGS, why, sizeof why) != 0) {
-    fprintf(stderr, "accuracy: cannot write the timings %s: %s\n", path, why);
+  if (timings_open(&bf, path))
     return 1;
-  }
   FILE *f = bf.f;
   fprintf(f, "dtype,op,m,n,k,timing,measured_s,predicted_s,handoff_ratio\n");
   for (int i = 0; i < ns; i++)
@@ -439,11 +446,8 @@ int main(int argc, char **argv) {
   /* --timings is checked before the minutes of timing, as poas-bench
    * checks --csv: a file that could not be written failed only at the
    * end, and one whose writing failed was left cut short. */
-  char why[256];
-  if (timings_path && timings_check(timings_path, why, sizeof why)) {
-    fprintf(stderr, "accuracy: cannot write the timings %s: %s\n", timings_path, why);
+  if (timings_path && timings_check(timings_path))
     return 1;
-  }
   poas_context *ctx;
   status = tool_context_open("accuracy", &opts, &ctx);
   if (status)
