@@ -42,11 +42,15 @@ static int parse_adapt(const char *text, int *off) {
   return 0;
 }
 
-static int parse_policy(const char *text, poas__policy *out) {
+/* The scheduling policy, named in an error by where it came from: an
+ * unknown POAS_SCHED once read as if the program had passed it, where
+ * poas_init's doc says the detail names the variable. */
+static int parse_policy(const char *text, const char *source, poas__policy *out) {
   if (poas__policy_parse(text, out) == 0)
     return 0;
   return poas__fail(POAS_EINVAL,
-                    "unknown scheduling policy '%s' (expected static, guided or dynamic)", text);
+                    "unknown scheduling policy '%s' in %s (expected static, guided or dynamic)",
+                    text, source);
 }
 
 /* Checks that the trace file can be written, so that a path that cannot
@@ -103,7 +107,9 @@ int poas_init(poas_context **out, const poas_options *opts) {
   ctx->adapt_off = opts->no_adapt || adapt_env_off;
   poas__adapt_reset(ctx, NULL);
   const char *sched = setting(opts->sched, "POAS_SCHED");
-  if ((rc = parse_policy(sched ? sched : "guided", &ctx->sched)) != 0)
+  const char *sched_source =
+      opts->sched && *opts->sched ? "poas_options.sched" : "POAS_SCHED";
+  if ((rc = parse_policy(sched ? sched : "guided", sched_source, &ctx->sched)) != 0)
     goto fail_ctx;
   /* Each run reads POAS_FAULT again (a test may set it between GEMMs), but
    * a malformed one fails here, not at the first GEMM. */

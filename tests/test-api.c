@@ -506,7 +506,8 @@ TEST(malformed_settings_are_named_at_init) {
              {"POAS_FAULT", "sim0:after=x", "bad entry 'sim0:after=x'"},
              {"POAS_FAULT", "sim0:after=-1", "bad entry 'sim0:after=-1'"},
              {"POAS_FAULT", ":after=1", "bad entry ':after=1'"},
-             {"POAS_FAULT", "sim0:after=1,sim1", "bad entry 'sim1'"}};
+             {"POAS_FAULT", "sim0:after=1,sim1", "bad entry 'sim1'"},
+             {"POAS_SCHED", "fastest", "'fastest' in POAS_SCHED"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     setenv(bad[i].var, bad[i].value, 1);
     poas_context *ctx = NULL;
@@ -518,6 +519,16 @@ TEST(malformed_settings_are_named_at_init) {
     CHECK_MSG(rc == POAS_EINVAL && !ctx && strstr(poas_error_detail(), bad[i].says),
               "%s='%s': %s (%s)", bad[i].var, bad[i].value, poas_err_name(rc),
               poas_error_detail());
+  }
+  /* The same policy passed in the options is named as the program's. */
+  {
+    poas_context *ctx = NULL;
+    poas_options o;
+    poas_options_init(&o);
+    o.devices = "sim";
+    o.sched = "fastest";
+    CHECK_FAILS(poas_init(&ctx, &o), POAS_EINVAL, "'fastest' in poas_options.sched");
+    CHECK(!ctx);
   }
   /* What they may be. */
   static const char *const good[][2] = {{"POAS_ADAPT", "0"}, {"POAS_ADAPT", "1"},
