@@ -551,8 +551,10 @@ typedef struct poas_profile_info {
 int poas_profile_get(const poas_context *ctx, poas_profile_info *out);
 
 /* The default profile path into buf[cap]: $POAS_PROFILE, else
- * $XDG_DATA_HOME/poas/<hostname>.json, else
- * ~/.local/share/poas/<hostname>.json. POAS_EINVAL when it does not fit. */
+ * $XDG_DATA_HOME/poas/<hostname>.json (an absolute one: a relative
+ * XDG_DATA_HOME is ignored), else ~/.local/share/poas/<hostname>.json.
+ * POAS_EINVAL when it does not fit; POAS_EPROFILE when there is none
+ * (none of the three set, HOME among them). */
 int poas_default_profile_path(char *buf, size_t cap);
 
 /* -------------------------------------------------------- planning (optimize/)

@@ -517,6 +517,13 @@ TEST(default_path_follows_environment) {
   unsetenv("XDG_DATA_HOME");
   CHECK_RC(poas_default_profile_path(buf, 8), POAS_EINVAL);
   CHECK_RC(poas_default_profile_path(NULL, 8), POAS_ENULL);
+  /* With no HOME either there is no path: POAS_EPROFILE, as poas.h says,
+   * and buf as it was. */
+  unsetenv("HOME");
+  memset(buf, 'z', sizeof buf);
+  CHECK_RC(poas_default_profile_path(buf, sizeof buf), POAS_EPROFILE);
+  CHECK(buf[0] == 'z' && buf[sizeof buf - 1] == 'z');
+  setenv("HOME", "/home/someone", 1);
   /* No profile there: built-in estimates, and the status says so. */
   poas_context *ctx = open_with_profile("cpu", NULL);
   CHECK(ctx);
