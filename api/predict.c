@@ -579,7 +579,7 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     }
     out->seconds = poas__now() - t0;
     if (opts->output)
-      poas__strlcpy(out->output, opts->output, sizeof out->output);
+      poas__strlcpy_marked(out->output, opts->output, sizeof out->output);
     out->nkept = nkept;
     memcpy(out->kept, kept, (size_t)nkept * sizeof *kept);
     poas__strlcpy(out->replaced, replaced, sizeof out->replaced);
@@ -642,9 +642,7 @@ int poas_profile_get(const poas_context *ctx, poas_profile_info *out) {
     return poas__fail(POAS_ENULL, "poas_profile_get: %s is NULL", ctx ? "out" : "ctx");
   const poas__profile_status *st = &ctx->profile;
   memset(out, 0, sizeof *out);
-  poas__strlcpy(out->path, st->path, sizeof out->path);
-  if (strlen(st->path) >= sizeof out->path) /* cut, and seen to be */
-    memcpy(out->path + sizeof out->path - 4, "...", 4);
+  poas__strlcpy_marked(out->path, st->path, sizeof out->path);
   out->loaded = st->loaded;
   poas__strlcpy(out->created, st->created, sizeof out->created);
   out->age_s = st->loaded ? st->age_s : -1;

@@ -129,6 +129,10 @@ const char *poas__dtype_name(poas_dtype dtype);
 
 /* Copies src into dst[cap] always terminating; truncates. */
 void poas__strlcpy(char *dst, const char *src, size_t cap);
+/* The same, and a src cut short ends in "..." (cap of at least 4), so that
+ * a reader of dst sees it is not the whole: for paths handed back to
+ * callers. */
+void poas__strlcpy_marked(char *dst, const char *src, size_t cap);
 /* `s` without its leading and trailing blanks: cuts the trailing ones off
  * in place and returns where the rest starts. */
 char *poas__trim(char *s);

@@ -125,6 +125,12 @@ void poas__strlcpy(char *dst, const char *src, size_t cap) {
   dst[n] = '\0';
 }
 
+void poas__strlcpy_marked(char *dst, const char *src, size_t cap) {
+  poas__strlcpy(dst, src, cap);
+  if (src && cap >= 4 && strlen(src) >= cap)
+    memcpy(dst + cap - 4, "...", 4);
+}
+
 char *poas__trim(char *s) {
   while (isspace((unsigned char)*s))
     s++;

@@ -127,7 +127,9 @@ typedef struct poas_options {
    * ("cpu", "cuda", "opencl", "sim") or an id ("opencl0"), with settings
    * after colons: "cpu:threads=1,opencl0", "sim:rate=1e11:bandwidth=1e10".
    * Blanks around ',', ':' and '=' are ignored, not those inside a name
-   * or value. Default: every device found.
+   * or value. At most POAS_MAX_DEVICES entries, 12 settings an entry,
+   * and 159 bytes a value (a sim:profile= path among them); past these
+   * the selection is malformed. Default: every device found.
    *
    * A sim device simulates timing only: it takes the time its settings
    * (or profile) say and computes nothing, so the part of C given to it
@@ -467,7 +469,9 @@ typedef struct poas_calibration_result {
   int ndevices;
   poas_device_fit dev[POAS_MAX_DEVICES];
   double seconds;          /* wall time the calibration took */
-  char output[512];        /* the profile written, "" when none */
+  /* The profile written, "" when none; a longer path is cut to fit and
+   * ends in "..." (as poas_profile_info.path). */
+  char output[512];
   /* What the profile written kept of the profile of this machine it
    * replaced: the models this calibration did not measure. */
   int nkept;
@@ -737,7 +741,9 @@ typedef struct poas_task_desc {
 /* Submits a task (desc is copied). With out != NULL, *out is a handle to
  * pass to poas_task_wait(); with out == NULL the task is released when it
  * finishes, and poas_wait_all() reports its error. Handles never waited for are
- * released by poas_finalize(). On error nothing is submitted. */
+ * released by poas_finalize(). A desc with no implementation at all, or
+ * naccess outside 0 to POAS_TASK_MAX_ACCESS, is POAS_EINVAL; one no device
+ * of the context can run, POAS_ENOTSUP. On error nothing is submitted. */
 int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **out);
 /* Waits for a task and releases its handle; returns its status (0, or the
  * error that stopped it, poas_error_detail() saying why). Each handle is

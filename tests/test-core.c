@@ -93,6 +93,22 @@ TEST(parse_numbers) {
   return 0;
 }
 
+/* A string that fits is copied whole; one cut short ends in "..." where
+ * the caller is told of the cut, and in its last bytes that fit where not. */
+TEST(copies_say_when_they_cut) {
+  char buf[8];
+  memset(buf, 'x', sizeof buf);
+  poas__strlcpy_marked(buf, "1234567", sizeof buf);
+  CHECK(strcmp(buf, "1234567") == 0);
+  poas__strlcpy_marked(buf, "12345678", sizeof buf);
+  CHECK_MSG(strcmp(buf, "1234...") == 0, "%s", buf);
+  poas__strlcpy(buf, "12345678", sizeof buf);
+  CHECK(strcmp(buf, "1234567") == 0);
+  poas__strlcpy_marked(buf, NULL, sizeof buf);
+  CHECK(buf[0] == '\0');
+  return 0;
+}
+
 TEST(spec_parses_entries_and_settings) {
   static poas__spec s;
   char err[256];
@@ -477,6 +493,7 @@ TEST(follow_links_finds_the_file_a_path_names) {
 
 TEST_MAIN(TEST_ENTRY(strerror_covers_every_code), TEST_ENTRY(worker_mark_is_per_thread),
           TEST_ENTRY(parse_numbers),
+          TEST_ENTRY(copies_say_when_they_cut),
           TEST_ENTRY(spec_parses_entries_and_settings),
           TEST_ENTRY(spec_rejects_and_names_bad_tokens),
           TEST_ENTRY(spec_refusals_say_what_and_where),
