@@ -411,11 +411,15 @@ int main(int argc, char **argv) {
    * next's prediction. */
   opts.no_adapt = 1;
   int reps = 6, passes = 3, quick = 0, adapting = 0, c, status;
-  const tool_cli cli = {
-      .prog = "accuracy", .usage = usage, .devices = &opts.devices, .try_help = 1};
+  const tool_cli cli = {.prog = "accuracy",
+                        .usage = usage,
+                        .argc = argc,
+                        .argv = argv,
+                        .longopts = longopts,
+                        .devices = &opts.devices};
   const char *passes_arg = NULL, *timings_path = NULL;
   tool_std_ready();
-  while ((c = getopt_long(argc, argv, "d:r:p:qat:hV", longopts, NULL)) != -1) {
+  while ((c = tool_getopt(&cli, ":d:r:p:qat:hV")) != -1) {
     if (c == 'r') {
       long v;
       if (bench_parse_long(optarg, 1, MAX_REPS, &v))

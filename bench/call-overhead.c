@@ -80,9 +80,14 @@ int main(int argc, char **argv) {
   const char *id = NULL;
   long n_arg = 64, calls_arg = 200;
   int c, status;
-  const tool_cli cli = {.prog = "call-overhead", .usage = usage, .devices = &id, .try_help = 1};
+  const tool_cli cli = {.prog = "call-overhead",
+                        .usage = usage,
+                        .argc = argc,
+                        .argv = argv,
+                        .longopts = longopts,
+                        .devices = &id};
   tool_std_ready();
-  while ((c = getopt_long(argc, argv, "d:n:c:hV", longopts, NULL)) != -1) {
+  while ((c = tool_getopt(&cli, ":d:n:c:hV")) != -1) {
     if (c == 'n') {
       if (bench_parse_long(optarg, 1, 4096, &n_arg))
         return bench_bad_arg("call-overhead", "-n (1 to 4096)", optarg);

@@ -143,9 +143,14 @@ int main(int argc, char **argv) {
   static const struct option longopts[] = {TOOL_LONGOPT_DEVICES, TOOL_LONGOPTS_END};
   const char *want = NULL;
   int c, status;
-  const tool_cli cli = {.prog = "device-copy", .usage = usage, .devices = &want, .try_help = 1};
+  const tool_cli cli = {.prog = "device-copy",
+                        .usage = usage,
+                        .argc = argc,
+                        .argv = argv,
+                        .longopts = longopts,
+                        .devices = &want};
   tool_std_ready();
-  while ((c = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1)
+  while ((c = tool_getopt(&cli, ":d:hV")) != -1)
     if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
       return status;
   size_t sizes[MAX_SIZES] = {(size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20};

@@ -263,7 +263,11 @@ static int parse_options(int argc, char **argv, options *o) {
       {"alone-limit", required_argument, NULL, 'a'}, TOOL_LONGOPTS_END};
   /* -p is --plot here, and --profile has no letter; main checks stdout. */
   const tool_cli cli = {.prog = "poas-bench",
+                        .command = "gemm",
                         .usage = usage,
+                        .argc = argc,
+                        .argv = argv,
+                        .longopts = longopts,
                         .devices = &o->devices,
                         .json = &o->json,
                         .stdout_checked_later = 1};
@@ -271,7 +275,7 @@ static int parse_options(int argc, char **argv, options *o) {
   int64_t v = 0;
   int c, status;
   o->ndtypes = 1, o->dtypes[0] = POAS_FLOAT32, o->repeat = 5, o->baselines = "all";
-  while ((c = getopt_long(argc, argv, "s:S:t:d:b:r:c:p:ja:hV", longopts, NULL)) != -1) {
+  while ((c = tool_getopt(&cli, ":s:S:t:d:b:r:c:p:ja:hV")) != -1) {
     switch (c) {
     case 's': sizes = optarg; break;
     case 'S': shape_arg = optarg; break;
@@ -1100,14 +1104,7 @@ static int plot_over_csv(const char *prog, const char *plot, const char *csv) {
 /* `poas-bench gemm ...`: argv[1] is "gemm", whose options follow. */
 static int gemm_main(int argc, char **argv) {
   static bench b;
-  /* getopt names the program by argv[0] in its messages, which said
-   * "gemm: unrecognized option"; argv[1] is put back for the JSON's
-   * command line. */
-  static char name[] = "poas-bench gemm";
-  char *cmd = argv[1];
-  argv[1] = name;
   int rc = parse_options(argc - 1, argv + 1, &b.o);
-  argv[1] = cmd;
   if (rc != TOOL_GO_ON)
     return rc;
   char csv_name[64];
@@ -1212,16 +1209,20 @@ static void plot_usage(FILE *f) {
 static int plot_main(int argc, char **argv) {
   static const struct option longopts[] = {{"plot", required_argument, NULL, 'p'},
                                            TOOL_LONGOPTS_END};
-  /* Its version is poas-bench's, and main checks stdout. */
-  const tool_cli cli = {.prog = "poas-bench", .usage = plot_usage, .stdout_checked_later = 1};
   static bench_row rows[4096];
   const char *out = NULL;
   int nrows = 0, c, status;
   char why[512];
-  static char name[] = "poas-bench plot"; /* getopt's name for the program */
   argc--, argv++;
-  argv[0] = name;
-  while ((c = getopt_long(argc, argv, "p:hV", longopts, NULL)) != -1) {
+  /* Its version is poas-bench's, and main checks stdout. */
+  const tool_cli cli = {.prog = "poas-bench",
+                        .command = "plot",
+                        .usage = plot_usage,
+                        .argc = argc,
+                        .argv = argv,
+                        .longopts = longopts,
+                        .stdout_checked_later = 1};
+  while ((c = tool_getopt(&cli, ":p:hV")) != -1) {
     if (c == 'p')
       out = optarg;
     else if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)

@@ -169,17 +169,19 @@ static int parse_options(int argc, char **argv, options *o, int speaks) {
   o->repeat = 3;
   poas_options_init(&o->po);
   optind = 0; /* from the start, and getopt's state reset, on a second pass */
-  opterr = speaks;
   /* Rank 0 checks stdout at the end, --help and --version included (main). */
   const tool_cli cli = {.prog = PROG,
                         .usage = usage,
+                        .argc = argc,
+                        .argv = argv,
+                        .longopts = longopts,
                         .devices = &o->po.devices,
                         .profile = &o->po.profile,
                         .json = &o->json,
                         .quiet = !speaks,
                         .stdout_checked_later = 1};
   int c, status;
-  while ((c = getopt_long(argc, argv, "s:t:r:d:p:jhV", longopts, NULL)) != -1) {
+  while ((c = tool_getopt(&cli, ":s:t:r:d:p:jhV")) != -1) {
     switch (c) {
     case 's':
       if (parse_sizes(optarg, o) != 0)

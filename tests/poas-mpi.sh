@@ -142,7 +142,14 @@ PYEOF
 grep -q "result not checked: a rank computed on simulated devices" "$tmp/err" ||
   fail "sims: the table does not say the result is not checked: $(cat "$tmp/err")"
 
-# Usage errors end every rank with 2, said by rank 0 alone.
+# Usage errors end every rank with 2, said by rank 0 alone: an option
+# refused in the program's own name (not its path, as getopt gave it), with
+# where to read more and not the whole usage.
+mpi -np 2 "$bench" --bogus >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && [ ! -s "$tmp/out" ] || fail "--bogus: not exit 2: $(cat "$tmp/out" "$tmp/err")"
+[ "$(grep -c "^poas-mpi-bench: unrecognized option '--bogus'\$" "$tmp/err")" -eq 1 ] &&
+  [ "$(grep -c "^Try 'poas-mpi-bench --help' for more information.\$" "$tmp/err")" -eq 1 ] &&
+  ! grep -q "Usage" "$tmp/err" || fail "--bogus: not said once, in one line: $(cat "$tmp/err")"
 mpi -np 2 "$bench" --sizes x >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--sizes x: not exit 2: $(cat "$tmp/err")"
 [ "$(grep -c "bad --sizes 'x'" "$tmp/err")" -eq 1 ] || fail "--sizes x: not said once: $(cat "$tmp/err")"
@@ -178,7 +185,7 @@ for bad in --bogus "--sizes x"; do
     -np 1 -x POAS_DEVICES=sim "$bench" --repeat 1 $bad >"$tmp/out" 2>"$tmp/err"
   rc=$?
   [ $rc -eq 2 ] || fail "rank 1 alone given $bad: not exit 2 (exit $rc): $(cat "$tmp/err")"
-  grep -q -e "unrecognized option '--bogus'" -e "bad --sizes 'x'" "$tmp/err" ||
+  grep -q -e "^poas-mpi-bench: unrecognized option '--bogus'" -e "bad --sizes 'x'" "$tmp/err" ||
     fail "rank 1 alone given $bad: not said: $(cat "$tmp/err")"
 done
 
@@ -187,7 +194,8 @@ timeout 60 mpirun -np 1 -x POAS_DEVICES=sim "$bench" --help : \
   -np 1 -x POAS_DEVICES=sim "$bench" --bogus >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc -eq 2 ] || fail "rank 0 --help, rank 1 --bogus: not exit 2 (exit $rc): $(cat "$tmp/err")"
-grep -q "unrecognized option '--bogus'" "$tmp/err" ||
+grep -q "^poas-mpi-bench: unrecognized option '--bogus'" "$tmp/err" &&
+  grep -q "^Try 'poas-mpi-bench --help' for more information." "$tmp/err" ||
   fail "rank 0 --help, rank 1 --bogus: not said: $(cat "$tmp/err")"
 
 # Each rank of an MPMD job may name its own devices, but not its own

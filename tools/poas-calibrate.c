@@ -169,8 +169,13 @@ int main(int argc, char **argv) {
   poas_calibrate_options_init(&co);
   const char *output = NULL;
   int c, status;
-  const tool_cli cli = {.prog = "poas-calibrate", .usage = usage, .devices = &opts.devices};
-  while ((c = getopt_long(argc, argv, "qd:t:o:hV", longopts, NULL)) != -1) {
+  const tool_cli cli = {.prog = "poas-calibrate",
+                        .usage = usage,
+                        .argc = argc,
+                        .argv = argv,
+                        .longopts = longopts,
+                        .devices = &opts.devices};
+  while ((c = tool_getopt(&cli, ":qd:t:o:hV")) != -1) {
     switch (c) {
     case 'q':
       co.quick = 1;
@@ -194,7 +199,7 @@ int main(int argc, char **argv) {
         return status;
     }
   }
-  if ((status = tool_no_operands(&cli, argc, argv)) != TOOL_GO_ON)
+  if ((status = tool_no_operands(&cli)) != TOOL_GO_ON)
     return status;
   char path[1024];
   if (!output) {

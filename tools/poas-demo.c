@@ -102,8 +102,9 @@ int main(int argc, char **argv) {
   int64_t v;
   int c, status;
   const tool_cli cli = {
-      .prog = "poas-demo", .usage = usage, .devices = &opts.devices, .profile = &opts.profile};
-  while ((c = getopt_long(argc, argv, "d:p:n:c:hV", longopts, NULL)) != -1) {
+      .prog = "poas-demo", .usage = usage, .argc = argc, .argv = argv, .longopts = longopts,
+      .devices = &opts.devices, .profile = &opts.profile};
+  while ((c = tool_getopt(&cli, ":d:p:n:c:hV")) != -1) {
     switch (c) {
     case 'n':
       if (tool_parse_int64(optarg, 1, 65536, &v)) {
@@ -124,7 +125,7 @@ int main(int argc, char **argv) {
         return status;
     }
   }
-  if ((status = tool_no_operands(&cli, argc, argv)) != TOOL_GO_ON)
+  if ((status = tool_no_operands(&cli)) != TOOL_GO_ON)
     return status;
   if (!operands_fit(n))
     return 1;

@@ -299,12 +299,12 @@ int main(int argc, char **argv) {
   poas_options_init(&opts);
   int json = 0, c, status;
   const tool_cli cli = {
-      .prog = "poas-info", .usage = usage, .devices = &opts.devices, .profile = &opts.profile,
-      .json = &json};
-  while ((c = getopt_long(argc, argv, "d:p:jhV", longopts, NULL)) != -1)
+      .prog = "poas-info", .usage = usage, .argc = argc, .argv = argv, .longopts = longopts,
+      .devices = &opts.devices, .profile = &opts.profile, .json = &json};
+  while ((c = tool_getopt(&cli, ":d:p:jhV")) != -1)
     if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
       return status;
-  if ((status = tool_no_operands(&cli, argc, argv)) != TOOL_GO_ON)
+  if ((status = tool_no_operands(&cli)) != TOOL_GO_ON)
     return status;
   poas_context *ctx;
   int rc = tool_context_open("poas-info", &opts, &ctx);

@@ -138,9 +138,9 @@ int main(int argc, char **argv) {
   double beta = 1;
   int json = 0, c, status;
   const tool_cli cli = {
-      .prog = "poas-plan", .usage = usage, .devices = &opts.devices, .profile = &opts.profile,
-      .json = &json};
-  while ((c = getopt_long(argc, argv, "m:n:k:t:b:d:p:jhV", longopts, NULL)) != -1) {
+      .prog = "poas-plan", .usage = usage, .argc = argc, .argv = argv, .longopts = longopts,
+      .devices = &opts.devices, .profile = &opts.profile, .json = &json};
+  while ((c = tool_getopt(&cli, ":m:n:k:t:b:d:p:jhV")) != -1) {
     switch (c) {
     case 'm':
     case 'n':
@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
         return status;
     }
   }
-  if ((status = tool_no_operands(&cli, argc, argv)) != TOOL_GO_ON)
+  if ((status = tool_no_operands(&cli)) != TOOL_GO_ON)
     return status;
   if (m < 0 || n < 0 || k < 0) {
     fprintf(stderr, "poas-plan: --m, --n and --k are required\n");
