@@ -240,7 +240,7 @@ done
 # short one, an argument to an option that takes none, and a long option
 # abbreviated so that it names two (one abbreviated to one alone is named
 # whole, as getopt names it). A subcommand's refusals name it, whose --help
-# is the one to read.
+# is the one to read. An operand the tools take none of is said so too.
 while IFS='|' read -r name args message; do
   tool=$tools_dir/$name
   [ -x "$tool" ] || tool=$tmp/mpi/$name
@@ -267,6 +267,8 @@ poas-mpi-bench|--json=yes|option '--json' doesn't allow an argument
 accuracy|--quick -Z|invalid option -- 'Z'
 call-overhead|--calls|option '--calls' requires an argument
 device-copy|-d|option requires an argument -- 'd'
+poas-info|--json extra|unexpected argument 'extra'
+poas-calibrate|-q extra|unexpected argument 'extra'
 EOF
 # A bad value is refused with exit 2 before anything runs, and named
 # (the last word of each line). A malformed --devices in device-copy and

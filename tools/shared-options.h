@@ -35,7 +35,7 @@ typedef struct tool_cli {
    * prog ("poas-bench gemm: ...") so that it names the --help to read;
    * NULL for a program without subcommands. */
   const char *command;
-  void (*usage)(FILE *f); /* the whole usage text */
+  void (*usage)(FILE *f); /* the whole usage text, for --help */
   int argc;               /* the command line tool_getopt reads */
   char **argv;
   /* getopt_long's table, ending in TOOL_LONGOPTS_END: a refused long
@@ -185,14 +185,15 @@ static inline int tool_shared_option(const tool_cli *cli, int c, const char *val
 }
 
 /* After the options: the tools take no operands, and one left over is a
- * usage error, named, with the usage on stderr. Returns TOOL_GO_ON when
- * none is left, else 2. */
+ * usage error, named, with where to read more, as a refused option is
+ * (the whole usage below it buried it). Returns TOOL_GO_ON when none is
+ * left, else 2. */
 static inline int tool_no_operands(const tool_cli *cli) {
   if (optind >= cli->argc)
     return TOOL_GO_ON;
   if (!cli->quiet) {
     fprintf(stderr, "%s: unexpected argument '%s'\n", cli->prog, cli->argv[optind]);
-    cli->usage(stderr);
+    tool_try_help(cli);
   }
   return 2;
 }
