@@ -419,7 +419,7 @@ int main(int argc, char **argv) {
                         .devices = &opts.devices};
   const char *passes_arg = NULL, *timings_path = NULL;
   tool_std_ready();
-  while ((c = tool_getopt(&cli, ":d:r:p:qat:hV")) != -1) {
+  while ((c = tool_getopt(&cli, "d:r:p:qat:hV")) != -1) {
     if (c == 'r') {
       long v;
       if (bench_parse_long(optarg, 1, MAX_REPS, &v))

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
                         .longopts = longopts,
                         .devices = &id};
   tool_std_ready();
-  while ((c = tool_getopt(&cli, ":d:n:c:hV")) != -1) {
+  while ((c = tool_getopt(&cli, "d:n:c:hV")) != -1) {
     if (c == 'n') {
       if (bench_parse_long(optarg, 1, 4096, &n_arg))
         return bench_bad_arg("call-overhead", "-n (1 to 4096)", optarg);

@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
                         .longopts = longopts,
                         .devices = &want};
   tool_std_ready();
-  while ((c = tool_getopt(&cli, ":d:hV")) != -1)
+  while ((c = tool_getopt(&cli, "d:hV")) != -1)
     if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
       return status;
   size_t sizes[MAX_SIZES] = {(size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20};

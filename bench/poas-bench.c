@@ -275,7 +275,7 @@ static int parse_options(int argc, char **argv, options *o) {
   int64_t v = 0;
   int c, status;
   o->ndtypes = 1, o->dtypes[0] = POAS_FLOAT32, o->repeat = 5, o->baselines = "all";
-  while ((c = tool_getopt(&cli, ":s:S:t:d:b:r:c:p:ja:hV")) != -1) {
+  while ((c = tool_getopt(&cli, "s:S:t:d:b:r:c:p:ja:hV")) != -1) {
     switch (c) {
     case 's': sizes = optarg; break;
     case 'S': shape_arg = optarg; break;
@@ -1222,7 +1222,7 @@ static int plot_main(int argc, char **argv) {
                         .argv = argv,
                         .longopts = longopts,
                         .stdout_checked_later = 1};
-  while ((c = tool_getopt(&cli, ":p:hV")) != -1) {
+  while ((c = tool_getopt(&cli, "p:hV")) != -1) {
     if (c == 'p')
       out = optarg;
     else if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)

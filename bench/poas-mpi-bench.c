@@ -181,7 +181,7 @@ static int parse_options(int argc, char **argv, options *o, int speaks) {
                         .quiet = !speaks,
                         .stdout_checked_later = 1};
   int c, status;
-  while ((c = tool_getopt(&cli, ":s:t:r:d:p:jhV")) != -1) {
+  while ((c = tool_getopt(&cli, "s:t:r:d:p:jhV")) != -1) {
     switch (c) {
     case 's':
       if (parse_sizes(optarg, o) != 0)

@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
                         .argv = argv,
                         .longopts = longopts,
                         .devices = &opts.devices};
-  while ((c = tool_getopt(&cli, ":qd:t:o:hV")) != -1) {
+  while ((c = tool_getopt(&cli, "qd:t:o:hV")) != -1) {
     switch (c) {
     case 'q':
       co.quick = 1;

@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
   const tool_cli cli = {
       .prog = "poas-demo", .usage = usage, .argc = argc, .argv = argv, .longopts = longopts,
       .devices = &opts.devices, .profile = &opts.profile};
-  while ((c = tool_getopt(&cli, ":d:p:n:c:hV")) != -1) {
+  while ((c = tool_getopt(&cli, "d:p:n:c:hV")) != -1) {
     switch (c) {
     case 'n':
       if (tool_parse_int64(optarg, 1, 65536, &v)) {

@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
   const tool_cli cli = {
       .prog = "poas-info", .usage = usage, .argc = argc, .argv = argv, .longopts = longopts,
       .devices = &opts.devices, .profile = &opts.profile, .json = &json};
-  while ((c = tool_getopt(&cli, ":d:p:jhV")) != -1)
+  while ((c = tool_getopt(&cli, "d:p:jhV")) != -1)
     if ((status = tool_shared_option(&cli, c, optarg)) != TOOL_GO_ON)
       return status;
   if ((status = tool_no_operands(&cli)) != TOOL_GO_ON)

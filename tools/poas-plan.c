@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
   const tool_cli cli = {
       .prog = "poas-plan", .usage = usage, .argc = argc, .argv = argv, .longopts = longopts,
       .devices = &opts.devices, .profile = &opts.profile, .json = &json};
-  while ((c = tool_getopt(&cli, ":m:n:k:t:b:d:p:jhV")) != -1) {
+  while ((c = tool_getopt(&cli, "m:n:k:t:b:d:p:jhV")) != -1) {
     switch (c) {
     case 'm':
     case 'n':
