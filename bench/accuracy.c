@@ -476,7 +476,7 @@ int main(int argc, char **argv) {
   poas_profile_get(ctx, &pi);
   poas_device_info info;
   poas_device_get(ctx, 0, &info);
-  if (strcmp(info.driver, "sim") == 0) { /* alone, it runs in virtual time */
+  if (info.kind == POAS_DEVICE_SIM) { /* alone, it runs in virtual time */
     fprintf(stderr,
             "accuracy: %s is simulated: alone, its calls take virtual time and there is nothing "
             "to measure; give a real device with --devices\n",

@@ -30,6 +30,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The most a real backend writes of its driver string, the terminating
+ * null included: poas_device_info.driver had 64 bytes until a sim's settings
+ * needed more, and profiles recorded the first 63 characters of an OpenBLAS
+ * configuration; the whole of it would make every earlier profile's cpu0
+ * another device. */
+#define POAS__DRIVER_LEN 64
+
 typedef struct poas__device poas__device;
 typedef struct poas__backend poas__backend;
 typedef struct poas__memcache poas__memcache;

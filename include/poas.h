@@ -193,7 +193,10 @@ typedef struct poas_device_info {
   char id[POAS_ID_LEN];    /* "cpu0", "cuda1", "opencl0", "sim2" */
   poas_device_kind kind;
   char name[128];          /* product name */
-  char driver[64];         /* driver / library version, may be empty */
+  /* Driver / library version, may be empty; a simulated device's is "sim"
+   * and each of its settings that is not the default ("sim drate=4e+10
+   * shared=1"). Profiles compare it to tell a device from another. */
+  char driver[512];
   uint64_t memory_bytes;   /* global memory it can compute from */
   int cores;               /* threads or compute units it uses */
   int shares_host_cores;   /* computes on the same cores as the host CPU */

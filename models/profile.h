@@ -19,7 +19,7 @@ typedef struct poas__profile_device {
   char id[POAS_ID_LEN];
   poas_device_kind kind;
   char name[128];
-  char driver[64];
+  char driver[sizeof((poas_device_info *)0)->driver];
   int cores;
   uint64_t memory_bytes;   /* the device's reported memory */
   poas__device_model model; /* source is POAS__MODEL_CALIBRATED */

@@ -566,6 +566,46 @@ TEST(calibration_keeps_what_it_did_not_measure) {
   return 0;
 }
 
+/* A sim calibrated with other settings than its profile entry's is
+ * another device: none of the entry's models are kept. Its fingerprint once
+ * held its sgemm rate alone, so a sim calibrated in sgemm at a new drate
+ * kept the dgemm models fitted at the old one, and planned on them. */
+TEST(a_sim_of_another_drate_keeps_none_of_the_profiles_models) {
+  poas_context *ctx = test_open("sim:rate=1e11:drate=2e10:latency=0");
+  CHECK(ctx);
+  char path[256];
+  CHECK_OK(calibrate_quick(ctx, 1 << POAS_FLOAT32 | 1 << POAS_FLOAT64, "drate.json", path, NULL));
+  poas_finalize(ctx);
+
+  CHECK(ctx = test_open("sim:rate=1e11:drate=4e10:latency=0"));
+  poas__profile *p = malloc(sizeof *p);
+  poas_calibration_result *r = malloc(sizeof *r);
+  CHECK(p && r);
+  CHECK_OK(poas__profile_load(path, p));
+  char why[400];
+  CHECK(!poas__profile_device_matches(&p->dev[0], &ctx->devices.dev[0]->info, why, sizeof why));
+  CHECK_MSG(strstr(why, "sim0") && strstr(why, "drate=4e+10") && strstr(why, "drate=2e+10"), "%s",
+            why);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  o.output = path;
+  CHECK_OK(poas_calibrate(ctx, &o, r));
+  CHECK_MSG(r->nkept == 0, "%d kept, the first %s", r->nkept, r->kept[0].id);
+  CHECK_OK(poas__profile_load(path, p));
+  CHECK(p->ndev == 1 && !p->dev[0].model.gemm[POAS_FLOAT64][0].valid);
+  /* dgemm is planned at the new drate, on the sim's exact estimate. */
+  double t;
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, POAS_NO_TRANS, POAS_NO_TRANS, 1000, 1000, 1000,
+                             &t));
+  CHECK_MSG(near(t, 2e9 / 4e10, 1e-9), "%g s", t);
+  free(r);
+  free(p);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* Another calibration that writes the output while this one measures (two
  * at once, one per device or dtype) has its models kept: what to keep is
  * read when writing, not only at the start, when both calibrations found
@@ -1893,7 +1933,9 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(calibration_keeps_what_it_did_not_measure),
           TEST_ENTRY(calibration_keeps_what_another_wrote_meanwhile),
           TEST_ENTRY(calibrations_ending_together_keep_each_others_models),
-          TEST_ENTRY(calibration_replaces_only_profiles), TEST_ENTRY(sim_replays_a_profile),
+          TEST_ENTRY(calibration_replaces_only_profiles),
+          TEST_ENTRY(a_sim_of_another_drate_keeps_none_of_the_profiles_models),
+          TEST_ENTRY(sim_replays_a_profile),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
           TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it),
           TEST_ENTRY(transfer_knee_only_where_it_fits_significantly_better),

@@ -492,6 +492,56 @@ TEST(fingerprint_mismatch_names_the_device) {
   return 0;
 }
 
+/* A sim's fingerprint holds every setting that changes what calibration
+ * measures: a profile entry of a sim set otherwise is not this one, and
+ * the difference names the setting. It once held the sgemm rate alone (in
+ * the name), and a sim of another drate took the old dgemm models. The
+ * default sim's name and driver stay what tables and profiles show. */
+TEST(a_sims_fingerprint_holds_its_settings) {
+  static const char *const settings[] = {"drate=4e10", "latency=2e-5", "bandwidth=1.5e10",
+                                         "slowdown=2", "shared=1", "roundtrip=80", "jitter=0.1",
+                                         "memory=8Gi", "rate=1.00001e11",
+                                         "profile=a b.json#cuda0"};
+  poas__devset set;
+  char err[256], spec[256], why[400];
+  CHECK_OK(poas__devset_open("sim", &set, err, sizeof err));
+  CHECK(strcmp(set.dev[0]->info.name, "simulated device 0 (1e+11 flop/s)") == 0);
+  CHECK(strcmp(set.dev[0]->info.driver, "sim") == 0);
+  poas__profile_device *plain = calloc(1, sizeof *plain);
+  CHECK(plain);
+  poas__profile_device_identify(plain, &set.dev[0]->info);
+  poas__devset_close(&set);
+  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+    snprintf(spec, sizeof spec, "sim:%s", settings[i]);
+    CHECK_MSG(poas__devset_open(spec, &set, err, sizeof err) == 0, "%s: %s", spec, err);
+    const poas_device_info *info = &set.dev[0]->info;
+    int same = poas__profile_device_matches(plain, info, why, sizeof why);
+    char key[32];
+    snprintf(key, sizeof key, "%.*s", (int)strcspn(settings[i], "="), settings[i]);
+    CHECK_MSG(!same && strstr(why, "sim0 has ") && strstr(why, key) &&
+                  strstr(why, "the default") && strstr(why, "in the profile"),
+              "%s: %s", spec, same ? "matches" : why);
+    poas__devset_close(&set);
+  }
+  /* Settings that make the same device give the same fingerprint, and
+   * values are said as read back, to the last digit. */
+  CHECK_OK(poas__devset_open("sim:rate=2e11:drate=1e11:latency=3.0000001e-5", &set, err,
+                             sizeof err));
+  poas__profile_device_identify(plain, &set.dev[0]->info);
+  poas__devset_close(&set);
+  CHECK_OK(poas__devset_open("sim:rate=2e11:latency=3.0000001e-5", &set, err, sizeof err));
+  CHECK_MSG(poas__profile_device_matches(plain, &set.dev[0]->info, why, sizeof why), "%s", why);
+  poas__devset_close(&set);
+  CHECK_OK(poas__devset_open("sim:rate=2e11:latency=3.0000002e-5", &set, err, sizeof err));
+  CHECK(!poas__profile_device_matches(plain, &set.dev[0]->info, why, sizeof why));
+  CHECK_MSG(strcmp(why, "sim0 has latency=3.0000002e-05 here but latency=3.0000001e-05 in the "
+                        "profile") == 0,
+            "%s", why);
+  poas__devset_close(&set);
+  free(plain);
+  return 0;
+}
+
 TEST(default_path_follows_environment) {
   char buf[512], host[128];
   gethostname(host, sizeof host);
@@ -709,6 +759,7 @@ TEST_MAIN(TEST_ENTRY(round_trip_is_exact), TEST_ENTRY(writers_of_one_profile_kee
           TEST_ENTRY(good_file_loads_and_missing_file_is_eio), TEST_ENTRY(matching_profile_is_used),
           TEST_ENTRY(a_profiles_thread_counts_reach_the_device),
           TEST_ENTRY(fingerprint_mismatch_names_the_device),
+          TEST_ENTRY(a_sims_fingerprint_holds_its_settings),
           TEST_ENTRY(default_path_follows_environment),
           TEST_ENTRY(long_profile_paths_are_used_whole),
           TEST_ENTRY(a_profile_named_for_simulated_devices_is_read))

@@ -109,7 +109,7 @@ static void fill_name(cpu_state *s) {
   const char *model = pkg ? hwloc_obj_get_info_by_name(pkg, "CPUModel") : NULL;
   poas__strlcpy(s->dev.info.name, model ? model : "host CPU", sizeof s->dev.info.name);
   const char *cfg = openblas_get_config();
-  poas__strlcpy(s->dev.info.driver, cfg ? cfg : "OpenBLAS", sizeof s->dev.info.driver);
+  poas__strlcpy(s->dev.info.driver, cfg ? cfg : "OpenBLAS", POAS__DRIVER_LEN);
 }
 
 /* The cpuset of the first `threads` cores the process may run on, one PU

@@ -309,7 +309,7 @@ static int fill_info(cuda_state *s, char *err, size_t errcap) {
   snprintf(text, sizeof text, "driver %d.%d, runtime %d.%d, cuBLAS %d.%d.%d", drv / 1000,
            drv % 1000 / 10, rt / 1000, rt % 1000 / 10, blas / 10000, blas / 100 % 100,
            blas % 100);
-  poas__strlcpy(info->driver, text, sizeof info->driver);
+  poas__strlcpy(info->driver, text, POAS__DRIVER_LEN);
   info->memory_bytes = prop.totalGlobalMem;
   info->cores = prop.multiProcessorCount;
   info->shares_host_cores = 0;

@@ -348,9 +348,9 @@ static void fill_info(ocl_state *s) {
     poas__ocl_platform_string(plat, CL_PLATFORM_NAME, platname, sizeof platname);
   /* Cut where the two pass the field: the platform and the start of its
    * version say which driver it is. */
-  int plat_len = (int)strnlen(platname, sizeof info->driver - 2);
-  snprintf(info->driver, sizeof info->driver, "%.*s %.*s", plat_len, platname,
-           (int)sizeof info->driver - 2 - plat_len, version);
+  int plat_len = (int)strnlen(platname, POAS__DRIVER_LEN - 2);
+  snprintf(info->driver, POAS__DRIVER_LEN, "%.*s %.*s", plat_len, platname,
+           POAS__DRIVER_LEN - 2 - plat_len, version);
   cl_device_type type = 0;
   clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
   cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);

@@ -11,6 +11,7 @@
 #include "devices/sim/sim.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,17 +99,78 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
   return POAS_ESPEC;
 }
 
+/* A sim's settings when none are given; drate 0 stands for half the rate. */
+static const poas__sim_params sim_defaults = {
+    .rate = {1e11, 0},
+    .latency = 1e-5,
+    .bandwidth = 1e10,
+    .slowdown = 1,
+    .memory = (uint64_t)16 << 30,
+};
+
+static void append(char *buf, size_t cap, const char *fmt, ...) POAS__PRINTF(3, 4);
+static void append(char *buf, size_t cap, const char *fmt, ...) {
+  size_t n = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + n, cap - n, fmt, ap);
+  va_end(ap);
+}
+
+/* Appends " key=v" to buf, v in the fewest digits that read back as v: a
+ * setting that differs in the last digit is another device. */
+static void append_number(char *buf, size_t cap, const char *key, double v) {
+  char digits[32];
+  for (int d = 1; d <= 17; d++) {
+    snprintf(digits, sizeof digits, "%.*g", d, v);
+    if (strtod(digits, NULL) == v)
+      break;
+  }
+  append(buf, cap, " %s=%s", key, digits);
+}
+
+/* The longest driver string: "sim", every number at 24 characters (the
+ * longest %.17g) after the longest key, and the longest profile= value. */
+#define SIM_DRIVER_MAX                                                                           \
+  (sizeof "sim" + POAS__ARRAY_LEN(sim_keys) * (sizeof " bandwidth=" + 24) +                      \
+   sizeof " memory=" + 24 + sizeof " jitter=" + 24 + sizeof " shared=1" + sizeof " profile=" +   \
+   POAS__SPEC_TOKEN)
+_Static_assert(SIM_DRIVER_MAX <= sizeof((poas_device_info *)0)->driver,
+               "a sim's driver string holds all of its settings");
+
+/* The driver string: "sim", then each setting whose value is not the
+ * default, exactly ("sim drate=4e+10 shared=1"). Profiles compare it (with
+ * the name) to tell whether an entry is this device, and every setting
+ * changes what calibration measures: a sim of another drate that matched
+ * kept the dgemm models fitted at the old one. Settings that make the
+ * same device compare equal (drate=1e11 beside rate=2e11, its default);
+ * the default sim is "sim", as it always was. */
+static void describe(const poas__sim_params *p, char *buf, size_t cap) {
+  poas__strlcpy(buf, "sim", cap);
+  for (size_t i = 0; i < POAS__ARRAY_LEN(sim_keys); i++) {
+    double v = *(const double *)((const char *)p + sim_keys[i].offset);
+    double unset = *(const double *)((const char *)&sim_defaults + sim_keys[i].offset);
+    if (sim_keys[i].offset == offsetof(poas__sim_params, rate[1]))
+      unset = p->rate[0] / 2;
+    if (v != unset)
+      append_number(buf, cap, sim_keys[i].key, v);
+  }
+  if (p->memory != sim_defaults.memory)
+    append(buf, cap, " memory=%llu", (unsigned long long)p->memory);
+  if (p->jitter != sim_defaults.jitter)
+    append_number(buf, cap, "jitter", p->jitter);
+  if (p->shares_host_cores)
+    append(buf, cap, " shared=1");
+  if (p->profile)
+    append(buf, cap, " profile=%s", p->profile);
+}
+
 static int sim_open(int index, const poas__spec_entry *e, poas__device **out, char *err,
                     size_t errcap) {
   sim_state *s = calloc(1, sizeof *s);
   if (!s)
     return POAS_ENOMEM;
-  s->p.rate[POAS_FLOAT32] = 1e11;
-  s->p.rate[POAS_FLOAT64] = 0;
-  s->p.latency = 1e-5;
-  s->p.bandwidth = 1e10;
-  s->p.slowdown = 1;
-  s->p.memory = (uint64_t)16 << 30;
+  s->p = sim_defaults;
   s->jitter_state = 0x2545f4914f6cdd1dull + (uint64_t)index;
   for (int i = 0; e && i < e->nsettings; i++) {
     int rc = set_param(s, e->key[i], e->value[i], err, errcap);
@@ -123,7 +185,7 @@ static int sim_open(int index, const poas__spec_entry *e, poas__device **out, ch
   poas_device_info *info = &s->dev.info;
   snprintf(info->name, sizeof info->name, "simulated device %d (%.3g flop/s)", index,
            s->p.rate[POAS_FLOAT32]);
-  poas__strlcpy(info->driver, "sim", sizeof info->driver);
+  describe(&s->p, info->driver, sizeof info->driver);
   info->memory_bytes = s->p.memory;
   info->cores = 1;
   info->shares_host_cores = s->p.shares_host_cores;
