@@ -277,8 +277,10 @@ static void merge_profile(const poas_context *ctx, const int sel[],
      * let it pass) is unlike its entry: what the entry holds was another
      * device's, and none of it is kept. */
     char why[400];
-    if (!poas__profile_device_matches(od, &ctx->devices.dev[i]->info, why, sizeof why))
+    if (!poas__profile_device_matches(od, &ctx->devices.dev[i]->info, why, sizeof why)) {
+      poas__info("none of %s's models in the profile kept: %s", od->id, why);
       continue;
+    }
     k->dtypes = keep_dtypes(&pd->model, &od->model);
     *nkept += k->dtypes != 0;
     /* A device measured without the devices it shares the host's cores
