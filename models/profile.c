@@ -83,74 +83,6 @@ void poas__profile_device_identify(poas__profile_device *pd, const poas_device_i
   pd->memory_bytes = info->memory_bytes;
 }
 
-/* A sim's settings as its driver string lists them ("sim drate=4e+10
- * profile=my file.json"): up to SIM_SETTINGS keys and values, pointing
- * into buf, which holds a copy of the string. A profile= value runs to the
- * end, blanks and all. */
-#define SIM_SETTINGS 16
-typedef struct sim_settings {
-  char buf[sizeof((poas_device_info *)0)->driver];
-  int n;
-  const char *key[SIM_SETTINGS], *value[SIM_SETTINGS];
-} sim_settings;
-
-static void sim_settings_read(sim_settings *ss, const char *driver) {
-  poas__strlcpy(ss->buf, driver, sizeof ss->buf);
-  ss->n = 0;
-  char *word = strchr(ss->buf, ' ');
-  while (word && ss->n < SIM_SETTINGS) {
-    *word++ = '\0';
-    char *eq = strchr(word, '=');
-    if (!eq)
-      break;
-    *eq = '\0';
-    ss->key[ss->n] = word;
-    ss->value[ss->n++] = eq + 1;
-    word = strcmp(word, "profile") == 0 ? NULL : strchr(eq + 1, ' ');
-  }
-}
-
-static const char *sim_setting(const sim_settings *ss, const char *key) {
-  for (int i = 0; i < ss->n; i++)
-    if (strcmp(ss->key[i], key) == 0)
-      return ss->value[i];
-  return NULL;
-}
-
-/* Says in why[cap] the first setting two sims' driver strings differ in
- * ("sim0 has drate=4e+10 here but drate=2e+10 in the profile"); 0 when
- * they differ in none (then the strings are not both a sim's). */
-static int sim_difference(const char *id, const char *here, const char *there, char *why,
-                          size_t cap) {
-  sim_settings *a = malloc(sizeof *a), *b = malloc(sizeof *b);
-  int found = 0;
-  if (a && b) {
-    sim_settings_read(a, here);
-    sim_settings_read(b, there);
-    for (int i = 0; !found && i < a->n; i++) {
-      const char *v = sim_setting(b, a->key[i]);
-      if (!v || strcmp(v, a->value[i]) != 0) {
-        found = 1;
-        if (v)
-          snprintf(why, cap, "%s has %s=%s here but %s=%s in the profile", id, a->key[i],
-                   a->value[i], a->key[i], v);
-        else
-          snprintf(why, cap, "%s has %s=%s here but the default %s in the profile", id,
-                   a->key[i], a->value[i], a->key[i]);
-      }
-    }
-    for (int i = 0; !found && i < b->n; i++)
-      if (!sim_setting(a, b->key[i])) {
-        found = 1;
-        snprintf(why, cap, "%s has the default %s here but %s=%s in the profile", id, b->key[i],
-                 b->key[i], b->value[i]);
-      }
-  }
-  free(a);
-  free(b);
-  return found;
-}
-
 int poas__profile_device_matches(const poas__profile_device *pd, const poas_device_info *info,
                                  char *why, size_t cap) {
   if (pd->kind != info->kind) {
@@ -159,11 +91,9 @@ int poas__profile_device_matches(const poas__profile_device *pd, const poas_devi
   } else if (strcmp(pd->name, info->name) != 0) {
     snprintf(why, cap, "%s is '%s' here but '%s' in the profile", info->id, info->name, pd->name);
   } else if (strcmp(pd->driver, info->driver) != 0) {
-    /* A sim's driver string is its settings: the one that differs is said. */
-    if (info->kind != POAS_DEVICE_SIM ||
-        !sim_difference(info->id, info->driver, pd->driver, why, cap))
-      snprintf(why, cap, "%s has driver '%s' here but '%s' in the profile", info->id,
-               info->driver, pd->driver);
+    /* (A sim's lists its settings: "sim drate=4e+10".) */
+    snprintf(why, cap, "%s has driver '%s' here but '%s' in the profile", info->id, info->driver,
+             pd->driver);
   } else if (pd->cores != info->cores) {
     snprintf(why, cap, "%s uses %d cores here but %d in the profile", info->id, info->cores,
              pd->cores);
