@@ -226,7 +226,7 @@ static int examine_output(const poas_context *ctx, const int sel[], const char *
   if (!rc && found == POAS__FOUND_UNUSABLE)
     snprintf(replaced, cap, "a profile this POAS cannot use (%s)", why);
   if (!rc && found == POAS__FOUND_PROFILE) {
-    /* A sim's settings are not the machine's: a sim of another rate
+    /* A sim's settings are not the machine's: a sim of other settings
      * replaces that sim's models alone (merge_profile), where taking it for
      * another machine once threw away the real devices' calibration. */
     const poas_device_info *devs[POAS_MAX_DEVICES];
