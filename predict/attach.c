@@ -108,6 +108,12 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
     poas__device_take_threads(dev, model);
     model->memory_bytes = memory; /* allocations follow the sim's own limit */
     poas__sim_set_time_fn(dev, replay_time, model);
+    /* Its name says what it replays: the rate in the name its settings
+     * gave is not what it runs at. */
+    snprintf(dev->info.name, sizeof dev->info.name, "simulated %.*s (%.*s)",
+             (int)sizeof pd->id - 1, pd->id,
+             (int)(sizeof dev->info.name - sizeof "simulated  ()" - (sizeof pd->id - 1)),
+             pd->name);
     poas__info("%s replays %s (%s) from %s", dev->info.id, pd->id, pd->name, file);
   }
   free(p);

@@ -852,6 +852,9 @@ TEST(sim_replays_a_profile) {
   poas__profile_status st;
   CHECK_OK(poas__predict_attach(&set, NULL, 1, models, &st));
   CHECK(models[0].source == POAS__MODEL_CALIBRATED);
+  /* Its name says what it replays, not its settings' rate. */
+  CHECK_MSG(strcmp(set.dev[0]->info.name, "simulated cuda1 (Replayed GPU 1)") == 0, "%s",
+            set.dev[0]->info.name);
   /* The model is cuda1's, and so are the simulated times. */
   double want = 8e-6 + 2.0 * 500 * 600 * 700 / 1e14 + 600.0 * 700 * 1e-12;
   double got = poas__model_gemm_time(&models[0], POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS,
