@@ -440,6 +440,7 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
   n->ran = !injected && (!w->dev || is.issued);
   n->t0 = t0, n->t1 = t1;
   if (rc) {
+    n->failed_here = 1;
     /* A host call that fails (a task, an asynchronous GEMM) says nothing
      * about the threads that ran it: the next one runs as usual. */
     if (w->dev)
@@ -484,6 +485,7 @@ static void complete_oldest(poas__engine *e, poas__worker *w) {
   ring_pop(w->inflight, &w->ihead, &w->icount, w->icap);
   poas__node *n = &e->nodes[id];
   if (rc) {
+    n->failed_here = 1;
     fail_device(e, w, rc);
     finish_node(e, id, rc);
     return;

@@ -54,6 +54,10 @@ typedef struct poas__node {
   poas__event ev;
   int has_ev;
   int ran;                /* it was issued to the device (for traces) */
+  /* Its own operation failed (an injected fault among them): the error
+   * that retired its device, where a cancelled node's came from another
+   * (for traces). */
+  int failed_here;
   int doomed;             /* an error recording it: cancelled instead of run */
   double t0, t1;          /* device clock at start and end */
   poas__node_done_fn done_fn;

@@ -824,8 +824,9 @@ static const char *kind_name(poas__ins_kind k) {
 }
 
 /* Writes the run as a Chrome trace: one process per device, one thread
- * per lane, one complete event per instruction, in microseconds from the
- * device's start (virtual time for simulated devices). */
+ * per lane, one complete event per instruction that ran or failed, in
+ * microseconds from the device's start (virtual time for simulated
+ * devices), its state done, failed or cancelled. */
 static int write_trace(const runner *r, const char *path) {
   const poas__engine *e = r->e;
   FILE *f = fopen(path, "w");
@@ -840,7 +841,9 @@ static int write_trace(const runner *r, const char *path) {
   }
   for (int i = 0; i < e->nnodes; i++) {
     const poas__node *n = &e->nodes[i];
-    if (!n->ran || n->ins.device < 0)
+    /* What ran, and the operation that failed its device, run or not (an
+     * injected fault is never issued). */
+    if (!(n->ran || n->failed_here) || n->ins.device < 0)
       continue;
     int d = n->ins.device;
     double start = r->set->dev[d]->virtual_time ? e->w[d].t_start : e->wall_start;
@@ -859,7 +862,10 @@ static int write_trace(const runner *r, const char *path) {
             sep, kind_name(n->ins.kind), d, (n->ins.lane < 0 ? 0 : n->ins.lane) % lanes,
             (n->t0 - start) * 1e6, POAS__MAX(n->t1 - n->t0, 0) * 1e6, r->set->dev[d]->info.id,
             n->ins.chunk, (unsigned long long)n->ins.bytes, n->ins.predicted_s * 1e6,
-            n->state == POAS__NODE_DONE ? "done" : "cancelled", shape);
+            n->failed_here                ? "failed"
+            : n->state == POAS__NODE_DONE ? "done"
+                                          : "cancelled",
+            shape);
   }
   fprintf(f, "\n]}\n");
   return fclose(f) == 0 ? 0

@@ -1167,6 +1167,53 @@ TEST(trace_is_valid_chrome_json) {
   return 0;
 }
 
+/* A trace says which operation failed its device: the one whose fault
+ * was injected shows "failed" (it was never issued, and traces once left
+ * it out), the device's work after it "cancelled", and the other device's
+ * "done". */
+TEST(trace_names_the_operation_that_failed) {
+  const char *path = test_tmp_path("fault-trace.json");
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "sim,sim";
+  o.no_profile = 1, o.no_adapt = 1, o.sched = "static", o.trace = path;
+  poas_context *ctx = NULL;
+  CHECK_OK(poas_init(&ctx, &o));
+  enum { M = 1024, N = 512, K = 512 };
+  double *a = calloc((size_t)M * K, sizeof *a), *b = calloc((size_t)K * N, sizeof *b),
+         *c = calloc((size_t)M * N, sizeof *c);
+  CHECK(a && b && c);
+  setenv("POAS_FAULT", "sim1:after=1", 1);
+  int rc = poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, a, M, b, K,
+                      0, c, M);
+  unsetenv("POAS_FAULT");
+  poas_finalize(ctx);
+  free(a), free(b), free(c);
+  CHECK_OK(rc); /* sim0 took over */
+  json_error_t jerr;
+  json_t *root = json_load_file(path, 0, &jerr);
+  CHECK_MSG(root != NULL, "%s", jerr.text);
+  json_t *ev = json_object_get(root, "traceEvents");
+  int failed[2] = {0, 0}, done[2] = {0, 0};
+  for (size_t i = 0; i < json_array_size(ev); i++) {
+    json_t *x = json_array_get(ev, i);
+    if (strcmp(json_string_value(json_object_get(x, "ph")), "X") != 0)
+      continue;
+    json_int_t d = json_integer_value(json_object_get(x, "pid"));
+    const char *state = json_string_value(json_object_get(json_object_get(x, "args"), "state"));
+    CHECK(d == 0 || d == 1);
+    CHECK_MSG(state && (!strcmp(state, "done") || !strcmp(state, "failed") ||
+                        !strcmp(state, "cancelled")),
+              "%s", state ? state : "(none)");
+    failed[d] += !strcmp(state, "failed");
+    done[d] += !strcmp(state, "done");
+  }
+  json_decref(root);
+  CHECK_MSG(failed[0] == 0 && failed[1] == 1, "failed: sim0 %d, sim1 %d", failed[0], failed[1]);
+  CHECK(done[0] > 0);
+  return 0;
+}
+
 /* In virtual time a chunk is handed out once every device is idle; a
  * real asynchronous device is given its next chunk while it still runs
  * one, so a chunk may overlap the one before it, but not an earlier one.
@@ -1266,5 +1313,6 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(fault_keeps_the_units_finished_in_host_memory),
           TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
           TEST_ENTRY(trace_is_valid_chrome_json),
+          TEST_ENTRY(trace_names_the_operation_that_failed),
           TEST_ENTRY(virtual_time_chunk_overlaps_one_chunk_at_most),
           TEST_ENTRY(virtual_time_chunk_overlap_holds_on_a_later_gemm))
