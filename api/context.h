@@ -30,6 +30,9 @@ typedef struct poas__gemm_problem {
   unsigned epoch;          /* async: the tasks' epoch when it was submitted */
   int only;                /* 1 + the one device it may run on; 0: any (calibration) */
   int no_inline;           /* through the engine whatever the plan (calibration) */
+  /* POAS_FAULT as read when an asynchronous call was submitted, on the
+   * caller's thread ("" for none); NULL: read it when the call runs. */
+  const char *fault;
 } poas__gemm_problem;
 
 /* Host bytes [*lo, *hi) a column-major matrix of rows x cols spans. */

@@ -6,6 +6,7 @@
 #include "api/context.h"
 #include "schedule/tasks.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* A GEMM's arguments as the caller passed them. */
@@ -188,13 +189,23 @@ static int gemm_entry(poas_context *ctx, const gemm_args *g) {
 
 /* ------------------------------------------------------------ async */
 
+/* Room for POAS_FAULT in a task: as much as the scheduler takes
+ * (poas__fault_parse). */
+#define FAULT_MAX 512
+
 typedef struct gemm_task {
   poas_context *ctx;
   poas__gemm_problem p;
+  /* POAS_FAULT when the call was submitted: read on the caller's thread,
+   * not the task worker's, where a program's setenv meanwhile raced the
+   * read, and which faults a queued call met depended on when it ran. */
+  char fault[FAULT_MAX];
 } gemm_task;
+_Static_assert(sizeof(gemm_task) <= POAS__TASK_PAYLOAD, "a GEMM task fits a task's payload");
 
 static int gemm_task_run(void *payload) {
   gemm_task *g = payload;
+  g->p.fault = g->fault; /* the payload was copied: point into this copy */
   return poas__gemm_run(g->ctx, &g->p);
 }
 
@@ -225,9 +236,14 @@ static int gemm_submit(poas_context *ctx, const poas__gemm_problem *p, poas_task
       acc[n++] = (poas__access){poas__tasks_host_region(t, lo, hi), POAS__READ};
     }
   }
-  gemm_task g = {ctx, *p};
+  gemm_task g = {ctx, *p, ""};
   g.p.async = 1;
   g.p.epoch = poas__tasks_epoch(t);
+  const char *fault = getenv("POAS_FAULT");
+  if (fault && strlen(fault) >= sizeof g.fault)
+    return poas__fail(POAS_EINVAL, "POAS_FAULT is %zu bytes, past the %zu an asynchronous GEMM "
+                      "keeps", strlen(fault), sizeof g.fault - 1);
+  poas__strlcpy(g.fault, fault, sizeof g.fault);
   return poas__tasks_submit(t, gemm_task_run, &g, sizeof g, acc, n, out);
 }
 

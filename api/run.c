@@ -237,8 +237,9 @@ int poas__gemm_plan_make(poas_context *ctx, const poas__gemm_problem *p, poas__g
   return rc;
 }
 
-/* The scheduler's configuration from the plan and the context. */
-static void sched_config(const poas_context *ctx, const poas__gemm_plan *plan,
+/* The scheduler's configuration from the plan and the context, with the
+ * faults `fault` names (NULL: POAS_FAULT's now). */
+static void sched_config(const poas_context *ctx, const poas__gemm_plan *plan, const char *fault,
                          poas__sched_config *cfg) {
   const poas__opt_result *r = &plan->res;
   memset(cfg, 0, sizeof *cfg);
@@ -246,8 +247,9 @@ static void sched_config(const poas_context *ctx, const poas__gemm_plan *plan,
   /* The context settled its trace, POAS_TRACE included, in poas_init: ""
    * keeps the scheduler from reading POAS_TRACE again. */
   cfg->trace_path = ctx->trace_path ? ctx->trace_path : "";
-  const char *fault = getenv("POAS_FAULT");
-  cfg->fault_spec = fault && *fault ? fault : NULL;
+  if (!fault)
+    fault = getenv("POAS_FAULT");
+  cfg->fault_spec = fault ? fault : ""; /* "": none, not POAS_FAULT's again */
   for (int i = 0; i < r->ndev; i++) {
     const poas__opt_share *sh = &r->dev[i];
     cfg->u0[i] = sh->u0, cfg->u1[i] = sh->u1;
@@ -728,7 +730,7 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   if (p->async && (rc = poas__resident_prepare(ctx, p, plan, src, &kept)) != 0)
     goto done;
   poas__sched_config cfg;
-  sched_config(ctx, plan, &cfg);
+  sched_config(ctx, plan, p->fault, &cfg);
   cfg.no_inline = p->no_inline;
   int trace_failed = 0;
   cfg.trace_failed = &trace_failed;

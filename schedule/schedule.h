@@ -27,7 +27,7 @@ int poas__fault_parse(const char *spec, const poas__devset *set, int64_t after[]
 typedef struct poas__sched_config {
   poas__policy policy;
   const char *trace_path;         /* Chrome trace output, or NULL */
-  const char *fault_spec;         /* POAS_FAULT, or NULL */
+  const char *fault_spec;         /* as POAS_FAULT ("": none); NULL: $POAS_FAULT */
   /* The plan: device i takes units [u0[i], u1[i]) (u0 == u1: no work), is
    * predicted to take predicted_s[i], and processes units at rate[i] per
    * second (0 when the device takes no part). */

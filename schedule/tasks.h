@@ -27,8 +27,9 @@ void *poas__handle_get(uintptr_t h, poas__handle_kind kind);
  * nothing released) when it is not live. */
 void *poas__handle_take(uintptr_t h, poas__handle_kind kind);
 
-/* Bytes of arguments a task carries by value. */
-#define POAS__TASK_PAYLOAD 256
+/* Bytes of arguments a task carries by value: an asynchronous GEMM's
+ * problem and the POAS_FAULT it was submitted under (api/gemm.c). */
+#define POAS__TASK_PAYLOAD 1024
 
 int poas__tasks_create(const poas__devset *set, poas__tasks **out);
 /* Waits for every task, stops the workers; NULL is allowed. */

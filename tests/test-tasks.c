@@ -464,6 +464,53 @@ TEST(async_gemm_ordered_by_bytes_not_buffers) {
   return 0;
 }
 
+/* Holds its task until *go: a host task that a GEMM on its bytes waits
+ * behind. */
+static void hold_fn(void **bufs, void *arg) {
+  (void)bufs;
+  atomic_int *go = arg;
+  for (int i = 0; i < 100000 && !atomic_load(go); i++)
+    usleep(100);
+}
+
+/* An asynchronous GEMM takes POAS_FAULT as it was when submitted, on the
+ * caller's thread: it was once read when the GEMM ran, on the task
+ * worker's, where the caller's setenv raced the read, and a GEMM queued
+ * behind a task met the faults set or unset after it. */
+TEST(async_gemm_takes_the_faults_set_at_submission) {
+  poas_context *ctx = test_open("sim");
+  CHECK(ctx);
+  enum { N = 64 };
+  static double A[N * N], B[N * N], C[N * N];
+  poas_buffer *cb;
+  CHECK_OK(poas_buffer_register(ctx, C, sizeof C, &cb));
+  for (int faulty = 0; faulty < 2; faulty++) {
+    atomic_int go = 0;
+    poas_task_desc d = rw_task(cb, 0, 0, hold_fn, &go, POAS_W);
+    poas_task *held, *g;
+    CHECK_OK(poas_task_submit(ctx, &d, &held));
+    /* Set around the submission, or set only after it. */
+    if (faulty)
+      setenv("POAS_FAULT", "sim0:after=0", 1);
+    CHECK_OK(poas_dgemm_async(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, N, N, N, 1, A,
+                              N, B, N, 0, C, N, &g));
+    if (faulty)
+      unsetenv("POAS_FAULT");
+    else
+      setenv("POAS_FAULT", "sim0:after=0", 1);
+    atomic_store(&go, 1);
+    CHECK_OK(poas_task_wait(held));
+    int rc = poas_task_wait(g);
+    unsetenv("POAS_FAULT");
+    CHECK_MSG(faulty ? rc == POAS_EDEVICE : rc == 0,
+              "POAS_FAULT set %s the submission: the GEMM returned %d", faulty ? "at" : "after",
+              rc);
+  }
+  CHECK_OK(poas_buffer_unregister(cb));
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* poas_last_report may be called while an asynchronous GEMM runs: it
  * gives the last finished GEMM's report whole (the report was once
  * written by the task's worker with no lock: a TSan build found the race),
@@ -806,6 +853,7 @@ TEST_MAIN(TEST_ENTRY(tasks_chain_in_order),
           TEST_ENTRY(failed_run_leaves_later_tasks_alone),
           TEST_ENTRY(wait_all_reports_a_task_without_a_handle),
           TEST_ENTRY(async_gemm_ordered_by_bytes_not_buffers),
+          TEST_ENTRY(async_gemm_takes_the_faults_set_at_submission),
           TEST_ENTRY(tasks_ordered_across_overlapping_registrations),
           TEST_ENTRY(task_handles_released_once), TEST_ENTRY(task_cannot_wait_for_its_context),
           TEST_ENTRY(a_copy_left_on_a_device_gives_its_room_back_after_a_wait),
