@@ -240,7 +240,8 @@ done
 # short one, an argument to an option that takes none, and a long option
 # abbreviated so that it names two (one abbreviated to one alone is named
 # whole, as getopt names it). A subcommand's refusals name it, whose --help
-# is the one to read. An operand the tools take none of is said so too.
+# is the one to read. An operand the tools take none of is said so too,
+# and so is a required option left out.
 while IFS='|' read -r name args message; do
   tool=$tools_dir/$name
   [ -x "$tool" ] || tool=$tmp/mpi/$name
@@ -269,6 +270,7 @@ call-overhead|--calls|option '--calls' requires an argument
 device-copy|-d|option requires an argument -- 'd'
 poas-info|--json extra|unexpected argument 'extra'
 poas-calibrate|-q extra|unexpected argument 'extra'
+poas-plan|--m 1 --n 1|--m, --n and --k are required
 EOF
 # A bad value is refused with exit 2 before anything runs, and named
 # (the last word of each line). A malformed --devices in device-copy and

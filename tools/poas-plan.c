@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
     return status;
   if (m < 0 || n < 0 || k < 0) {
     fprintf(stderr, "poas-plan: --m, --n and --k are required\n");
-    usage(stderr);
+    tool_try_help(&cli);
     return 2;
   }
   poas_context *ctx;
