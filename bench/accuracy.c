@@ -59,8 +59,9 @@
  *     -h, --help          the usage text
  *     -V, --version       the version
  * The profile comes from POAS_PROFILE or the default path. Exit status: 0,
- * 1 when a run failed, 2 on a usage error (a malformed --devices among
- * them). */
+ * 1 when the device is simulated or has no calibrated model, --timings
+ * cannot be written or a run failed, 2 on a usage error (a malformed
+ * --devices, or one that selects more than one device, among them). */
 #include "bench/bench.h"
 #include "bench/cli.h"
 #include "bench/timing.h"
@@ -391,7 +392,9 @@ static void usage(FILE *f) {
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n\n"
           "The profile comes from POAS_PROFILE or the default path.\n"
-          "Exit status: 0, 1 when a run failed, 2 on a usage error.\n",
+          "Exit status: 0, 1 when the device is simulated or has no calibrated model,\n"
+          "--timings cannot be written or a run failed, 2 on a usage error (a malformed\n"
+          "--devices, or one that selects more than one device, among them).\n",
           MAX_REPS);
 }
 

@@ -343,8 +343,11 @@ echo "usage errors: ok"
 # bench/accuracy: its usage and version, --adapt among its options, usage
 # errors exit with 2 (more than one device among them), and a simulated
 # device, whose calls alone take virtual time, is refused by name rather
-# than measured as taking none.
-"$accuracy" --help >"$tmp/acc-help" 2>&1 && grep -q -- "--adapt" "$tmp/acc-help" ||
+# than measured as taking none. Its usage says which exit 1 (it said "a
+# run failed" alone).
+"$accuracy" --help >"$tmp/acc-help" 2>&1 && grep -q -- "--adapt" "$tmp/acc-help" &&
+  grep -q "^Exit status: 0, 1 when the device is simulated or has no calibrated model,$" \
+    "$tmp/acc-help" ||
   { echo "FAIL: accuracy --help: $(cat "$tmp/acc-help")"; exit 1; }
 "$accuracy" --version >"$tmp/acc-help" 2>&1 && grep -q "^accuracy (POAS) " "$tmp/acc-help" ||
   { echo "FAIL: accuracy --version: $(cat "$tmp/acc-help")"; exit 1; }
