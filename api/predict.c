@@ -534,8 +534,10 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   int nkept = 0;
   if (!rc) {
     merge_profile(ctx, sel, fresh, keep, merged, kept, &nkept);
-    if (opts->output)
-      rc = poas__profile_write(opts->output, merged);
+    /* Models the reader would refuse are not written, and not used either
+     * when there is no file: they were taken unchecked, and planned on. */
+    rc = opts->output ? poas__profile_write(opts->output, merged)
+                      : poas__profile_check(merged, "the calibration's models");
   }
   poas__profile_unlock(lock);
   if (!rc) {

@@ -509,7 +509,8 @@ typedef struct poas_calibration_result {
  * holds something other than a POAS profile, or a later POAS's; POAS_EIO when the output
  * cannot be written (before measuring, or after) or read; POAS_EFIT when
  * a fit fails, or fits models that the profile reader would refuse (a
- * sim of 1e3 flop/s: its times are absurd), which are then not written.
+ * sim of 1e3 flop/s: its times are absurd), which are then neither
+ * written nor used, with an output or without.
  * The context's models are then left as they were.
  * Calibration has the devices to itself: the context's outstanding tasks
  * finish first, and called from one of them it returns POAS_ESTATE. */

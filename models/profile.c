@@ -1344,33 +1344,49 @@ void poas__profile_unlock(int fd) {
     close(fd);
 }
 
+/* The profile p as the JSON text a file holds, read back by the reader's
+ * own checks (as `name`): the text to free, or NULL with *rc set
+ * (POAS_EFIT, prefixed by `what`, where the reader refuses it). */
+static char *checked_text(const poas__profile *p, const char *name, const char *what, int *rc) {
+  json_t *root = profile_json(p);
+  char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(root);
+  poas__profile *check = text ? malloc(sizeof *check) : NULL;
+  if (!check) {
+    free(text);
+    *rc = poas__fail(POAS_ENOMEM, "%s: no memory to write the profile", name);
+    return NULL;
+  }
+  *rc = poas__profile_parse(text, strlen(text), name, check);
+  free(check);
+  if (*rc) {
+    char why[512];
+    poas__strlcpy(why, poas_error_detail(), sizeof why);
+    free(text);
+    *rc = poas__fail(*rc == POAS_EPROFILE ? POAS_EFIT : *rc,
+                     "%s: this POAS would refuse the profile on reading it: %s", what, why);
+    return NULL;
+  }
+  return text;
+}
+
+int poas__profile_check(const poas__profile *p, const char *name) {
+  int rc;
+  free(checked_text(p, name, "not used", &rc));
+  return rc;
+}
+
 int poas__profile_write(const char *path, const poas__profile *p) {
   char target[1024];
   int rc = prepare_target(path, target, sizeof target);
   if (rc)
     return rc;
-  json_t *root = profile_json(p);
-  char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
-  json_decref(root);
-  if (!text)
-    return poas__fail(POAS_ENOMEM, "%s: no memory to write the profile", path);
   /* What is written is read back first, by the reader's own checks: a sim
    * calibrated at 1e3 flop/s wrote models that every later read refused
    * as absurd, and the file had replaced a usable one. */
-  poas__profile *check = malloc(sizeof *check);
-  if (!check) {
-    free(text);
-    return poas__fail(POAS_ENOMEM, "%s: no memory to check the profile written", path);
-  }
-  rc = poas__profile_parse(text, strlen(text), path, check);
-  free(check);
-  if (rc) {
-    char why[512];
-    poas__strlcpy(why, poas_error_detail(), sizeof why);
-    free(text);
-    return poas__fail(rc == POAS_EPROFILE ? POAS_EFIT : rc,
-                      "not written: this POAS would refuse the profile on reading it: %s", why);
-  }
+  char *text = checked_text(p, path, "not written", &rc);
+  if (!text)
+    return rc;
   char tmp[1100];
   int e = write_file(target, text, tmp, sizeof tmp);
   free(text);

@@ -90,6 +90,10 @@ int poas__profile_check_writable(const char *path, char *target, size_t cap);
  * one that is not a regular file is refused (POAS_EINVAL). Errors name
  * `path` and the reason. */
 int poas__profile_write(const char *path, const poas__profile *p);
+/* Whether the profile reader would take p, as poas__profile_write checks
+ * it before writing: 0, or POAS_EFIT saying why not ("not used: this POAS
+ * would refuse the profile on reading it: `name`: ..."). */
+int poas__profile_check(const poas__profile *p, const char *name);
 /* Holds the folder of the file `path` ends at (links followed) for one
  * writer at a time, for a read of what is there and the write that
  * replaces it: a descriptor to hand to poas__profile_unlock, or -1 where

@@ -73,6 +73,32 @@ TEST(calibrate_checks_options) {
   return 0;
 }
 
+/* Models the profile reader would refuse (a sim of 1e3 flop/s: its times
+ * are absurd) fail a calibration that writes no file as they fail one that
+ * does (POAS_EFIT), and the context keeps the models it had: without an
+ * output they were taken, and planned on, unchecked. */
+TEST(models_the_reader_refuses_fail_a_calibration_without_output) {
+  poas_context *ctx = test_open("sim:rate=1e3:drate=1e3");
+  CHECK(ctx);
+  double before, after;
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64, 64,
+                             &before));
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EFIT);
+  CHECK_MSG(strstr(poas_error_detail(), "absurd"), "%s", poas_error_detail());
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64, 64,
+                             &after));
+  CHECK(after == before);
+  poas_device_info info;
+  CHECK_OK(poas_device_get(ctx, 0, &info));
+  CHECK(!info.has_model);
+  poas_finalize(ctx);
+  return 0;
+}
+
 typedef struct progress_log {
   int calls, backwards;
   double last;
@@ -1911,6 +1937,7 @@ TEST(runs_follow_the_host_into_the_other_hand_off_state) {
 }
 
 TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_options),
+          TEST_ENTRY(models_the_reader_refuses_fail_a_calibration_without_output),
           TEST_ENTRY(the_other_hand_off_state_moves_calls_on_all_threads),
           TEST_ENTRY(runs_follow_the_host_into_the_other_hand_off_state),
           TEST_ENTRY(the_slow_state_runs_thin_calls_on_one_thread),
