@@ -94,6 +94,15 @@ rc=$?
   cmp -s "$tmp/sims.json" "$tmp/slow.json" ||
   fail "models the reader refuses: exit $rc: $(cat "$tmp/err")"
 
+# A copy model is said in the profile's numbers, however slow: a link of
+# 2 kB/s and one of 2 ns latency were "0.00 GB/s" and
+# "0.00 us", as if copies took no time, or all of it.
+"$calibrate" --quick --devices sim:bandwidth=2e3:latency=2e-9 --dtype s \
+  --output "$tmp/slowlink.json" >"$tmp/out" 2>"$tmp/err" ||
+  fail "a slow link's calibration failed: $(cat "$tmp/err")"
+grep -q "^sim0 *h2d .* 0.002 us + 2e-06 GB/s$" "$tmp/out" ||
+  fail "a slow link's model misstated: $(cat "$tmp/out")"
+
 "$calibrate" --quick --devices sim:jitter=0.2 --dtype s --output "$tmp/noisy.json" \
   >"$tmp/out" 2>"$tmp/err" || fail "noisy calibration failed: $(cat "$tmp/err")"
 grep -q "poas-calibrate: sim0 sgemm: .*machine was busy" "$tmp/err" ||

@@ -1,6 +1,7 @@
 /* fit-text.c: see fit-text.h. */
 #include "tools/fit-text.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -143,12 +144,27 @@ void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {
              1e6 * f->engine_s);
 }
 
+/* v with two decimals, or in three significant digits where those would
+ * round it to 0.00 and it is more than `least`: a link of 2 kB/s read
+ * "0.00 GB/s", as if copies took all the time there is. */
+static const char *amount_text(double v, double least, char *buf, size_t cap) {
+  snprintf(buf, cap, fabs(v) >= 0.005 || fabs(v) <= least ? "%.2f" : "%.3g", v);
+  return buf;
+}
+
+/* A latency under a nanosecond is the fit's rounding: a sim of latency 0
+ * fits 1e-18 s. */
+#define LEAST_US 1e-3
+
 static void rate_text(double latency, double bandwidth, double knee, double beyond, char *buf,
                       size_t cap) {
-  int len = snprintf(buf, cap, "%.2f us + %.2f GB/s", 1e6 * latency, bandwidth / 1e9);
+  char us[32], gbs[32];
+  int len = snprintf(buf, cap, "%s us + %s GB/s",
+                     amount_text(1e6 * latency, LEAST_US, us, sizeof us),
+                     amount_text(bandwidth / 1e9, 0, gbs, sizeof gbs));
   if (knee > 0 && len > 0 && (size_t)len < cap)
-    snprintf(buf + len, cap - (size_t)len, ", %.2f GB/s past %.0f MiB", beyond / 1e9,
-             knee / 1048576);
+    snprintf(buf + len, cap - (size_t)len, ", %s GB/s past %.0f MiB",
+             amount_text(beyond / 1e9, 0, gbs, sizeof gbs), knee / 1048576);
 }
 
 void tool_transfer_text(const poas_device_fit *f, poas_direction dir, char *buf, size_t cap) {
