@@ -510,7 +510,9 @@ typedef struct poas_calibration_result {
  * cannot be written (before measuring, or after) or read; POAS_EFIT when
  * a fit fails, or fits models that the profile reader would refuse (a
  * sim of 1e3 flop/s: its times are absurd), which are then neither
- * written nor used, with an output or without.
+ * written nor used, with an output or without; POAS_ETOOBIG for a device
+ * whose memory cannot hold the sweep's largest operands (a sim of 16 MiB
+ * in a full calibration, 4 MiB in a quick one).
  * The context's models are then left as they were.
  * Calibration has the devices to itself: the context's outstanding tasks
  * finish first, and called from one of them it returns POAS_ESTATE. */
