@@ -193,6 +193,13 @@ void poas_finalize(poas_context *ctx) {
                "close its own context)");
     return;
   }
+  /* From poas_calibrate's progress callback it would free the devices
+   * being measured under it. */
+  if (ctx->calibrating) {
+    poas__warn("poas_finalize called while poas_calibrate runs (from its progress callback): "
+               "ignored");
+    return;
+  }
   poas__context_tasks_close(ctx);
   poas__resident_release_all(ctx);
   poas__devset_close(&ctx->devices);

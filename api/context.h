@@ -175,6 +175,10 @@ struct poas_context {
   int host_cores;
   char *trace_path;   /* NULL: no trace */
   int log_level;      /* the level its options hold (core/log.c); -1: none */
+  /* poas_calibrate is running: the calls its progress callback may make
+   * on the context that would use or free the devices it measures are
+   * refused (poas__refuse_while_calibrating). */
+  int calibrating;
   /* The last GEMM's report: written by the thread that ran it (a task's
    * worker, for an async GEMM) while the caller may read it. */
   pthread_mutex_t report_lock;
@@ -201,6 +205,17 @@ struct poas_context {
    * threads, not the host. */
   atomic_int runs_active;
 };
+
+/* POAS_ESTATE, said for `what`, while poas_calibrate runs on ctx: called
+ * from its progress callback (the one thread the context may have), a
+ * GEMM, a task or another calibration would run on the devices being
+ * measured. 0 otherwise. */
+static inline int poas__refuse_while_calibrating(const poas_context *ctx, const char *what) {
+  return ctx->calibrating
+             ? poas__fail(POAS_ESTATE, "%s called while poas_calibrate runs (from its progress "
+                          "callback): the devices are being measured", what)
+             : 0;
+}
 
 /* The context's last report: sets it (r NULL: none), or copies it to
  * *out and returns whether there is one. */

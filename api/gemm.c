@@ -148,7 +148,7 @@ static int gemm_build(poas_context *ctx, const gemm_args *g, poas__gemm_problem 
   if (!ctx)
     return poas__fail(POAS_ENULL, "gemm: ctx is NULL");
   int rc = gemm_check(g);
-  if (rc)
+  if (rc || (rc = poas__refuse_while_calibrating(ctx, "a GEMM")) != 0)
     return rc;
   poas__gemm_problem p = {.dtype = g->dtype, .alpha = g->alpha, .beta = g->beta, .c = g->c,
                           .ldc = g->ldc};

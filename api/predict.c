@@ -421,11 +421,8 @@ static void progress_all(const poas_calibrate_options *opts, const char *step, d
     opts->progress(opts->progress_user, "all", step, fraction);
 }
 
-int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
-                   poas_calibration_result *out) {
-  poas__clear_detail();
-  if (!ctx)
-    return poas__fail(POAS_ENULL, "poas_calibrate: ctx is NULL");
+static int calibrate(poas_context *ctx, const poas_calibrate_options *opts,
+                     poas_calibration_result *out) {
   poas_calibrate_options defaults;
   poas_calibrate_options_init(&defaults);
   if (!opts)
@@ -599,6 +596,20 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   free(merged);
   free(keep);
   free(fresh);
+  return rc;
+}
+
+int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
+                   poas_calibration_result *out) {
+  poas__clear_detail();
+  if (!ctx)
+    return poas__fail(POAS_ENULL, "poas_calibrate: ctx is NULL");
+  int rc = poas__refuse_while_calibrating(ctx, "poas_calibrate");
+  if (rc)
+    return rc;
+  ctx->calibrating = 1;
+  rc = calibrate(ctx, opts, out);
+  ctx->calibrating = 0;
   return rc;
 }
 

@@ -245,7 +245,8 @@ int poas_task_submit(poas_context *ctx, const poas_task_desc *desc, poas_task **
   const poas_buffer *reg[POAS_TASK_MAX_ACCESS];
   int rc = task_check(ctx, desc, &device, reg);
   poas__tasks *t;
-  if (rc || (rc = poas__context_tasks(ctx, &t)))
+  if (rc || (rc = poas__refuse_while_calibrating(ctx, "poas_task_submit")) ||
+      (rc = poas__context_tasks(ctx, &t)))
     return rc;
   task_call call = {ctx, device, desc->cpu, desc->cuda, desc->opencl, desc->arg, desc->naccess,
                     {NULL}, {0}, {0}};

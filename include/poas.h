@@ -185,7 +185,8 @@ void poas_options_init(poas_options *opts);
  * poas_init says so on stderr, once per value. */
 int poas_init(poas_context **ctx, const poas_options *opts);
 /* Destroys a context; NULL is allowed. Called from one of the context's
- * own tasks it is ignored, with a warning (it would wait for itself). */
+ * own tasks it is ignored, with a warning (it would wait for itself), as
+ * it is from poas_calibrate's progress callback. */
 void poas_finalize(poas_context *ctx);
 
 /* What a device is. */
@@ -431,7 +432,9 @@ typedef struct poas_device_fit {
  * tables, "fit", "done"; then device "all" for the probes of the devices
  * together, "contention" and "runs", and "done" at 1) and the fraction of
  * the whole calibration done, from 0 to 1, never going back. Called from
- * the calibrating thread, often (throttle any drawing yourself). */
+ * the calibrating thread, often (throttle any drawing yourself). A GEMM,
+ * a task or a calibration asked of the context from it is POAS_ESTATE
+ * (the devices are being measured), and a poas_finalize is ignored. */
 typedef void (*poas_progress_fn)(void *user, const char *device_id, const char *step,
                                  double fraction);
 

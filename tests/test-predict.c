@@ -592,6 +592,58 @@ TEST(calibration_keeps_what_it_did_not_measure) {
   return 0;
 }
 
+/* What a progress callback that calls back into its context got: the
+ * codes of a GEMM, a task and a calibration, at its first call. */
+typedef struct reentry {
+  poas_context *ctx;
+  int calls, gemm_rc, task_rc, calibrate_rc;
+} reentry;
+
+static void noop_task(void **bufs, void *arg) { (void)bufs, (void)arg; }
+
+static void reenter(void *user, const char *device, const char *step, double fraction) {
+  (void)device, (void)step, (void)fraction;
+  reentry *r = user;
+  if (r->calls++)
+    return;
+  static float a[16], b[16], c[16];
+  r->gemm_rc =
+      poas_sgemm(r->ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1, a, 4, b, 4, 0, c, 4);
+  poas_task_desc d = {.cpu = noop_task};
+  r->task_rc = poas_task_submit(r->ctx, &d, NULL);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  r->calibrate_rc = poas_calibrate(r->ctx, &o, NULL);
+  poas_finalize(r->ctx); /* ignored, with a warning */
+}
+
+/* A progress callback that calls back into the context being calibrated
+ * is refused (POAS_ESTATE) a GEMM, a task and a calibration, which would
+ * run on the devices being measured, and its poas_finalize, which would
+ * free them, is ignored; the calibration goes on, and the context after
+ * it. They once all ran, inside the calibration. */
+TEST(calibration_progress_cannot_call_back_into_its_context) {
+  poas_context *ctx = test_open("sim");
+  CHECK(ctx);
+  reentry r = {ctx, 0, 1, 1, 1};
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  o.progress = reenter;
+  o.progress_user = &r;
+  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  CHECK(r.calls > 0);
+  CHECK_MSG(r.gemm_rc == POAS_ESTATE && r.task_rc == POAS_ESTATE &&
+                r.calibrate_rc == POAS_ESTATE,
+            "gemm %d, task %d, calibrate %d", r.gemm_rc, r.task_rc, r.calibrate_rc);
+  static float a[16], b[16], c[16];
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4, 4, 4, 1, a, 4, b, 4,
+                      0, c, 4));
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* A sim calibrated with other settings than its profile entry's is
  * another device: none of the entry's models are kept. Its fingerprint once
  * held its sgemm rate alone, so a sim calibrated in sgemm at a new drate
@@ -1965,6 +2017,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(calibrations_ending_together_keep_each_others_models),
           TEST_ENTRY(calibration_replaces_only_profiles),
           TEST_ENTRY(a_sim_of_another_drate_keeps_none_of_the_profiles_models),
+          TEST_ENTRY(calibration_progress_cannot_call_back_into_its_context),
           TEST_ENTRY(sim_replays_a_profile),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
           TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it),
