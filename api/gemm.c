@@ -150,8 +150,11 @@ static int gemm_build(poas_context *ctx, const gemm_args *g, poas__gemm_problem 
   int rc = gemm_check(g);
   if (rc || (rc = poas__refuse_while_calibrating(ctx, "a GEMM")) != 0)
     return rc;
-  poas__gemm_problem p = {.dtype = g->dtype, .alpha = g->alpha, .beta = g->beta, .c = g->c,
-                          .ldc = g->ldc};
+  /* With k = 0, alpha multiplies an empty sum: BLAS leaves it out (C =
+   * beta C), where a device that computes alpha times 0 makes an infinite
+   * or NaN alpha a C of NaNs (OpenBLAS 0.3.21 and CLBlast both did). */
+  poas__gemm_problem p = {.dtype = g->dtype, .alpha = g->k > 0 ? g->alpha : 0, .beta = g->beta,
+                          .c = g->c, .ldc = g->ldc};
   /* Cannot fail: gemm_check has checked the layout. */
   poas__gemm_shape(&p, g->layout, g->transa, g->transb, g->m, g->n, g->k);
   if (p.row_major) {

@@ -870,6 +870,35 @@ TEST(gemm_quick_returns) {
   return 0;
 }
 
+/* With k = 0, C = beta C whatever alpha, as in BLAS: an infinite or NaN
+ * alpha times the empty sum made every element NaN, on the cpu device
+ * (OpenBLAS) as on opencl0 (CLBlast). A and B are not read. */
+TEST(gemm_with_no_depth_leaves_alpha_out) {
+  poas_context *ctx = test_open("cpu");
+  CHECK(ctx);
+  static const double alphas[] = {INFINITY, -INFINITY, NAN};
+  static const double betas[] = {0, 0.5};
+  static double d[M * N];
+  for (int ai = 0; ai < 3; ai++)
+    for (int bi = 0; bi < 2; bi++) {
+      double alpha = alphas[ai], beta = betas[bi];
+      for (int i = 0; i < M * N; i++)
+        C[i] = beta == 0 ? NAN : (float)(i % 7), d[i] = beta == 0 ? NAN : (double)(i % 7);
+      CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, 0,
+                          (float)alpha, NULL, M, NULL, 1, (float)beta, C, M));
+      CHECK_OK(poas_dgemm(ctx, POAS_ROW_MAJOR, POAS_TRANS, POAS_NO_TRANS, M, N, 0, alpha, NULL,
+                          M, NULL, N, beta, d, N));
+      for (int i = 0; i < M * N; i++) {
+        double want = beta * (i % 7);
+        CHECK_MSG(C[i] == (float)want && d[i] == want,
+                  "alpha %g beta %g: C[%d] = %g (s), %g (d), expected %g", alpha, beta, i, C[i],
+                  d[i], want);
+      }
+    }
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* Simulated devices in virtual time run a plan as it was planned: a split
  * through the engine is charged the engine's cost of a run, as the plan
  * charges it (without it, a 512^3 sgemm on two sims ran 30% under its
@@ -1061,7 +1090,7 @@ TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail),
           TEST_ENTRY(predict_refuses_sizes_that_overflow),
           TEST_ENTRY(calibrate_refuses_a_device_list_poas_init_would),
           TEST_ENTRY(trace_that_cannot_be_written), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
-          TEST_ENTRY(gemm_quick_returns),
+          TEST_ENTRY(gemm_quick_returns), TEST_ENTRY(gemm_with_no_depth_leaves_alpha_out),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
           TEST_ENTRY(calibration_says_what_it_cut_for_time),
           TEST_ENTRY(calibration_says_how_long_building_kernels_took))
