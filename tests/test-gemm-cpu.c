@@ -13,6 +13,33 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* OpenBLAS's thread count is the process's: a context's calls set it, and
+ * closing the last cpu device gives back the count the program had, which
+ * its own cblas calls go on with. After a context of cpu:threads=1 it
+ * once stayed 1. */
+TEST(closing_gives_back_openblas_thread_count) {
+  openblas_set_num_threads(2);
+  int before = openblas_get_num_threads();
+  if (before < 2)
+    SKIP("OpenBLAS runs on one thread here");
+  for (int nested = 0; nested < 2; nested++) {
+    poas_context *ctx = test_open("cpu:threads=1");
+    poas_context *other = nested ? test_open("cpu") : NULL;
+    CHECK(ctx && (other || !nested));
+    static float a[64 * 64], b[64 * 64], c[64 * 64];
+    CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 64, 64, 64, 1, a, 64, b,
+                        64, 0, c, 64));
+    CHECK(openblas_get_num_threads() == 1);
+    poas_finalize(ctx);
+    CHECK_MSG(!nested || openblas_get_num_threads() == 1, "a cpu device still open: %d",
+              openblas_get_num_threads());
+    poas_finalize(other);
+    CHECK_MSG(openblas_get_num_threads() == before, "%d threads after poas_finalize, not %d",
+              openblas_get_num_threads(), before);
+  }
+  return 0;
+}
+
 TEST(cpu_all_threads) { return gemm_cases_run("cpu", 1); }
 TEST(cpu_one_thread) { return gemm_cases_run("cpu:threads=1", 0); }
 TEST(cpu_unpinned) { return gemm_cases_run("cpu:pin=0", 0); }
@@ -367,7 +394,7 @@ TEST(leading_dimensions_past_32_bits) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cpu_unpinned),
+TEST_MAIN(TEST_ENTRY(closing_gives_back_openblas_thread_count), TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cpu_unpinned),
           TEST_ENTRY(caller_keeps_its_cpu_binding),
           TEST_ENTRY(cpu_binds_the_caller_only_on_fewer_cores),
           TEST_ENTRY(cpu_takes_over_when_the_plans_only_device_fails),

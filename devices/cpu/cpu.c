@@ -52,6 +52,28 @@ typedef struct cpu_state {
  * workers are. */
 static atomic_int workers_narrow;
 
+/* OpenBLAS's thread count is process-wide, and each call sets the one it
+ * runs on (bind_threads): the count the program had before the first cpu
+ * device opened is given back when the last one closes, where a program's
+ * own cblas calls after poas_finalize ran on one thread after a context of
+ * cpu:threads=1. */
+static pthread_mutex_t blas_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_threads_users, blas_threads_found;
+
+static void blas_threads_take(void) {
+  pthread_mutex_lock(&blas_threads_lock);
+  if (blas_threads_users++ == 0)
+    blas_threads_found = openblas_get_num_threads();
+  pthread_mutex_unlock(&blas_threads_lock);
+}
+
+static void blas_threads_give_back(void) {
+  pthread_mutex_lock(&blas_threads_lock);
+  if (--blas_threads_users == 0 && blas_threads_found > 0)
+    openblas_set_num_threads(blas_threads_found);
+  pthread_mutex_unlock(&blas_threads_lock);
+}
+
 static int cpu_count(void) { return 1; }
 
 /* The first PU of `core` the process may run on (may_use NULL: any), or
@@ -184,12 +206,14 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
   info->peak_gflops[POAS_FLOAT64] = 40.0 * s->threads;
   s->dev.nlanes = 1;
   s->dev.priv = s;
+  blas_threads_take();
   *out = &s->dev;
   return 0;
 }
 
 static void cpu_close(poas__device *dev) {
   cpu_state *s = dev->priv;
+  blas_threads_give_back();
   hwloc_bitmap_free(s->cpuset);
   free(s);
 }
