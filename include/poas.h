@@ -513,7 +513,12 @@ typedef struct poas_calibration_result {
  * cannot be written (before measuring, or after) or read; POAS_EFIT when
  * a fit fails, or fits models that the profile reader would refuse (a
  * sim of 1e3 flop/s: its times are absurd), which are then neither
- * written nor used, with an output or without; POAS_ETOOBIG for a device
+ * written nor used, with an output or without, and before a device is
+ * measured where its sgemm runs under the 1e6 flop/s a profile may hold,
+ * or so slowly that even its smallest GEMM sweep could not end within the
+ * calibration's time (a sim of 1e8 flop/s in both dtypes beside a real
+ * device, which then sleeps for its calls: a quick sweep of it needs 53
+ * s, where a quick calibration has a minute); POAS_ETOOBIG for a device
  * whose memory cannot hold the sweep's largest operands (a sim of 16 MiB
  * in a full calibration, 4 MiB in a quick one).
  * The context's models are then left as they were.

@@ -292,8 +292,9 @@ static int read_fit(reader *r, json_t *obj, const char *path, poas__fit_stats *f
 }
 
 /* A GEMM model must predict a positive, finite time no faster than 10
- * Pflop/s and no slower than 1 Mflop/s plus a second for these shapes,
- * the square, thin and flat blocks that planning asks about. */
+ * Pflop/s and no slower than 1 Mflop/s plus a second (POAS__PROFILE_MAX_RATE,
+ * POAS__PROFILE_MIN_RATE) for these shapes, the square, thin and flat blocks
+ * that planning asks about. */
 static int check_gemm_sane(reader *r, const poas__gemm_model *gm, const char *path) {
   static const int64_t shapes[][3] = {{64, 64, 64},     {1024, 1024, 1024}, {8192, 8192, 8192},
                                       {16, 4096, 4096}, {4096, 16, 4096},   {4096, 4096, 16}};
@@ -303,7 +304,8 @@ static int check_gemm_sane(reader *r, const poas__gemm_model *gm, const char *pa
     int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
     double flops = 2.0 * (double)m * (double)n * (double)k;
     double t = poas__model_gemm_time(&dm, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k);
-    if (!isfinite(t) || t < flops / 1e16 || t > flops / 1e6 + 1)
+    if (!isfinite(t) || t < flops / POAS__PROFILE_MAX_RATE ||
+        t > flops / POAS__PROFILE_MIN_RATE + 1)
       return complain(r, "'%s' predicts %g s for a %lldx%lldx%lld GEMM, which is absurd", path, t,
                       (long long)m, (long long)n, (long long)k);
   }

@@ -12,6 +12,13 @@
 #define POAS__PROFILE_VERSION 1
 /* Larger files are refused before parsing: a real profile is a few KiB. */
 #define POAS__PROFILE_MAX_BYTES (4u << 20)
+/* The flop rates a GEMM model may stand for: reading a profile refuses one
+ * that predicts a time for any of the shapes planning asks about (up to
+ * 8192^3) faster than the first or slower than the second plus a second,
+ * as absurd. Calibration refuses a device slower than the floor before it
+ * measures it (predict/calibrate.c). */
+#define POAS__PROFILE_MAX_RATE 1e16
+#define POAS__PROFILE_MIN_RATE 1e6
 
 /* One device of a profile: what identifies it (the fingerprint) and its
  * models. */

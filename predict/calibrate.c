@@ -72,6 +72,7 @@ typedef struct sweep {
   int reps;
   int thin_reps; /* timed repetitions of each thin-block probe */
   int thin_large; /* probe thin blocks at the largest full sizes (thin_long) */
+  int slow;       /* scaled below SLOW_SCALE: sized to the time left (device_sweep) */
 } sweep;
 
 static const int64_t quick_squares[] = {128, 256, 448, 640, 896, 1152};
@@ -84,9 +85,9 @@ static const int64_t full_full[] = {512, 1024, 1792, 2560, 3072};
 static sweep sweep_for(int quick) {
   if (quick)
     return (sweep){1536, quick_squares, quick_thin, quick_full, POAS__ARRAY_LEN(quick_squares),
-                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5, 1, 0};
+                   POAS__ARRAY_LEN(quick_thin), POAS__ARRAY_LEN(quick_full), 12, 5, 1, 0, 0};
   return (sweep){3072, full_squares, full_thin, full_full, POAS__ARRAY_LEN(full_squares),
-                 POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5, 3, 0};
+                 POAS__ARRAY_LEN(full_thin), POAS__ARRAY_LEN(full_full), 30, 5, 3, 0, 0};
 }
 
 /* The sweeps above are sized for a device of about REFERENCE_RATE flop/s
@@ -99,6 +100,18 @@ static sweep sweep_for(int quick) {
  * stay as they are. */
 #define REFERENCE_RATE 1e11
 #define MAX_SWEEP_SIZES 16
+
+/* Below SLOW_SCALE (a device under REFERENCE_RATE / 64, about 1.6e9 flop/s,
+ * slower than any CPU or GPU calibrated so far) the sizes still follow the
+ * rate, down to MIN_SCALE, but no longer keep a pass's time: the thin
+ * blocks' short sides do not shrink, and a sim of 1e8 flop/s spent 85 s
+ * on each pass of a quick sweep at a quarter. Such a device's sweep is
+ * sized to the time it has left instead (device_sweep). At MIN_SCALE the
+ * quick sweep's full sizes are 64, 112 and 152: its longest side is still
+ * twice the 64 rows at which the model's thin-block terms level off
+ * (models/model.c), and the blocks of 8 and 24 rows are still thin. */
+#define SLOW_SCALE 0.25
+#define MIN_SCALE 0.1
 
 typedef struct scaled_sweep {
   sweep sw;
@@ -168,6 +181,20 @@ static void fit_to_tiles(gemm_sample *s, int n, uint64_t tile_bytes) {
 
 static int max_shapes(const sweep *sw) {
   return sw->nsquares + 2 * sw->nthin * sw->nfull + sw->nrandom;
+}
+
+/* The sweep's samples in the dtypes of dtype_mask into s (room for 8
+ * max_shapes()), cut to a device's tiles; returns how many. */
+static int sweep_samples(const sweep *sw, int dtype_mask, uint64_t tile_bytes, gemm_sample *s) {
+  uint64_t rng = 12345;
+  int ns = 0;
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4 && (dtype_mask & (1 << dt)); pair++) {
+      int n = build_shapes(sw, dt, pair, &rng, s + ns);
+      fit_to_tiles(s + ns, n, tile_bytes);
+      ns += n;
+    }
+  return ns;
 }
 
 /* ------------------------------------------------------------ timing */
@@ -1573,10 +1600,11 @@ static void keep_thin_if_better(const poas__device *dev, int dt, const gemm_samp
  * dtype in two), while a minute is what --quick promises: on that machine's
  * first calibration, with 25 s of building PoCL's kernels, cpu0 and PoCL's
  * probes took 15 s of a calibration that then took 68 s. A full
- * calibration always runs them. */
-static int thin_out_of_time(const progress *pg, double per_work, double work) {
+ * calibration runs them, unless its sweep was sized to the time left
+ * (sweep.slow): a sim of 1e8 flop/s would spend 15 minutes on them. */
+static int thin_out_of_time(const progress *pg, const sweep *sw, double per_work, double work) {
   double end = pg->o->end_s;
-  return pg->o->quick && end > 0 && work > 0 && per_work > 0 &&
+  return (pg->o->quick || sw->slow) && end > 0 && work > 0 && per_work > 0 &&
          poas__now() + work * per_work > end;
 }
 
@@ -1609,7 +1637,7 @@ static int calibrate_gemm(bench *bb, const sweep *sw, int dtype_mask, gemm_sampl
   out->handoff_slow = seen.slow;
   memcpy(out->handoff_extra, seen.extra, sizeof out->handoff_extra);
   memcpy(out->handoff_latency_ns, seen.latency_ns, sizeof out->handoff_latency_ns);
-  if (!rc && thin_out_of_time(pg, per_work, after_work)) {
+  if (!rc && thin_out_of_time(pg, sw, per_work, after_work)) {
     out->thin_skipped = 1;
     poas__info("%s: thin-block probes left out to keep to the time calibration has",
                bb->dev->info.id);
@@ -1690,29 +1718,63 @@ static int small_bench(poas__device *dev, size_t bytes, bench *bb) {
   return rc ? rc : load_operands(bb);
 }
 
-/* The device's sgemm rate in flop/s on a 512^3 problem, after one warm-up
- * call; 0 when it cannot be measured, which leaves the sweep unscaled. */
-static double probe_rate(poas__device *dev) {
-  enum { N = 512 };
+/* What the rate probe measured: the sgemm rate of its largest call, which
+ * sets the sweep's sizes, and the line through its two largest calls
+ * (seconds = latency + flops / marginal), which predicts a slow device's
+ * sweep; 0 where not measured (the sweep is then left unscaled). */
+typedef struct rate_probe {
+  int64_t side;    /* the largest call's m = n = k */
+  double rate;     /* its flop/s */
+  double marginal; /* flop/s past the calls' fixed cost */
+  double latency;  /* that fixed cost, in seconds a call */
+} rate_probe;
+
+/* The probe's calls: squares from PROBE_FIRST, doubling, up to 512^3 on
+ * every device that runs a 256^3 sgemm within PROBE_CALL_S / 8 (1.1e9
+ * flop/s), where only the 512^3 was timed before; a slower one stops at the
+ * first side whose next would take longer than PROBE_CALL_S. The 512^3
+ * alone took a sim of 1e8 flop/s 16 s, and one of 1e6 flop/s 27 minutes. */
+#define PROBE_FIRST 16
+#define PROBE_LAST 512
+#define PROBE_CALL_S 0.25
+
+static void probe_rate(poas__device *dev, rate_probe *out) {
+  *out = (rate_probe){0};
   bench bb;
-  double rate = 0;
-  if (small_bench(dev, (size_t)N * N * sizeof(float), &bb))
+  double prev_flops = 0, prev_t = 0;
+  if (small_bench(dev, (size_t)PROBE_LAST * PROBE_LAST * sizeof(float), &bb))
     goto done;
-  /* The fastest of three: the probe sets every later size, and one
-   * disturbed call must not shrink them all (on an H100 VM a single timing
-   * once read the 16-core CPU at 4.4 GFLOP/s, scaled its sweep by 0.35 and
-   * left a profile 12% off). */
-  gemm_sample w = {.dtype = POAS_FLOAT32, .m = N, .n = N, .k = N};
-  for (int rep = 0; rep < 3; rep++) {
-    double t;
-    if (time_gemm(&bb, &w, &t) != 0)
+  for (int64_t n = PROBE_FIRST; n <= PROBE_LAST; n *= 2) {
+    /* The fastest of three: the probe sets every later size, and one
+     * disturbed call must not shrink them all (on an H100 VM a single
+     * timing once read the 16-core CPU at 4.4 GFLOP/s, scaled its sweep by
+     * 0.35 and left a profile 12% off). */
+    gemm_sample w = {.dtype = POAS_FLOAT32, .m = n, .n = n, .k = n};
+    double best = 0, flops = 2.0 * (double)n * (double)n * (double)n;
+    for (int rep = 0; rep < 3; rep++) {
+      double t;
+      if (time_gemm(&bb, &w, &t) != 0)
+        goto done;
+      if (t > 0 && (best == 0 || t < best))
+        best = t;
+    }
+    if (!(best > 0))
       break;
-    if (t > 0)
-      rate = POAS__MAX(rate, 2.0 * N * N * N / t);
+    out->side = n;
+    out->rate = flops / best;
+    if (prev_t > 0 && best > prev_t) {
+      out->marginal = (flops - prev_flops) / (best - prev_t);
+      out->latency = POAS__MAX(best - flops / out->marginal, 0);
+    } else {
+      out->marginal = out->latency = 0;
+    }
+    prev_flops = flops;
+    prev_t = best;
+    if (n > PROBE_FIRST && best * 8 > PROBE_CALL_S)
+      break;
   }
 done:
   bench_free(&bb);
-  return rate;
 }
 
 /* The shapes poas__calibrate_build runs for each dtype and transpose pair:
@@ -1765,19 +1827,86 @@ int poas__calibrate_build(poas__device *dev, const poas__calib_opts *o) {
   return 0;
 }
 
+/* Seconds the samples take in `passes` passes on dev, which the probe
+ * measured: each sample's warm-up and timed calls (time_gemm) on the
+ * probe's line, dgemm at half the sgemm rate (as on the CPUs and sims
+ * measured). */
+static double sweep_seconds(const poas__device *dev, const gemm_sample *s, int ns,
+                            const rate_probe *p, int passes) {
+  int calls = 1 + (own_processors(dev) ? GPU_TIMED_CALLS : 1);
+  double t = 0;
+  for (int i = 0; i < ns; i++) {
+    double rate = s[i].dtype == POAS_FLOAT64 ? p->marginal / 2 : p->marginal;
+    t += calls * (p->latency + 2.0 * (double)s[i].m * (double)s[i].n * (double)s[i].k / rate);
+  }
+  return t * passes;
+}
+
+/* Scales a slow device's sweep (f, below SLOW_SCALE) down to the largest
+ * size whose fewest passes (sweep_min_passes) the probe says end by
+ * o->end_s, MIN_SCALE at the least; POAS_EFIT when even that sweep would
+ * end later. The thin-block probes are not counted: such a sweep leaves
+ * them out when late (thin_out_of_time). */
+static int fit_slow_sweep(poas__device *dev, const poas__calib_opts *o, const sweep *nominal,
+                          const rate_probe *p, double *f, scaled_sweep *out) {
+  gemm_sample *s = malloc((size_t)max_shapes(nominal) * 8 * sizeof *s);
+  if (!s)
+    return poas__fail(POAS_ENOMEM, "%s: no memory for the GEMM sweep's shapes", dev->info.id);
+  int passes = sweep_min_passes(o->quick);
+  double need;
+  for (;;) {
+    scale_sweep(nominal, *f, out);
+    int ns = sweep_samples(&out->sw, o->dtype_mask, dev->gemm_tile_bytes, s);
+    need = sweep_seconds(dev, s, ns, p, passes);
+    poas__debug("calibrate %s: the sweep scaled by %.3f would take %.3g s in %d passes",
+                dev->info.id, *f, need, passes);
+    if (poas__now() + need <= o->end_s || *f <= MIN_SCALE)
+      break;
+    *f = POAS__MAX(*f * 0.9, MIN_SCALE);
+  }
+  free(s);
+  double left = POAS__MAX(o->end_s - poas__now(), 0);
+  if (need > left)
+    return poas__fail(POAS_EFIT,
+                      "%s: too slow to calibrate in the time it has: at %.3g flop/s (sgemm), "
+                      "the smallest GEMM sweep's %d passes would take %.0f s, and %.0f s are "
+                      "left of the %s calibration's; not calibrated",
+                      dev->info.id, p->marginal, passes, need, left,
+                      o->quick ? "quick" : "full");
+  return 0;
+}
+
 /* The sweep for a device: the nominal one scaled to its speed, but never
- * beyond what a quarter of its memory holds in three operands. */
-static void device_sweep(poas__device *dev, int quick, scaled_sweep *out) {
-  sweep nominal = sweep_for(quick);
-  double rate = probe_rate(dev);
-  double f = rate > 0 ? cbrt(rate / REFERENCE_RATE) : 1;
-  f = POAS__MIN(POAS__MAX(f, 0.25), 4.0);
+ * beyond what a quarter of its memory holds in three operands. A device
+ * slower than a profile may hold is refused before anything else is
+ * measured (POAS_EFIT): a sim of 1e3 flop/s was measured for all of its
+ * sweep, in virtual time, to be refused by the profile's read-back, and
+ * beside a real device it would have slept for days. */
+static int device_sweep(poas__device *dev, const poas__calib_opts *o, scaled_sweep *out) {
+  sweep nominal = sweep_for(o->quick);
+  rate_probe p;
+  probe_rate(dev, &p);
+  if (p.marginal > 0 && p.marginal < POAS__PROFILE_MIN_RATE)
+    return poas__fail(POAS_EFIT,
+                      "%s: sgemm runs at %.3g flop/s, below the %.3g flop/s a profile's models "
+                      "may stand for (the reader refuses slower ones as absurd); not calibrated",
+                      dev->info.id, p.marginal, POAS__PROFILE_MIN_RATE);
+  double f = p.rate > 0 ? cbrt(p.rate / REFERENCE_RATE) : 1;
+  f = POAS__MIN(POAS__MAX(f, MIN_SCALE), 4.0);
   double mem_side = sqrt((double)dev->info.memory_bytes / 4 / 3 / sizeof(double));
   if ((double)nominal.big_max * f > mem_side)
-    f = POAS__MAX(mem_side / (double)nominal.big_max, 0.25);
-  scale_sweep(&nominal, f, out);
-  poas__info("%s: calibration sizes scaled by %.2f (sgemm 512^3 at %.3g GFLOP/s)", dev->info.id,
-             f, rate / 1e9);
+    f = POAS__MIN(f, POAS__MAX(mem_side / (double)nominal.big_max, SLOW_SCALE));
+  /* In virtual time a sweep costs no time at all. */
+  int rc = 0, slow = f < SLOW_SCALE && p.marginal > 0 && !dev->virtual_time && o->end_s > 0;
+  if (slow)
+    rc = fit_slow_sweep(dev, o, &nominal, &p, &f, out);
+  else
+    scale_sweep(&nominal, f, out);
+  out->sw.slow = slow;
+  if (!rc)
+    poas__info("%s: calibration sizes scaled by %.2f (sgemm %lld^3 at %.3g GFLOP/s)",
+               dev->info.id, f, (long long)p.side, p.rate / 1e9);
+  return rc;
 }
 
 int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__device_model *out) {
@@ -1785,24 +1914,18 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
    * (the context derives that one again from the new models). */
   atomic_store(&dev->handoff_slow, 0);
   scaled_sweep scaled;
-  device_sweep(dev, o->quick, &scaled);
+  int rc = device_sweep(dev, o, &scaled);
+  if (rc)
+    return rc;
   sweep sw = scaled.sw;
   sw.thin_large = own_processors(dev);
-  int per = max_shapes(&sw);
-  gemm_sample *s = malloc((size_t)per * 8 * sizeof *s);
+  gemm_sample *s = malloc((size_t)max_shapes(&sw) * 8 * sizeof *s);
   if (!s)
     return poas__fail(POAS_ENOMEM, "%s: no memory for the GEMM sweep's shapes", dev->info.id);
-  uint64_t rng = 12345;
-  int ns = 0;
+  int ns = sweep_samples(&sw, o->dtype_mask, dev->gemm_tile_bytes, s);
   size_t elems = 0;
-  for (int dt = 0; dt < 2; dt++)
-    for (int pair = 0; pair < 4 && (o->dtype_mask & (1 << dt)); pair++) {
-      int n = build_shapes(&sw, dt, pair, &rng, s + ns);
-      fit_to_tiles(s + ns, n, dev->gemm_tile_bytes);
-      for (int i = 0; i < n; i++)
-        elems = POAS__MAX(elems, operand_elems(&s[ns + i]));
-      ns += n;
-    }
+  for (int i = 0; i < ns; i++)
+    elems = POAS__MAX(elems, operand_elems(&s[i]));
   /* The thin-block probes: their work, and operands that fit the buffers
    * (a slow device's sweep is scaled down, its probes' long side is not). */
   gemm_sample *probe = malloc(THIN_PROBES * sizeof *probe);
@@ -1847,7 +1970,6 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
 
   bench bb = {.dev = dev, .cap = elems * sizeof(double)};
   bb.host_cap = dev->info.host_memory ? 0 : POAS__MIN(bb.cap, staging);
-  int rc = 0;
   if (bb.cap * 3 > m.memory_bytes / 2)
     rc = poas__fail(POAS_ETOOBIG, "%s: too little memory for the calibration sweep",
                     dev->info.id);

@@ -1558,6 +1558,105 @@ TEST(runs_teach_thin_blocks_apart_from_whole_ones) {
   return 0;
 }
 
+/* A device slower than a profile's models may stand for (1e6 flop/s, the
+ * reader's floor) is refused before anything of it is measured, with a
+ * word of why: its rate probe is all it runs. A sim of 4e5 flop/s ran its
+ * whole sweep, in virtual time, to be refused at the end as absurd, and
+ * beside a real device would have slept for days first. */
+TEST(a_device_slower_than_a_profile_holds_is_refused_before_it_is_measured) {
+  poas_context *ctx = test_open("sim:rate=4e5:drate=4e5");
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  step_log *log = calloc(1, sizeof *log);
+  CHECK(log);
+  o.progress = on_step;
+  o.progress_user = log;
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EFIT);
+  const char *why = poas_error_detail();
+  CHECK_MSG(strstr(why, "sim0") && strstr(why, "4e+05 flop/s") && strstr(why, "absurd"), "%s",
+            why);
+  CHECK_MSG(strcmp(log->text, "sim0 kernels") == 0, "steps: %s", log->text);
+  free(log);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* A sim beside a real device takes real time (it sleeps), and one too slow
+ * for even the smallest sweep's fewest passes to end within a quick
+ * calibration's minute fails at once (POAS_EFIT), saying how long that
+ * sweep would take; it builds no kernels first, having none. At 5e6 flop/s
+ * those passes take 526 s: the calibration once spent minutes building
+ * kernels and probing its rate alone, and would have taken half an hour. */
+TEST(a_sim_too_slow_for_the_time_left_fails_early) {
+  poas_context *ctx = test_open("cpu:threads=1,sim:rate=5e6");
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  o.devices = "sim0";
+  step_log *log = calloc(1, sizeof *log);
+  CHECK(log);
+  o.progress = on_step;
+  o.progress_user = log;
+  CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EFIT);
+  const char *why = poas_error_detail();
+  CHECK_MSG(strstr(why, "sim0: too slow to calibrate") && strstr(why, "5e+06 flop/s"), "%s",
+            why);
+  CHECK_MSG(strcmp(log->text, "sim0 kernels") == 0, "steps: %s", log->text);
+  poas_device_info info;
+  CHECK_OK(poas_device_get(ctx, 1, &info));
+  CHECK(!info.has_model);
+  free(log);
+  poas_finalize(ctx);
+  return 0;
+}
+
+typedef struct scale_heard {
+  char line[256];
+} scale_heard;
+
+static void hear_scale(void *user, int level, const char *message) {
+  (void)level;
+  scale_heard *h = user;
+  if (strstr(message, "calibration sizes scaled by"))
+    snprintf(h->line, sizeof h->line, "%s", message);
+}
+
+/* A device slower than the sweeps are sized for (under 1.6e9 flop/s) has
+ * its sizes follow its rate down to a tenth, where they stopped at a
+ * quarter and a sim of 1e8 flop/s spent 85 s on each pass of a quick
+ * sweep; the smaller sweep still recovers its rate. */
+TEST(a_slow_device_sweeps_smaller_sizes) {
+  scale_heard h = {""};
+  poas_set_log_handler(hear_scale, &h);
+  poas_options po;
+  poas_options_init(&po);
+  po.devices = "sim:rate=1e8:latency=1e-5";
+  po.no_profile = 1;
+  po.log_level = 2;
+  poas_context *ctx = NULL;
+  int rc = poas_init(&ctx, &po);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  if (!rc)
+    rc = poas_calibrate(ctx, &o, NULL);
+  poas_set_log_handler(NULL, NULL);
+  CHECK_OK(rc);
+  CHECK_MSG(strstr(h.line, "sim0: calibration sizes scaled by 0.10"), "heard '%s'", h.line);
+  double t;
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 1024, 1024, 1024,
+                             &t));
+  CHECK_MSG(near(t, 1e-5 + 2.0 * 1024 * 1024 * 1024 / 1e8, 0.01), "%g s", t);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* Virtual seconds a sim device has spent on all its lanes. */
 static double sim_busy(const poas__device *d) {
   return poas__sim_lane_clock(d, 0) + poas__sim_lane_clock(d, 1) + poas__sim_lane_clock(d, 2);
@@ -2002,6 +2101,9 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(runs_teach_thin_blocks_apart_from_whole_ones),
           TEST_ENTRY(one_slow_run_does_not_move_what_runs_taught),
           TEST_ENTRY(a_calibration_short_of_time_runs_fewer_sweep_passes),
+          TEST_ENTRY(a_device_slower_than_a_profile_holds_is_refused_before_it_is_measured),
+          TEST_ENTRY(a_sim_too_slow_for_the_time_left_fails_early),
+          TEST_ENTRY(a_slow_device_sweeps_smaller_sizes),
           TEST_ENTRY(calls_on_fewer_threads_are_predicted_as_measured),
           TEST_ENTRY(timing_noise_is_the_median_relative_deviation),
           TEST_ENTRY(sim_calibration_recovers_its_parameters),
