@@ -84,15 +84,23 @@ grep -q '2e+11 flop/s' "$tmp/sims.json" && grep -q '3e+11 flop/s' "$tmp/sims.jso
   fail "the profile lacks sim1 or the new sim0: $(cat "$tmp/sims.json")"
 
 # What calibration writes, the reader takes: models the reader would refuse
-# (a sim of 1e3 flop/s, whose times are absurd) are not written, and an
-# earlier profile stays. They were, and every later read refused the file.
+# (a sim whose calls cost 1000 s each, over the 1 s a profile may hold) are not
+# written, and an earlier profile stays. They were, and every later read
+# refused the file. A device slower than a profile may hold (a sim of 1e3
+# flop/s) is refused before it is measured, the profile kept too.
 cp "$tmp/sims.json" "$tmp/slow.json"
+"$calibrate" --quick --devices sim:latency=1e3 --dtype s --output "$tmp/slow.json" \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "not written: this POAS would refuse the profile on reading it: .*outside" "$tmp/err" &&
+  cmp -s "$tmp/sims.json" "$tmp/slow.json" ||
+  fail "models the reader refuses: exit $rc: $(cat "$tmp/err")"
 "$calibrate" --quick --devices sim:rate=1e3:drate=1e3 --dtype s --output "$tmp/slow.json" \
   >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 1 ] && grep -q "not written: this POAS would refuse the profile on reading it: .*absurd" "$tmp/err" &&
+[ $rc -eq 1 ] && grep -q "sim0: sgemm runs at 1e+03 flop/s, below the 1e+06 flop/s" "$tmp/err" &&
   cmp -s "$tmp/sims.json" "$tmp/slow.json" ||
-  fail "models the reader refuses: exit $rc: $(cat "$tmp/err")"
+  fail "a device too slow for a profile: exit $rc: $(cat "$tmp/err")"
 
 # A copy model is said in the profile's numbers, however slow: a link of
 # 2 kB/s and one of 2 ns latency were "0.00 GB/s" and
