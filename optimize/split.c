@@ -722,6 +722,25 @@ static int sharing_devices(const poas__opt_device *d, int nd, const screen *sc,
   return ns >= 2 ? ns : 0;
 }
 
+/* Leaves out the candidates that share the host's cores past the first
+ * MAX_SHARING: which of those take part is chosen among their subsets,
+ * and one left out of them would compute beside them unchecked (13
+ * one-core sims of shared=1 planned three on a two-core host). */
+static void leave_out_unweighed(const poas__opt_device *d, int nd, screen *sc,
+                                poas__opt_result *r) {
+  int seen = 0;
+  for (int i = 0; i < nd; i++) {
+    if (!sc->ok[i] || !d[i].shares_host_cores || ++seen <= MAX_SHARING)
+      continue;
+    sc->ok[i] = 0;
+    r->dev[i].excluded = 1;
+    snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+             "more than %d devices share the host's cores: the plan weighs the first %d of "
+             "them listed",
+             MAX_SHARING, MAX_SHARING);
+  }
+}
+
 /* The cores the subset `mask` of the sharing devices needs. */
 static int mask_cores(const poas__opt_device *d, const int *idx, int ns, unsigned mask) {
   int cores = 0;
@@ -1253,6 +1272,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   s.ncand = s.ns = 0;
   s.ngran = ceil_div(s.total, s.granule);
 
+  leave_out_unweighed(d, nd, &sc, out);
   int *idx = s.sharing;
   int ns = s.ns = sharing_devices(d, nd, &sc, idx);
   for (int j = 0; j < ns; j++)

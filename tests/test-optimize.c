@@ -822,6 +822,39 @@ TEST(devices_sharing_cores_never_add_what_they_cannot) {
   return 0;
 }
 
+/* More devices share the host's cores than the solver enumerates subsets
+ * of (13 one-core sims of shared=1 on a two-core host): the ones past
+ * those it weighs are left out with a reason, where they took part
+ * unchecked and three devices planned on two cores. */
+TEST(devices_sharing_cores_past_those_weighed_are_left_out) {
+  enum { N = 13 };
+  poas__device_model dm;
+  rate_model(&dm, 1e11, 1e-5, 1e-6, 2e10);
+  poas__opt_device d[N];
+  char ids[N][8];
+  for (int i = 0; i < N; i++) {
+    snprintf(ids[i], sizeof ids[i], "sim%d", i);
+    d[i] = device(ids[i], &dm, 0);
+    d[i].shares_host_cores = 1;
+  }
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 4096);
+  p.host_cores = 2;
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, N, &p, &r));
+  int working = 0;
+  int64_t covered = 0;
+  for (int i = 0; i < N; i++) {
+    working += r.dev[i].u1 > r.dev[i].u0;
+    covered += r.dev[i].u1 - r.dev[i].u0;
+    CHECK(r.dev[i].excluded == !(r.dev[i].u1 > r.dev[i].u0));
+    CHECK(!r.dev[i].excluded || r.dev[i].reason[0]);
+  }
+  CHECK_MSG(working == 2, "%d devices on the host's 2 cores", working);
+  CHECK(covered == r.total_units);
+  CHECK(r.dev[N - 1].excluded && strstr(r.dev[N - 1].reason, "share the host's cores"));
+  return 0;
+}
+
 /* A cpu device and a PoCL-like one (with its own memory or not) that
  * share the host's two cores, on a square sgemm of side 4096; tests set
  * their models. */
@@ -1117,6 +1150,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(plan_on_sim_devices_gives_arithmetic_shares),
           TEST_ENTRY(useless_and_unfit_devices_are_excluded_with_reasons),
           TEST_ENTRY(devices_sharing_cores_never_add_what_they_cannot),
+          TEST_ENTRY(devices_sharing_cores_past_those_weighed_are_left_out),
           TEST_ENTRY(contention_between_sharing_devices_is_priced_in),
           TEST_ENTRY(min_gain_counts_the_contention_a_helper_causes),
           TEST_ENTRY(thin_block_tables_are_applied_and_the_solver_still_places_everything),
