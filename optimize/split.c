@@ -1041,26 +1041,31 @@ static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t to
  * fastest device's time for the whole problem, and re-solved only when it
  * comes close. */
 static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, screen *sc,
-                               poas__opt_result *r, double t) {
+                               const int *pool, poas__opt_result *r, double t) {
   int working = 0;
   for (int ci = 0; ci < s->ncand; ci++)
     working += s->n[ci] > 0;
   const double cost = s->p->engine_s, g = fmax(s->bar, 0);
   if (working < 2 || (cost <= 0 && g <= 0))
     return;
-  /* The fastest of the working devices alone, not the one with the
-   * largest share: on a small problem shares tie (a 64^3 sgemm on sims of
-   * 1e11 and 1e12 flop/s split 32 : 32) and the first listed, the slower,
-   * was kept. A pipeline evaluation each, no solve. */
+  /* The fastest of the candidates alone, not the one with the largest
+   * share: on a small problem shares tie (a 64^3 sgemm on sims of 1e11
+   * and 1e12 flop/s split 32 : 32) and the first listed, the slower, was
+   * kept. Every candidate of the plan before drop_marginal counts
+   * (pool), given work or not: a fast device with a large fixed cost can
+   * get none, or too little to keep, beside slow ones that share the work
+   * in less than that cost, yet be the fastest alone (test-optimize: one
+   * of two slow ones alone was kept at 0.52 ms, where it takes 0.39). A
+   * pipeline evaluation each, no solve. */
   int keep = -1;
   double best = INFINITY;
   screen alone_sc, try_sc;
-  for (int ci = 0; ci < s->ncand; ci++) {
-    if (s->n[ci] <= 0)
+  for (int i = 0; i < nd; i++) {
+    if (!pool[i])
       continue;
-    double ti = alone_time(s, d, nd, sc, r, s->c[ci].dev, &try_sc);
+    double ti = alone_time(s, d, nd, sc, r, i, &try_sc);
     if (keep < 0 || ti < best)
-      keep = s->c[ci].dev, best = ti, alone_sc = try_sc;
+      keep = i, best = ti, alone_sc = try_sc;
   }
   const double bar = (t + cost) * (1 + g); /* the shared plan's time, and its gain */
   if (!(best + alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost) <= bar))
@@ -1071,8 +1076,13 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
     return;
   }
+  /* One that drop_marginal left out takes part again. */
+  sc->ok[keep] = 1;
+  sc->judged[keep] = 0;
+  r->dev[keep].excluded = 0;
+  r->dev[keep].reason[0] = '\0';
   for (int i = 0; i < nd; i++)
-    if (sc->ok[i] && i != keep) {
+    if (pool[i] && i != keep) {
       sc->ok[i] = 0;
       sc->judged[i] = 1;
       r->dev[i].excluded = 1;
@@ -1299,8 +1309,10 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   if (!isfinite(t))
     return fail_everywhere(d, nd, p, too_big, sc.limited, out);
   s.bar = gain_bar(&s, d);
+  int pool[POAS_MAX_DEVICES];
+  memcpy(pool, sc.ok, sizeof pool);
   t = drop_marginal(&s, d, nd, &sc, out, t);
-  alone_when_cheaper(&s, d, nd, &sc, out, t);
+  alone_when_cheaper(&s, d, nd, &sc, pool, out, t);
   fill_result(&s, d, &sc, out);
   faster_direction(&s, d, nd, &sc, out);
   return 0;

@@ -176,6 +176,35 @@ TEST(the_device_kept_alone_is_the_fastest) {
   return 0;
 }
 
+/* The device kept alone is the fastest alone among all the candidates,
+ * not only among those the shared plan gave work: two slow devices share
+ * a 64^3 sgemm in 0.26 ms, each takes 0.52 ms alone, and the shared plan
+ * pays the engine's 0.5 ms. A fast device with a fixed cost of 0.3 ms a
+ * call gets no work beside them, and one of 0.26 ms and a lower rate one
+ * row, too little to keep (drop_marginal); alone they take 0.3 and 0.39
+ * ms. A slow one was kept, planned 0.52 ms. */
+TEST(the_device_kept_alone_may_have_had_no_share) {
+  static const double fixed[] = {3e-4, 2.6e-4}, rate[] = {1e12, 4e9}, alone[] = {3.01e-4, 3.92e-4};
+  for (int i = 0; i < 2; i++) {
+    poas__device_model slow, fast;
+    rate_model(&slow, 1e9, 0, 0, 0);
+    rate_model(&fast, rate[i], fixed[i], 0, 0);
+    poas__opt_device d[3] = {device("slow0", &slow, 1), device("fast", &fast, 1),
+                             device("slow1", &slow, 1)};
+    poas__opt_problem p = square_gemm(POAS_FLOAT32, 64);
+    p.min_gain = 0.03;
+    p.engine_s = 5e-4;
+    poas__opt_result r;
+    CHECK_OK(poas__optimize(d, 3, &p, &r));
+    CHECK_MSG(!r.dev[1].excluded && r.dev[1].u1 - r.dev[1].u0 == r.total_units,
+              "%.2g s: fast has %lld of %lld units (%s)", fixed[i],
+              (long long)(r.dev[1].u1 - r.dev[1].u0), (long long)r.total_units, r.dev[1].reason);
+    CHECK(r.dev[0].excluded && r.dev[2].excluded && strstr(r.dev[0].reason, "fast alone"));
+    CHECK(r.makespan_s < alone[i]);
+  }
+  return 0;
+}
+
 /* A device that a useless one leaves with all the work is planned as it
  * is alone: one tile and no engine cost, which is how it runs (on the
  * caller's thread, or in virtual time for sims). It kept the four tiles
@@ -1131,6 +1160,7 @@ TEST(huge_problems_plan_or_are_refused_without_overflow) {
 
 TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(the_device_kept_alone_is_the_fastest),
+          TEST_ENTRY(the_device_kept_alone_may_have_had_no_share),
           TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates),
           TEST_ENTRY(plans_predict_what_their_policy_runs),
           TEST_ENTRY(plan_gemm_call_plans_the_call),
