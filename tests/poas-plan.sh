@@ -122,8 +122,8 @@ if [ -w /dev/full ]; then
 fi
 # A device too small to add anything, without which the solve comes out
 # shorter (its tiles' fixed costs): the reason read "grows -1.7%".
-devs='sim:rate=10e9,sim:rate=100e9:latency=1e-5,sim:rate=3e9:memory=16Mi,sim:rate=300e9:memory=4Ki'
-out=$("$plan" --m 10 --n 3000 --k 1 --beta 1 --devices "$devs") || fail "a small device: $out"
+devs='sim:rate=1e11:latency=1e-5,sim:rate=1e11:latency=1e-5,sim:rate=1e9'
+out=$("$plan" --m 256 --n 3000 --k 16 --beta 1 --devices "$devs") || fail "a small device: $out"
 printf '%s' "$out" | grep -q "this small the predicted time shrinks [0-9.]*%$" &&
   ! printf '%s' "$out" | grep -q "grows -" || fail "a small device's reason: $out"
 exit 0
