@@ -1039,15 +1039,15 @@ static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t to
  * device kept its 3.1% of a 512^3 sgemm beside the CPU, predicted to save
  * 0.6%, and the pair ran at 0.88x the CPU alone. That is checked from the
  * fastest device's time for the whole problem, and re-solved only when it
- * comes close. */
-static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, screen *sc,
-                               const int *pool, poas__opt_result *r, double t) {
+ * comes close. Returns whether it kept one device alone. */
+static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, screen *sc,
+                              const int *pool, poas__opt_result *r, double t) {
   int working = 0;
   for (int ci = 0; ci < s->ncand; ci++)
     working += s->n[ci] > 0;
   const double cost = s->p->engine_s, g = fmax(s->bar, 0);
   if (working < 2 || (cost <= 0 && g <= 0))
-    return;
+    return 0;
   /* The fastest of the candidates alone, not the one with the largest
    * share: on a small problem shares tie (a 64^3 sgemm on sims of 1e11
    * and 1e12 flop/s split 32 : 32) and the first listed, the slower, was
@@ -1069,12 +1069,12 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
   }
   const double bar = (t + cost) * (1 + g); /* the shared plan's time, and its gain */
   if (!(best + alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost) <= bar))
-    return;
+    return 0;
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], s->c[0].pipe.tile, s->total, cost);
   if (!(alone <= bar)) {
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
-    return;
+    return 0;
   }
   /* One that drop_marginal left out takes part again. */
   sc->ok[keep] = 1;
@@ -1102,6 +1102,7 @@ static void alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scr
                  "than the %.0f%% the models can be off by",
                  d[keep].id, 1e3 * alone, 100 * (alone / (t + cost) - 1), 100 * g);
     }
+  return 1;
 }
 
 /* The tiles of the devices screened in (sc_was) for the split now in r,
@@ -1134,6 +1135,33 @@ static void rejudged_reasons(int nd, const poas__opt_problem *p, const screen *s
                "error and the runtime's cost allow; the plan was then split by %s, predicted "
                "faster",
                unit_name(p, was), unit_name(p, r->split));
+}
+
+/* The alone check (alone_when_cheaper) made again once the plan r has
+ * turned to the other split, with sc the screen of that split and t its
+ * solve's makespan: the shared plan was weighed against the devices alone
+ * split the old way, and turning can speed one of them alone more than it
+ * speeds the pair. A 64 x 4096 x 256 sgemm on a GPU beside a slow CPU,
+ * with the engine's 0.1 ms, turned from rows (the GPU alone 2.00 ms) to
+ * columns, where the pair was planned at 1.99 ms and the GPU alone by
+ * columns takes 1.94 (test-optimize). The candidates are those of pool
+ * that can take the problem split the new way (one that drop_marginal
+ * left out may not); the reasons of the others then quote the device
+ * alone split as the plan is. */
+static void alone_after_turn(solver *s, const poas__opt_device *d, int nd, screen *sc,
+                             const int *pool, poas__opt_result *r, double t) {
+  int fits[POAS_MAX_DEVICES];
+  for (int i = 0; i < nd; i++)
+    fits[i] = pool[i] && (d[i].host_memory || copy_device_fits(&d[i], s->p, r->split));
+  if (!alone_when_cheaper(s, d, nd, sc, fits, r, t))
+    return;
+  /* fill_result writes the shares of the plan's candidates alone. */
+  for (int i = 0; i < nd; i++)
+    if (!sc->ok[i]) {
+      r->dev[i].u0 = r->dev[i].u1 = 0;
+      memset(&r->dev[i].time, 0, sizeof r->dev[i].time);
+    }
+  fill_result(s, d, sc, r);
 }
 
 /* The gain below which the other direction is not solved for. */
@@ -1182,12 +1210,13 @@ static int other_may_win(const poas__opt_device *d, int nd, const poas__opt_prob
  * columns, its 64 MiB of B copied in one 4096-column tile, at 2.54 ms,
  * where by rows it is B that is shared, copied whole, and predicted 2.35
  * ms. A second solve of the candidates left, and no more: the choices of
- * devices stand as made. The candidates keep their models (the same
+ * devices stand as made, but for the check that one of them alone is not
+ * cheaper (alone_after_turn). The candidates keep their models (the same
  * subset of the devices sharing the host's cores computes), so only the
  * shares and their times change. Compared on balanced_s, which leaves out
  * the rounding to granules that differ between the directions. */
 static void faster_direction(solver *s, const poas__opt_device *d, int nd, const screen *sc,
-                             poas__opt_result *r) {
+                             const int *pool, poas__opt_result *r) {
   const poas__opt_problem *p = s->p;
   poas__split_dim other = r->split == POAS__SPLIT_ROWS ? POAS__SPLIT_COLS : POAS__SPLIT_ROWS;
   int ncand = 0, copies = 0;
@@ -1208,8 +1237,7 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
   poas__opt_share was[POAS_MAX_DEVICES];
   memcpy(&head, r, offsetof(poas__opt_result, dev));
   memcpy(was, r->dev, (size_t)nd * sizeof *was);
-  screen sc_other;
-  memcpy(sc_other.ok, sc->ok, sizeof sc_other.ok);
+  screen sc_other = *sc;
   set_split(d, nd, sc->ok, p, other, r);
   if (!other_may_win(d, nd, p, r, was, head.total_units)) {
     memcpy(r, &head, offsetof(poas__opt_result, dev));
@@ -1217,7 +1245,8 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
   }
   tiles_for_split(d, nd, p, r, sc, ncand, &sc_other);
   s->total = r->total_units, s->granule = r->granule, s->ngran = ceil_div(s->total, s->granule);
-  if (isfinite(solve_tiled(s, d, nd, sc->ok, &sc_other, r))) {
+  double t = solve_tiled(s, d, nd, sc->ok, &sc_other, r);
+  if (isfinite(t)) {
     /* What fill_result wrote for the candidates it writes again. */
     for (int i = 0; i < nd; i++)
       if (sc->ok[i]) {
@@ -1228,6 +1257,7 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
     fill_result(s, d, &sc_other, r);
     if (r->balanced_s < head.balanced_s) {
       rejudged_reasons(nd, p, sc, head.split, r);
+      alone_after_turn(s, d, nd, &sc_other, pool, r, t);
       return;
     }
   }
@@ -1314,6 +1344,6 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   t = drop_marginal(&s, d, nd, &sc, out, t);
   alone_when_cheaper(&s, d, nd, &sc, pool, out, t);
   fill_result(&s, d, &sc, out);
-  faster_direction(&s, d, nd, &sc, out);
+  faster_direction(&s, d, nd, &sc, pool, out);
   return 0;
 }

@@ -205,6 +205,38 @@ TEST(the_device_kept_alone_may_have_had_no_share) {
   return 0;
 }
 
+/* The device kept alone is judged again in the split the plan turns to:
+ * a 64 x 4096 x 256 sgemm on a GPU (1e11 flop/s, 0.1 ms a call, copies
+ * of 10 GB/s) beside a CPU of 1e9 on host memory, with the engine's 0.1
+ * ms, was solved by rows, where the GPU alone takes 2.00 ms, more than
+ * the pair; turned to columns, predicted faster, the pair kept 48
+ * columns for the CPU at 1.99 ms, where the GPU alone by columns takes
+ * 1.94 (two tiles, the engine counted). */
+TEST(the_device_kept_alone_is_judged_in_the_split_the_plan_keeps) {
+  poas__device_model gpu, cpu;
+  rate_model(&gpu, 1e11, 1e-4, 1e-5, 1e10);
+  rate_model(&cpu, 1e9, 0, 0, 0);
+  poas__opt_device d[2] = {device("gpu", &gpu, 0), device("cpu", &cpu, 1)};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 64);
+  p.n = 4096, p.k = 256, p.min_gain = 0.03, p.engine_s = 1e-4;
+  poas__opt_result r, alone;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_OK(poas__optimize(d, 1, &p, &alone));
+  CHECK_MSG(alone.split == POAS__SPLIT_COLS, "the gpu alone split by %d", (int)alone.split);
+  CHECK_MSG(r.split == POAS__SPLIT_COLS && r.dev[1].excluded &&
+                r.dev[0].u1 - r.dev[0].u0 == r.total_units && r.makespan_s == alone.makespan_s,
+            "split %d: gpu %lld of %lld columns, %.4g ms where it takes %.4g ms alone",
+            (int)r.split, (long long)(r.dev[0].u1 - r.dev[0].u0), (long long)r.total_units,
+            1e3 * r.makespan_s, 1e3 * alone.makespan_s);
+  /* The CPU's reason quotes the GPU alone by columns, the plan's time. */
+  const char *at = strstr(r.dev[1].reason, "gpu alone is predicted ");
+  double ms = 0;
+  CHECK_MSG(at && sscanf(at, "gpu alone is predicted %lf ms", &ms) == 1 &&
+                near(ms, 1e3 * r.makespan_s, 0.005),
+            "plan at %.4g ms, the cpu's reason: %s", 1e3 * r.makespan_s, r.dev[1].reason);
+  return 0;
+}
+
 /* A device that a useless one leaves with all the work is planned as it
  * is alone: one tile and no engine cost, which is how it runs (on the
  * caller's thread, or in virtual time for sims). It kept the four tiles
@@ -1161,6 +1193,7 @@ TEST(huge_problems_plan_or_are_refused_without_overflow) {
 TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(the_device_kept_alone_is_the_fastest),
           TEST_ENTRY(the_device_kept_alone_may_have_had_no_share),
+          TEST_ENTRY(the_device_kept_alone_is_judged_in_the_split_the_plan_keeps),
           TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates),
           TEST_ENTRY(plans_predict_what_their_policy_runs),
           TEST_ENTRY(plan_gemm_call_plans_the_call),
