@@ -1055,8 +1055,13 @@ static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scre
    * (pool), given work or not: a fast device with a large fixed cost can
    * get none, or too little to keep, beside slow ones that share the work
    * in less than that cost, yet be the fastest alone (test-optimize: one
-   * of two slow ones alone was kept at 0.52 ms, where it takes 0.39). A
-   * pipeline evaluation each, no solve. */
+   * of two slow ones alone was kept at 0.52 ms, where it takes 0.39).
+   * Fastest with the engine's cost where it runs in tiles: a device
+   * behind a slow link, 4.48 ms alone in four tiles, was kept before one
+   * at 4.52 ms in one tile, then found slower than the pair with the
+   * engine's 1 ms (5.48 ms against 5.06), and the pair was planned, 12%
+   * slower than the other alone (test-optimize). A pipeline evaluation
+   * each, no solve. */
   int keep = -1;
   double best = INFINITY;
   screen alone_sc, try_sc;
@@ -1064,11 +1069,12 @@ static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scre
     if (!pool[i])
       continue;
     double ti = alone_time(s, d, nd, sc, r, i, &try_sc);
+    ti += alone_engine(&d[i], try_sc.tile[i], s->total, cost);
     if (keep < 0 || ti < best)
       keep = i, best = ti, alone_sc = try_sc;
   }
   const double bar = (t + cost) * (1 + g); /* the shared plan's time, and its gain */
-  if (!(best + alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost) <= bar))
+  if (!(best <= bar))
     return 0;
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], s->c[0].pipe.tile, s->total, cost);

@@ -205,6 +205,31 @@ TEST(the_device_kept_alone_may_have_had_no_share) {
   return 0;
 }
 
+/* The device kept alone is the fastest with the engine's cost counted
+ * where it runs in tiles: a 128 x 50 x 4 sgemm that reads C, with the
+ * engine's 1 ms, on a device of 1e11 flop/s behind a link of 10 MB/s
+ * (alone in four tiles by rows, 4.48 ms, and 5.48 with the engine) and
+ * one of 1e8 flop/s behind a link of 10 GB/s and 1 ms latency (alone in
+ * one tile, 4.52 ms). The first was kept without the engine, then found
+ * slower than the pair (5.06 ms with it), and the pair was planned. */
+TEST(the_device_kept_alone_counts_the_engine_it_pays) {
+  poas__device_model fast, slow;
+  rate_model(&fast, 1e11, 0, 1e-4, 1e7);
+  rate_model(&slow, 1e8, 0, 1e-3, 1e10);
+  poas__opt_device d[2] = {device("fast", &fast, 0), device("slow", &slow, 0)};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 128);
+  p.n = 50, p.k = 4, p.reads_c = 1, p.min_gain = 0.03, p.engine_s = 1e-3;
+  poas__opt_result r, alone;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_OK(poas__optimize(&d[1], 1, &p, &alone));
+  CHECK_MSG(r.dev[0].excluded && r.dev[1].u1 - r.dev[1].u0 == r.total_units &&
+                r.makespan_s == alone.makespan_s && strstr(r.dev[0].reason, "slow alone"),
+            "fast %lld of %lld rows at %.4g ms, where slow alone takes %.4g ms (%s)",
+            (long long)(r.dev[0].u1 - r.dev[0].u0), (long long)r.total_units, 1e3 * r.makespan_s,
+            1e3 * alone.makespan_s, r.dev[0].reason);
+  return 0;
+}
+
 /* The device kept alone is judged again in the split the plan turns to:
  * a 64 x 4096 x 256 sgemm on a GPU (1e11 flop/s, 0.1 ms a call, copies
  * of 10 GB/s) beside a CPU of 1e9 on host memory, with the engine's 0.1
@@ -1194,6 +1219,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(the_device_kept_alone_is_the_fastest),
           TEST_ENTRY(the_device_kept_alone_may_have_had_no_share),
           TEST_ENTRY(the_device_kept_alone_is_judged_in_the_split_the_plan_keeps),
+          TEST_ENTRY(the_device_kept_alone_counts_the_engine_it_pays),
           TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates),
           TEST_ENTRY(plans_predict_what_their_policy_runs),
           TEST_ENTRY(plan_gemm_call_plans_the_call),
