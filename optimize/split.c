@@ -1271,6 +1271,96 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
   memcpy(r->dev, was, (size_t)nd * sizeof *was);
 }
 
+/* Leaves out the candidates of pool but keep, which r now plans alone
+ * split as r is, with reasons that quote that plan beside the one of
+ * `plan` seconds split by `was` it replaced (alone_other_way). */
+static void alone_reasons(const poas__opt_device *d, int nd, const poas__opt_problem *p,
+                          const int *pool, int keep, poas__split_dim was, double plan, double g,
+                          screen *sc, poas__opt_result *r) {
+  const double alone = r->makespan_s;
+  for (int i = 0; i < nd; i++) {
+    if (!pool[i] || i == keep)
+      continue;
+    sc->ok[i] = 0, sc->judged[i] = 1, r->dev[i].excluded = 1;
+    if (alone < plan)
+      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+               "adds nothing: %s alone is predicted %.3g ms split by %s, less than the %.3g ms "
+               "of the plan split by %s",
+               d[keep].id, 1e3 * alone, unit_name(p, r->split), 1e3 * plan, unit_name(p, was));
+    else
+      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+               "adds too little: %s alone is predicted %.3g ms split by %s, %.1f%% more than "
+               "the plan split by %s, less than the %.0f%% the models can be off by",
+               d[keep].id, 1e3 * alone, unit_name(p, r->split), 100 * (alone / plan - 1),
+               unit_name(p, was), 100 * g);
+  }
+}
+
+/* The plan r, its split settled, against each candidate of pool alone
+ * split the other way, that candidate's best plan when faster: the alone
+ * checks before weighed each alone split as the plan then was, and a plan
+ * that keeps its split was never weighed against the other. A plan of two
+ * or more devices must save s->bar over it (alone_when_cheaper), and one
+ * device alone must be slower. This runs last because the shared plan
+ * split the other way, solved by faster_direction, may be faster than
+ * both: weighed before it, a device alone that way would have stood in
+ * for a faster shared plan. A 64 x 1024 x 32 sgemm with the engine's 0.1
+ * ms was planned by rows on a GPU and a slow CPU at 1.10 ms, where the
+ * GPU alone by columns takes 1.05 (test-optimize). Compared on
+ * balanced_s, as faster_direction compares. The plan is the alone one
+ * only where its filled times say it is faster; else r is restored. */
+static void alone_other_way(solver *s, const poas__opt_device *d, int nd, screen *sc,
+                            const int *pool, poas__opt_result *r) {
+  const poas__opt_problem *p = s->p;
+  const double cost = p->engine_s, g = fmax(s->bar, 0);
+  int working = 0;
+  for (int i = 0; i < nd; i++)
+    working += r->dev[i].u1 > r->dev[i].u0;
+  if (working == 0 || (cost <= 0 && g <= 0))
+    return;
+  const double plan = r->balanced_s, bar = working > 1 ? plan * (1 + g) : plan;
+  const poas__split_dim was = r->split;
+  poas__opt_result head;
+  poas__opt_share shares[POAS_MAX_DEVICES];
+  poas__device_model models[MAX_SHARING];
+  memcpy(&head, r, offsetof(poas__opt_result, dev));
+  memcpy(shares, r->dev, (size_t)nd * sizeof *shares);
+  for (int j = 0; j < s->ns; j++)
+    models[j] = r->model[s->sharing[j]];
+  set_split(d, nd, pool, p, was == POAS__SPLIT_ROWS ? POAS__SPLIT_COLS : POAS__SPLIT_ROWS, r);
+  screen other = *sc, alone_sc, try_sc;
+  tiles_for_split(d, nd, p, r, sc, 1, &other);
+  int keep = -1;
+  double best = INFINITY;
+  for (int i = 0; i < nd; i++) {
+    if (!pool[i] || !(d[i].host_memory || copy_device_fits(&d[i], p, r->split)))
+      continue;
+    double ti = alone_time(s, d, nd, &other, r, i, &try_sc);
+    ti += alone_engine(&d[i], try_sc.tile[i], r->total_units, cost);
+    if (keep < 0 || ti < best)
+      keep = i, best = ti, alone_sc = try_sc;
+  }
+  if (keep >= 0 && best < bar) {
+    s->total = r->total_units, s->granule = r->granule, s->ngran = ceil_div(s->total, s->granule);
+    solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
+    for (int i = 0; i < nd; i++) {
+      r->dev[i].u0 = r->dev[i].u1 = 0;
+      memset(&r->dev[i].time, 0, sizeof r->dev[i].time);
+    }
+    r->dev[keep].excluded = 0, r->dev[keep].reason[0] = '\0';
+    fill_result(s, d, &alone_sc, r);
+    if (r->balanced_s < bar) {
+      *sc = alone_sc;
+      alone_reasons(d, nd, p, pool, keep, was, plan, g, sc, r);
+      return;
+    }
+  }
+  memcpy(r, &head, offsetof(poas__opt_result, dev));
+  memcpy(r->dev, shares, (size_t)nd * sizeof *shares);
+  for (int j = 0; j < s->ns; j++)
+    r->model[s->sharing[j]] = models[j];
+}
+
 static int fail_everywhere(const poas__opt_device *d, int nd, const poas__opt_problem *p,
                            int too_big, int limited, const poas__opt_result *r) {
   /* Every device's reason, which both errors but memory's quote. */
@@ -1351,5 +1441,6 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   alone_when_cheaper(&s, d, nd, &sc, pool, out, t);
   fill_result(&s, d, &sc, out);
   faster_direction(&s, d, nd, &sc, pool, out);
+  alone_other_way(&s, d, nd, &sc, pool, out);
   return 0;
 }

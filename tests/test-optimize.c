@@ -230,6 +230,37 @@ TEST(the_device_kept_alone_counts_the_engine_it_pays) {
   return 0;
 }
 
+/* A plan that keeps its split is weighed against each device alone split
+ * the other way too: a 64 x 1024 x 32 sgemm with the engine's 0.1 ms, on
+ * a CPU of 1e8 flop/s beside a GPU of 1e10 (0.1 ms latency, 1 GB/s), was
+ * planned by rows, one row on the CPU and 63 on the GPU, at 1.10 ms,
+ * where the GPU alone by columns (two tiles of 512) takes 1.05 ms. */
+TEST(the_device_kept_alone_may_be_split_the_other_way) {
+  poas__device_model gpu, cpu;
+  rate_model(&cpu, 1e8, 0, 0, 0);
+  rate_model(&gpu, 1e10, 0, 1e-4, 1e9);
+  poas__opt_device d[2] = {device("cpu", &cpu, 1), device("gpu", &gpu, 0)};
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 64);
+  p.n = 1024, p.k = 32, p.engine_s = 1e-4;
+  poas__opt_result r, alone;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_OK(poas__optimize(&d[1], 1, &p, &alone));
+  CHECK_MSG(alone.split == POAS__SPLIT_COLS, "the gpu alone split by %d", (int)alone.split);
+  CHECK_MSG(r.split == POAS__SPLIT_COLS && r.dev[0].excluded &&
+                r.dev[1].u1 - r.dev[1].u0 == r.total_units && r.makespan_s == alone.makespan_s,
+            "split %d: cpu %lld, gpu %lld of %lld units, %.4g ms where the gpu alone takes %.4g ms",
+            (int)r.split, (long long)(r.dev[0].u1 - r.dev[0].u0),
+            (long long)(r.dev[1].u1 - r.dev[1].u0), (long long)r.total_units, 1e3 * r.makespan_s,
+            1e3 * alone.makespan_s);
+  /* The CPU's reason quotes the GPU alone as planned, and its split. */
+  const char *at = strstr(r.dev[0].reason, "gpu alone is predicted ");
+  double ms = 0;
+  CHECK_MSG(at && sscanf(at, "gpu alone is predicted %lf ms", &ms) == 1 &&
+                near(ms, 1e3 * r.makespan_s, 0.005) && strstr(at, "split by columns"),
+            "plan at %.4g ms, the cpu's reason: %s", 1e3 * r.makespan_s, r.dev[0].reason);
+  return 0;
+}
+
 /* The device kept alone is judged again in the split the plan turns to:
  * a 64 x 4096 x 256 sgemm on a GPU (1e11 flop/s, 0.1 ms a call, copies
  * of 10 GB/s) beside a CPU of 1e9 on host memory, with the engine's 0.1
@@ -1220,6 +1251,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(the_device_kept_alone_may_have_had_no_share),
           TEST_ENTRY(the_device_kept_alone_is_judged_in_the_split_the_plan_keeps),
           TEST_ENTRY(the_device_kept_alone_counts_the_engine_it_pays),
+          TEST_ENTRY(the_device_kept_alone_may_be_split_the_other_way),
           TEST_ENTRY(copies_both_ways_at_once_are_priced_in), TEST_ENTRY(shares_follow_rates),
           TEST_ENTRY(plans_predict_what_their_policy_runs),
           TEST_ENTRY(plan_gemm_call_plans_the_call),
