@@ -4,6 +4,7 @@
 # right in s and d, and the transfers are predicted from the link measured
 # at start; two ranks of simulated devices, one three times the other's
 # rate, get the rows in that ratio and measure what they predicted;
+# a rank too slow for a granule of rows takes none;
 # a bad argument or device selection ends every rank with exit status 2,
 # said once, and a run failing on one rank or all of them, or one that no
 # rank can plan, with 1, said once; in an MPMD job problems (--sizes, --dtype, --repeat)
@@ -141,6 +142,17 @@ assert abs(p["end_to_end_s"] - (p["compute_s"] + p["scatter_s"] + p["gather_s"])
 PYEOF
 grep -q "result not checked: a rank computed on simulated devices" "$tmp/err" ||
   fail "sims: the table does not say the result is not checked: $(cat "$tmp/err")"
+# Ranks of 1e12 and 1e10 flop/s: the slow one's share, 0.63 of a granule
+# of 32 rows, is none; it once got a whole granule by largest remainder,
+# which took it 0.028 s, where the fast rank ends all 2048 rows in 0.020.
+mpi -np 1 -x POAS_DEVICES=sim:rate=1e12 "$bench" --sizes 2048 --repeat 1 --json : \
+  -np 1 -x POAS_DEVICES=sim:rate=1e10 "$bench" --sizes 2048 --repeat 1 --json \
+  >"$tmp/sim.json" 2>"$tmp/err" || fail "sims 100 : 1: $(cat "$tmp/err")"
+python3 - "$tmp/sim.json" <<'PYEOF' || fail "sims 100 : 1: $(cat "$tmp/sim.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))["problems"][0]
+assert [r["count"] for r in p["split"]] == [2048, 0], p
+PYEOF
 
 # Usage errors end every rank with 2, said by rank 0 alone: an option
 # refused in the program's own name (not its path, as getopt gave it), with
