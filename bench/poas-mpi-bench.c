@@ -360,7 +360,7 @@ static int open_job(job *j, const options *o) {
  * its rate; the rows past the last whole granule to the fastest rank. A
  * rank with rate 0 gets none. The granules left once went by largest
  * remainder, which gave a rank of a hundredth of another's rate (its
- * share 0.63 of a granule of 64) a granule that took it 0.028 s, where the
+ * share 0.63 of a granule of 32 rows) a granule that took it 0.028 s, where the
  * other would have ended all 2048 rows in 0.020. */
 static void share_rows(int64_t m, const double *rate, int size, int64_t *first, int64_t *count) {
   double total = 0;
