@@ -1026,6 +1026,50 @@ static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t to
   return !dev->host_memory && tile < total ? cost : 0;
 }
 
+/* The candidate of pool fastest alone split as r is, the engine's cost
+ * counted where it runs in tiles (alone_engine): its index, or -1 where
+ * pool holds none; *best gets its time and *alone_sc the screen of its
+ * plan. A pipeline evaluation each, no solve. */
+static int fastest_alone(const solver *s, const poas__opt_device *d, int nd, const screen *sc,
+                         const poas__opt_result *r, const int *pool, double *best,
+                         screen *alone_sc) {
+  int keep = -1;
+  screen try_sc;
+  *best = INFINITY;
+  for (int i = 0; i < nd; i++) {
+    if (!pool[i])
+      continue;
+    double ti = alone_time(s, d, nd, sc, r, i, &try_sc) +
+                alone_engine(&d[i], try_sc.tile[i], r->total_units, s->p->engine_s);
+    if (keep < 0 || ti < *best)
+      keep = i, *best = ti, *alone_sc = try_sc;
+  }
+  return keep;
+}
+
+/* The plan is device keep alone: it takes part (again, where
+ * drop_marginal left it out), and every other candidate of pool is left
+ * out for `why`. */
+static void keep_alone(int nd, const int *pool, int keep, const char *why, screen *sc,
+                       poas__opt_result *r) {
+  sc->ok[keep] = 1, sc->judged[keep] = 0;
+  r->dev[keep].excluded = 0, r->dev[keep].reason[0] = '\0';
+  for (int i = 0; i < nd; i++)
+    if (pool[i] && i != keep) {
+      sc->ok[i] = 0, sc->judged[i] = 1, r->dev[i].excluded = 1;
+      snprintf(r->dev[i].reason, sizeof r->dev[i].reason, "%s", why);
+    }
+}
+
+/* The candidates of pool that can take the problem split by `split` (one
+ * that drop_marginal left out, or that a turn screened, may not) into
+ * fits[]. */
+static void pool_fitting(const poas__opt_device *d, int nd, const poas__opt_problem *p,
+                         const int *pool, poas__split_dim split, int *fits) {
+  for (int i = 0; i < nd; i++)
+    fits[i] = pool[i] && (d[i].host_memory || copy_device_fits(&d[i], p, split));
+}
+
 /* A plan with several devices runs through the engine, whose threads and
  * hand-offs cost about p->engine_s a run, and its devices disturb each
  * other (host memory bandwidth, the cores that drive a GPU's pageable
@@ -1060,19 +1104,10 @@ static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scre
    * behind a slow link, 4.48 ms alone in four tiles, was kept before one
    * at 4.52 ms in one tile, then found slower than the pair with the
    * engine's 1 ms (5.48 ms against 5.06), and the pair was planned, 12%
-   * slower than the other alone (test-optimize). A pipeline evaluation
-   * each, no solve. */
-  int keep = -1;
-  double best = INFINITY;
-  screen alone_sc, try_sc;
-  for (int i = 0; i < nd; i++) {
-    if (!pool[i])
-      continue;
-    double ti = alone_time(s, d, nd, sc, r, i, &try_sc);
-    ti += alone_engine(&d[i], try_sc.tile[i], s->total, cost);
-    if (keep < 0 || ti < best)
-      keep = i, best = ti, alone_sc = try_sc;
-  }
+   * slower than the other alone (test-optimize). */
+  double best;
+  screen alone_sc;
+  int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc);
   const double bar = (t + cost) * (1 + g); /* the shared plan's time, and its gain */
   if (!(best <= bar))
     return 0;
@@ -1082,32 +1117,23 @@ static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scre
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
     return 0;
   }
-  /* One that drop_marginal left out takes part again. */
-  sc->ok[keep] = 1;
-  sc->judged[keep] = 0;
-  r->dev[keep].excluded = 0;
-  r->dev[keep].reason[0] = '\0';
-  for (int i = 0; i < nd; i++)
-    if (pool[i] && i != keep) {
-      sc->ok[i] = 0;
-      sc->judged[i] = 1;
-      r->dev[i].excluded = 1;
-      if (alone <= t)
-        snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
-                 "adds nothing: %s alone is predicted %.3g ms, no more than with the others",
-                 d[keep].id, 1e3 * alone);
-      else if (alone <= t + cost)
-        snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
-                 "adds too little: %s alone is predicted %.3g ms, %.3g ms more than with the "
-                 "others, less than the %.2g ms a run on several devices costs the runtime",
-                 d[keep].id, 1e3 * alone, 1e3 * (alone - t), 1e3 * cost);
-      else
-        snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
-                 "adds too little: %s alone is predicted %.3g ms, %.1f%% more than with the "
-                 "others (the runtime's cost and their slowing each other counted), less "
-                 "than the %.0f%% the models can be off by",
-                 d[keep].id, 1e3 * alone, 100 * (alone / (t + cost) - 1), 100 * g);
-    }
+  char why[sizeof r->dev[0].reason];
+  if (alone <= t)
+    snprintf(why, sizeof why,
+             "adds nothing: %s alone is predicted %.3g ms, no more than with the others",
+             d[keep].id, 1e3 * alone);
+  else if (alone <= t + cost)
+    snprintf(why, sizeof why,
+             "adds too little: %s alone is predicted %.3g ms, %.3g ms more than with the "
+             "others, less than the %.2g ms a run on several devices costs the runtime",
+             d[keep].id, 1e3 * alone, 1e3 * (alone - t), 1e3 * cost);
+  else
+    snprintf(why, sizeof why,
+             "adds too little: %s alone is predicted %.3g ms, %.1f%% more than with the "
+             "others (the runtime's cost and their slowing each other counted), less "
+             "than the %.0f%% the models can be off by",
+             d[keep].id, 1e3 * alone, 100 * (alone / (t + cost) - 1), 100 * g);
+  keep_alone(nd, pool, keep, why, sc, r);
   return 1;
 }
 
@@ -1157,8 +1183,7 @@ static void rejudged_reasons(int nd, const poas__opt_problem *p, const screen *s
 static void alone_after_turn(solver *s, const poas__opt_device *d, int nd, screen *sc,
                              const int *pool, poas__opt_result *r, double t) {
   int fits[POAS_MAX_DEVICES];
-  for (int i = 0; i < nd; i++)
-    fits[i] = pool[i] && (d[i].host_memory || copy_device_fits(&d[i], s->p, r->split));
+  pool_fitting(d, nd, s->p, pool, r->split, fits);
   if (!alone_when_cheaper(s, d, nd, sc, fits, r, t))
     return;
   /* fill_result writes the shares of the plan's candidates alone. */
@@ -1271,31 +1296,6 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
   memcpy(r->dev, was, (size_t)nd * sizeof *was);
 }
 
-/* Leaves out the candidates of pool but keep, which r now plans alone
- * split as r is, with reasons that quote that plan beside the one of
- * `plan` seconds split by `was` it replaced (alone_other_way). */
-static void alone_reasons(const poas__opt_device *d, int nd, const poas__opt_problem *p,
-                          const int *pool, int keep, poas__split_dim was, double plan, double g,
-                          screen *sc, poas__opt_result *r) {
-  const double alone = r->makespan_s;
-  for (int i = 0; i < nd; i++) {
-    if (!pool[i] || i == keep)
-      continue;
-    sc->ok[i] = 0, sc->judged[i] = 1, r->dev[i].excluded = 1;
-    if (alone < plan)
-      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
-               "adds nothing: %s alone is predicted %.3g ms split by %s, less than the %.3g ms "
-               "of the plan split by %s",
-               d[keep].id, 1e3 * alone, unit_name(p, r->split), 1e3 * plan, unit_name(p, was));
-    else
-      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
-               "adds too little: %s alone is predicted %.3g ms split by %s, %.1f%% more than "
-               "the plan split by %s, less than the %.0f%% the models can be off by",
-               d[keep].id, 1e3 * alone, unit_name(p, r->split), 100 * (alone / plan - 1),
-               unit_name(p, was), 100 * g);
-  }
-}
-
 /* The plan r, its split settled, against each candidate of pool alone
  * split the other way, that candidate's best plan when faster: the alone
  * checks before weighed each alone split as the plan then was, and a plan
@@ -1333,18 +1333,12 @@ static void alone_other_way(solver *s, const poas__opt_device *d, int nd, screen
   for (int j = 0; j < s->ns; j++)
     models[j] = r->model[s->sharing[j]];
   set_split(d, nd, pool, p, was == POAS__SPLIT_ROWS ? POAS__SPLIT_COLS : POAS__SPLIT_ROWS, r);
-  screen other = *sc, alone_sc, try_sc;
+  screen other = *sc, alone_sc;
   tiles_for_split(d, nd, p, r, sc, 1, &other);
-  int keep = -1;
-  double best = INFINITY;
-  for (int i = 0; i < nd; i++) {
-    if (!pool[i] || !(d[i].host_memory || copy_device_fits(&d[i], p, r->split)))
-      continue;
-    double ti = alone_time(s, d, nd, &other, r, i, &try_sc);
-    ti += alone_engine(&d[i], try_sc.tile[i], r->total_units, cost);
-    if (keep < 0 || ti < best)
-      keep = i, best = ti, alone_sc = try_sc;
-  }
+  int fits[POAS_MAX_DEVICES];
+  pool_fitting(d, nd, p, pool, r->split, fits);
+  double best;
+  int keep = fastest_alone(s, d, nd, &other, r, fits, &best, &alone_sc);
   if (keep >= 0 && best < bar) {
     s->total = r->total_units, s->granule = r->granule, s->ngran = ceil_div(s->total, s->granule);
     solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
@@ -1352,11 +1346,24 @@ static void alone_other_way(solver *s, const poas__opt_device *d, int nd, screen
       r->dev[i].u0 = r->dev[i].u1 = 0;
       memset(&r->dev[i].time, 0, sizeof r->dev[i].time);
     }
-    r->dev[keep].excluded = 0, r->dev[keep].reason[0] = '\0';
+    r->dev[keep].excluded = 0;
     fill_result(s, d, &alone_sc, r);
     if (r->balanced_s < bar) {
+      const double alone = r->makespan_s;
+      char why[sizeof r->dev[0].reason];
+      if (alone < plan)
+        snprintf(why, sizeof why,
+                 "adds nothing: %s alone is predicted %.3g ms split by %s, less than the %.3g "
+                 "ms of the plan split by %s",
+                 d[keep].id, 1e3 * alone, unit_name(p, r->split), 1e3 * plan, unit_name(p, was));
+      else
+        snprintf(why, sizeof why,
+                 "adds too little: %s alone is predicted %.3g ms split by %s, %.1f%% more "
+                 "than the plan split by %s, less than the %.0f%% the models can be off by",
+                 d[keep].id, 1e3 * alone, unit_name(p, r->split), 100 * (alone / plan - 1),
+                 unit_name(p, was), 100 * g);
       *sc = alone_sc;
-      alone_reasons(d, nd, p, pool, keep, was, plan, g, sc, r);
+      keep_alone(nd, pool, keep, why, sc, r);
       return;
     }
   }
