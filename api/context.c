@@ -107,9 +107,9 @@ int poas_init(poas_context **out, const poas_options *opts) {
   ctx->adapt_off = opts->no_adapt || adapt_env_off;
   poas__adapt_reset(ctx, NULL);
   const char *sched = setting(opts->sched, "POAS_SCHED");
-  const char *sched_source =
-      opts->sched && *opts->sched ? "poas_options.sched" : "POAS_SCHED";
-  if ((rc = parse_policy(sched ? sched : "guided", sched_source, &ctx->sched)) != 0)
+  if ((rc = parse_policy(sched ? sched : "guided",
+                         sched == opts->sched ? "poas_options.sched" : "POAS_SCHED",
+                         &ctx->sched)) != 0)
     goto fail_ctx;
   /* Each run reads POAS_FAULT again (a test may set it between GEMMs), but
    * a malformed one fails here, not at the first GEMM. */

@@ -192,17 +192,13 @@ static int gemm_entry(poas_context *ctx, const gemm_args *g) {
 
 /* ------------------------------------------------------------ async */
 
-/* Room for POAS_FAULT in a task: as much as the scheduler takes
- * (poas__fault_parse). */
-#define FAULT_MAX 512
-
 typedef struct gemm_task {
   poas_context *ctx;
   poas__gemm_problem p;
   /* POAS_FAULT when the call was submitted: read on the caller's thread,
    * not the task worker's, where a program's setenv meanwhile raced the
    * read, and which faults a queued call met depended on when it ran. */
-  char fault[FAULT_MAX];
+  char fault[POAS__FAULT_SPEC_MAX];
 } gemm_task;
 _Static_assert(sizeof(gemm_task) <= POAS__TASK_PAYLOAD, "a GEMM task fits a task's payload");
 

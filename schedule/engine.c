@@ -3,6 +3,7 @@
  * and watch their events, injected faults, and the bookkeeping of chunks
  * the runner reads. */
 #include "schedule/engine.h"
+#include "schedule/schedule.h"
 
 #include "devices/sim/sim.h"
 
@@ -62,7 +63,7 @@ int poas__fault_parse(const char *spec, const poas__devset *set, int64_t after[]
     after[i] = -1;
   if (!spec || !*spec)
     return 0;
-  char buf[512];
+  char buf[POAS__FAULT_SPEC_MAX];
   if (strlen(spec) >= sizeof buf)
     return poas__fail(POAS_EINVAL, "POAS_FAULT too long (at most %zu characters)",
                       sizeof buf - 1);

@@ -17,6 +17,10 @@ typedef enum poas__policy {
 int poas__policy_parse(const char *text, poas__policy *out);
 const char *poas__policy_name(poas__policy p);
 
+/* The longest fault spec poas__fault_parse takes, its terminating null
+ * included. */
+#define POAS__FAULT_SPEC_MAX 512
+
 /* Parses a fault spec ("ID:after=N[,ID:after=N]", POAS_FAULT) against a
  * device set into after[i] (-1: none), warning of an ID not in the set.
  * With set NULL (after may be NULL too) it checks the form alone, as
