@@ -233,6 +233,11 @@ static int own_processors(const poas__device *dev) {
  * quick calibration must stay within a minute on the CI machine. */
 #define GPU_TIMED_CALLS 3
 
+/* Timed calls of each sample on dev (time_gemm), after one untimed. */
+static int timed_calls(const poas__device *dev) {
+  return own_processors(dev) ? GPU_TIMED_CALLS : 1;
+}
+
 /* A sample's GEMM on the calibration buffers. */
 static poas__gemm_call sample_call(const bench *bb, const gemm_sample *s) {
   return (poas__gemm_call){
@@ -307,7 +312,7 @@ static int gemm_failed(const poas__device *dev, const gemm_sample *s, int rc) {
 static int time_gemm(bench *bb, const gemm_sample *s, double *out) {
   poas__device *dev = bb->dev;
   poas__gemm_call g = sample_call(bb, s);
-  int calls = own_processors(dev) ? GPU_TIMED_CALLS : 1;
+  int calls = timed_calls(dev);
   double t[GPU_TIMED_CALLS];
   int rc = poas__gemm_sustain(dev, 0, g.dtype, bb->a, bb->b, bb->c, bb->cap, SUSTAIN_S);
   if (!rc)
@@ -1833,7 +1838,7 @@ int poas__calibrate_build(poas__device *dev, const poas__calib_opts *o) {
  * measured). */
 static double sweep_seconds(const poas__device *dev, const gemm_sample *s, int ns,
                             const rate_probe *p, int passes) {
-  int calls = 1 + (own_processors(dev) ? GPU_TIMED_CALLS : 1);
+  int calls = 1 + timed_calls(dev);
   double t = 0;
   for (int i = 0; i < ns; i++) {
     double rate = s[i].dtype == POAS_FLOAT64 ? p->marginal / 2 : p->marginal;
