@@ -49,6 +49,15 @@ typedef struct tool_cli {
   int stdout_checked_later;
 } tool_cli;
 
+/* The program as a refused option's message and the --help to read name
+ * it: prog, and its subcommand where it has one ("poas-bench gemm"). */
+static inline char *tool_name(const tool_cli *cli) {
+  static char name[64];
+  snprintf(name, sizeof name, "%s%s%s", cli->prog, cli->command ? " " : "",
+           cli->command ? cli->command : "");
+  return name;
+}
+
 /* getopt_long over cli's command line and table. getopt says what it
  * refuses in its own words (and the C library's language), but names the
  * program by argv[0]: libtool's wrapper path in the build tree, a full
@@ -58,11 +67,8 @@ typedef struct tool_cli {
  * past it only, and poas-bench's JSON reports the command line as typed.
  * Quiet programs (poas-mpi-bench's other ranks) leave the saying off. */
 static inline int tool_getopt(const tool_cli *cli, const char *optstring) {
-  static char name[64];
-  snprintf(name, sizeof name, "%s%s%s", cli->prog, cli->command ? " " : "",
-           cli->command ? cli->command : "");
   char *own = cli->argv[0];
-  cli->argv[0] = name;
+  cli->argv[0] = tool_name(cli);
   opterr = !cli->quiet;
   int c = getopt_long(cli->argc, cli->argv, optstring, cli->longopts, NULL);
   cli->argv[0] = own;
@@ -71,8 +77,7 @@ static inline int tool_getopt(const tool_cli *cli, const char *optstring) {
 
 /* After a usage error's message: where to read more. */
 static inline void tool_try_help(const tool_cli *cli) {
-  fprintf(stderr, "Try '%s%s%s --help' for more information.\n", cli->prog,
-          cli->command ? " " : "", cli->command ? cli->command : "");
+  fprintf(stderr, "Try '%s --help' for more information.\n", tool_name(cli));
 }
 
 /* Handles tool_getopt's answer `c` (with optarg `value`) as one of the
