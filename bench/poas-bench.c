@@ -30,6 +30,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -252,6 +253,25 @@ static int bad(const char *what, const char *value) {
   return 2;
 }
 
+/* Whether --plot's `name` is refused, said on stderr by `prog`, pointing to
+ * `cmd`'s --help: a name gnuplot cannot take, or one that ends in another
+ * format's extension. The plot is SVG whatever the name says: `--plot
+ * x.png` wrote SVG into x.png, which image viewers then refused. Other
+ * names are taken as they are (a folder's "run.2" holds no format). */
+static int plot_name_bad(const char *prog, const char *cmd, const char *name) {
+  static const char *const not_svg[] = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff",
+                                        ".webp", ".pdf", ".eps", ".ps", ".csv", ".json"};
+  const char *base = strrchr(name, '/');
+  const char *dot = strrchr(base ? base + 1 : name, '.');
+  const char *why = bench_plot_name_ok(name) ? NULL : "a name without quotes or newlines";
+  for (size_t i = 0; !why && dot && i < sizeof not_svg / sizeof *not_svg; i++)
+    if (strcasecmp(dot, not_svg[i]) == 0)
+      why = "an SVG file: a name ending in .svg";
+  if (why)
+    fprintf(stderr, "%s: bad --plot (%s) '%s' (see %s --help)\n", prog, why, name, cmd);
+  return why != NULL;
+}
+
 /* Parses `gemm`'s options: TOOL_GO_ON, or the exit status to leave with. */
 static int parse_options(int argc, char **argv, options *o) {
   static const struct option longopts[] = {
@@ -297,8 +317,8 @@ static int parse_options(int argc, char **argv, options *o) {
     case 'p':
       if (!tool_file_named("poas-bench", "plot", optarg))
         return 2;
-      if (!bench_plot_name_ok(optarg))
-        return bad("--plot (a name without quotes or newlines)", optarg);
+      if (plot_name_bad("poas-bench", "poas-bench gemm", optarg))
+        return 2;
       o->plot = optarg;
       break;
     case 'P':
@@ -1234,8 +1254,8 @@ static int plot_main(int argc, char **argv) {
   }
   if (!tool_file_named("poas-bench plot", "plot", out))
     return 2;
-  if (!bench_plot_name_ok(out))
-    return bench_bad_arg("poas-bench plot", "--plot (a name without quotes or newlines)", out);
+  if (plot_name_bad("poas-bench plot", "poas-bench plot", out))
+    return 2;
   for (int i = optind; i < argc; i++)
     if (plot_over_csv("poas-bench plot", out, argv[i]))
       return 2;

@@ -248,6 +248,7 @@ for args in "" "frobnicate" "gemm --dtype q" "gemm --sizes 0" "gemm --repeat x" 
             "gemm --shape 2x3 --sizes 4" "gemm --baselines mkl" \
             "gemm --alone-limit 0" "gemm --alone-limit x" "gemm --alone-limit +1" \
             "gemm --alone-limit 0x1" "gemm --alone-limit inf" "gemm --plot a'b.svg" \
+            "gemm --plot x.png" "plot --plot x.PDF x.csv" \
             "gemm --baselines ," "gemm --baselines cblas," "gemm --sizes 64," "plot" \
             "plot --plot" "plot --foo x.csv" "plot -x x.csv" "plot --plot a'b.svg x.csv" \
             "gemm --baselines none --devices bogus"; do
@@ -292,6 +293,11 @@ rc=$?
 "$bench" plot --plot "a'b.svg" x.csv >/dev/null 2>"$tmp/err"
 grep -q "(see poas-bench plot --help)\$" "$tmp/err" ||
   { echo "FAIL: poas-bench plot --plot \"a'b.svg\": $(cat "$tmp/err")"; exit 1; }
+# The plot is SVG whatever its name: --plot x.png wrote SVG into x.png.
+# Another extension is refused before any run; a name without one is taken.
+"$bench" gemm --plot plots/x.png >/dev/null 2>"$tmp/err"
+grep -qF "poas-bench: bad --plot (an SVG file: a name ending in .svg) 'plots/x.png' (see poas-bench gemm --help)" "$tmp/err" ||
+  { echo "FAIL: poas-bench gemm --plot plots/x.png: $(cat "$tmp/err")"; exit 1; }
 # A refused option names the command, not as "gemm" alone, and whose --help
 # to read; the whole usage no longer follows it on stderr.
 for sub in gemm plot; do
@@ -495,6 +501,7 @@ echo "plot of a foreign CSV, one without rows, or a malformed row refused: ok"
 # The plot may not overwrite a CSV, the run's or one it is drawn from, by
 # the same name, another name for it, or a link to it: a usage error that
 # leaves the CSV as it was. (gnuplot wrote the SVG over it, and exit 0.)
+# A plot named .csv is now refused for its extension first.
 # A link to the run's CSV counts before that CSV exists: followed, as
 # outputs are, it once wrote the SVG over the CSV the run had just made.
 cp "$tmp/y.csv" "$tmp/same.csv"
@@ -511,7 +518,7 @@ for args in "$run --csv $tmp/same.csv --plot $tmp/./same.csv" \
   "$bench" $args >/dev/null 2>"$tmp/err"
   rc=$?
   if [ $rc -ne 2 ] || [ -e "$tmp/new.csv" ] || ! cmp -s "$tmp/y.csv" "$tmp/same.csv" ||
-     ! grep -q "^poas-bench.*: --plot .* is the same file as " "$tmp/err"; then
+     ! grep -qE "^poas-bench.*: (--plot .* is the same file as |bad --plot \(an SVG file)" "$tmp/err"; then
     echo "FAIL: 'poas-bench $args' gave $rc: $(cat "$tmp/err")"
     exit 1
   fi
@@ -547,25 +554,29 @@ if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || ! grep -qF "$tmp/missing/x.svg" "$tmp/e
 fi
 # An output replaces only a file of its own kind, or an empty one: -p is
 # --plot here but --profile in the other tools, and `poas-bench gemm -p
-# profile.json` wrote an SVG over the profile. Refused before the run.
+# profile.json` wrote an SVG over the profile. Refused before the run: a
+# plot named .json for its name (above), one named otherwise for what the
+# file holds.
 echo '{"format": "poas-profile"}' >"$tmp/prof.json"
-for args in "--csv $tmp/p.csv -p $tmp/prof.json" "--csv $tmp/prof.json"; do
+cp "$tmp/prof.json" "$tmp/prof"
+for args in "--csv $tmp/p.csv -p $tmp/prof" "--csv $tmp/prof.json"; do
   # shellcheck disable=SC2086
   "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none $args >"$tmp/out" \
     2>"$tmp/err"
   rc=$?
   if [ $rc -ne 1 ] || [ -s "$tmp/out" ] || [ -e "$tmp/p.csv" ] ||
+     ! cmp -s "$tmp/prof" "$tmp/prof.json" ||
      [ "$(cat "$tmp/prof.json")" != '{"format": "poas-profile"}' ] ||
-     ! grep -qE "cannot write the (plot|CSV) $tmp/prof.json: it holds something other than (an SVG plot|a poas-bench CSV)" "$tmp/err"; then
-    echo "FAIL: poas-bench gemm $args gave $rc: $(cat "$tmp/err"); $(head -c 60 "$tmp/prof.json")"
+     ! grep -qE "cannot write the (plot|CSV) $tmp/prof(.json)?: it holds something other than (an SVG plot|a poas-bench CSV)" "$tmp/err"; then
+    echo "FAIL: poas-bench gemm $args gave $rc: $(cat "$tmp/err"); $(head -c 60 "$tmp/prof")"
     exit 1
   fi
 done
-"$bench" plot --plot "$tmp/prof.json" "$tmp/x.csv" >/dev/null 2>"$tmp/err"
+"$bench" plot --plot "$tmp/prof" "$tmp/x.csv" >/dev/null 2>"$tmp/err"
 rc=$?
-[ $rc -eq 1 ] && [ "$(cat "$tmp/prof.json")" = '{"format": "poas-profile"}' ] ||
+[ $rc -eq 1 ] && [ "$(cat "$tmp/prof")" = '{"format": "poas-profile"}' ] ||
   { echo "FAIL: poas-bench plot --plot over a profile gave $rc: $(cat "$tmp/err")"; exit 1; }
-rm -f "$tmp/prof.json"
+rm -f "$tmp/prof.json" "$tmp/prof"
 echo "outputs that cannot be written: ok"
 
 # An output goes to the regular file its path names, through symbolic
