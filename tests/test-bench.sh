@@ -793,3 +793,9 @@ co = [r for r in rows if r["role"] == "coexec"]
 assert co and all(r["efficiency"] is None for r in co), co
 PYEOF
 echo "no ideal, no efficiency: ok"
+# The host's hand-off state is probed where something real runs: not for
+# sims alone without a baseline, whose times it does not touch.
+"$bench" gemm --devices sim --sizes 8 --repeat 1 --baselines none --csv "$tmp/h.csv" \
+  >/dev/null 2>"$tmp/err" && ! grep -q "hand-off probe" "$tmp/err" ||
+  { echo "FAIL: sims alone probed the host: $(cat "$tmp/err")"; exit 1; }
+echo "no hand-off probe for sims alone: ok"
