@@ -803,7 +803,7 @@ static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, u
     poas__opt_share *sh = &r->dev[idx[j]];
     if (mask_cores(d, idx, ns, mask | (1u << j)) > host_cores)
       snprintf(sh->reason, sizeof sh->reason,
-               "shares the host's %d cores with %s, which %s faster on them", host_cores, with,
+               "shares the host's %d cores with %s, which %s at least as fast on them", host_cores, with,
                verb);
     else
       snprintf(sh->reason, sizeof sh->reason,
