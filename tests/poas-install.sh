@@ -52,6 +52,22 @@ if [ -f "$libdir/libpoas.so" ]; then
   [ "$out" = "C[0] = 64 (expected 64)" ] || fail "the README's example printed: $out"
   LD_LIBRARY_PATH=$libdir ldd "$tmp/app" | grep -q "libpoas.so.* => $libdir/" ||
     fail "the example did not load the installed library: $(LD_LIBRARY_PATH=$libdir ldd "$tmp/app")"
+  # A libpoas with the CUDA backend finds the runtime through its own run
+  # path: without it, a program found libcudart (and libpoas's dlopen found
+  # cuBLAS by its soname) only through LD_LIBRARY_PATH or the system's
+  # cache, and did not start where neither named CUDA's folder.
+  if command -v readelf >/dev/null 2>&1; then
+    dyn=$(readelf -d "$libdir/libpoas.so")
+    cudart=$(echo "$dyn" | sed -n 's/.*(NEEDED).*\[\(libcudart[^]]*\)\]$/\1/p')
+    runpath=$(echo "$dyn" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]$/\1/p')
+    if [ -n "$cudart" ]; then
+      found=
+      for d in $(echo "$runpath" | tr ':' ' '); do
+        [ -e "$d/$cudart" ] && found=$d
+      done
+      [ -n "$found" ] || fail "libpoas.so needs $cudart, which its run path ('$runpath') does not hold"
+    fi
+  fi
 fi
 [ -f "$libdir/libpoas.a" ] || exit 0
 
