@@ -84,6 +84,14 @@ stage_env() {
   grep PRETTY_NAME /etc/os-release
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$build/tools/poas-info" | grep -E 'not found|cublas|cudart|openblas' || true
+  # test-bench.sh's plot step has failed in every GPU session: the
+  # machine's gnuplot does not start under this LD_LIBRARY_PATH. Which of
+  # the packed libraries it takes (or which it misses) says why.
+  local gp
+  if gp=$(command -v gnuplot); then
+    ldd "$gp" | grep -E "not found|$work/lib" | sed "s|^|gnuplot: |" | grep . ||
+      echo "gnuplot: takes none of the packed libraries"
+  fi
   ls /etc/OpenCL/vendors 2>/dev/null
   OPENBLAS_VERBOSE=2 "$build/tools/poas-info" 2>&1
 }
