@@ -12,8 +12,12 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 cd "$src"
 [ -x configure ] || autoreconf -fi
 mkdir -p build-gpu .gpu
+# poas-bench's gnuplot is gpu-run.sh's wrapper, which runs the GPU
+# machine's own gnuplot without the packed libraries.
+gnuplot_wrap=/tmp/poas-gpu-gnuplot
+grep -q "\"$gnuplot_wrap\"" build-gpu/config.h 2>/dev/null || rm -f build-gpu/Makefile
 if [ ! -f build-gpu/Makefile ]; then
-  (cd build-gpu && ../configure --disable-shared --with-cuda >/dev/null)
+  (cd build-gpu && ../configure --disable-shared --with-cuda GNUPLOT=$gnuplot_wrap >/dev/null)
 fi
 make -C build-gpu -j"$(nproc)" >/dev/null
 make -C build-gpu -j"$(nproc)" check TESTS= >/dev/null

@@ -65,6 +65,15 @@ print(":" + ":".join(sorted(dirs)))
 EOF
 )
 fi
+# poas-bench runs gnuplot as $gnuplot_wrap (gpu-pack.sh configured the build
+# so): the machine's own gnuplot, without the packed libraries, which are
+# Debian's builds and not the machine's. Under them its plot step failed in
+# every GPU session ("/usr/bin/gnuplot failed").
+gnuplot_wrap=/tmp/poas-gpu-gnuplot
+if gp=$(command -v gnuplot); then
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "${LD_LIBRARY_PATH:-}" "$gp" >"$gnuplot_wrap" &&
+    chmod +x "$gnuplot_wrap"
+fi
 export LD_LIBRARY_PATH=$work/lib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export top_srcdir=$src top_builddir=$build
 profile=$out/profile.json
@@ -84,13 +93,17 @@ stage_env() {
   grep PRETTY_NAME /etc/os-release
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$build/tools/poas-info" | grep -E 'not found|cublas|cudart|openblas' || true
-  # test-bench.sh's plot step has failed in every GPU session: the
-  # machine's gnuplot does not start under this LD_LIBRARY_PATH. Which of
-  # the packed libraries it takes (or which it misses) says why.
+  # Which of the packed libraries the machine's gnuplot would take (or
+  # miss) under this LD_LIBRARY_PATH: why its plots failed before it ran
+  # through $gnuplot_wrap.
   local gp
   if gp=$(command -v gnuplot); then
     ldd "$gp" | grep -E "not found|$work/lib" | sed "s|^|gnuplot: |" | grep . ||
       echo "gnuplot: takes none of the packed libraries"
+    "$gnuplot_wrap" -e 'set terminal svg; set output "/dev/null"; plot x' &&
+      echo "gnuplot: plots through $gnuplot_wrap"
+  else
+    echo "gnuplot: none on this machine (test-bench.sh's plot step will fail)"
   fi
   ls /etc/OpenCL/vendors 2>/dev/null
   OPENBLAS_VERBOSE=2 "$build/tools/poas-info" 2>&1
