@@ -119,15 +119,22 @@ static int ring_pop(int *ring, int *head, int *count, int cap) {
 static void *worker_main(void *arg);
 static void finish_node(poas__engine *e, int id, int rc);
 
+/* Starts the worker's threads. Those that started serve it, and are
+ * joined at the end, even when fewer start than it asked for: left
+ * uncounted, they ran on past poas__engine_destroy into the freed engine,
+ * and a retry after none started made the worker "started" with no
+ * thread at all, so that its nodes waited for ever. */
 static int start_worker(poas__worker *w) {
-  w->threads = calloc((size_t)w->nthreads, sizeof *w->threads);
-  if (!w->threads)
+  if (!w->threads && !(w->threads = calloc((size_t)w->nthreads, sizeof *w->threads)))
     return poas__fail(POAS_ENOMEM, "schedule: out of memory starting a worker");
-  for (int i = 0; i < w->nthreads; i++)
-    if (pthread_create(&w->threads[i], NULL, worker_main, w) != 0) {
-      w->nthreads = i;
-      return poas__fail(POAS_ENOMEM, "could not start a scheduler thread");
-    }
+  int n = 0;
+  while (n < w->nthreads && pthread_create(&w->threads[n], NULL, worker_main, w) == 0)
+    n++;
+  if (n == 0)
+    return poas__fail(POAS_ENOMEM, "could not start a scheduler thread");
+  if (n < w->nthreads)
+    poas__warn("the scheduler started %d of the %d threads it asked for", n, w->nthreads);
+  w->nthreads = n;
   w->started = 1;
   return 0;
 }
