@@ -188,9 +188,10 @@ static int same_series(const bench_row *a, const bench_row *b) {
  * left out of the plot without a word. */
 static int datablock(FILE *g, int id, const bench_row *rows, int nrows, const bench_row *first,
                      int ideal) {
-  double *x = malloc(2 * sizeof *x * (size_t)nrows), *y = x + nrows;
+  double *x = malloc(2 * sizeof *x * (size_t)nrows);
   if (!x)
     return -1;
+  double *y = x + nrows;
   int np = 0;
   for (int i = 0; i < nrows; i++) {
     double v = ideal ? rows[i].ideal_gflops : rows[i].gflops;
