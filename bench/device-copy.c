@@ -139,6 +139,15 @@ static int first_with_memory(const poas__devset *set) {
   return -1;
 }
 
+/* The two host blocks and the two device buffers, as far as they were made. */
+static void release(poas__device *d, char *host[2], poas__mem mem[2]) {
+  for (int i = 0; i < 2; i++) {
+    if (mem[i].ptr)
+      d->be->mem_free(d, mem[i]);
+    free(host[i]);
+  }
+}
+
 int main(int argc, char **argv) {
   static const struct option longopts[] = {TOOL_LONGOPT_DEVICES, TOOL_LONGOPTS_END};
   const char *want = NULL;
@@ -219,6 +228,8 @@ int main(int argc, char **argv) {
   if (!host[0] || !host[1] || d->be->mem_alloc(d, top, &mem[0]) ||
       d->be->mem_alloc(d, top, &mem[1])) {
     fprintf(stderr, "device-copy: out of memory for %g MiB blocks\n", (double)top / (1 << 20));
+    release(d, host, mem);
+    poas__devset_close(&set);
     return 1;
   }
   memset(host[0], 1, 2 * top);
@@ -253,9 +264,7 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
   }
-  d->be->mem_free(d, mem[0]);
-  d->be->mem_free(d, mem[1]);
-  free(host[0]), free(host[1]);
+  release(d, host, mem);
   poas__devset_close(&set);
   return tool_stdout_status("device-copy", 0);
 }

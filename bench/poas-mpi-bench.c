@@ -485,9 +485,17 @@ static run_times run_once(const job *j, const options *o, const problem *p, cons
   MPI_Type_commit(&crow);
   int *counts = malloc(sizeof(int) * (size_t)j->size),
       *displs = malloc(sizeof(int) * (size_t)j->size);
+  run_times t = {0};
+  /* Agreed, so that no rank waits in a scatter the others left. */
+  if (agree(!counts || !displs)) {
+    free(displs), free(counts);
+    MPI_Type_free(&crow);
+    MPI_Type_free(&arow);
+    t.rc = POAS_ENOMEM;
+    return t;
+  }
   for (int r = 0; r < j->size; r++)
     counts[r] = (int)count[r], displs[r] = (int)first[r];
-  run_times t = {0};
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
   if (j->rank == 0)
