@@ -103,10 +103,12 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
                       want ? want : "(any)", dev->info.id);
   }
   if (!rc) {
-    uint64_t memory = model->memory_bytes;
     overlay(model, &pd->model);
     poas__device_take_threads(dev, model);
-    model->memory_bytes = memory; /* allocations follow the sim's own limit */
+    /* Allocations follow the sim's limit, which is the replayed device's
+     * unless memory= set one. */
+    poas__sim_replay_memory(dev, pd->model.memory_bytes);
+    model->memory_bytes = dev->info.memory_bytes;
     poas__sim_set_time_fn(dev, replay_time, model);
     /* Its name says what it replays: the rate in the name its settings
      * gave is not what it runs at. */

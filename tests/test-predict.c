@@ -948,6 +948,24 @@ TEST(sim_replays_a_profile) {
   CHECK(near(poas__sim_lane_clock(d, 2), 2e-5 + 1e6 / 5e10, 1e-12));
   /* Without #ID the first device is replayed. */
   CHECK(near(poas__model_transfer_time(&models[1], POAS_D2H, 1e6), 2e-5 + 1e6 / 2.5e10, 1e-12));
+  /* Its memory is what calibration could allocate on the device replayed
+   * (it was the sim's 16 GiB, so that plans past it tiled otherwise). */
+  for (int i = 0; i < 2; i++) {
+    uint64_t left = 0;
+    CHECK_MSG(set.dev[i]->info.memory_bytes == (uint64_t)79 << 30 &&
+                  models[i].memory_bytes == (uint64_t)79 << 30,
+              "sim%d: %llu bytes, model %llu", i, (unsigned long long)set.dev[i]->info.memory_bytes,
+              (unsigned long long)models[i].memory_bytes);
+    CHECK_OK(set.dev[i]->be->mem_available(set.dev[i], &left));
+    CHECK(left == (uint64_t)79 << 30);
+  }
+  poas__devset_close(&set);
+  /* memory= keeps its own. */
+  snprintf(spec, sizeof spec, "sim:profile=%s#cuda1:memory=3Gi", path);
+  CHECK_OK(poas__devset_open(spec, &set, err, sizeof err));
+  CHECK_OK(poas__predict_attach(&set, NULL, 1, models, &st));
+  CHECK(set.dev[0]->info.memory_bytes == (uint64_t)3 << 30 &&
+        models[0].memory_bytes == (uint64_t)3 << 30);
   poas__devset_close(&set);
 
   /* Through the public API too, and a bad replay profile is an error. */

@@ -28,6 +28,7 @@ typedef struct sim_state {
   double clock[SIM_LANES];
   uint64_t allocated;
   uint64_t jitter_state; /* xorshift64* state of the jitter */
+  int memory_given;      /* memory= was set: a replay keeps it */
 } sim_state;
 
 static int sim_count(void) { return 0; }
@@ -56,6 +57,7 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
                        errcap))
       return POAS_ESPEC;
     s->p.memory = (uint64_t)v;
+    s->memory_given = 1;
     return 0;
   }
   if (strcmp(key, "shared") == 0) {
@@ -214,6 +216,16 @@ void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user) 
   sim_state *s = dev->priv;
   s->time_fn = fn;
   s->time_user = user;
+}
+
+void poas__sim_replay_memory(poas__device *dev, uint64_t bytes) {
+  sim_state *s = dev->priv;
+  if (s->memory_given || bytes == 0)
+    return;
+  pthread_mutex_lock(&s->lock);
+  s->p.memory = bytes;
+  dev->info.memory_bytes = bytes;
+  pthread_mutex_unlock(&s->lock);
 }
 
 double poas__sim_lane_clock(const poas__device *dev, int lane) {

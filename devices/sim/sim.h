@@ -29,6 +29,12 @@ int poas__sim_get_params(const poas__device *dev, poas__sim_params *out);
 typedef double (*poas__sim_time_fn)(void *user, const poas__gemm_call *gemm, size_t copy_bytes,
                                     poas_direction dir);
 void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user);
+/* A replaying sim's memory: `bytes`, what calibration could allocate on
+ * the device it replays, so that its plans tile as that device's do
+ * (16 GiB against an H100's 77 cut a 32768^3 dgemm into 6 tiles, not 4);
+ * unless memory= gave its own, or the profile has none (0). Before any
+ * allocation. */
+void poas__sim_replay_memory(poas__device *dev, uint64_t bytes);
 
 /* The virtual clock of a lane: seconds of simulated work since the device
  * opened. */
