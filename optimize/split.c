@@ -53,6 +53,20 @@ static const char *unit_name(const poas__opt_problem *p, poas__split_dim split) 
   return (split == POAS__SPLIT_ROWS) != (p->names_swapped != 0) ? "rows" : "columns";
 }
 
+/* Significant digits that print a and b apart, from 3 up to 9: a reason
+ * once said a device alone took "245 ms, less than the 245 ms" of a plan. */
+static int digits_apart(double a, double b) {
+  int digits = 3;
+  char x[32], y[32];
+  for (; digits < 9; digits++) {
+    snprintf(x, sizeof x, "%.*g", digits, a);
+    snprintf(y, sizeof y, "%.*g", digits, b);
+    if (strcmp(x, y) != 0)
+      break;
+  }
+  return digits;
+}
+
 /* Predicted seconds for `g` granules on candidate i, by the smooth model
  * (never falling as g grows). */
 static double cand_time(const solver *s, int i, int64_t g) {
@@ -1351,11 +1365,13 @@ static void alone_other_way(solver *s, const poas__opt_device *d, int nd, screen
     if (r->balanced_s < bar) {
       const double alone = r->makespan_s;
       char why[sizeof r->dev[0].reason];
+      int digits = digits_apart(1e3 * alone, 1e3 * plan);
       if (alone < plan)
         snprintf(why, sizeof why,
-                 "adds nothing: %s alone is predicted %.3g ms split by %s, less than the %.3g "
+                 "adds nothing: %s alone is predicted %.*g ms split by %s, less than the %.*g "
                  "ms of the plan split by %s",
-                 d[keep].id, 1e3 * alone, unit_name(p, r->split), 1e3 * plan, unit_name(p, was));
+                 d[keep].id, digits, 1e3 * alone, unit_name(p, r->split), digits, 1e3 * plan,
+                 unit_name(p, was));
       else
         snprintf(why, sizeof why,
                  "adds too little: %s alone is predicted %.3g ms split by %s, %.1f%% more "

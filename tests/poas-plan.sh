@@ -116,6 +116,15 @@ grep -q "bad value '+64' for --m" "$tmp/out" || fail "+64: $(cat "$tmp/out")"
   fail "64^3 on two sims: $(cat "$tmp/out")"
 grep -q "^sim1 " "$tmp/out" && grep -q "^  sim0 .*adds nothing" "$tmp/out" ||
   fail "64^3 kept the slower sim: $(cat "$tmp/out")"
+# Its two times print apart: the H100 replay's said "245 ms, less than the
+# 245 ms" of the plan.
+h100=$top_srcdir/models/profiles/nvidia-h100-80gb-16c.json
+"$plan" --m 16384 --n 16384 --k 16384 \
+  --devices "sim:profile=$h100#cpu0,sim:profile=$h100#cuda0" >"$tmp/out" 2>&1 ||
+  fail "16384^3 on the H100 replay: $(cat "$tmp/out")"
+sed -n 's/.*adds nothing: .* predicted \([0-9.e+]*\) ms .* the \([0-9.e+]*\) ms .*/\1 \2/p' "$tmp/out" |
+  awk 'NF == 2 && $1 != $2 { ok = 1 } END { exit !ok }' ||
+  fail "times that print alike: $(cat "$tmp/out")"
 if [ -w /dev/full ]; then
   "$plan" --m 8 --n 8 --k 8 --devices sim --json >/dev/full 2>/dev/null
   [ $? -eq 1 ] || fail "output lost to a full disk, yet exit 0"
