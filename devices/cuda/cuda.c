@@ -536,16 +536,18 @@ static int copy2d(cuda_state *s, int lane, char *dst, size_t dpitch, const char 
     return 0;
   cudaStream_t st = s->stream[lane];
   cudaError_t e;
+  const char *call = "cudaMemcpyAsync";
   if (c->rows == 1 || (dpitch == c->width && spitch == c->width)) {
     e = cudaMemcpyAsync(dst, src, c->width * c->rows, kind, st);
   } else if (dpitch <= INT_MAX && spitch <= INT_MAX) {
+    call = "cudaMemcpy2DAsync";
     e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, c->width, c->rows, kind, st);
   } else {
     e = cudaSuccess;
     for (size_t r = 0; r < c->rows && e == cudaSuccess; r++)
       e = cudaMemcpyAsync(dst + r * dpitch, src + r * spitch, c->width, kind, st);
   }
-  return e == cudaSuccess ? 0 : cuda_fail(s, "cudaMemcpy2DAsync", e);
+  return e == cudaSuccess ? 0 : cuda_fail(s, call, e);
 }
 
 /* ------------------------------------------------------------ staging */
