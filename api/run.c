@@ -703,6 +703,30 @@ static void report_call(const poas__gemm_problem *p, poas_report *r) {
                   : 0;
 }
 
+/* The most tiles a run cuts one device's share into. Each tile is a few
+ * instructions of the run's graph, built before it starts, and ordering
+ * each after those it conflicts with scans the earlier ones: a sim with
+ * 16 GiB given a 3 x 2.2e17 dgemm (k = 0, which no memory limits) was
+ * planned in 3e8 tiles, and its run grew the graph past 3.6 GB before the
+ * allocation failed; a 15 x 1e12 one, in thousands of tiles, spent 30 s
+ * ordering them (sanitizer build). A real device needs a problem of about
+ * a thousand times its memory in host memory to come near it. */
+#define POAS__MAX_RUN_TILES 1024
+
+/* Fails, before anything runs, a plan with a device past
+ * POAS__MAX_RUN_TILES tiles. */
+static int check_run_tiles(const poas_context *ctx, const poas__gemm_plan *plan) {
+  const poas__opt_result *r = &plan->res;
+  for (int i = 0; i < r->ndev; i++)
+    if (r->dev[i].time.tiles > POAS__MAX_RUN_TILES)
+      return poas__fail(POAS_ETOOBIG,
+                        "gemm: %s would run its share in %lld tiles, past the %d a run holds "
+                        "(its memory is far smaller than the problem)",
+                        ctx->devices.dev[i]->info.id, (long long)r->dev[i].time.tiles,
+                        POAS__MAX_RUN_TILES);
+  return 0;
+}
+
 int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   if (p->m == 0 || p->n == 0) {
     /* Nothing runs, and its report says so: no devices, no time. */
@@ -720,7 +744,7 @@ int poas__gemm_run(poas_context *ctx, const poas__gemm_problem *p) {
   if (p->async)
     poas__resident_drop_stale(ctx, p->epoch);
   int rc = poas__gemm_plan_make(ctx, p, plan);
-  if (rc)
+  if (rc || (rc = check_run_tiles(ctx, plan)) != 0)
     goto done;
   poas__gemm_call call = host_call(p);
   rc = poas__gemm_source_create(&call, &plan->prob, plan->dev, &plan->res, &src, &ws);

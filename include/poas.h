@@ -220,6 +220,9 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * the call passed it, in either layout. Sizes whose matrices' bytes
  * overflow 64 bits are refused with POAS_EINVAL, as are leading dimensions
  * whose matrix, counted as whole lines of ld elements (one line too), would.
+ * A call that would cut a device's share into more than 1024 tiles (a
+ * problem some thousand times its memory, as a sim's can be) is refused
+ * with POAS_ETOOBIG before anything runs.
  * A device that fails during the run
  * is retired (poas_report.faults counts such failures): the tiles it had
  * copied back to C are kept, and the rest of its work runs on the others.

@@ -843,6 +843,30 @@ TEST(gemm_refuses_sizes_that_overflow) {
   return 0;
 }
 
+/* A call that a device's memory would cut into more tiles than a run can
+ * hold is refused before it runs. Found by fuzz-gemm: a row-major 3 x
+ * 2.2e17 dgemm with k = 0 on a sim (16 GiB, and no host memory touched)
+ * was planned in 3e8 tiles, and its run's graph grew past 3.6 GB; a
+ * 15 x 1e12 one spent 30 s ordering its thousands of tiles. */
+TEST(gemm_refuses_runs_of_too_many_tiles) {
+  poas_context *ctx = test_open("sim");
+  CHECK(ctx);
+  const int64_t n = 217939697299555337;
+  test_fill(C, POAS_FLOAT32, M * N, 3);
+  memcpy(C_saved, C, sizeof C);
+  CHECK_FAILS(poas_dgemm(ctx, POAS_ROW_MAJOR, POAS_TRANS, POAS_TRANS, 3, n, 0, -0.0,
+                         (const double *)A, 3, (const double *)B, 1, 1e-30, (double *)C, n),
+              POAS_ETOOBIG, "tiles, past the 1024 a run holds");
+  CHECK(memcmp(C, C_saved, sizeof C) == 0);
+  CHECK_FAILS(poas_dgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 15, 1043442171904, 0,
+                         1, (const double *)A, 15, (const double *)B, 1, 1, (double *)C, 15),
+              POAS_ETOOBIG, "tiles, past the 1024 a run holds");
+  poas_report r;
+  CHECK_RC(poas_last_report(ctx, &r), POAS_ESTATE);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* BLAS quick returns: with alpha = 0 A and B are not read and may be NULL;
  * with m = 0 nothing is touched. */
 TEST(gemm_quick_returns) {
@@ -1090,6 +1114,7 @@ TEST_MAIN(TEST_ENTRY(init_rejects_bad_selections_with_detail),
           TEST_ENTRY(predict_refuses_sizes_that_overflow),
           TEST_ENTRY(calibrate_refuses_a_device_list_poas_init_would),
           TEST_ENTRY(trace_that_cannot_be_written), TEST_ENTRY(gemm_refuses_sizes_that_overflow),
+          TEST_ENTRY(gemm_refuses_runs_of_too_many_tiles),
           TEST_ENTRY(gemm_quick_returns), TEST_ENTRY(gemm_with_no_depth_leaves_alpha_out),
           TEST_ENTRY(calibration_says_when_thread_handoffs_were_slow),
           TEST_ENTRY(calibration_says_what_it_cut_for_time),
