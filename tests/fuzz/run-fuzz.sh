@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # run-fuzz.sh: builds a fuzzer with Debian's clang (libFuzzer + ASan +
-# UBSan) and runs it over its seed corpus. Two targets, picked by
+# UBSan) and runs it over its seed corpus. Three targets, picked by
 # FUZZ_TARGET:
 #   profile (the default)  the profile loader (fuzz-profile.c, corpus/)
 #   spec                   the device-selection parser (fuzz-spec.c, spec-corpus/)
-#   all                    both, one after the other
+#   gemm                   poas_sgemm / poas_dgemm and their _async forms
+#                          (fuzz-gemm.c, gemm-corpus/), over the whole library
+#                          with the backends BUILD was configured with
+#   all                    the three, one after the other
 #   tests/fuzz/run-fuzz.sh [RUNS]     (default 1000000 runs per target)
 # Needs a configured build directory for config.h: BUILD (default ./build).
 # FUZZ_OUT (default a new temporary folder) takes the fuzzer binaries, the
 # inputs found (corpus/, spec-corpus/) and the logs (fuzz-<target>.log).
-# Crashes are written to tests/fuzz/crashes/ (spec ones named spec-*);
-# turn each into a regression case in make check: a tests/profiles/bad-*.json
-# for the profile loader, a case in tests/test-core.c for the spec parser.
+# Crashes are written to tests/fuzz/crashes/ (spec ones named spec-*,
+# gemm ones gemm-*); turn each into a regression case in make check: a
+# tests/profiles/bad-*.json for the profile loader, a case in
+# tests/test-core.c for the spec parser, one in tests/test-api.c for GEMM.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -19,13 +23,15 @@ build=${BUILD:-$top/build}
 runs=${1:-1000000}
 target=${FUZZ_TARGET:-profile}
 case $target in
-  profile | spec | all) ;;
-  *) echo "run-fuzz.sh: FUZZ_TARGET is profile, spec or all, not '$target'"; exit 1 ;;
+  profile | spec | gemm | all) ;;
+  *) echo "run-fuzz.sh: FUZZ_TARGET is profile, spec, gemm or all, not '$target'"; exit 1 ;;
 esac
 [ -f "$build/config.h" ] || { echo "run-fuzz.sh: no $build/config.h (configure first)"; exit 1; }
+build=$(cd "$build" && pwd)
 clang=${CLANG:-clang}
 out=${FUZZ_OUT:-$(mktemp -d)}
 mkdir -p "$out" "$here/crashes"
+out=$(cd "$out" && pwd)
 
 # fuzz NAME CORPUS-IN-OUT DICT MAX_LEN ARTIFACT-PREFIX SOURCES... -- LIBS...
 fuzz() {
@@ -65,8 +71,32 @@ fuzz_spec() {
     "$top/core/error.c" --
 }
 
+# One of BUILD's Makefile variables, as configure and automake left it.
+build_var() {
+  # shellcheck disable=SC2016 # a make expression, for make to expand
+  printf 'fuzz-print-var:\n\t@echo $(%s)\n' "$1" | make -s -C "$build" -f Makefile -f - fuzz-print-var
+}
+
+# The whole library: the sources, flags and libraries BUILD compiles it
+# from (its backends' included), with clang's instrumentation instead.
+# Its -I paths may be relative to BUILD, so clang runs there.
+fuzz_gemm() {
+  local sources=() src
+  # shellcheck disable=SC2016 # a make expression, for make to expand
+  for src in $(build_var 'filter %.c,$(libpoas_internal_la_SOURCES)'); do
+    sources+=("$top/$src")
+  done
+  # shellcheck disable=SC2046
+  # PoCL keeps what it allocates building its first kernels (lsan.supp).
+  (cd "$build" && export LSAN_OPTIONS="suppressions=$top/tests/lsan.supp" &&
+    fuzz gemm gemm-corpus "$here/gemm.dict" 96 "$here/crashes/gemm-" \
+      $(build_var libpoas_internal_la_CPPFLAGS) "$here/fuzz-gemm.c" "${sources[@]}" \
+      -- $(build_var libpoas_internal_la_LIBADD))
+}
+
 case $target in
   profile) fuzz_profile ;;
   spec) fuzz_spec ;;
-  all) fuzz_profile && fuzz_spec ;;
+  gemm) fuzz_gemm ;;
+  all) fuzz_profile && fuzz_spec && fuzz_gemm ;;
 esac
