@@ -219,7 +219,8 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * error nothing is written, and poas_error_detail() names the argument as
  * the call passed it, in either layout. Sizes whose matrices' bytes
  * overflow 64 bits are refused with POAS_EINVAL, as are leading dimensions
- * whose matrix, counted as whole lines of ld elements (one line too), would.
+ * whose matrix, counted as whole lines of ld elements (one line too), would
+ * pass INT64_MAX / 8 elements, in either precision.
  * A call that would cut a device's share into more than 1024 tiles (a
  * problem some thousand times its memory, as a sim's can be) is refused
  * with POAS_ETOOBIG before anything runs.
