@@ -1106,6 +1106,35 @@ TEST(thin_block_tables_are_applied_and_the_solver_still_places_everything) {
   return 0;
 }
 
+/* A device alone takes the whole problem even where its predicted time is
+ * flat over granules and rounding makes fewer granules a hair slower than
+ * all of them: a profile's sgemm model (the padded-flops feature at the
+ * fitted rate, so that C's 33 to 48 columns cost alike) predicted 47
+ * columns of a 12 x 48 x 900 call 1 ulp above all 48, the solver's search
+ * gave it 46 granules at its own time for 48, and the plan failed with
+ * "no device can take part (cpu0: )". */
+TEST(a_device_flat_over_granules_still_takes_them_all) {
+  poas__device_model a;
+  rate_model(&a, 1e11, 1e-6, 0, 0);
+  for (int dt = 0; dt < 2; dt++)
+    for (int pair = 0; pair < 4; pair++) {
+      poas__gemm_model *gm = &a.gemm[dt][pair];
+      memset(gm->coef, 0, sizeof gm->coef);
+      gm->coef[1] = 1.0747365999763702e-11;
+      gm->coef[7] = 1.3395661387959792e-11;
+    }
+  for (int64_t n = 33; n <= 48; n++) {
+    poas__opt_device d[1] = {device("cpu0", &a, 1)};
+    poas__opt_problem p = square_gemm(POAS_FLOAT32, 1);
+    p.m = 12, p.n = n, p.k = 900;
+    poas__opt_result r;
+    int rc = poas__optimize(d, 1, &p, &r);
+    CHECK_MSG(rc == 0, "12 x %lld x 900: %s", (long long)n, poas_error_detail());
+    CHECK(r.dev[0].u0 == 0 && r.dev[0].u1 == r.total_units);
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------ bad input */
 
 TEST(unusable_models_give_conservative_finite_plans) {
@@ -1275,6 +1304,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(contention_between_sharing_devices_is_priced_in),
           TEST_ENTRY(min_gain_counts_the_contention_a_helper_causes),
           TEST_ENTRY(thin_block_tables_are_applied_and_the_solver_still_places_everything),
+  TEST_ENTRY(a_device_flat_over_granules_still_takes_them_all),
           TEST_ENTRY(unusable_models_give_conservative_finite_plans),
           TEST_ENTRY(problem_that_fits_nowhere_is_a_clear_error),
           TEST_ENTRY(empty_problems_plan_nothing),
