@@ -97,7 +97,8 @@ typedef struct bench_row {
    * it is (NaN elsewhere). used: the alone rates of the devices that
    * computed over the ideal (below 1 when the plan left one out). corun:
    * their rates beside each other (share of the work over time busy, in
-   * the median run) over their alone rates: what contention for memory,
+   * the median run; the middle two pooled for an even count, as the
+   * median time is their mean) over their alone rates: what contention for memory,
    * caches and clocks took. fill: the measured rate over those co-run rates:
    * what idle time, the engine and the tail took, the schedule's part. */
   double used, corun, fill;

@@ -140,6 +140,27 @@ for r in rows[1:]:
     assert r["numerical_error"] is None and "not checked" in r["note"], r
 print("co-executed row format: ok")
 PYEOF
+# An even count of runs: the median time is the mean of the middle two, and
+# the shares and busy times the efficiency's factors divide must be those
+# two runs' too. sim0 (jittery, virtual time) takes all the work
+# co-executed and runs the very calls it runs alone, so nothing went to
+# contention or idle time: corun and fill are 1. Set against the lower
+# middle run's busy times alone, --repeat 4 read corun 1.20 and fill 0.83.
+for r in 2 3 4; do
+  "$bench" gemm --sizes 256 --repeat $r --devices sim:rate=1e11:jitter=0.3,sim:rate=5e10 \
+    --baselines none --csv "$tmp/j.csv" --json >"$tmp/j.json" 2>"$tmp/j.err" ||
+    { cat "$tmp/j.err"; exit 1; }
+  python3 - "$tmp/j.json" <<'PYEOF' || { echo "FAIL: --repeat $r"; exit 1; }
+import json, sys
+rows = {r["devices"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+alone, co = rows["sim0"], rows["sim0+sim1"]
+assert "no work for sim1" in co["note"], co
+assert co["measured_s"] == alone["measured_s"], (alone, co)
+assert abs(co["eff_corun"] - 1) < 1e-4 and abs(co["eff_fill"] - 1) < 1e-4, co
+assert "busy vs alone: sim0 1.00; fill 1.00" in co["note"], co
+PYEOF
+done
+echo "an even count's efficiency factors: ok"
 # Without a profile the real device says it plans on the built-in
 # estimate and why, in poas-plan's words; the simulated one, which has its
 # own model, is not named.
