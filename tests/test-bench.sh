@@ -22,6 +22,120 @@ unset POAS_PROFILE POAS_LOG
 XDG_DATA_HOME=$tmp
 export XDG_DATA_HOME
 
+# The relations between the numbers of one run's output, recomputed from
+# the others it reports (rounded to the 6 digits written): each rate is
+# 2mnk / median seconds; the speedup is over the best device alone; the
+# ideal is the sum of the alone rates, the efficiency the rate over it,
+# and its factors multiply to it, eff_used being the alone rates of the
+# devices the note says had work over the ideal; the prediction error is
+# (predicted - measured) / measured; vs_cblas is over cblas's rate; the
+# note flags runs spread by more than 10% of the median, and only those;
+# the CSV holds the JSON's numbers, and the table shows them rounded.
+# Usage: relations.py OUT.json CSV [TABLE]
+cat >"$tmp/relations.py" <<'PYEOF'
+import csv, json, math, re, sys
+
+doc = json.load(open(sys.argv[1]))
+rows = doc["rows"]
+failures = []
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+def close(a, b, rel=2e-5):
+    return a is not None and b is not None and math.isclose(a, b, rel_tol=rel, abs_tol=1e-300)
+
+groups = {}
+for r in rows:
+    groups.setdefault((r["m"], r["n"], r["k"], r["dtype"]), []).append(r)
+for (m, n, k, dtype), group in groups.items():
+    alone = {r["devices"]: r["gflops"] for r in group
+             if r["role"] == "device" and r["gflops"] is not None}
+    best = max(alone.values()) if alone else None
+    cblas = [r["gflops"] for r in group if r["devices"] == "cblas"]
+    cblas = cblas[0] if cblas else None
+    for r in group:
+        what = "%dx%dx%d %s %s" % (m, n, k, dtype, r["devices"])
+        g, t = r["gflops"], r["measured_s"]
+        if t is None:
+            check(g is None, "%s: a rate %r without a time" % (what, g))
+            continue
+        check(close(g, 2.0 * m * n * k / t / 1e9), "%s: gflops %r, 2mnk/%r s" % (what, g, t))
+        check(r["fastest_s"] <= t <= r["slowest_s"],
+              "%s: median %r outside %r-%r" % (what, t, r["fastest_s"], r["slowest_s"]))
+        spread = (r["slowest_s"] - r["fastest_s"]) / t
+        if abs(spread - 0.10) > 1e-4:
+            check((spread > 0.10) == ("x the median" in r["note"]),
+                  "%s: spread %.4f, note %r" % (what, spread, r["note"]))
+        if best is not None:
+            check(close(r["speedup"], g / best), "%s: speedup %r, %r / %r" % (what, r["speedup"], g, best))
+        if cblas is not None:
+            check(close(r["vs_cblas"], g / cblas), "%s: vs_cblas %r, %r / %r" % (what, r["vs_cblas"], g, cblas))
+        p, e = r["predicted_s"], r["prediction_error"]
+        if p is None:
+            check(e is None, "%s: an error %r without a prediction" % (what, e))
+        else:
+            check(abs(e * t - (p - t)) <= 1e-5 * (p + t + abs(e) * t),
+                  "%s: prediction error %r, (%r - %r) / %r" % (what, e, p, t, t))
+        if r["role"] != "coexec" or best is None:
+            continue
+        ideal = sum(alone.values())
+        check(close(r["ideal_gflops"], ideal), "%s: ideal %r, sum %r" % (what, r["ideal_gflops"], ideal))
+        check(close(r["efficiency"], g / ideal), "%s: efficiency %r, %r / %r" % (what, r["efficiency"], g, ideal))
+        busy = re.search(r"busy vs alone: ([^;]*); fill ([0-9.]+)", r["note"])
+        if r["eff_used"] is None or not busy:
+            continue
+        ratios = {d: float(v) for d, v in (x.rsplit(" ", 1) for x in busy.group(1).split(", "))}
+        used = sum(alone[d] for d in ratios)
+        check(close(r["eff_used"], used / ideal), "%s: eff_used %r, %r / %r" % (what, r["eff_used"], used, ideal))
+        corun = sum(ratios[d] * alone[d] for d in ratios) / used
+        check(abs(r["eff_corun"] - corun) <= 0.005 * 1.001 + 2e-5,
+              "%s: eff_corun %r, the note's rates give %r" % (what, r["eff_corun"], corun))
+        check(abs(r["eff_fill"] - float(busy.group(2))) <= 0.005 * 1.001,
+              "%s: eff_fill %r, the note's %s" % (what, r["eff_fill"], busy.group(2)))
+        check(close(r["eff_used"] * r["eff_corun"] * r["eff_fill"], r["efficiency"], 1e-4),
+              "%s: factors do not multiply to the efficiency %r" % (what, r["efficiency"]))
+
+numbers = ["measured_s", "gflops", "speedup", "efficiency", "ideal_gflops", "vs_cblas",
+           "predicted_s", "report_measured_s", "prediction_error", "numerical_error",
+           "error_bound", "eff_used", "eff_corun", "eff_fill", "fastest_s", "slowest_s"]
+lines = list(csv.DictReader(open(sys.argv[2], newline="")))
+check(len(lines) == len(rows), "CSV %d rows, JSON %d" % (len(lines), len(rows)))
+for line, r in zip(lines, rows):
+    for c in numbers:
+        check((line[c] == "") == (r[c] is None) and (r[c] is None or float(line[c]) == r[c]),
+              "%s %s: CSV %r, JSON %r" % (r["devices"], c, line[c], r[c]))
+
+# The table's cells: the JSON's numbers as printed, within their rounding.
+if len(sys.argv) > 3:
+    text = [l.split() for l in open(sys.argv[3]) if re.match(r"[0-9]+x[0-9]+x[0-9]+ ", l)]
+    check(len(text) == len(rows), "table %d rows, JSON %d" % (len(text), len(rows)))
+    def cell(s, v, unit):
+        if v is None:
+            return s == "-"
+        try:
+            return abs(float(s) - v) <= unit * 0.5001 + 1e-9 * abs(v)
+        except ValueError:
+            return False
+    def sig(v):
+        return 10 ** (math.floor(math.log10(abs(v))) - 3) if v else 1e-300
+    for l, r in zip(text, rows):
+        got = dict(zip(["gflops", "speedup", "efficiency", "predicted_s", "measured_s",
+                        "prediction_error"], l[3:9]))
+        got["speedup"] = got["speedup"].rstrip("x")
+        got["prediction_error"] = got["prediction_error"].rstrip("%")
+        pe = r["prediction_error"]
+        for c, v, unit in (("gflops", r["gflops"], 0.1), ("speedup", r["speedup"], 0.01),
+                           ("efficiency", r["efficiency"], 0.01),
+                           ("predicted_s", r["predicted_s"], sig(r["predicted_s"] or 0)),
+                           ("measured_s", r["measured_s"], sig(r["measured_s"] or 0)),
+                           ("prediction_error", None if pe is None else 100 * pe, 0.1)):
+            check(cell(got[c], v, unit), "%s table %s %r, JSON %r" % (r["devices"], c, got[c], v))
+
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)
+PYEOF
+
 devices=cpu
 if "$builddir/tools/poas-info" --devices opencl0 >/dev/null 2>&1; then
   devices=cpu,opencl0
@@ -117,6 +231,7 @@ for f in failures:
 print("%d rows checked, %d failures" % (len(rows), len(failures)))
 sys.exit(1 if failures else 0)
 PYEOF
+python3 "$tmp/relations.py" "$tmp/out.json" "$tmp/x.csv" "$tmp/table.txt" || exit 1
 
 # The co-executed row's format, which needs two devices even where only the
 # cpu is real: a simulated one beside it. Only the shape of the output is
@@ -140,6 +255,7 @@ for r in rows[1:]:
     assert r["numerical_error"] is None and "not checked" in r["note"], r
 print("co-executed row format: ok")
 PYEOF
+python3 "$tmp/relations.py" "$tmp/sim.json" "$tmp/y.csv" || exit 1
 # An even count of runs: the median time is the mean of the middle two, and
 # the shares and busy times the efficiency's factors divide must be those
 # two runs' too. sim0 (jittery, virtual time) takes all the work
@@ -159,6 +275,7 @@ assert co["measured_s"] == alone["measured_s"], (alone, co)
 assert abs(co["eff_corun"] - 1) < 1e-4 and abs(co["eff_fill"] - 1) < 1e-4, co
 assert "busy vs alone: sim0 1.00; fill 1.00" in co["note"], co
 PYEOF
+  python3 "$tmp/relations.py" "$tmp/j.json" "$tmp/j.csv" "$tmp/j.err" || exit 1
 done
 echo "an even count's efficiency factors: ok"
 # Without a profile the real device says it plans on the built-in
@@ -209,6 +326,7 @@ for r in rows:
     assert 0 <= r["numerical_error"] <= r["error_bound"], r
 print("--alone-limit rows (device and baseline): ok")
 PYEOF
+python3 "$tmp/relations.py" "$tmp/alone.json" "$tmp/z.csv" "$tmp/err" || exit 1
 
 # --alone-limit on a device that copies B to its own memory: B's copy costs
 # the same for any row block, so the block's time is extrapolated along the
@@ -231,6 +349,26 @@ ratio = block["measured_s"] / whole["measured_s"]
 assert abs(ratio - 1) < 0.05, (ratio, whole, block)
 assert abs(block["gflops"] / whole["gflops"] - 1) < 0.05, (whole, block)
 print("--alone-limit on a copying device: %.3f of the whole run: ok" % ratio)
+PYEOF
+python3 "$tmp/relations.py" "$tmp/block.json" "$tmp/b.csv" || exit 1
+# The extrapolation recomputed: the same sim on the block's 768 rows and on
+# its half's 384, as problems of their own, give the line's two points
+# (virtual time: exact), and the row's times, measured and predicted, are
+# that line at 2048 rows, its note's fixed part the line at 0.
+for m in 768 384; do
+  "$bench" gemm --shape ${m}x2048x2048 --repeat 1 --devices $sim --baselines none \
+    --csv "$tmp/b$m.csv" --json >"$tmp/b$m.json" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+done
+python3 - "$tmp/block.json" "$tmp/b768.json" "$tmp/b384.json" <<'PYEOF' || exit 1
+import json, math, re, sys
+block, at, half = (json.load(open(f))["rows"][0] for f in sys.argv[1:4])
+def line(key):
+    return at[key] + (at[key] - half[key]) / 384 * (2048 - 768)
+for key in ("measured_s", "predicted_s", "fastest_s", "slowest_s"):
+    assert math.isclose(block[key], line(key), rel_tol=2e-5), (key, block[key], line(key))
+fixed = float(re.search(r"\(([0-9.e+-]+) s per run whatever the rows\)", block["note"]).group(1))
+assert fixed == float("%.3g" % (2 * half["measured_s"] - at["measured_s"])), (fixed, block)
+print("--alone-limit's line recomputed from its two blocks: ok")
 PYEOF
 
 # Operands larger than the host's memory are refused before anything runs,
