@@ -85,6 +85,24 @@ planned=$(printf '%s\n' "$out" | sed -n 's/^plan for .*predicted makespan \([^ ]
 first=$(printf '%s\n' "$out" | sed -n 's/^first call: .*, predicted \([^ ]*\) s .*/\1/p')
 [ -n "$planned" ] && [ "$planned" = "$first" ] ||
   fail "the plan printed ($planned s) is not the first call's ($first s): $out"
+# The warm calls' median, recomputed: with two calls (a jittery sim, whose
+# virtual times are exact) it is the mean of both, as poas-bench and
+# bench/accuracy take an even count's; its rate is 2n^3 over it, its error
+# (predicted - median) / median, all within the printed digits. It read the
+# faster call's time, its rate and error, the calls' own errors' median
+# beside it the mean of both.
+for calls in 2 3; do
+  out=$("$demo" --devices sim:jitter=0.3 -n 256 -c $calls 2>&1) || fail "a run on sim failed: $out"
+  printf '%s\n' "$out" | sed -n 's/^warm calls: [0-9]*, median \([^ ]*\) s (\([^-]*\)-\([^ ]*\) s), \([^ ]*\) GFLOP\/s, predicted \([^ ]*\) s (error \([^%]*\)%.*/\1 \2 \3 \4 \5 \6/p' |
+    awk -v calls=$calls 'function abs(x) { return x < 0 ? -x : x }
+      { found = 1; med = $1; lo = $2; hi = $3; rate = $4; pred = $5; err = $6
+        if (calls == 2 && abs(med - (lo + hi) / 2) > 1e-3 * med) bad = bad " median"
+        if (!(lo <= med && med <= hi)) bad = bad " range"
+        if (abs(rate - 2 * 256 ^ 3 / med / 1e9) > 0.05 + 1e-3 * rate) bad = bad " rate"
+        if (abs(err - 100 * (pred - med) / med) > 0.2) bad = bad " error" }
+      END { if (!found) bad = " no line"; if (bad) { print bad; exit 1 } }' >"$tmp/bad" ||
+    fail "--calls $calls: the warm calls' numbers disagree ($(cat "$tmp/bad")): $out"
+done
 
 # --profile names the profile as POAS_PROFILE does, and is checked the
 # same way; an empty --devices and a signed size are usage errors.
