@@ -651,9 +651,13 @@ int main(int argc, char **argv) {
     poas__devset_close(&set);
   }
   double median = bench_median(err, ns);
+  /* The 90th percentile by nearest rank: the smallest error that 90% of
+   * the shapes are within, the ceil(0.9 ns)-th. err[ns * 9 / 10] is that
+   * for the 96 shapes, but the 73rd of --quick's 80, where 72 are 90%. */
+  int p90 = (ns * 9 + 9) / 10 - 1;
   printf("\nshapes: %d, median |predicted - measured| / measured: %.2f%%, 90th percentile: "
          "%.2f%%, max: %.2f%%\n",
-         ns, 100 * median, 100 * err[(ns * 9) / 10], 100 * err[ns - 1]);
+         ns, 100 * median, 100 * err[p90], 100 * err[ns - 1]);
   printf("median (predicted - measured) / measured: %+.2f%%; timing noise (median over shapes "
          "of the median |one timing - the shape's median| / median, %d timings in %d passes): "
          "%.2f%%\n",
