@@ -98,9 +98,10 @@ typedef struct bench_row {
    * computed over the ideal (below 1 when the plan left one out). corun:
    * their rates beside each other (share of the work over time busy, in
    * the median run; the middle two pooled for an even count, as the
-   * median time is their mean) over their alone rates: what contention for memory,
-   * caches and clocks took. fill: the measured rate over those co-run rates:
-   * what idle time, the engine and the tail took, the schedule's part. */
+   * median time is their mean) over their alone rates: what contention
+   * for memory, caches and clocks took. fill: the measured rate over those
+   * co-run rates: what idle time, the engine and the tail took, the
+   * schedule's part. */
   double used, corun, fill;
   double fastest_s, slowest_s; /* the timed runs' shortest and longest */
   int ndev;                                 /* the median run's devices, */
