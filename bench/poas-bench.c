@@ -767,12 +767,23 @@ static void compare(bench_row *rows, int n) {
   double best = best_row ? best_row->gflops : NAN;
   if (!best_row) /* no device ran alone: no ideal to measure against */
     ideal = NAN;
+  /* A device that failed alone has no rate in the ideal, which is then
+   * too low and the efficiency too high: the co-executed rows say so. */
+  char missing[256] = "";
+  for (int i = 0; i < n; i++)
+    if (rows[i].role == BENCH_DEVICE && isnan(rows[i].gflops) && rows[i].status &&
+        strcmp(rows[i].status, "unsupported") != 0)
+      append(missing, sizeof missing, "%s%s", missing[0] ? ", " : "", rows[i].label);
   for (int i = 0; i < n; i++) {
     rows[i].speedup = rows[i].gflops / best;
     rows[i].vs_cblas = rows[i].gflops / cblas;
     if (rows[i].role == BENCH_COEXEC) {
       rows[i].ideal_gflops = ideal;
       rows[i].efficiency = rows[i].gflops / ideal;
+      if (missing[0] && !isnan(ideal))
+        append(rows[i].note, sizeof rows[i].note,
+               "%sthe ideal leaves out %s, which had no rate alone: efficiency overstated",
+               rows[i].note[0] ? "; " : "", missing);
       /* Co-execution must never lose to the best device alone: say so
        * where it did, first, rather than leave it to the speedup column,
        * and whether the loss is within what that device's own runs spread

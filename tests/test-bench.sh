@@ -952,6 +952,17 @@ co = [r for r in rows if r["role"] == "coexec"]
 assert co and all(r["efficiency"] is None for r in co), co
 PYEOF
 echo "no ideal, no efficiency: ok"
+# A device that failed alone has no rate in the ideal: the co-executed row
+# says its efficiency is overstated (it said nothing).
+POAS_FAULT=sim0:after=0 "$bench" gemm --devices cpu:threads=1,sim --sizes 8 --repeat 1 \
+  --baselines none --csv "$tmp/p.csv" --json >"$tmp/p.json" 2>"$tmp/err"
+python3 - "$tmp/p.json" <<'PYEOF' || { echo "FAIL: $(cat "$tmp/p.json" "$tmp/err")"; exit 1; }
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+co = [r for r in rows if r["role"] == "coexec"]
+assert co and all("the ideal leaves out sim0, which had no rate alone" in r["note"] for r in co), co
+PYEOF
+echo "an ideal without a device that failed alone says so: ok"
 # The host's hand-off state is probed where something real runs: not for
 # sims alone without a baseline, whose times it does not touch.
 "$bench" gemm --devices sim --sizes 8 --repeat 1 --baselines none --csv "$tmp/h.csv" \
