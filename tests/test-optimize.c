@@ -1032,6 +1032,39 @@ TEST(contention_between_sharing_devices_is_priced_in) {
  * bar, so the other runs alone; with a 1% bar both take part. (Judged
  * from its share alone, the helper once stayed at 0.6% predicted gain and
  * the pair ran at 0.88x the CPU alone.) */
+/* A device that shares the host's cores, left out by the choice among
+ * those devices, is still weighed alone. The choice solves each subset
+ * with tiles cut for even shares of every candidate, so a PoCL-like device
+ * with a large cost per call was judged in three tiles, lost to the CPU,
+ * and was never weighed alone: the CPU beside a GPU was planned at 2.8
+ * ms, where the PoCL device alone, in one tile, takes 1.6 (found by
+ * test-plan-props, seed 2, case 4508). */
+TEST(a_sharing_device_left_out_by_the_choice_is_still_weighed_alone) {
+  poas__device_model cpu, pocl, gpu;
+  rate_model(&cpu, 5e10, 1e-5, 0, 0);
+  rate_model(&pocl, 2e12, 1.5e-3, 0, 1e12);
+  rate_model(&gpu, 5e10, 1e-5, 1e-5, 1e10);
+  poas__opt_device d[3] = {device("cpu", &cpu, 1), device("pocl", &pocl, 0),
+                           device("gpu", &gpu, 0)};
+  d[0].shares_host_cores = d[1].shares_host_cores = 1;
+  d[0].cores = d[1].cores = 2;
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 512);
+  p.host_cores = 2, p.min_gain = 0.03, p.engine_s = 1e-5;
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(d, 3, &p, &r));
+  poas__opt_result alone;
+  CHECK_OK(poas__optimize(&d[1], 1, &p, &alone));
+  CHECK_MSG(r.makespan_s <= alone.makespan_s * (1 + 1e-9),
+            "planned %.4g ms (pocl [%lld, %lld)), pocl alone %.4g ms", 1e3 * r.makespan_s,
+            (long long)r.dev[1].u0, (long long)r.dev[1].u1, 1e3 * alone.makespan_s);
+  CHECK(r.dev[1].u1 - r.dev[1].u0 == r.total_units);
+  CHECK_MSG(r.dev[0].excluded && strstr(r.dev[0].reason, "pocl alone"), "cpu: %s",
+            r.dev[0].reason);
+  CHECK_MSG(r.dev[2].excluded && strstr(r.dev[2].reason, "pocl alone"), "gpu: %s",
+            r.dev[2].reason);
+  return 0;
+}
+
 TEST(min_gain_counts_the_contention_a_helper_causes) {
   poas__device_model cpu = {0}, pocl = {0}; /* set after the pair is made */
   poas__opt_device d[2];
@@ -1302,6 +1335,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(devices_sharing_cores_never_add_what_they_cannot),
           TEST_ENTRY(devices_sharing_cores_past_those_weighed_are_left_out),
           TEST_ENTRY(contention_between_sharing_devices_is_priced_in),
+          TEST_ENTRY(a_sharing_device_left_out_by_the_choice_is_still_weighed_alone),
           TEST_ENTRY(min_gain_counts_the_contention_a_helper_causes),
           TEST_ENTRY(thin_block_tables_are_applied_and_the_solver_still_places_everything),
   TEST_ENTRY(a_device_flat_over_granules_still_takes_them_all),
