@@ -1091,6 +1091,51 @@ static void pool_fitting(const poas__opt_device *d, int nd, const poas__opt_prob
     fits[i] = pool[i] && (d[i].host_memory || copy_device_fits(&d[i], p, split));
 }
 
+/* The solve gave all the work to one device, `only`, in `t` seconds, but
+ * in the tiles cut for even shares, where a device with a large cost per
+ * call loses: a TN dgemm of 31 x 278 x 219 was planned on one device at
+ * 0.600 ms where another alone takes 0.341, and a 55 x 33 x 133 one on a
+ * device in two tiles at 0.151 ms where it takes 0.086 in its own
+ * (test-plan-props). So the fastest of pool alone, each in its own tiles
+ * and with the engine's cost where it runs in tiles, takes the plan when
+ * it is faster: another device is kept alone (returns 1), or `only` keeps
+ * the plan in its own tiles, the others as the solve left them (returns
+ * 0, the plan solved again in sc). */
+static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd, screen *sc,
+                                   const int *pool, poas__opt_result *r, int only, double t) {
+  const double cost = s->p->engine_s;
+  const double now = t + alone_engine(&d[only], sc->tile[only], r->total_units, cost);
+  double best;
+  screen alone_sc;
+  int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc);
+  if (keep < 0 || !(best < now))
+    return 0;
+  screen mine = *sc;
+  if (keep == only) {
+    mine.tile[only] = alone_sc.tile[only];
+    alone_sc = mine;
+  }
+  double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
+  alone += alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost);
+  if (!(alone < now)) {
+    solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the plan the shares gave */
+    return 0;
+  }
+  if (keep == only) {
+    *sc = alone_sc;
+    return 0;
+  }
+  char why[sizeof r->dev[0].reason];
+  int digits = digits_apart(1e3 * alone, 1e3 * now);
+  snprintf(why, sizeof why,
+           "adds nothing: %s alone is predicted %.*g ms, less than the %.*g ms of %s alone in "
+           "the tiles of an even share",
+           d[keep].id, digits, 1e3 * alone, digits, 1e3 * now, d[only].id);
+  *sc = alone_sc;
+  keep_alone(nd, pool, keep, why, sc, r);
+  return 1;
+}
+
 /* A plan with several devices runs through the engine, whose threads and
  * hand-offs cost about p->engine_s a run, and its devices disturb each
  * other (host memory bandwidth, the cores that drive a GPU's pageable
@@ -1107,10 +1152,13 @@ static void pool_fitting(const poas__opt_device *d, int nd, const poas__opt_prob
  * comes close. Returns whether it kept one device alone. */
 static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, screen *sc,
                               const int *pool, poas__opt_result *r, double t) {
-  int working = 0;
+  int working = 0, only = -1;
   for (int ci = 0; ci < s->ncand; ci++)
-    working += s->n[ci] > 0;
+    if (s->n[ci] > 0)
+      working++, only = s->c[ci].dev;
   const double cost = s->p->engine_s, g = fmax(s->bar, 0);
+  if (working == 1 && (cost > 0 || g > 0))
+    return other_alone_when_faster(s, d, nd, sc, pool, r, only, t);
   if (working < 2 || (cost <= 0 && g <= 0))
     return 0;
   /* The fastest of the candidates alone, not the one with the largest
