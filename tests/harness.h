@@ -66,6 +66,20 @@ int test_run_all(const test_entry *tests, size_t n, int argc, char **argv);
 
 #include "poas.h"
 
+/* splitmix64, for randomized tests: each case draws from its own stream
+ * (seeded by the run's seed and the case's number), so that one case's
+ * draws do not move another's and a case replays alone. */
+static inline uint64_t test_rand(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+/* A number from 0 to n - 1. */
+static inline int64_t test_pick(uint64_t *s, int64_t n) {
+  return (int64_t)(test_rand(s) % (uint64_t)n);
+}
+
 /* stderr into a temporary file while a test's messages are made, then
  * back (test_stderr_end), with what was written in text[cap]. log is NULL
  * or saved -1 where the file could not be made or stderr not kept: the

@@ -29,15 +29,7 @@
 #include <math.h>
 #include <string.h>
 
-/* splitmix64: each case draws from its own stream (seed and number). */
-static uint64_t rnd(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static int64_t pick(uint64_t *s, int64_t n) { return (int64_t)(rnd(s) % (uint64_t)n); }
-static double unit(uint64_t *s) { return (double)(rnd(s) >> 11) / 9007199254740992.0; }
+static double unit(uint64_t *s) { return (double)(test_rand(s) >> 11) / 9007199254740992.0; }
 static int chance(uint64_t *s, double p) { return unit(s) < p; }
 static double log_uniform(uint64_t *s, double lo, double hi) {
   return exp(log(lo) + (log(hi) - log(lo)) * unit(s));
@@ -56,7 +48,7 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
  * writes run at memory speed, 50x the flop's time per element on the CI
  * machine's profile). */
 static double side_coef(uint64_t *s, double flop, double lo, double hi) {
-  switch (pick(s, 6)) {
+  switch (test_pick(s, 6)) {
   case 0:
   case 1:
     return 0;
@@ -80,7 +72,7 @@ static void random_gemm(uint64_t *s, poas__gemm_model *gm, double flop) {
   c[6] = side_coef(s, c[1], 1e-3, 2);
   /* The padded flops: none, a fit's dust, near the arithmetic's (33 to 48
    * columns then cost alike), or past it (capped there by the model). */
-  switch (pick(s, 5)) {
+  switch (test_pick(s, 5)) {
   case 0:
     c[7] = 0;
     break;
@@ -154,7 +146,7 @@ static void random_model(uint64_t *s, poas__device_model *dm, int host, int smoo
     for (int side = 0; side < 2; side++)
       for (int sd = 1; sd <= POAS__FEW_SIDE; sd++) {
         if (threads && chance(s, 0.5))
-          dm->threads_by_side[dt][side][sd] = (uint8_t)(1 + pick(s, 16));
+          dm->threads_by_side[dt][side][sd] = (uint8_t)(1 + test_pick(s, 16));
         if (one)
           dm->one_thread[dt][side][sd] =
               log_uniform(s, POAS__ONE_THREAD_MIN * 10, POAS__ONE_THREAD_MAX / 100);
@@ -163,18 +155,18 @@ static void random_model(uint64_t *s, poas__device_model *dm, int host, int smoo
       dm->handoff_extra[dt] = log_uniform(s, 1e-13, 1e-9);
   }
   if (chance(s, 0.5)) {
-    dm->handoff_timings = 1 + (int)pick(s, 400);
-    dm->handoff_slow = (int)pick(s, dm->handoff_timings + 1);
+    dm->handoff_timings = 1 + (int)test_pick(s, 400);
+    dm->handoff_slow = (int)test_pick(s, dm->handoff_timings + 1);
     dm->handoff[0] = log_uniform(s, 0.5, 4), dm->handoff[1] = log_uniform(s, 0.5, 4);
   }
   static const double shifts[] = {0, 0, -1, 0.5, 1, 2.5, 6};
-  dm->handoff_shift = smooth ? 0 : shifts[pick(s, 7)];
+  dm->handoff_shift = smooth ? 0 : shifts[test_pick(s, 7)];
   dm->handoff_slow_now = !smooth && chance(s, 0.3);
   poas__threads_slow_table(dm);
 }
 
 static uint64_t random_memory(uint64_t *s) {
-  switch (pick(s, 5)) {
+  switch (test_pick(s, 5)) {
   case 0:
     return (uint64_t)log_uniform(s, 1e3, 1e7); /* tiny */
   case 1:
@@ -190,11 +182,11 @@ static uint64_t random_memory(uint64_t *s) {
 
 static int64_t random_side(uint64_t *s) {
   static const int64_t edges[] = {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 255, 256, 257};
-  switch (pick(s, 4)) {
+  switch (test_pick(s, 4)) {
   case 0:
-    return edges[pick(s, sizeof edges / sizeof *edges)];
+    return edges[test_pick(s, sizeof edges / sizeof *edges)];
   case 1:
-    return 1 + pick(s, 300);
+    return 1 + test_pick(s, 300);
   case 2:
     return (int64_t)log_uniform(s, 1, 1e6);
   default:
@@ -212,8 +204,8 @@ typedef struct fuzz_case {
 
 static void random_case(uint64_t *s, fuzz_case *c) {
   memset(c, 0, sizeof *c);
-  c->nd = 1 + (int)pick(s, chance(s, 0.5) ? 3 : 8);
-  int host_cores = 1 + (int)pick(s, 32);
+  c->nd = 1 + (int)test_pick(s, chance(s, 0.5) ? 3 : 8);
+  int host_cores = 1 + (int)test_pick(s, 32);
   /* Models whose times are the smooth ones the solver searches on, so
    * that its plans can be weighed against each device alone. */
   int smooth = chance(s, 0.4);
@@ -226,7 +218,7 @@ static void random_case(uint64_t *s, fuzz_case *c) {
     d->model = chance(s, 0.97) ? &c->model[i] : NULL;
     d->host_memory = host;
     d->shares_host_cores = host || chance(s, 0.2);
-    d->cores = 1 + (int)pick(s, host_cores + 2);
+    d->cores = 1 + (int)test_pick(s, host_cores + 2);
     d->memory_bytes = random_memory(s);
     c->model[i].memory_bytes = d->memory_bytes;
     d->supports_dtype = chance(s, 0.95);
@@ -234,14 +226,14 @@ static void random_case(uint64_t *s, fuzz_case *c) {
     if (!host) {
       d->wants_bt = chance(s, 0.3);
       d->tile_bytes_max = chance(s, 0.2) ? (uint64_t)log_uniform(s, 1e4, 1e10) : 0;
-      d->unit_align = chance(s, 0.2) ? 1 << pick(s, 6) : 0;
+      d->unit_align = chance(s, 0.2) ? 1 << test_pick(s, 6) : 0;
       if (chance(s, 0.2)) {
         d->max_operand_elems = (int64_t)log_uniform(s, 1e5, 3e9);
-        d->index_pad = 1 << pick(s, 7);
+        d->index_pad = 1 << test_pick(s, 7);
       }
       d->buffer_bytes_max = chance(s, 0.2) ? (uint64_t)log_uniform(s, 1e5, 1e11) : 0;
       if (chance(s, 0.2)) {
-        d->scratch_pad = 1 << pick(s, 8);
+        d->scratch_pad = 1 << test_pick(s, 8);
         d->scratch_min_mnk = chance(s, 0.5) ? (int64_t)log_uniform(s, 1e3, 1e9) : 0;
       }
     }
@@ -254,8 +246,8 @@ static void random_case(uint64_t *s, fuzz_case *c) {
   p->m = random_side(s), p->n = random_side(s), p->k = random_side(s);
   p->reads_c = chance(s, 0.5);
   p->reads_ab = chance(s, 0.95);
-  p->granule = chance(s, 0.1) ? 1 + pick(s, 64) : 0;
-  p->tile_max = chance(s, 0.1) ? 1 + pick(s, 4096) : 0;
+  p->granule = chance(s, 0.1) ? 1 + test_pick(s, 64) : 0;
+  p->tile_max = chance(s, 0.1) ? 1 + test_pick(s, 4096) : 0;
   p->host_cores = host_cores;
   p->min_gain = chance(s, 0.3) ? 0 : chance(s, 0.5) ? 0.03 : log_uniform(s, 0.005, 0.2);
   p->engine_s = chance(s, 0.3) ? 0 : log_uniform(s, 1e-6, 2e-3);

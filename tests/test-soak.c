@@ -58,15 +58,6 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
-/* splitmix64: every case draws from its own stream, seeded by the soak's
- * seed and its number, so that one case's draws do not move another's. */
-static uint64_t rnd(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static int64_t pick(uint64_t *s, int64_t n) { return (int64_t)(rnd(s) % (uint64_t)n); }
 
 static uint64_t env_u64(const char *name, uint64_t dflt) {
   const char *v = getenv(name);
@@ -153,16 +144,16 @@ static size_t stored_bytes(const test_gemm *g, int64_t rows, int64_t cols, int64
 }
 
 static int64_t draw_dim(uint64_t *s) {
-  switch (pick(s, 10)) {
+  switch (test_pick(s, 10)) {
   case 0:
-    return pick(s, 4); /* 0 to 3 */
+    return test_pick(s, 4); /* 0 to 3 */
   case 1:
     return 1;
   case 2:
   case 3:
-    return 1 + pick(s, 40);
+    return 1 + test_pick(s, 40);
   default:
-    return 1 + pick(s, 300);
+    return 1 + test_pick(s, 300);
   }
 }
 
@@ -173,10 +164,10 @@ static int64_t draw_dim(uint64_t *s) {
  * of two devices. */
 static void draw_big(uint64_t *s, int set, int64_t dims[3]) {
   dims[0] = dims[1] = dims[2] = -1;
-  if (!strchr(sets[set], ',') || pick(s, strchr(sets[set], ':') ? 2 : 3))
+  if (!strchr(sets[set], ',') || test_pick(s, strchr(sets[set], ':') ? 2 : 3))
     return;
-  dims[0] = 512 + pick(s, 257), dims[1] = 448 + pick(s, 193), dims[2] = 128 + pick(s, 129);
-  if (pick(s, 2)) {
+  dims[0] = 512 + test_pick(s, 257), dims[1] = 448 + test_pick(s, 193), dims[2] = 128 + test_pick(s, 129);
+  if (test_pick(s, 2)) {
     int64_t t = dims[0];
     dims[0] = dims[1], dims[1] = t;
   }
@@ -185,7 +176,7 @@ static void draw_big(uint64_t *s, int set, int64_t dims[3]) {
 static double draw_scalar(uint64_t *s, int beta) {
   static const double a[] = {1.0, 0.0, -0.5, 2.0, 0.25};
   static const double b[] = {0.0, 1.0, 0.5, -1.0, 0.0};
-  return beta ? b[pick(s, 5)] : a[pick(s, 5)];
+  return beta ? b[test_pick(s, 5)] : a[test_pick(s, 5)];
 }
 
 /* Draws the free parameters of one GEMM and allocates it; dims < 0 are
@@ -194,15 +185,15 @@ static int draw_gemm(uint64_t *s, soak_gemm *x, poas_dtype dt, poas_layout lay, 
                      int64_t n, int64_t k, int64_t pad, poas_op ta, double beta) {
   memset(x, 0, sizeof *x);
   x->owns_a = x->owns_c = 1, x->source = -1, x->known = 1;
-  poas_op tb = pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS;
+  poas_op tb = test_pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS;
   double alpha = draw_scalar(s, 0);
   if (m < 0)
     m = draw_dim(s);
   if (n < 0)
     n = draw_dim(s);
   if (k < 0)
-    k = pick(s, 10) == 0 ? 1 : draw_dim(s);
-  if (test_gemm_alloc(&x->g, dt, lay, ta, tb, m, n, k, pad, alpha, beta, rnd(s)) != 0)
+    k = test_pick(s, 10) == 0 ? 1 : draw_dim(s);
+  if (test_gemm_alloc(&x->g, dt, lay, ta, tb, m, n, k, pad, alpha, beta, test_rand(s)) != 0)
     return -1;
   poison_c(&x->g);
   return 0;
@@ -225,22 +216,22 @@ typedef struct fault {
 
 static void draw_fault(uint64_t *s, int set, fault *f) {
   memset(f, 0, sizeof *f);
-  if (pick(s, 2))
+  if (test_pick(s, 2))
     return;
   int has_cpu = strstr(sets[set], "cpu") != NULL, has_cl = strstr(sets[set], "opencl") != NULL;
   /* On a set of one device, now and then the other device too: a fault
    * naming a device not in use is ignored. */
-  int which = has_cpu && has_cl ? (int)pick(s, 5) : pick(s, 4) == 0 ? 2 : has_cpu ? 0 : 1;
+  int which = has_cpu && has_cl ? (int)test_pick(s, 5) : test_pick(s, 4) == 0 ? 2 : has_cpu ? 0 : 1;
   /* 0, 3: the cpu; 1, 4: opencl0; 2: both. */
   f->cpu = which == 0 || which == 2 || which == 3;
   f->opencl = which == 1 || which == 2 || which == 4;
   size_t at = 0;
   if (f->cpu)
     at += (size_t)snprintf(f->spec + at, sizeof f->spec - at, "cpu0:after=%d",
-                           (int)pick(s, pick(s, 4) ? 2 : 8));
+                           (int)test_pick(s, test_pick(s, 4) ? 2 : 8));
   if (f->opencl)
     snprintf(f->spec + at, sizeof f->spec - at, "%sopencl0:after=%d", at ? "," : "",
-             (int)pick(s, pick(s, 4) ? 12 : 60));
+             (int)test_pick(s, test_pick(s, 4) ? 12 : 60));
 }
 
 /* Whether an error `rc` is one the documentation allows for this GEMM:
@@ -317,9 +308,9 @@ static int check_report(poas_context *ctx, const test_gemm *g, const fault *f, i
 
 static int run_sync(poas_context *ctx, int set, uint64_t *s, const fault *f, int64_t pad,
                     const char *head) {
-  poas_dtype dt = pick(s, 2) ? POAS_FLOAT64 : POAS_FLOAT32;
-  poas_layout lay = pick(s, 2) ? POAS_COL_MAJOR : POAS_ROW_MAJOR;
-  poas_op ta = pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS;
+  poas_dtype dt = test_pick(s, 2) ? POAS_FLOAT64 : POAS_FLOAT32;
+  poas_layout lay = test_pick(s, 2) ? POAS_COL_MAJOR : POAS_ROW_MAJOR;
+  poas_op ta = test_pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS;
   soak_gemm x;
   int64_t d[3];
   draw_big(s, set, d);
@@ -351,17 +342,17 @@ static int run_sync(poas_context *ctx, int set, uint64_t *s, const fault *f, int
  * B as C (write after read). */
 static int draw_dependent(uint64_t *s, int set, soak_gemm *b, int i) {
   soak_gemm *x = &b[i];
-  int prev = i > 0 && pick(s, 3) ? (int)pick(s, i) : -1;
+  int prev = i > 0 && test_pick(s, 3) ? (int)test_pick(s, i) : -1;
   if (prev >= 0 && b[prev].sealed)
     prev = -1;
   const test_gemm *p = prev >= 0 ? &b[prev].g : NULL;
   if (!p) {
-    poas_dtype dt = pick(s, 2) ? POAS_FLOAT64 : POAS_FLOAT32;
-    poas_layout lay = pick(s, 2) ? POAS_COL_MAJOR : POAS_ROW_MAJOR;
-    poas_op ta = pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS;
+    poas_dtype dt = test_pick(s, 2) ? POAS_FLOAT64 : POAS_FLOAT32;
+    poas_layout lay = test_pick(s, 2) ? POAS_COL_MAJOR : POAS_ROW_MAJOR;
+    poas_op ta = test_pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS;
     int64_t d[3];
     draw_big(s, set, d);
-    return draw_gemm(s, x, dt, lay, d[0], d[1], d[2], pick(s, 3), ta, draw_scalar(s, 1));
+    return draw_gemm(s, x, dt, lay, d[0], d[1], d[2], test_pick(s, 3), ta, draw_scalar(s, 1));
   }
   /* Same dtype, layout and padding: the shared matrix's leading dimension
    * is then the one test_gemm_alloc gives the new GEMM's. */
@@ -369,9 +360,9 @@ static int draw_dependent(uint64_t *s, int set, soak_gemm *b, int i) {
   if ((p->layout == POAS_COL_MAJOR ? p->m : p->n) < 1)
     pad = p->ldc - 1;
   b[prev].sealed = 1;
-  switch (pick(s, 3)) {
+  switch (test_pick(s, 3)) {
   case 0: { /* read after write: A = prev's C */
-    poas_op ta = pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS;
+    poas_op ta = test_pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS;
     int64_t m = ta == POAS_NO_TRANS ? p->m : p->n, k = ta == POAS_NO_TRANS ? p->n : p->m;
     if (draw_gemm(s, x, p->dtype, p->layout, m, -1, k, pad, ta, draw_scalar(s, 1)) != 0)
       return -1;
@@ -383,7 +374,7 @@ static int draw_dependent(uint64_t *s, int set, soak_gemm *b, int i) {
   }
   case 1: /* write after write, C not read */
     if (draw_gemm(s, x, p->dtype, p->layout, p->m, p->n, -1, pad,
-                  pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS, 0) != 0)
+                  test_pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS, 0) != 0)
       return -1;
     if (x->g.ldc != p->ldc)
       return -1;
@@ -398,7 +389,7 @@ static int draw_dependent(uint64_t *s, int set, soak_gemm *b, int i) {
     if ((p->layout == POAS_COL_MAJOR ? br : bc) < 1)
       bpad = p->ldb - 1;
     if (draw_gemm(s, x, p->dtype, p->layout, br, bc, -1, bpad,
-                  pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS, draw_scalar(s, 1)) != 0)
+                  test_pick(s, 2) ? POAS_TRANS : POAS_NO_TRANS, draw_scalar(s, 1)) != 0)
       return -1;
     if (x->g.ldc != p->ldb)
       return -1;
@@ -452,7 +443,7 @@ static int submit_copy(poas_context *ctx, soak_gemm *x) {
  * may run in the middle. */
 static int run_async(poas_context *ctx, int set, uint64_t *s, const fault *f, const char *head) {
   soak_gemm b[MAX_BATCH];
-  int n = 2 + (int)pick(s, MAX_BATCH - 1), bad = 0, drawn = 0;
+  int n = 2 + (int)test_pick(s, MAX_BATCH - 1), bad = 0, drawn = 0;
   for (; drawn < n; drawn++)
     if (draw_dependent(s, set, b, drawn) != 0) {
       fprintf(stderr, "  %s: could not draw GEMM %d of the batch\n", head, drawn);
@@ -472,11 +463,11 @@ static int run_async(poas_context *ctx, int set, uint64_t *s, const fault *f, co
     fprintf(stderr, "  %s\n", current);
   if (f->spec[0])
     setenv("POAS_FAULT", f->spec, 1);
-  int sync_at = pick(s, 3) == 0 ? (int)pick(s, drawn + 1) : -1, any_failed = 0;
+  int sync_at = test_pick(s, 3) == 0 ? (int)test_pick(s, drawn + 1) : -1, any_failed = 0;
   for (int i = 0; i < drawn && !bad; i++) {
     if (i == sync_at)
-      bad |= run_sync(ctx, set, s, f, pick(s, 3), head);
-    int handle = pick(s, 4) != 0;
+      bad |= run_sync(ctx, set, s, f, test_pick(s, 3), head);
+    int handle = test_pick(s, 4) != 0;
     int rc = submit(ctx, &b[i], handle);
     seen.gemms++;
     if (rc != 0) {
@@ -488,14 +479,14 @@ static int run_async(poas_context *ctx, int set, uint64_t *s, const fault *f, co
       break;
     }
     b[i].known = handle;
-    if (pick(s, 4) == 0 && (rc = submit_copy(ctx, &b[i])) != 0) {
+    if (test_pick(s, 4) == 0 && (rc = submit_copy(ctx, &b[i])) != 0) {
       fprintf(stderr, "  %s: copy task after GEMM %d: %s: %s\n", current, i, poas_err_name(rc),
               poas_error_detail());
       bad = 1;
     }
   }
   /* Handles are waited for in a drawn order, not only submission's. */
-  int first = (int)pick(s, drawn);
+  int first = (int)test_pick(s, drawn);
   for (int j = 0; j < drawn; j++) {
     soak_gemm *x = &b[(first + j) % drawn];
     if (!x->task)
@@ -566,7 +557,7 @@ TEST(soak_random_gemms_with_faults) {
   uint64_t ran = 0;
   for (uint64_t c = 0; c < cases && !bad; c++) {
     uint64_t st = seed * 0x100000001b3ull + c, *s = &st;
-    int set = (int)pick(s, NSETS), policy = (int)pick(s, NPOLICIES);
+    int set = (int)test_pick(s, NSETS), policy = (int)test_pick(s, NPOLICIES);
     if (!set_usable(set))
       continue;
     poas_context *ctx = context_for(set, policy);
@@ -579,7 +570,7 @@ TEST(soak_random_gemms_with_faults) {
              f.spec[0] ? " POAS_FAULT=" : "", f.spec);
     alarm(CASE_SECONDS);
     bad =
-        pick(s, 3) ? run_sync(ctx, set, s, &f, pick(s, 3), head) : run_async(ctx, set, s, &f, head);
+        test_pick(s, 3) ? run_sync(ctx, set, s, &f, test_pick(s, 3), head) : run_async(ctx, set, s, &f, head);
     alarm(0);
     ran++;
   }
