@@ -824,8 +824,8 @@ static void explain_sharing(const poas__opt_device *d, const int *idx, int ns, u
     poas__opt_share *sh = &r->dev[idx[j]];
     if (mask_cores(d, idx, ns, mask | (1u << j)) > host_cores)
       snprintf(sh->reason, sizeof sh->reason,
-               "shares the host's %d cores with %s, which %s at least as fast on them", host_cores, with,
-               verb);
+               "shares the host's %d cores with %s, which %s at least as fast on them",
+               host_cores, with, verb);
     else
       snprintf(sh->reason, sizeof sh->reason,
                "would cost %s more than it adds: computing beside each other, the devices "
@@ -1110,10 +1110,10 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
   int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc);
   if (keep < 0 || !(best < now))
     return 0;
-  screen mine = *sc;
-  if (keep == only) {
-    mine.tile[only] = alone_sc.tile[only];
-    alone_sc = mine;
+  if (keep == only) { /* the plan as it is, but in its device's own tiles */
+    const int64_t own = alone_sc.tile[only];
+    alone_sc = *sc;
+    alone_sc.tile[only] = own;
   }
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost);

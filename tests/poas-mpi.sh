@@ -120,10 +120,16 @@ grep -q "^poas (rank 0): debug: " "$tmp/err" && grep -q "^poas (rank 1): debug: 
   ! grep -q "^poas: " "$tmp/err" ||
   fail "POAS_LOG=3: debug messages not named for their ranks: $(head -c 2000 "$tmp/err")"
 
+# Two ranks, each on one sim of the rate given, at 2048: the JSON into
+# $tmp/sim.json, stderr into $tmp/err.
+two_sims() {
+  mpi -np 1 -x POAS_DEVICES=sim:rate=$1 "$bench" --sizes 2048 --repeat 1 --json : \
+    -np 1 -x POAS_DEVICES=sim:rate=$2 "$bench" --sizes 2048 --repeat 1 --json \
+    >"$tmp/sim.json" 2>"$tmp/err" || fail "sims $1 : $2: $(cat "$tmp/err")"
+}
+
 # Simulated ranks of 1e11 and 3e11 flop/s: a 1 : 3 split, predicted as run.
-mpi -np 1 -x POAS_DEVICES=sim:rate=1e11 "$bench" --sizes 2048 --repeat 1 --json : \
-  -np 1 -x POAS_DEVICES=sim:rate=3e11 "$bench" --sizes 2048 --repeat 1 --json \
-  >"$tmp/sim.json" 2>"$tmp/err" || fail "sims: $(cat "$tmp/err")"
+two_sims 1e11 3e11
 python3 - "$tmp/sim.json" <<'PYEOF' || fail "sims: $(cat "$tmp/sim.json")"
 import json, sys
 p = json.load(open(sys.argv[1]))["problems"][0]
@@ -145,9 +151,7 @@ grep -q "result not checked: a rank computed on simulated devices" "$tmp/err" ||
 # Ranks of 1e12 and 1e10 flop/s: the slow one's share, 0.63 of a granule
 # of 32 rows, is none; it once got a whole granule by largest remainder,
 # which took it 0.028 s, where the fast rank ends all 2048 rows in 0.020.
-mpi -np 1 -x POAS_DEVICES=sim:rate=1e12 "$bench" --sizes 2048 --repeat 1 --json : \
-  -np 1 -x POAS_DEVICES=sim:rate=1e10 "$bench" --sizes 2048 --repeat 1 --json \
-  >"$tmp/sim.json" 2>"$tmp/err" || fail "sims 100 : 1: $(cat "$tmp/err")"
+two_sims 1e12 1e10
 python3 - "$tmp/sim.json" <<'PYEOF' || fail "sims 100 : 1: $(cat "$tmp/sim.json")"
 import json, sys
 p = json.load(open(sys.argv[1]))["problems"][0]

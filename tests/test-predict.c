@@ -170,6 +170,15 @@ static void on_step(void *user, const char *id, const char *step, double f) {
   snprintf(l->text + len, sizeof l->text - len, "%s%s", len ? "," : "", entry);
 }
 
+/* A new step log (NULL when out of memory), hooked to o's progress; the
+ * caller frees it. */
+static step_log *log_steps(poas_calibrate_options *o) {
+  step_log *log = calloc(1, sizeof *log);
+  o->progress = on_step;
+  o->progress_user = log;
+  return log;
+}
+
 /* Every device builds its kernels before any device is measured, so that
  * what building them takes (25 s for PoCL's on a new CI machine) comes out
  * of the time all the devices share, not out of one device's part. */
@@ -180,10 +189,8 @@ TEST(calibration_builds_every_kernel_before_measuring) {
   poas_calibrate_options_init(&o);
   o.quick = 1;
   o.dtypes = 1 << POAS_FLOAT32;
-  step_log *log = calloc(1, sizeof *log);
+  step_log *log = log_steps(&o);
   CHECK(log);
-  o.progress = on_step;
-  o.progress_user = log;
   CHECK_OK(poas_calibrate(ctx, &o, NULL));
   CHECK_MSG(strncmp(log->text, "sim0 kernels,sim1 kernels,sim0 memory,", 38) == 0, "%s",
             log->text);
@@ -497,10 +504,8 @@ TEST(calibration_checks_its_output_before_measuring) {
   CHECK_OK(poas__profile_load(target, p));
   CHECK(p->ndev == 1 && p->dev[0].model.gemm[0][0].valid);
 
-  step_log *log = calloc(1, sizeof *log);
+  step_log *log = log_steps(&o);
   CHECK(log);
-  o.progress = on_step;
-  o.progress_user = log;
   snprintf(path, sizeof path, "%s/fifo", dir);
   CHECK(mkfifo(path, 0644) == 0);
   o.output = path;
@@ -836,10 +841,8 @@ TEST(calibration_replaces_only_profiles) {
   static const char notes[] = "my notes, not a profile\n";
   FILE *f = fopen(path, "w");
   CHECK(f && fputs(notes, f) >= 0 && fclose(f) == 0);
-  step_log *log = calloc(1, sizeof *log);
+  step_log *log = log_steps(&o);
   CHECK(log);
-  o.progress = on_step;
-  o.progress_user = log;
   CHECK_RC(poas_calibrate(ctx, &o, r), POAS_EPROFILE);
   CHECK_MSG(strstr(poas_error_detail(), path) && strstr(poas_error_detail(), "not a POAS profile"),
             "%s", poas_error_detail());
@@ -1588,10 +1591,8 @@ TEST(a_device_slower_than_a_profile_holds_is_refused_before_it_is_measured) {
   poas_calibrate_options_init(&o);
   o.quick = 1;
   o.dtypes = 1 << POAS_FLOAT32;
-  step_log *log = calloc(1, sizeof *log);
+  step_log *log = log_steps(&o);
   CHECK(log);
-  o.progress = on_step;
-  o.progress_user = log;
   CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EFIT);
   const char *why = poas_error_detail();
   CHECK_MSG(strstr(why, "sim0") && strstr(why, "4e+05 flop/s") && strstr(why, "absurd"), "%s",
@@ -1616,10 +1617,8 @@ TEST(a_sim_too_slow_for_the_time_left_fails_early) {
   o.quick = 1;
   o.dtypes = 1 << POAS_FLOAT32;
   o.devices = "sim0";
-  step_log *log = calloc(1, sizeof *log);
+  step_log *log = log_steps(&o);
   CHECK(log);
-  o.progress = on_step;
-  o.progress_user = log;
   CHECK_RC(poas_calibrate(ctx, &o, NULL), POAS_EFIT);
   const char *why = poas_error_detail();
   /* The rate named is the one measured, in real time: near 5e6, not
