@@ -816,8 +816,11 @@ static int read_profile(reader *r, json_t *root, poas__profile *p) {
  * POAS_EPROFILE with the problem, not naming the file, in problem[cap]. */
 static int parse_profile(const char *text, size_t len, poas__profile *out, char *problem,
                          size_t cap) {
+  /* A file is read only to one byte past the limit, so len says that it
+   * is too large, not how large it is. */
   if (len > POAS__PROFILE_MAX_BYTES) {
-    snprintf(problem, cap, "%zu bytes is too large for a profile", len);
+    snprintf(problem, cap, "larger than the %u bytes a profile may hold",
+             (unsigned)POAS__PROFILE_MAX_BYTES);
     return POAS_EPROFILE;
   }
   if (len == 0) { /* "not valid JSON ... near end of file" told less */

@@ -350,6 +350,16 @@ TEST(good_file_loads_and_missing_file_is_eio) {
   alarm(0);
   CHECK_MSG(strstr(poas_error_detail(), "the file is empty"), "%s", poas_error_detail());
   unlink(fifo);
+  /* A file past the limit is read only to one byte beyond it: the message
+   * once gave that count (4194305 bytes) as the size of a 5 MiB file. */
+  const char *big = test_tmp_path("too-large.json");
+  FILE *bf = fopen(big, "w");
+  CHECK(bf && fseek(bf, 5 << 20, SEEK_SET) == 0 && fputc(' ', bf) == ' ' && fclose(bf) == 0);
+  CHECK_RC(poas__profile_load(big, p), POAS_EPROFILE);
+  CHECK_MSG(strstr(poas_error_detail(), "larger than the 4194304 bytes a profile may hold") &&
+                !strstr(poas_error_detail(), "4194305"),
+            "%s", poas_error_detail());
+  unlink(big);
   CHECK_RC(poas__profile_parse("{}", 2, "<mem>", p), POAS_EPROFILE);
   CHECK(strcmp(poas_error_detail(), "<mem>: missing field 'format'") == 0);
   free(p);
