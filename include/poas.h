@@ -382,7 +382,10 @@ typedef struct poas_device_fit {
   int sweep_passes, sweep_planned;
   /* 1: a quick calibration short of its time left out the thin-block
    * probes, and with them the thin tables (poas_fit_info.thin_min and
-   * thin_max are then 0); 0 otherwise, and for a loaded profile. */
+   * thin_max are then 0), except the factors of the calls the device runs
+   * on fewer threads (threads_by_cols, _rows), which the threads step
+   * measured: on a CPU device those still give a range; 0 otherwise, and
+   * for a loaded profile. */
   int thin_skipped;
   /* Seconds the calibration spent having the device build its kernels
    * before measuring (tens of seconds for PoCL on a machine's first
