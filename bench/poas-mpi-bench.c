@@ -797,11 +797,14 @@ static double rel_error(double predicted, double measured) {
   return measured > 0 && predicted > 0 ? (predicted - measured) / measured : NAN;
 }
 
+/* The table of one problem; a blank line parts it from the one before
+ * (`first`: there is none, and the output opens with the table). */
 static void print_table(const job *j, const options *o, const problem *p, const outcome *out,
-                        char (*hosts)[MPI_MAX_PROCESSOR_NAME], char (*devices)[128]) {
+                        char (*hosts)[MPI_MAX_PROCESSOR_NAME], char (*devices)[128], int first) {
   FILE *f = j->table;
   double flops = 2.0 * (double)p->m * (double)p->n * (double)p->k;
-  fprintf(f, "\n%sgemm %lld x %lld x %lld on %d rank%s\n", o->dtype == POAS_FLOAT64 ? "d" : "s",
+  fprintf(f, "%s%sgemm %lld x %lld x %lld on %d rank%s\n", first ? "" : "\n",
+          o->dtype == POAS_FLOAT64 ? "d" : "s",
           (long long)p->m, (long long)p->n, (long long)p->k, j->size, j->size == 1 ? "" : "s");
   fprintf(f, "%4s  %-16s %-24s %-19s %6s %10s %10s %9s\n", "rank", "host", "devices", "rows",
           "share", "pred. s", "meas. s", "pred.err");
@@ -962,7 +965,7 @@ static int run_job(job *j, const options *o) {
   for (; !status && done < o->nprob; done++) {
     status = run_problem(j, o, &o->prob[done], links, &outs[done]);
     if (!status && j->rank == 0)
-      print_table(j, o, &o->prob[done], &outs[done], hosts, devices);
+      print_table(j, o, &o->prob[done], &outs[done], hosts, devices, done == 0);
   }
   if (!status && j->rank == 0 && o->json)
     print_json(j, o, o->prob, outs, done, hosts, devices, links);

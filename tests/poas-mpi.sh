@@ -104,6 +104,9 @@ POAS_LOG=1 mpi -np 2 -x POAS_LOG "$bench" --sizes 64 --repeat 1 --devices cpu:th
 [ "$(grep -c "poas: warning: no profile at" "$tmp/err")" -eq 1 ] &&
   grep -q "^poas-mpi-bench (ranks 0-1): poas: warning: no profile at" "$tmp/err" ||
   fail "POAS_LOG=1: the library's warning not said once for both ranks: $(cat "$tmp/err")"
+# The output opens with the table; a blank line came first once.
+[ "$(head -n 1 "$tmp/out")" = "sgemm 64 x 64 x 64 on 2 ranks" ] ||
+  fail "the output does not open with the table: $(head -n 3 "$tmp/out")"
 # More warnings than one rank's say_once gathers (1 KiB): 19 of 20 sims
 # fail at once, two lines each. They were cut mid-line and the rest lost;
 # each is now said whole, the ones past the room on the rank's own stderr.
