@@ -89,6 +89,7 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   f->memory_bytes = m->memory_bytes;
   f->dispatch_s = m->dispatch_s;
   f->engine_s = m->engine_s;
+  f->run_cost_spread_s = m->run_cost_spread_s;
   f->sweep_passes = m->sweep_passes;
   f->sweep_planned = m->sweep_planned;
   f->thin_skipped = m->thin_skipped;
@@ -302,10 +303,46 @@ static void merge_profile(const poas_context *ctx, const int sel[],
  * how much longer a tiny GEMM takes end to end, through the whole
  * pipeline, than the device's fresh models predict for it; and how much
  * more the same run costs forced through the engine (engine_s), which
- * plans on several devices or tiles take. The median of DISPATCH_RUNS
- * after warm-ups. Devices in virtual time have neither. */
+ * plans on several devices or tiles take. Both from DISPATCH_RUNS pairs
+ * of runs after warm-ups, by poas__run_costs, which takes the quicker
+ * runs. Where the median strayed more than DISPATCH_SPREAD_S above them
+ * (a busy machine), up to DISPATCH_BATCHES - 1 more batches are timed,
+ * so that the quiet moments are enough for the quantile taken: on the
+ * 2-core CI VM with one core spinning, 5 of 21 runs through the engine
+ * had one. That is a quarter of a millisecond: ten times the spread of a
+ * quiet CI VM (1 us for cpu0, 25 us for PoCL), and half what plans take
+ * the engine to cost at the least. A batch takes 0.2 s at most there (4
+ * ms a run, a scheduler tick). Devices in virtual time have neither. */
 #define DISPATCH_RUNS 21
+#define DISPATCH_BATCHES 3
+#define DISPATCH_SPREAD_S 2.5e-4
 #define DISPATCH_N 32
+_Static_assert(DISPATCH_RUNS * DISPATCH_BATCHES <= POAS__RUN_COST_MAX,
+               "poas__run_costs takes every batch's runs");
+
+/* Times `runs` pairs of runs of the tiny GEMM on device i (ops: its
+ * operands, in dtype) after `warmups`, alternating, so that both of a pair
+ * see the same machine: extra[0] on the caller's thread, extra[1] through
+ * the engine, each its time less the prediction its report holds. */
+static int time_runs(poas_context *ctx, int i, poas_dtype dtype, double *ops, int warmups,
+                     int runs, poas_report *run, double *extra[2]) {
+  double *a = ops, *b = a + DISPATCH_N * DISPATCH_N, *c = b + DISPATCH_N * DISPATCH_N;
+  int rc = 0;
+  for (int r = -warmups; !rc && r < runs; r++)
+    for (int engine = 0; !rc && engine < 2; engine++) {
+      poas__gemm_problem p = {.dtype = dtype, .transa = POAS_NO_TRANS, .transb = POAS_NO_TRANS,
+                              .m = DISPATCH_N, .n = DISPATCH_N, .k = DISPATCH_N, .alpha = 1,
+                              .beta = 0, .a = a, .b = b, .c = c, .lda = DISPATCH_N,
+                              .ldb = DISPATCH_N, .ldc = DISPATCH_N, .only = i + 1,
+                              .no_inline = engine};
+      double t0 = poas__now();
+      rc = poas__gemm_run(ctx, &p);
+      double t = poas__now() - t0;
+      if (!rc && r >= 0 && poas__report_get(ctx, run))
+        extra[engine][r] = t - run->predicted_s;
+    }
+  return rc;
+}
 
 static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_model *fresh,
                               int dtype_mask) {
@@ -322,7 +359,7 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
   int saved_has = poas__report_get(ctx, saved_report), rc = 0;
   /* In a dtype that was calibrated, so that the model's part is right. */
   poas_dtype dtype = dtype_mask & 1 ? POAS_FLOAT32 : POAS_FLOAT64;
-  double *a = ops, *b = a + DISPATCH_N * DISPATCH_N, *c = b + DISPATCH_N * DISPATCH_N;
+  double *a = ops, *b = a + DISPATCH_N * DISPATCH_N;
   for (int i = 0; i < DISPATCH_N * DISPATCH_N; i++) {
     double v = 1.0 / (double)(1 + i % 7);
     if (dtype == POAS_FLOAT32)
@@ -338,28 +375,20 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
   for (int i = 0; !rc && i < ctx->devices.ndev; i++) {
     if (!sel[i] || ctx->devices.dev[i]->virtual_time)
       continue;
-    double extra[2][DISPATCH_RUNS], cost[2] = {0, 0};
-    /* Alternating, so that both see the same machine. */
-    for (int r = -3; !rc && r < DISPATCH_RUNS; r++)
-      for (int engine = 0; !rc && engine < 2; engine++) {
-        poas__gemm_problem p = {.dtype = dtype, .transa = POAS_NO_TRANS,
-                                .transb = POAS_NO_TRANS, .m = DISPATCH_N, .n = DISPATCH_N,
-                                .k = DISPATCH_N, .alpha = 1, .beta = 0, .a = a, .b = b, .c = c,
-                                .lda = DISPATCH_N, .ldb = DISPATCH_N, .ldc = DISPATCH_N,
-                                .only = i + 1, .no_inline = engine};
-        double t0 = poas__now();
-        rc = poas__gemm_run(ctx, &p);
-        double t = poas__now() - t0;
-        if (!rc && r >= 0 && poas__report_get(ctx, run))
-          extra[engine][r] = t - run->predicted_s;
-      }
-    for (int engine = 0; !rc && engine < 2; engine++) {
-      double d = poas__median(extra[engine], DISPATCH_RUNS);
-      cost[engine] = d < 0 ? 0 : d > 0.1 ? 0.1 : d;
+    double extra[2][DISPATCH_RUNS * DISPATCH_BATCHES];
+    poas__run_cost cost = {0, 0, 0};
+    for (int n = 0; !rc && n < DISPATCH_RUNS * DISPATCH_BATCHES; n += DISPATCH_RUNS) {
+      if (n > 0 && !(cost.spread_s > DISPATCH_SPREAD_S))
+        break;
+      rc = time_runs(ctx, i, dtype, ops, n ? 0 : 3, DISPATCH_RUNS, run,
+                     (double *[2]){extra[0] + n, extra[1] + n});
+      if (!rc)
+        cost = poas__run_costs(extra[0], extra[1], n + DISPATCH_RUNS);
     }
     if (!rc) {
-      fresh[i].dispatch_s = cost[0];
-      fresh[i].engine_s = cost[1] > cost[0] ? cost[1] - cost[0] : 0;
+      fresh[i].dispatch_s = cost.dispatch_s;
+      fresh[i].engine_s = cost.engine_s;
+      fresh[i].run_cost_spread_s = cost.spread_s;
     }
   }
   memcpy(ctx->models, saved, sizeof ctx->models);

@@ -345,6 +345,11 @@ typedef struct poas_device_fit {
   double dispatch_s;       /* the runtime's fixed cost of a run on it; 0 when not measured */
   double engine_s;         /* what a run through the engine (several devices or tiles)
                               costs beyond that; 0 when not measured */
+  /* How much longer than those costs the median of the runs that measured
+   * them took: a machine busy while they were measured, which the costs
+   * (taken from the quicker runs) leave out. 0 when not measured; a
+   * profile does not keep it. */
+  double run_cost_spread_s;
   /* The on-device transpose of a split's shared operand, for devices whose
    * GEMM wants B transposed (OpenCL, through CLBlast), by poas_dtype: a
    * model of the same form as a transfer's, over the matrix's bytes;

@@ -133,6 +133,10 @@ typedef struct poas__device_model {
    * costs beyond that: its threads and their hand-offs. Measured the same
    * way with the engine forced; 0 when not measured. */
   double engine_s;
+  /* How far the median of those runs strayed above the costs taken (see
+   * poas__run_costs): a machine busy while they were measured. Not kept
+   * in profiles; 0 when not measured. */
+  double run_cost_spread_s;
   /* Passes of calibration's GEMM sweep, timed and planned: fewer timed
    * where the calibration ran short of its time (poas__calib_opts.end_s).
    * Both 0 when not known (a model from a profile, which keeps neither). */

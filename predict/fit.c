@@ -136,6 +136,42 @@ double poas__timing_noise(double *t, int n) {
   return poas__median(t, n);
 }
 
+/* The value a tenth of the way up v[n] (sorts v); 0 when n is 0. */
+static double low_quantile(double *v, int n) {
+  if (n <= 0)
+    return 0;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return v[(n - 1) / 10];
+}
+
+/* A fixed cost is a floor: what a run takes beyond it is the machine's,
+ * a thread that waited for a core or a timer's slack, and only ever
+ * adds. So the estimate is a low quantile, not the median, which took
+ * what a busy machine added to most runs: on the 2-core CI VM with one
+ * core spinning, runs through the engine cost 150-250 us more than on the
+ * caller's thread in a quiet moment and 1.3-6.2 ms (a scheduler tick of
+ * 4 ms, mostly) in 16 of 21 pairs, and the median made engine_s 2.0 and
+ * 4.0 ms, where a quiet machine gives 33-56 us; the planner then added
+ * that to every plan on several devices or tiles. A tenth of the way up,
+ * not the least, since the model's error for the tiny GEMM moves single
+ * runs a few microseconds either way. The engine's part is taken from
+ * the pairs' differences: the two runs of a pair saw the same machine,
+ * and the model's error for the GEMM (PoCL's over-predicts it by 20-30
+ * us, and plain runs came out below 0) is in both. */
+poas__run_cost poas__run_costs(const double *plain, const double *engine, int n) {
+  poas__run_cost c = {0, 0, 0};
+  if (n <= 0 || n > POAS__RUN_COST_MAX)
+    return c;
+  double p[POAS__RUN_COST_MAX], d[POAS__RUN_COST_MAX];
+  for (int r = 0; r < n; r++)
+    p[r] = plain[r], d[r] = engine[r] - plain[r];
+  double dispatch = low_quantile(p, n), extra = low_quantile(d, n);
+  c.spread_s = POAS__MAX(poas__median(p, n) - dispatch, poas__median(d, n) - extra);
+  c.dispatch_s = POAS__MIN(POAS__MAX(dispatch, 0), 0.1);
+  c.engine_s = POAS__MIN(POAS__MAX(extra, 0), 0.1);
+  return c;
+}
+
 /* Relative error of a prediction; a prediction of 0 or less is 100% off. */
 static double rel_error(double predicted, double measured) {
   return predicted > 0 ? fabs(predicted - measured) / measured : 1.0;

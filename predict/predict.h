@@ -145,4 +145,18 @@ double poas__median(double *v, int n);
  * median| / median (overwrites t); 0 when n < 3, where it says nothing. */
 double poas__timing_noise(double *t, int n);
 
+/* The runtime's fixed costs of a run, from n <= POAS__RUN_COST_MAX pairs of
+ * runs of one tiny GEMM, each timed end to end less what the models
+ * predict for it: plain[r] as a single tile on the caller's thread,
+ * engine[r] forced through the engine right after. dispatch_s is the cost
+ * of the first, engine_s what the engine adds to it, each taken as a low
+ * quantile (see poas__run_costs) and kept within 0 and 0.1 s; spread_s is
+ * how far the median run of either kind strayed above that: a machine
+ * busy while it was measured. The arrays are left as they are. */
+#define POAS__RUN_COST_MAX 64
+typedef struct poas__run_cost {
+  double dispatch_s, engine_s, spread_s;
+} poas__run_cost;
+poas__run_cost poas__run_costs(const double *plain, const double *engine, int n);
+
 #endif /* POAS_PREDICT_H */
