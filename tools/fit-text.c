@@ -30,6 +30,16 @@ void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit
             "that; calibrate again when it is quiet\n",
             prefix, fit->id, dt ? "d" : "s", 100 * g->timing_noise);
   }
+  /* The costs kept are the quick runs' (api/predict.c), but the rest of
+   * the profile was measured on the same busy machine. */
+  if (fit->run_cost_spread_s > TOOL_RUN_COST_SPREAD)
+    fprintf(f,
+            "%s%s: half the runs that timed its fixed cost took %.2f ms or more longer than "
+            "its quicker ones, whose cost the profile keeps (%.0f us a run, %.0f us more "
+            "through the engine): the machine was busy, and the profile was measured on a "
+            "loaded machine; calibrate again when it is quiet\n",
+            prefix, fit->id, 1e3 * fit->run_cost_spread_s, 1e6 * fit->dispatch_s,
+            1e6 * fit->engine_s);
   int cut = fit->sweep_passes > 0 && fit->sweep_passes < fit->sweep_planned;
   if (cut || fit->thin_skipped) {
     char what[160];
