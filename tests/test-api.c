@@ -1085,8 +1085,8 @@ TEST(calibration_says_when_its_runs_saw_a_busy_machine) {
       {25e-6, NULL},
       {1.825e-3, "cpu0: half the runs that timed its fixed cost took 1.82 ms or more longer "
                  "than its quicker ones, whose cost the profile keeps (8 us a run, 210 us more "
-                 "through the engine): the machine was busy, and the profile was measured on a "
-                 "loaded machine; calibrate again when it is quiet\n"},
+                 "through the engine): the machine was busy, and its other figures are a loaded "
+                 "machine's; calibrate again when it is quiet\n"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     poas_device_fit fit = {.id = "cpu0", .calibrated = 1, .dispatch_s = 8e-6, .engine_s = 210e-6,

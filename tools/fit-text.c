@@ -36,8 +36,8 @@ void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit
     fprintf(f,
             "%s%s: half the runs that timed its fixed cost took %.2f ms or more longer than "
             "its quicker ones, whose cost the profile keeps (%.0f us a run, %.0f us more "
-            "through the engine): the machine was busy, and the profile was measured on a "
-            "loaded machine; calibrate again when it is quiet\n",
+            "through the engine): the machine was busy, and its other figures are a loaded "
+            "machine's; calibrate again when it is quiet\n",
             prefix, fit->id, 1e3 * fit->run_cost_spread_s, 1e6 * fit->dispatch_s,
             1e6 * fit->engine_s);
   int cut = fit->sweep_passes > 0 && fit->sweep_passes < fit->sweep_planned;
