@@ -102,8 +102,10 @@ static void print_kept(const poas_calibration_result *r) {
 /* `output` is the profile's path as given: r->output holds 511 bytes of
  * it, and a longer one would be cut without a mark. */
 static void print_summary(const poas_calibration_result *r, const char *output) {
+  /* The last column: a GEMM row's thin-block factors, a copy's or a
+   * transpose's fitted model (it was headed "thin blocks" alone). */
   printf("%-8s %-5s %7s %8s %14s %11s %6s   %s\n", "device", "dtype", "samples", "R^2",
-         "heldout median", "heldout max", "noise", "thin blocks");
+         "heldout median", "heldout max", "noise", "thin blocks, or model");
   char nb[32];
   for (int i = 0; i < r->ndevices; i++) {
     const poas_device_fit *f = &r->dev[i];

@@ -212,8 +212,10 @@ static void print_profile_table(poas_context *ctx) {
   }
   if (pi.path[0] && pi.problem[0])
     printf("  %s: %s\n", pi.loaded ? "partly unused" : "not used", pi.problem);
+  /* The last column: a GEMM row's thin-block factors, a copy's or a
+   * transpose's fitted model (it was headed "thin blocks" alone). */
   printf("%-10s %-5s %-4s %7s %8s %14s %11s %6s  %s\n", "device", "dtype", "pair", "samples",
-         "R^2", "heldout median", "heldout max", "noise", "thin blocks");
+         "R^2", "heldout median", "heldout max", "noise", "thin blocks, or model");
   char nb[32];
   for (int i = 0; i < pi.ndevices; i++) {
     const poas_device_fit *f = &pi.dev[i];
