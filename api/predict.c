@@ -255,7 +255,8 @@ static int examine_output(const poas_context *ctx, const int sel[], const char *
  * order, devices new to it after. What was kept goes to kept[]. */
 static void merge_profile(const poas_context *ctx, const int sel[],
                           const poas__device_model fresh[], const poas__profile *keep,
-                          poas__profile *p, poas_kept_device kept[], int *nkept) {
+                          poas__profile *p, poas_kept_device kept[], int *nkept,
+                          char *replaced, size_t cap) {
   poas__profile_fingerprint_host(p);
   p->ndev = *nkept = 0;
   for (int j = 0; keep && j < keep->ndev; j++) {
@@ -276,10 +277,15 @@ static void merge_profile(const poas_context *ctx, const int sel[],
     k->measured = 1;
     /* Only a sim measured with other settings than the file's (examine_output
      * let it pass) is unlike its entry: what the entry holds was another
-     * device's, and none of it is kept. */
+     * device's, and none of it is kept. The result says so (`replaced`):
+     * a sim calibrated in sgemm alone over one of other settings lost its
+     * dgemm model with a line at POAS_LOG=2 alone. */
     char why[400];
     if (!poas__profile_device_matches(od, &ctx->devices.dev[i]->info, why, sizeof why)) {
       poas__info("none of %s's models in the profile kept: %s", od->id, why);
+      size_t used = strlen(replaced);
+      snprintf(replaced + used, cap - used, "%s%s's models, another device's (%s)",
+               used ? "; " : "", od->id, why);
       continue;
     }
     k->dtypes = keep_dtypes(&pd->model, &od->model);
@@ -559,7 +565,7 @@ static int calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   poas_kept_device kept[POAS_MAX_DEVICES];
   int nkept = 0;
   if (!rc) {
-    merge_profile(ctx, sel, fresh, keep, merged, kept, &nkept);
+    merge_profile(ctx, sel, fresh, keep, merged, kept, &nkept, replaced, sizeof replaced);
     /* Models the reader would refuse are not written, and not used either
      * when there is no file: they were taken unchecked, and planned on. */
     rc = opts->output ? poas__profile_write(opts->output, merged)

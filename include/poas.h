@@ -496,7 +496,9 @@ typedef struct poas_calibration_result {
   poas_kept_device kept[POAS_MAX_DEVICES];
   /* Why nothing was kept of the file replaced, when there was one: "a
    * profile of another machine (...)" or "a profile this POAS cannot use
-   * (...)"; "" otherwise. */
+   * (...)"; or of a sim's entry, when the sim measured now has other
+   * settings: "sim0's models, another device's (...)", one such for each,
+   * parted by "; "; "" otherwise. */
   char replaced[512];
 } poas_calibration_result;
 

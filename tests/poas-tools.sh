@@ -80,6 +80,8 @@ last=$(tail -n 1 "$tmp/out")
 grep -q "another machine" "$tmp/out" && fail "a sim's rate taken for another machine: $(cat "$tmp/out")"
 grep -q "^kept from the existing profile: sim1 (s)$" "$tmp/out" ||
   fail "sim1 not kept beside a sim0 of another rate: $(cat "$tmp/out")"
+grep -q "^replaced sim0's models, another device's (sim0 is .*3e+11.* but .*1e+11" "$tmp/out" ||
+  fail "sim0's old models dropped without a word: $(cat "$tmp/out")"
 grep -q '2e+11 flop/s' "$tmp/sims.json" && grep -q '3e+11 flop/s' "$tmp/sims.json" ||
   fail "the profile lacks sim1 or the new sim0: $(cat "$tmp/sims.json")"
 

@@ -650,7 +650,8 @@ TEST(calibration_progress_cannot_call_back_into_its_context) {
 }
 
 /* A sim calibrated with other settings than its profile entry's is
- * another device: none of the entry's models are kept. Its fingerprint once
+ * another device: none of the entry's models are kept, and the result says
+ * so (it went unsaid but at POAS_LOG=2). Its fingerprint once
  * held its sgemm rate alone, so a sim calibrated in sgemm at a new drate
  * kept the dgemm models fitted at the old one, and planned on them. */
 TEST(a_sim_of_another_drate_keeps_none_of_the_profiles_models) {
@@ -676,6 +677,10 @@ TEST(a_sim_of_another_drate_keeps_none_of_the_profiles_models) {
   o.output = path;
   CHECK_OK(poas_calibrate(ctx, &o, r));
   CHECK_MSG(r->nkept == 0, "%d kept, the first %s", r->nkept, r->kept[0].id);
+  /* The result says what went: the dgemm model with the rest. */
+  CHECK_MSG(strncmp(r->replaced, "sim0's models, another device's (", 33) == 0 &&
+                strstr(r->replaced, "drate=2e+10"),
+            "replaced: '%s'", r->replaced);
   CHECK_OK(poas__profile_load(path, p));
   CHECK(p->ndev == 1 && !p->dev[0].model.gemm[POAS_FLOAT64][0].valid);
   /* dgemm is planned at the new drate, on the sim's exact estimate. */
