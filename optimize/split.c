@@ -516,7 +516,8 @@ static int within_limits(const poas__opt_device *d, const poas__opt_problem *p,
 }
 
 /* The tile of a copy device that can hold `fit` units in a tile, for a
- * share of `share` units (alone: the only device with work). PIPE_DEPTH
+ * share of `share` units split by `split`, in whole granules of `granule`
+ * where memory allows (alone: the only device with work). PIPE_DEPTH
  * tiles of its share overlap copies with GEMMs, but each tile pays a
  * copy's latency and a call's overhead more, which a small problem feels
  * (a 64^3 sgemm in four tiles on PoCL spent 180 us on the device where one
@@ -535,8 +536,8 @@ static int within_limits(const poas__opt_device *d, const poas__opt_problem *p,
  * threads the model does not count, and on an H100 VM a 2048^3 sgemm ran
  * 9.4 ms in eight tiles against 6.1-6.7 ms in four. */
 static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p,
-                           const poas__opt_result *r, const poas__device_model *dm, int64_t fit,
-                           int64_t share, int alone) {
+                           poas__split_dim split, int64_t granule, const poas__device_model *dm,
+                           int64_t fit, int64_t share, int alone) {
   if (share <= 0)
     return 1;
   int64_t pick = 0, last = 0;
@@ -544,20 +545,20 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
   for (int64_t ntiles = PIPE_DEPTH; ntiles >= 1; ntiles /= 2) {
     /* Whole granules, within what memory holds (then rounded down). */
     int64_t t = ceil_div(share, ntiles);
-    t = ceil_div(t, r->granule) * r->granule;
+    t = ceil_div(t, granule) * granule;
     if (t > fit)
-      t = fit > r->granule ? fit / r->granule * r->granule : fit;
+      t = fit > granule ? fit / granule * granule : fit;
     if (p->tile_max > 0)
       t = POAS__MIN(t, p->tile_max);
-    t = POAS__MIN(t, tile_cap(d, p, r->granule));
-    t = POAS__MIN(t, limit_cap(d, p, r->split));
+    t = POAS__MIN(t, tile_cap(d, p, granule));
+    t = POAS__MIN(t, limit_cap(d, p, split));
     t = POAS__MAX(t, 1);
     if (t == last)
       continue; /* memory caps them all alike */
     last = t;
     poas__pipe pp;
     poas__pipe_time pt;
-    poas__pipe_init(&pp, p, r->split, dm, d, t, 1);
+    poas__pipe_init(&pp, p, split, dm, d, t, 1);
     poas__pipe_eval(&pp, share, &pt);
     if (t >= share)
       one = pt.total_s;
@@ -587,8 +588,32 @@ static void retile(const poas__opt_device *d, int nd, const poas__opt_problem *p
     ncand += sc->ok[i];
   for (int i = 0; i < nd; i++)
     if (sc->ok[i] && !d[i].host_memory)
-      sc->tile[i] = device_tile(&d[i], p, r, &r->model[i], tile_fit(&d[i], p, r->split),
-                                even_share(r, ncand), ncand == 1);
+      sc->tile[i] = device_tile(&d[i], p, r->split, r->granule, &r->model[i],
+                                tile_fit(&d[i], p, r->split), even_share(r, ncand), ncand == 1);
+}
+
+/* The granule of a plan of `total` units on the candidates in ok: the
+ * caller's, or one that hands out about 256 granules, made a whole
+ * multiple of what each candidate's GEMM computes in one block (CLBlast
+ * pads to 32-row blocks: a 72-row dgemm chunk took as long as a 96-row
+ * one, 58 ms on one PoCL core). */
+static int64_t plan_granule(const poas__opt_device *d, int nd, const int *ok,
+                            const poas__opt_problem *p, int64_t total) {
+  if (p->granule > 0)
+    return p->granule;
+  int64_t g = auto_granule(total);
+  for (int i = 0; i < nd; i++)
+    if (ok[i] && d[i].unit_align > 1 && g % d[i].unit_align)
+      g = (g + d[i].unit_align - 1) / d[i].unit_align * d[i].unit_align;
+  return g;
+}
+
+/* The granule of device dev's plan alone, as poas__optimize gives it
+ * with that device alone: another candidate's blocks do not bind it. */
+static int64_t alone_granule(const poas__opt_device *dev, const poas__opt_problem *p,
+                             int64_t total) {
+  const int one = 1;
+  return plan_granule(dev, 1, &one, p, total);
 }
 
 /* Sets r's split, and its units and granule for the candidates in ok. */
@@ -596,13 +621,7 @@ static void set_split(const poas__opt_device *d, int nd, const int *ok,
                       const poas__opt_problem *p, poas__split_dim split, poas__opt_result *r) {
   r->split = split;
   r->total_units = poas__split_units(p, split);
-  r->granule = p->granule > 0 ? p->granule : auto_granule(r->total_units);
-  /* Whole multiples of what a candidate's GEMM computes in one block
-   * (CLBlast pads to 32-row blocks: a 72-row dgemm chunk took as long as
-   * a 96-row one, 58 ms on one PoCL core). */
-  for (int i = 0; i < nd && p->granule <= 0; i++)
-    if (ok[i] && d[i].unit_align > 1 && r->granule % d[i].unit_align)
-      r->granule = (r->granule + d[i].unit_align - 1) / d[i].unit_align * d[i].unit_align;
+  r->granule = plan_granule(d, nd, ok, p, r->total_units);
 }
 
 /* Marks devices that cannot take part at all, with their reasons. Returns
@@ -658,7 +677,8 @@ static int screen_devices(const poas__opt_device *d, int nd, const poas__opt_pro
       sc->ok[i] = 0, r->dev[i].excluded = 1, too_big++, sc->limited++;
       continue;
     }
-    sc->tile[i] = device_tile(&d[i], p, r, &r->model[i], fit, even_share(r, ncand), ncand == 1);
+    sc->tile[i] = device_tile(&d[i], p, r->split, r->granule, &r->model[i], fit,
+                              even_share(r, ncand), ncand == 1);
   }
   return too_big;
 }
@@ -720,8 +740,8 @@ static double solve_tiled(solver *s, const poas__opt_device *d, int nd, const in
     if (d[i].host_memory || share <= 0 ||
         (ceil_div(share, now) <= PIPE_DEPTH && !(working == 1 && now < share)))
       continue;
-    int64_t tile = device_tile(&d[i], s->p, r, &r->model[i], tile_fit(&d[i], s->p, r->split),
-                               share, working == 1);
+    int64_t tile = device_tile(&d[i], s->p, r->split, r->granule, &r->model[i],
+                               tile_fit(&d[i], s->p, r->split), share, working == 1);
     if (tile != now) {
       poas__pipe_init_search(&s->c[ci].pipe, s->p, r->split, &r->model[i], &d[i], tile, 1);
       changed = 1;
@@ -1017,14 +1037,23 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
 /* Predicted seconds for the whole problem on device `dev` alone, with
  * the tiles it would have alone (a 1024^3 sgemm kept the CPU beside an
  * H100 when this was judged with the shared plan's eight tiles instead of
- * one), and its model without contention: it is alone. alone_sc gets
- * the screen of that plan. */
-static double alone_time(const solver *s, const poas__opt_device *d, int nd, const screen *sc,
+ * one), cut in its own granule (alone_granule), and its model without
+ * contention: it is alone. alone_sc gets the screen of that plan, whose
+ * granule is the device's own. In the granule of all the candidates, a
+ * device's tiles are rounded to another's blocks: a 1 x 15 x 15097 dgemm
+ * by columns on a device beside one whose GEMM computes 8 columns at
+ * once was weighed alone in two tiles of 8 at 0.487 ms, where its own
+ * four tiles of 4 take 0.455, and that other device was kept alone at
+ * 0.475 ms by rows (test-plan-props, seed 2, case 16213). */
+static double alone_time(const solver *s, const poas__opt_device *d, const screen *sc,
                          const poas__opt_result *r, int dev, screen *alone_sc) {
   *alone_sc = *sc;
   memset(alone_sc->ok, 0, sizeof alone_sc->ok);
   alone_sc->ok[dev] = 1;
-  retile(d, nd, s->p, r, alone_sc);
+  if (!d[dev].host_memory)
+    alone_sc->tile[dev] =
+        device_tile(&d[dev], s->p, r->split, alone_granule(&d[dev], s->p, r->total_units),
+                    &r->model[dev], tile_fit(&d[dev], s->p, r->split), r->total_units, 1);
   const poas__device_model *own = &r->model[dev];
   for (int j = 0; j < s->ns; j++)
     if (s->sharing[j] == dev)
@@ -1047,6 +1076,14 @@ static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t to
   return !dev->host_memory && tile < total ? cost : 0;
 }
 
+/* Hands out the units of r, and the solver's, in granules of g: those of
+ * the candidates solved next (alone_granule for a device alone). */
+static void use_granule(solver *s, poas__opt_result *r, int64_t g) {
+  r->granule = s->granule = g;
+  s->total = r->total_units;
+  s->ngran = ceil_div(s->total, g);
+}
+
 /* The candidate of pool fastest alone split as r is, the engine's cost
  * counted where it runs in tiles (alone_engine): its index, or -1 where
  * pool holds none; *best gets its time and *alone_sc the screen of its
@@ -1060,7 +1097,7 @@ static int fastest_alone(const solver *s, const poas__opt_device *d, int nd, con
   for (int i = 0; i < nd; i++) {
     if (!pool[i])
       continue;
-    double ti = alone_time(s, d, nd, sc, r, i, &try_sc) +
+    double ti = alone_time(s, d, sc, r, i, &try_sc) +
                 alone_engine(&d[i], try_sc.tile[i], r->total_units, s->p->engine_s);
     if (keep < 0 || ti < *best)
       keep = i, *best = ti, *alone_sc = try_sc;
@@ -1100,28 +1137,36 @@ static void pool_fitting(const poas__opt_device *d, int nd, const poas__opt_prob
  * and with the engine's cost where it runs in tiles, takes the plan when
  * it is faster: another device is kept alone (returns 1), or `only` keeps
  * the plan in its own tiles, the others as the solve left them (returns
- * 0, the plan solved again in sc). */
+ * 0, the plan solved again in sc). Where `only`'s own granule is not the
+ * plan's (another candidate's blocks set that), it is kept alone in its
+ * own as another would be (returns 1): beside the others, its tiles would
+ * be cut in blocks that are not its own. */
 static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd, screen *sc,
                                    const int *pool, poas__opt_result *r, int only, double t) {
   const double cost = s->p->engine_s;
   const double now = t + alone_engine(&d[only], sc->tile[only], r->total_units, cost);
+  const int64_t granule = r->granule;
   double best;
   screen alone_sc;
   int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc);
   if (keep < 0 || !(best < now))
     return 0;
-  if (keep == only) { /* the plan as it is, but in its device's own tiles */
+  const int64_t own_granule = alone_granule(&d[keep], s->p, r->total_units);
+  const int same_plan = keep == only && own_granule == granule;
+  if (same_plan) { /* the plan as it is, but in its device's own tiles */
     const int64_t own = alone_sc.tile[only];
     alone_sc = *sc;
     alone_sc.tile[only] = own;
   }
+  use_granule(s, r, own_granule);
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost);
   if (!(alone < now)) {
+    use_granule(s, r, granule);
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the plan the shares gave */
     return 0;
   }
-  if (keep == only) {
+  if (same_plan) {
     *sc = alone_sc;
     return 0;
   }
@@ -1180,9 +1225,12 @@ static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scre
   const double bar = (t + cost) * (1 + g); /* the shared plan's time, and its gain */
   if (!(best <= bar))
     return 0;
+  const int64_t granule = r->granule;
+  use_granule(s, r, alone_granule(&d[keep], s->p, r->total_units));
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], s->c[0].pipe.tile, s->total, cost);
   if (!(alone <= bar)) {
+    use_granule(s, r, granule);
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
     return 0;
   }
@@ -1216,8 +1264,8 @@ static void tiles_for_split(const poas__opt_device *d, int nd, const poas__opt_p
     int64_t fit = sc_was->tile[i] > 0 && !d[i].host_memory ? tile_fit(&d[i], p, r->split) : 0;
     sc->tile[i] = sc_was->tile[i] <= 0 ? 0
                   : d[i].host_memory   ? r->total_units
-                  : fit > 0 ? device_tile(&d[i], p, r, &r->model[i], fit, even_share(r, ncand),
-                                          ncand == 1 && sc->ok[i])
+                  : fit > 0 ? device_tile(&d[i], p, r->split, r->granule, &r->model[i], fit,
+                                          even_share(r, ncand), ncand == 1 && sc->ok[i])
                             : 0;
   }
 }
@@ -1287,9 +1335,9 @@ static int other_may_win(const poas__opt_device *d, int nd, const poas__opt_prob
     int64_t units = POAS__MIN(POAS__MAX((int64_t)ceil(f * (double)r->total_units), 1),
                               r->total_units);
     int64_t tile = d[i].host_memory ? r->total_units
-                                    : device_tile(&d[i], p, r, &r->model[i],
-                                                  tile_fit(&d[i], p, r->split), units,
-                                                  working == 1);
+                                    : device_tile(&d[i], p, r->split, r->granule,
+                                                  &r->model[i], tile_fit(&d[i], p, r->split),
+                                                  units, working == 1);
     poas__pipe pp;
     poas__pipe_time pt;
     poas__pipe_init(&pp, p, r->split, &r->model[i], &d[i], tile, 1);
@@ -1409,7 +1457,7 @@ static void alone_other_way(solver *s, const poas__opt_device *d, int nd, screen
   double best;
   int keep = fastest_alone(s, d, nd, &other, r, fits, &best, &alone_sc);
   if (keep >= 0 && best < bar) {
-    s->total = r->total_units, s->granule = r->granule, s->ngran = ceil_div(s->total, s->granule);
+    use_granule(s, r, alone_granule(&d[keep], p, r->total_units));
     solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
     for (int i = 0; i < nd; i++) {
       r->dev[i].u0 = r->dev[i].u1 = 0;

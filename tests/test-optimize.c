@@ -344,6 +344,40 @@ TEST(a_device_kept_alone_in_tiles_pays_the_engine_too) {
   return 0;
 }
 
+/* A device weighed alone is tiled in its own granule, not in the one its
+ * GEMM's blocks share with the others': a 1 x 15 x 15000 dgemm, split by
+ * columns, on a GPU of 3e8 flop/s behind a link of 1 GB/s, whose copies
+ * of B's columns take about what its GEMMs take, beside a slow device
+ * whose GEMM computes 8 columns at once (unit_align), which gets none.
+ * The plan's granule of 8 cut the GPU's tiles into two of 8 columns
+ * when it was weighed alone, 2.67 ms, where alone it runs four of 4 in
+ * 2.32 ms, and the GPU was planned in the two. */
+TEST(a_device_weighed_alone_is_tiled_in_its_own_granule) {
+  poas__device_model gpu, slow;
+  rate_model(&gpu, 3e8, 0, 1e-5, 1e9);
+  rate_model(&slow, 1e6, 0, 1e-5, 1e11);
+  poas__opt_device d[2] = {device("slow", &slow, 0), device("gpu", &gpu, 0)};
+  d[0].unit_align = 8;
+  poas__opt_problem p = square_gemm(POAS_FLOAT64, 1);
+  p.n = 15, p.k = 15000, p.engine_s = 1e-5;
+  poas__opt_result r, alone;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_OK(poas__optimize(&d[1], 1, &p, &alone));
+  CHECK_MSG(alone.split == POAS__SPLIT_COLS && alone.granule == 1 && alone.dev[0].tile == 4,
+            "the gpu alone: split %d, granule %lld, tiles of %lld", (int)alone.split,
+            (long long)alone.granule, (long long)alone.dev[0].tile);
+  CHECK_MSG(r.dev[0].excluded && r.dev[1].u1 - r.dev[1].u0 == r.total_units &&
+                r.dev[1].tile == alone.dev[0].tile && r.granule == alone.granule &&
+                r.makespan_s == alone.makespan_s,
+            "gpu %lld of %lld columns in tiles of %lld (granule %lld) at %.4g ms, where it "
+            "takes %.4g ms alone",
+            (long long)(r.dev[1].u1 - r.dev[1].u0), (long long)r.total_units,
+            (long long)r.dev[1].tile, (long long)r.granule, 1e3 * r.makespan_s,
+            1e3 * alone.makespan_s);
+  CHECK_MSG(strstr(r.dev[0].reason, "gpu alone"), "slow: %s", r.dev[0].reason);
+  return 0;
+}
+
 /* A copy device that ends up with nearly all of the work beside a slow one
  * runs the tiles of its own share, not those of the even share the solve
  * started from: eight tiles of half the problem, which the pipeline model
@@ -1320,6 +1354,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(the_balanced_makespan_is_the_even_split_of_whole_granules),
           TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
           TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),
+          TEST_ENTRY(a_device_weighed_alone_is_tiled_in_its_own_granule),
           TEST_ENTRY(a_device_left_alone_by_the_solve_is_planned_as_alone),
           TEST_ENTRY(a_device_kept_alone_in_tiles_pays_the_engine_too),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),

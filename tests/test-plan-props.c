@@ -478,9 +478,9 @@ static int check_case(const fuzz_case *c, uint64_t id, poas__opt_result *r) {
    * shares, can leave a device with a large call overhead slower in two
    * tiles of the plan than alone in one. Plans of one device count too
    * (other_alone_when_faster; seed 1's case 2891 kept the slower of two
-   * alone). Left open: seed 2's case 16213, a 1 x 15 x 15097 dgemm whose
-   * last step (alone_other_way) keeps a device 4% slower than another
-   * alone. */
+   * alone), each device weighed in its own granule (seed 2's case 16213,
+   * a 1 x 15 x 15097 dgemm, weighed one in another's blocks of 8 columns
+   * and kept a device 4% slower). */
   if (working >= 1 && !any_unsmooth(c) && (p->min_gain > 0 || p->engine_s > 0)) {
     double best = INFINITY;
     for (int i = 0; i < nd; i++)
