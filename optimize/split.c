@@ -1034,37 +1034,6 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
   return now;
 }
 
-/* Predicted seconds for the whole problem on device `dev` alone, with
- * the tiles it would have alone (a 1024^3 sgemm kept the CPU beside an
- * H100 when this was judged with the shared plan's eight tiles instead of
- * one), cut in its own granule (alone_granule), and its model without
- * contention: it is alone. alone_sc gets the screen of that plan, whose
- * granule is the device's own. In the granule of all the candidates, a
- * device's tiles are rounded to another's blocks: a 1 x 15 x 15097 dgemm
- * by columns on a device beside one whose GEMM computes 8 columns at
- * once was weighed alone in two tiles of 8 at 0.487 ms, where its own
- * four tiles of 4 take 0.455, and that other device was kept alone at
- * 0.475 ms by rows (test-plan-props, seed 2, case 16213). */
-static double alone_time(const solver *s, const poas__opt_device *d, const screen *sc,
-                         const poas__opt_result *r, int dev, screen *alone_sc) {
-  *alone_sc = *sc;
-  memset(alone_sc->ok, 0, sizeof alone_sc->ok);
-  alone_sc->ok[dev] = 1;
-  if (!d[dev].host_memory)
-    alone_sc->tile[dev] =
-        device_tile(&d[dev], s->p, r->split, alone_granule(&d[dev], s->p, r->total_units),
-                    &r->model[dev], tile_fit(&d[dev], s->p, r->split), r->total_units, 1);
-  const poas__device_model *own = &r->model[dev];
-  for (int j = 0; j < s->ns; j++)
-    if (s->sharing[j] == dev)
-      own = &s->base[j];
-  poas__pipe pp;
-  poas__pipe_time pt;
-  poas__pipe_init_search(&pp, s->p, r->split, own, &d[dev], alone_sc->tile[dev], 1);
-  poas__pipe_eval(&pp, r->total_units, &pt);
-  return pt.total_s;
-}
-
 /* What the engine adds to device dev's run alone in tiles of `tile`
  * units: one tile of a copy device (or any run of a host-memory one) runs
  * on the caller's thread, more tiles through the engine (fill_result), so
@@ -1076,8 +1045,60 @@ static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t to
   return !dev->host_memory && tile < total ? cost : 0;
 }
 
+/* Predicted seconds for the whole problem on device `dev` alone, with
+ * the tiles it would have alone (a 1024^3 sgemm kept the CPU beside an
+ * H100 when this was judged with the shared plan's eight tiles instead of
+ * one), and its model without contention: it is alone. alone_sc gets
+ * the screen of that plan, *granule its granule: the device's own
+ * (alone_granule), or the plan's where that is a whole multiple of the
+ * device's blocks and its tiles cut in it are faster, the engine's cost
+ * counted. Weighed in the plan's granule only, a device's tiles were
+ * rounded to another's blocks: a 1 x 15 x 15097 dgemm by columns on a
+ * device beside one whose GEMM computes 8 columns at once was weighed
+ * alone in two tiles of 8 at 0.487 ms, where its own four tiles of 4 take
+ * 0.455, and that other device was kept alone at 0.475 ms by rows
+ * (test-plan-props, seed 2, case 16213). Weighed in its own only, the
+ * H100 replay beside PoCL (granule 32) was cut into two tiles of 500 rows
+ * of a 1000 x 8192 x 16 dgemm, 4.567 ms, where the plan's 512 and 488
+ * take 4.543 (poas-plan). */
+static double alone_time(const solver *s, const poas__opt_device *d, const screen *sc,
+                         const poas__opt_result *r, int dev, screen *alone_sc,
+                         int64_t *granule) {
+  *alone_sc = *sc;
+  memset(alone_sc->ok, 0, sizeof alone_sc->ok);
+  alone_sc->ok[dev] = 1;
+  const poas__device_model *own = &r->model[dev];
+  for (int j = 0; j < s->ns; j++)
+    if (s->sharing[j] == dev)
+      own = &s->base[j];
+  /* A device on host memory runs one GEMM of the whole problem in any
+   * granule. The plan's may have been set without this device (a turn
+   * solves the candidates left, alone_after_turn), and not fit its
+   * blocks. */
+  const int64_t grains[2] = {alone_granule(&d[dev], s->p, r->total_units), r->granule};
+  const int tries = d[dev].host_memory || grains[1] == grains[0] ||
+                            (d[dev].unit_align > 1 && grains[1] % d[dev].unit_align)
+                        ? 1
+                        : 2;
+  double best = INFINITY, best_engine = INFINITY;
+  for (int j = 0; j < tries; j++) {
+    int64_t tile = d[dev].host_memory
+                       ? alone_sc->tile[dev]
+                       : device_tile(&d[dev], s->p, r->split, grains[j], &r->model[dev],
+                                     tile_fit(&d[dev], s->p, r->split), r->total_units, 1);
+    poas__pipe pp;
+    poas__pipe_time pt;
+    poas__pipe_init_search(&pp, s->p, r->split, own, &d[dev], tile, 1);
+    poas__pipe_eval(&pp, r->total_units, &pt);
+    double with = pt.total_s + alone_engine(&d[dev], tile, r->total_units, s->p->engine_s);
+    if (j == 0 || with < best_engine)
+      best = pt.total_s, best_engine = with, *granule = grains[j], alone_sc->tile[dev] = tile;
+  }
+  return best;
+}
+
 /* Hands out the units of r, and the solver's, in granules of g: those of
- * the candidates solved next (alone_granule for a device alone). */
+ * the candidates solved next (alone_time's for a device alone). */
 static void use_granule(solver *s, poas__opt_result *r, int64_t g) {
   r->granule = s->granule = g;
   s->total = r->total_units;
@@ -1086,21 +1107,23 @@ static void use_granule(solver *s, poas__opt_result *r, int64_t g) {
 
 /* The candidate of pool fastest alone split as r is, the engine's cost
  * counted where it runs in tiles (alone_engine): its index, or -1 where
- * pool holds none; *best gets its time and *alone_sc the screen of its
- * plan. A pipeline evaluation each, no solve. */
+ * pool holds none; *best gets its time, *alone_sc the screen of its plan
+ * and *granule that plan's granule. A pipeline evaluation or two each,
+ * no solve. */
 static int fastest_alone(const solver *s, const poas__opt_device *d, int nd, const screen *sc,
                          const poas__opt_result *r, const int *pool, double *best,
-                         screen *alone_sc) {
+                         screen *alone_sc, int64_t *granule) {
   int keep = -1;
   screen try_sc;
   *best = INFINITY;
   for (int i = 0; i < nd; i++) {
     if (!pool[i])
       continue;
-    double ti = alone_time(s, d, sc, r, i, &try_sc) +
+    int64_t g;
+    double ti = alone_time(s, d, sc, r, i, &try_sc, &g) +
                 alone_engine(&d[i], try_sc.tile[i], r->total_units, s->p->engine_s);
     if (keep < 0 || ti < *best)
-      keep = i, *best = ti, *alone_sc = try_sc;
+      keep = i, *best = ti, *alone_sc = try_sc, *granule = g;
   }
   return keep;
 }
@@ -1137,28 +1160,29 @@ static void pool_fitting(const poas__opt_device *d, int nd, const poas__opt_prob
  * and with the engine's cost where it runs in tiles, takes the plan when
  * it is faster: another device is kept alone (returns 1), or `only` keeps
  * the plan in its own tiles, the others as the solve left them (returns
- * 0, the plan solved again in sc). Where `only`'s own granule is not the
- * plan's (another candidate's blocks set that), it is kept alone in its
- * own as another would be (returns 1): beside the others, its tiles would
- * be cut in blocks that are not its own. */
+ * 0, the plan solved again in sc). Where `only` is fastest alone in a
+ * granule other than the plan's (its own, where another candidate's
+ * blocks set the plan's), it is kept alone in that as another would be
+ * (returns 1): beside the others, its tiles would be cut in blocks that
+ * are not its own. */
 static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd, screen *sc,
                                    const int *pool, poas__opt_result *r, int only, double t) {
   const double cost = s->p->engine_s;
   const double now = t + alone_engine(&d[only], sc->tile[only], r->total_units, cost);
   const int64_t granule = r->granule;
+  int64_t alone_g;
   double best;
   screen alone_sc;
-  int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc);
+  int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc, &alone_g);
   if (keep < 0 || !(best < now))
     return 0;
-  const int64_t own_granule = alone_granule(&d[keep], s->p, r->total_units);
-  const int same_plan = keep == only && own_granule == granule;
+  const int same_plan = keep == only && alone_g == granule;
   if (same_plan) { /* the plan as it is, but in its device's own tiles */
     const int64_t own = alone_sc.tile[only];
     alone_sc = *sc;
     alone_sc.tile[only] = own;
   }
-  use_granule(s, r, own_granule);
+  use_granule(s, r, alone_g);
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost);
   if (!(alone < now)) {
@@ -1221,12 +1245,13 @@ static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scre
    * slower than the other alone (test-optimize). */
   double best;
   screen alone_sc;
-  int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc);
+  int64_t alone_g;
+  int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc, &alone_g);
   const double bar = (t + cost) * (1 + g); /* the shared plan's time, and its gain */
   if (!(best <= bar))
     return 0;
   const int64_t granule = r->granule;
-  use_granule(s, r, alone_granule(&d[keep], s->p, r->total_units));
+  use_granule(s, r, alone_g);
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], s->c[0].pipe.tile, s->total, cost);
   if (!(alone <= bar)) {
@@ -1455,9 +1480,10 @@ static void alone_other_way(solver *s, const poas__opt_device *d, int nd, screen
   int fits[POAS_MAX_DEVICES];
   pool_fitting(d, nd, p, pool, r->split, fits);
   double best;
-  int keep = fastest_alone(s, d, nd, &other, r, fits, &best, &alone_sc);
+  int64_t alone_g;
+  int keep = fastest_alone(s, d, nd, &other, r, fits, &best, &alone_sc, &alone_g);
   if (keep >= 0 && best < bar) {
-    use_granule(s, r, alone_granule(&d[keep], p, r->total_units));
+    use_granule(s, r, alone_g);
     solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
     for (int i = 0; i < nd; i++) {
       r->dev[i].u0 = r->dev[i].u1 = 0;
