@@ -890,10 +890,21 @@ static double balanced_makespan(const solver *s, const poas__opt_result *r) {
   return isfinite(T) ? fmin(fmax(T, floor_t), r->makespan_s) : r->makespan_s;
 }
 
+/* Writes into reason[cap] why candidate ci, which the solve gave no
+ * work, is left out: its smallest share already takes longer than the
+ * whole run on the others. */
+static void no_work_reason(const solver *s, int ci, poas__split_dim split, char *reason,
+                           size_t cap) {
+  snprintf(reason, cap,
+           "adds no speed: predicted %.3g s for its smallest useful share (%lld %s), not less "
+           "than the whole run on the others",
+           cand_time(s, ci, 1), (long long)POAS__MIN(s->granule, s->total),
+           unit_name(s->p, split));
+}
+
 /* Writes each device's range and predicted time from the assignment. */
 static void fill_result(const solver *s, const poas__opt_device *d, const screen *sc,
                         poas__opt_result *r) {
-  const char *units = unit_name(s->p, r->split);
   int64_t u = 0;
   r->makespan_s = 0;
   for (int i = 0; i < r->ndev; i++)
@@ -904,11 +915,7 @@ static void fill_result(const solver *s, const poas__opt_device *d, const screen
     int i = s->c[ci].dev;
     poas__opt_share *sh = &r->dev[i];
     if (s->n[ci] == 0) {
-      double t1 = cand_time(s, ci, 1);
-      snprintf(sh->reason, sizeof sh->reason,
-               "adds no speed: predicted %.3g s for its smallest useful share (%lld %s), not "
-               "less than the whole run on the others",
-               t1, (long long)POAS__MIN(s->granule, s->total), units);
+      no_work_reason(s, ci, r->split, sh->reason, sizeof sh->reason);
       sh->excluded = 1;
       continue;
     }
@@ -1182,6 +1189,21 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
     alone_sc = *sc;
     alone_sc.tile[only] = own;
   }
+  /* `only` kept alone in another granule: the others keep what left
+   * them out, the shares' "adds no speed" where they were candidates
+   * (told before the solve below replaces the candidates), else the
+   * reason they had; "X alone is predicted less than X alone" said
+   * nothing. */
+  char kept_why[POAS_MAX_DEVICES][sizeof r->dev[0].reason]; /* 6.4 KiB */
+  const int keep_reasons = keep == only && !same_plan;
+  for (int i = 0; keep_reasons && i < nd; i++) {
+    kept_why[i][0] = '\0';
+    if (pool[i] && i != only && r->dev[i].excluded)
+      memcpy(kept_why[i], r->dev[i].reason, sizeof kept_why[i]);
+  }
+  for (int ci = 0; keep_reasons && ci < s->ncand; ci++)
+    if (s->n[ci] == 0 && s->c[ci].dev != only)
+      no_work_reason(s, ci, r->split, kept_why[s->c[ci].dev], sizeof kept_why[0]);
   use_granule(s, r, alone_g);
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost);
@@ -1202,6 +1224,9 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
            d[keep].id, digits, 1e3 * alone, digits, 1e3 * now, d[only].id);
   *sc = alone_sc;
   keep_alone(nd, pool, keep, why, sc, r);
+  for (int i = 0; keep_reasons && i < nd; i++)
+    if (kept_why[i][0])
+      memcpy(r->dev[i].reason, kept_why[i], sizeof kept_why[i]);
   return 1;
 }
 
@@ -1302,13 +1327,27 @@ static void tiles_for_split(const poas__opt_device *d, int nd, const poas__opt_p
  * at 39 ms), and say where they were judged instead. */
 static void rejudged_reasons(int nd, const poas__opt_problem *p, const screen *sc,
                              poas__split_dim was, poas__opt_result *r) {
-  for (int i = 0; i < nd; i++)
-    if (sc->judged[i] && r->dev[i].excluded)
-      snprintf(r->dev[i].reason, sizeof r->dev[i].reason,
+  for (int i = 0; i < nd; i++) {
+    if (!sc->judged[i] || !r->dev[i].excluded)
+      continue;
+    /* The verdict stays: a device that added no speed at all was once
+     * said to have gained less than the models' error allows. */
+    char *reason = r->dev[i].reason;
+    const char *verdict = strncmp(reason, "adds no speed:", 14) == 0 ? "adds no speed"
+                          : strncmp(reason, "adds nothing:", 13) == 0 ? "adds nothing"
+                                                                       : NULL;
+    if (verdict)
+      snprintf(reason, sizeof r->dev[i].reason,
+               "%s: left out split by %s, where it added nothing; the plan was then split by "
+               "%s, predicted faster",
+               verdict, unit_name(p, was), unit_name(p, r->split));
+    else
+      snprintf(reason, sizeof r->dev[i].reason,
                "adds too little: left out split by %s, where it gained less than the models' "
                "error and the runtime's cost allow; the plan was then split by %s, predicted "
                "faster",
                unit_name(p, was), unit_name(p, r->split));
+  }
 }
 
 /* The alone check (alone_when_cheaper) made again once the plan r has
