@@ -98,6 +98,11 @@ typedef struct bench {
   int ndevs;
   baseline_slot bl[3];
   int nbl;
+  /* The baselines that did not open, each a line to say once the device
+   * sets opened too: said at once, "cublas baseline left out" came before
+   * the error that stopped the run (an unreadable --profile). */
+  char bl_notes[3][320];
+  int nbl_notes;
   bench_row *rows;
   int nrows;
   int step, nsteps; /* runs, warm-ups included, for the progress line */
@@ -526,9 +531,12 @@ static int open_baselines(bench *b) {
     int rc = s->b->open(&s->state, s->desc, sizeof s->desc);
     if (rc == 0)
       b->nbl++;
-    else
-      fprintf(stderr, "poas-bench: %s baseline %s: %s\n", s->b->name,
-              rc == BENCH_UNSUPPORTED ? "left out" : "failed", s->desc);
+    else { /* through a buffer of its own: gcc took desc, in *b too, for an overlap */
+      char note[sizeof b->bl_notes[0]];
+      snprintf(note, sizeof note, "poas-bench: %s baseline %s: %s\n", s->b->name,
+               rc == BENCH_UNSUPPORTED ? "left out" : "failed", s->desc);
+      memcpy(b->bl_notes[b->nbl_notes++], note, sizeof note);
+    }
   }
   return 0;
 }
@@ -1176,6 +1184,8 @@ static int gemm_main(int argc, char **argv) {
     close_all(&b);
     return rc;
   }
+  for (int i = 0; i < b.nbl_notes; i++)
+    fputs(b.bl_notes[i], stderr);
   /* What would fail the run after its minutes of measuring is checked
    * before it: the operands of every size (above), then the outputs
    * written at the end, the plot and the CSV, whose new file is made here. An earlier

@@ -298,6 +298,12 @@ if [ $rc -ne 1 ] || [ -e "$tmp/corrupt.csv" ] ||
      "$tmp/err"; then
   echo "FAIL: a corrupt POAS_PROFILE gave $rc: $(cat "$tmp/err")"; exit 1
 fi
+# The error is all it says: with the baselines asked for, a note that
+# cublas was left out (no GPU here) came before it.
+POAS_PROFILE=$tmp/corrupt.json "$bench" gemm --sizes 64 --repeat 1 --devices cpu \
+  --baselines all >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] ||
+  { echo "FAIL: more than the corrupt profile's error: $(cat "$tmp/err")"; exit 1; }
 # --profile names a profile as POAS_PROFILE does, and the message says so.
 "$bench" gemm --sizes 64 --repeat 1 --devices sim --baselines none \
   --profile "$tmp/corrupt.json" --csv "$tmp/corrupt.csv" >/dev/null 2>"$tmp/err"
