@@ -648,11 +648,12 @@ int poas_calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   return rc;
 }
 
-static int check_device(const poas_context *ctx, int device, const void *outp) {
+/* `who`, the call, leads the detail, as its other errors' do. */
+static int check_device(const char *who, const poas_context *ctx, int device, const void *outp) {
   if (!ctx || !outp)
-    return poas__fail(POAS_ENULL, "prediction: %s is NULL", ctx ? "seconds" : "ctx");
+    return poas__fail(POAS_ENULL, "%s: %s is NULL", who, ctx ? "seconds" : "ctx");
   if (device < 0 || device >= ctx->devices.ndev)
-    return poas__fail(POAS_ERANGE, "prediction: device %d out of range (0 to %d)", device,
+    return poas__fail(POAS_ERANGE, "%s: device %d out of range (0 to %d)", who, device,
                       ctx->devices.ndev - 1);
   return 0;
 }
@@ -660,7 +661,7 @@ static int check_device(const poas_context *ctx, int device, const void *outp) {
 int poas_predict_gemm(const poas_context *ctx, int device, poas_dtype dtype, poas_op transa,
                       poas_op transb, int64_t m, int64_t n, int64_t k, double *seconds) {
   poas__clear_detail();
-  int rc = check_device(ctx, device, seconds);
+  int rc = check_device("poas_predict_gemm", ctx, device, seconds);
   if (rc)
     return rc;
   /* Sizes no matrices can have are refused as the GEMM calls and
@@ -674,7 +675,7 @@ int poas_predict_gemm(const poas_context *ctx, int device, poas_dtype dtype, poa
 int poas_predict_transfer(const poas_context *ctx, int device, poas_direction direction,
                           uint64_t bytes, double *seconds) {
   poas__clear_detail();
-  int rc = check_device(ctx, device, seconds);
+  int rc = check_device("poas_predict_transfer", ctx, device, seconds);
   if (rc)
     return rc;
   if (direction != POAS_H2D && direction != POAS_D2H)

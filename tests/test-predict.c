@@ -30,6 +30,9 @@ TEST(predict_checks_arguments) {
   CHECK_RC(poas_predict_gemm(NULL, 0, POAS_FLOAT32, N, N, 1, 1, 1, &t), POAS_ENULL);
   CHECK_RC(poas_predict_gemm(ctx, 0, POAS_FLOAT32, N, N, 1, 1, 1, NULL), POAS_ENULL);
   CHECK_RC(poas_predict_gemm(ctx, 2, POAS_FLOAT32, N, N, 1, 1, 1, &t), POAS_ERANGE);
+  /* Each error names its call, as the shape's do ("prediction:" did). */
+  CHECK_MSG(strncmp(poas_error_detail(), "poas_predict_gemm: device 2", 27) == 0, "%s",
+            poas_error_detail());
   CHECK_RC(poas_predict_gemm(ctx, -1, POAS_FLOAT32, N, N, 1, 1, 1, &t), POAS_ERANGE);
   CHECK_RC(poas_predict_gemm(ctx, 0, (poas_dtype)7, N, N, 1, 1, 1, &t), POAS_EDTYPE);
   CHECK_RC(poas_predict_gemm(ctx, 0, POAS_FLOAT32, (poas_op)0, N, 1, 1, 1, &t), POAS_EOP);
@@ -40,6 +43,8 @@ TEST(predict_checks_arguments) {
   CHECK_RC(poas_predict_transfer(ctx, 1, (poas_direction)2, 100, &t), POAS_EINVAL);
   CHECK_RC(poas_predict_transfer(ctx, 5, POAS_H2D, 100, &t), POAS_ERANGE);
   CHECK_RC(poas_predict_transfer(ctx, 1, POAS_H2D, 100, NULL), POAS_ENULL);
+  CHECK_MSG(strcmp(poas_error_detail(), "poas_predict_transfer: seconds is NULL") == 0, "%s",
+            poas_error_detail());
   CHECK(t == 42);
   /* Empty C costs nothing; a host-memory device has no copies. */
   CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT64, N, N, 0, 10, 10, &t));

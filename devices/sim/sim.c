@@ -53,7 +53,7 @@ static const struct {
 static int set_param(sim_state *s, const char *key, const char *value, char *err, size_t errcap) {
   if (strcmp(key, "memory") == 0) {
     int64_t v;
-    if (poas__spec_int("sim", "memory (bytes, e.g. 16Gi)", value, 1, 1, INT64_MAX, &v, err,
+    if (poas__spec_int("sim", "memory, bytes such as 16Gi", value, 1, 1, INT64_MAX, &v, err,
                        errcap))
       return POAS_ESPEC;
     s->p.memory = (uint64_t)v;
