@@ -215,6 +215,10 @@ int bench_same_file(const char *a, const char *b);
  * with why[] saying which file and line is wrong. */
 int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char *why,
                    size_t whycap);
+/* The same from the open stream `f`, which `path` names in why[] (the
+ * fuzzer tests/fuzz/fuzz-csv.c reads memory through it). */
+int bench_read_csv_stream(FILE *f, const char *path, bench_row *rows, int cap, int *nrows,
+                          char *why, size_t whycap);
 
 const char *bench_dtype_name(poas_dtype dtype);
 const char *bench_role_name(bench_role role);

@@ -753,13 +753,8 @@ static int csv_shape(char *const *fld, int64_t out[3]) {
   return 0;
 }
 
-int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char *why,
-                   size_t whycap) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    snprintf(why, whycap, "%s: %s", path, strerror(errno));
-    return -1;
-  }
+int bench_read_csv_stream(FILE *f, const char *path, bench_row *rows, int cap, int *nrows,
+                          char *why, size_t whycap) {
   /* Lines of any length: a row's notes grow with its devices, and a
    * line past a fixed buffer was read as two, the second malformed. */
   char *line = NULL;
@@ -811,6 +806,17 @@ int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char 
     rc = -1;
   }
   free(line);
+  return rc;
+}
+
+int bench_read_csv(const char *path, bench_row *rows, int cap, int *nrows, char *why,
+                   size_t whycap) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(why, whycap, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  int rc = bench_read_csv_stream(f, path, rows, cap, nrows, why, whycap);
   fclose(f);
   return rc;
 }
