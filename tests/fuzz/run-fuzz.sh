@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # run-fuzz.sh: builds a fuzzer with Debian's clang (libFuzzer + ASan +
-# UBSan) and runs it over its seed corpus. Three targets, picked by
+# UBSan) and runs it over its seed corpus. Four targets, picked by
 # FUZZ_TARGET:
 #   profile (the default)  the profile loader (fuzz-profile.c, corpus/)
 #   spec                   the device-selection parser (fuzz-spec.c, spec-corpus/)
 #   gemm                   poas_sgemm / poas_dgemm and their _async forms
 #                          (fuzz-gemm.c, gemm-corpus/), over the whole library
 #                          with the backends BUILD was configured with
-#   all                    the three, one after the other
+#   csv                    poas-bench plot's CSV reader (fuzz-csv.c, csv-corpus/)
+#   all                    the four, one after the other
 #   tests/fuzz/run-fuzz.sh [RUNS]     (default 1000000 runs per target)
 # Needs a configured build directory for config.h: BUILD (default ./build).
 # FUZZ_OUT (default a new temporary folder) takes the fuzzer binaries, the
-# inputs found (corpus/, spec-corpus/) and the logs (fuzz-<target>.log).
+# inputs found (corpus/, spec-corpus/, ...) and the logs (fuzz-<target>.log).
 # Crashes are written to tests/fuzz/crashes/ (spec ones named spec-*,
-# gemm ones gemm-*); turn each into a regression case in make check: a
-# tests/profiles/bad-*.json for the profile loader, a case in
-# tests/test-core.c for the spec parser, one in tests/test-api.c for GEMM.
+# gemm ones gemm-*, csv ones csv-*); turn each into a regression case in
+# make check: a tests/profiles/bad-*.json for the profile loader, a case in
+# tests/test-core.c for the spec parser, one in tests/test-api.c for GEMM,
+# one in tests/test-bench.sh for the CSV reader.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -23,8 +25,8 @@ build=${BUILD:-$top/build}
 runs=${1:-1000000}
 target=${FUZZ_TARGET:-profile}
 case $target in
-  profile | spec | gemm | all) ;;
-  *) echo "run-fuzz.sh: FUZZ_TARGET is profile, spec, gemm or all, not '$target'"; exit 1 ;;
+  profile | spec | gemm | csv | all) ;;
+  *) echo "run-fuzz.sh: FUZZ_TARGET is profile, spec, gemm, csv or all, not '$target'"; exit 1 ;;
 esac
 [ -f "$build/config.h" ] || { echo "run-fuzz.sh: no $build/config.h (configure first)"; exit 1; }
 build=$(cd "$build" && pwd)
@@ -71,6 +73,13 @@ fuzz_spec() {
     "$top/core/error.c" --
 }
 
+# poas-bench plot's reader, over the file that holds it (report.c, which
+# needs the library only for poas_version and the kinds' names).
+fuzz_csv() {
+  fuzz csv csv-corpus "$here/csv.dict" 8192 "$here/crashes/csv-" \
+    "$here/fuzz-csv.c" "$top/bench/report.c" "$top/tools/json-out.c" "$top/core/error.c" --
+}
+
 # One of BUILD's Makefile variables, as configure and automake left it.
 build_var() {
   # shellcheck disable=SC2016 # a make expression, for make to expand
@@ -98,5 +107,6 @@ case $target in
   profile) fuzz_profile ;;
   spec) fuzz_spec ;;
   gemm) fuzz_gemm ;;
-  all) fuzz_profile && fuzz_spec && fuzz_gemm ;;
+  csv) fuzz_csv ;;
+  all) fuzz_profile && fuzz_spec && fuzz_gemm && fuzz_csv ;;
 esac
