@@ -777,7 +777,11 @@ int bench_read_csv_stream(FILE *f, const char *path, bench_row *rows, int cap, i
     int64_t mnk[3];
     bench_role role;
     double seconds, gflops, ideal;
-    if (nf < 20 || (strcmp(fld[3], "s") != 0 && strcmp(fld[3], "d") != 0) ||
+    /* A device set's name longer than a row holds (none poas-bench
+     * writes) is refused: cut short, two sets were drawn as one, and a
+     * cut inside its quotes left the rest of the row quoted. */
+    if (nf < 20 || strlen(fld[4]) >= sizeof rows->label ||
+        (strcmp(fld[3], "s") != 0 && strcmp(fld[3], "d") != 0) ||
         csv_shape(fld, mnk) != 0 || csv_role(fld[5], &role) != 0 ||
         csv_number(fld[7], &seconds) != 0 || csv_number(fld[8], &gflops) != 0 ||
         csv_number(fld[11], &ideal) != 0) {

@@ -647,12 +647,16 @@ done
 # A row whose m, n or k is not a whole number is malformed, not read as 0
 # or as its leading digits; so is one whose time or rate is no number
 # ("abc" was read as 0, "inf" left gnuplot nothing to scale) or whose role
-# is none poas-bench writes (read as a device's).
+# is none poas-bench writes (read as a device's), or whose device set is
+# named past the 255 characters a row holds (cut short, and inside quotes
+# the rest of it quoted, which tests/fuzz/fuzz-csv.c's round trip caught).
+long=$(printf '%0300d' 0 | tr 0 a)
 for row in "abc,64,64,s,cpu0,device,1,0.1,5" "64x,64,64,s,cpu0,device,1,0.1,5" \
            "64,,64,s,cpu0,device,1,0.1,5" "64,64,0,s,cpu0,device,1,0.1,5" \
            "64,64,64,s,cpu0,device,1,abc,5" "64,64,64,s,cpu0,device,1,0.1,inf" \
            "64,64,64,s,cpu0,device,1,0.1,nan" "64,64,64,s,cpu0,device,1,0.1,5x" \
-           "64,64,64,s,cpu0,bogus,1,0.1,5"; do
+           "64,64,64,s,cpu0,bogus,1,0.1,5" "64,64,64,s,$long,device,1,0.1,5" \
+           "64,64,64,s,\"$long\",device,1,0.1,5"; do
   { head -n 1 "$tmp/x.csv"; printf '%s%14s,ok,""\n' "$row" | tr ' ' ,; } >"$tmp/row.csv"
   "$bench" plot --plot "$tmp/bad.svg" "$tmp/row.csv" >/dev/null 2>"$tmp/err"
   rc=$?
