@@ -15,6 +15,7 @@
 
 #include "bench/bench.h"
 #include "bench/cli.h"
+#include "bench/shapes.h"
 #include "bench/timing.h"
 #include "tools/context-open.h"
 #include "tools/host-memory.h"
@@ -56,12 +57,8 @@
  * its note says how far they spread. */
 #define SPREAD_FLAG 0.10
 
-typedef struct shape {
-  int64_t m, n, k;
-} shape;
-
 typedef struct options {
-  shape shapes[MAX_SHAPES];
+  bench_shape shapes[MAX_SHAPES];
   int nshapes;
   poas_dtype dtypes[2];
   int ndtypes;
@@ -185,52 +182,6 @@ static void usage(FILE *f) {
 
 /* ------------------------------------------------------------- options */
 
-/* The whole number from lo to hi that `s` opens with, plain digits as
- * tool_parse_int64 takes them, into *out: how many characters it takes,
- * or -1. What follows is the caller's ("64x128", "64,"). strtoll took
- * " 64" and "+64". */
-static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char digits[32];
-  size_t len = strspn(s, "0123456789");
-  if (len == 0 || len >= sizeof digits)
-    return -1;
-  memcpy(digits, s, len);
-  digits[len] = '\0';
-  return tool_parse_int64(digits, lo, hi, out) ? -1 : (int)len;
-}
-
-/* "1024,2048" with a shape kind, or "MxNxK,..." when `kind` is NULL. */
-static int parse_shapes(const char *text, const char *kind, options *o) {
-  const int64_t hi = 1 << 20;
-  o->nshapes = 0;
-  for (const char *p = text; *p;) {
-    shape s;
-    int64_t v[3];
-    int parts = kind ? 1 : 3, used;
-    for (int i = 0; i < parts; i++) {
-      if ((used = parse_count(p, 1, hi, &v[i])) < 0)
-        return -1;
-      p += used;
-      if (i + 1 < parts && *p++ != 'x')
-        return -1;
-    }
-    if (!kind)
-      s = (shape){v[0], v[1], v[2]};
-    else if (strcmp(kind, "tall") == 0)
-      s = (shape){4 * v[0], v[0] / 4 ? v[0] / 4 : 1, v[0]};
-    else if (strcmp(kind, "wide") == 0)
-      s = (shape){v[0] / 4 ? v[0] / 4 : 1, 4 * v[0], v[0]};
-    else
-      s = (shape){v[0], v[0], v[0]};
-    if (o->nshapes == MAX_SHAPES || (*p && *p != ','))
-      return -1;
-    o->shapes[o->nshapes++] = s;
-    if (*p == ',' && !*++p)
-      return -1; /* "64,": an empty last entry */
-  }
-  return o->nshapes ? 0 : -1;
-}
-
 static int parse_dtypes(const char *text, options *o) {
   static const struct {
     const char *text;
@@ -346,7 +297,7 @@ static int parse_options(int argc, char **argv, options *o) {
               strcmp(shape_arg, "wide") == 0;
   /* The shape first: a misspelt name ("Tall") beside --sizes was taken for
    * a list of shapes and refused as giving both. */
-  if (!named && parse_shapes(shape_arg, NULL, o) != 0) {
+  if (!named && bench_parse_shapes(shape_arg, NULL, o->shapes, MAX_SHAPES, &o->nshapes) != 0) {
     fprintf(stderr,
             "poas-bench: bad --shape '%s' (square, tall, wide or MxNxK,..., at most %d, "
             "each side 1 to 1048576)\n",
@@ -357,7 +308,8 @@ static int parse_options(int argc, char **argv, options *o) {
     fprintf(stderr, "poas-bench: give --sizes or a list of MxNxK shapes, not both\n");
     return 2;
   }
-  if (named && parse_shapes(sizes ? sizes : DEFAULT_SIZES, shape_arg, o) != 0) {
+  const char *list = sizes ? sizes : DEFAULT_SIZES;
+  if (named && bench_parse_shapes(list, shape_arg, o->shapes, MAX_SHAPES, &o->nshapes) != 0) {
     char what[64];
     snprintf(what, sizeof what, "--sizes (at most %d, each 1 to 1048576)", MAX_SHAPES);
     return bad(what, sizes);
@@ -1029,7 +981,7 @@ static int shapes_fit(const options *o) {
   int fit = 1;
   for (int i = 0; i < o->nshapes; i++)
     for (int j = 0; j < o->ndtypes; j++) {
-      const shape *s = &o->shapes[i];
+      const bench_shape *s = &o->shapes[i];
       double need = ((double)s->m * (double)s->k + (double)s->k * (double)s->n +
                      (double)s->m * (double)s->n) *
                     (double)bench_dtype_size(o->dtypes[j]);
@@ -1043,7 +995,7 @@ static int shapes_fit(const options *o) {
   return fit;
 }
 
-static void run_shape(bench *b, shape s, poas_dtype dtype, bench_output *out) {
+static void run_shape(bench *b, bench_shape s, poas_dtype dtype, bench_output *out) {
   size_t es = bench_dtype_size(dtype);
   bench_problem p = {dtype, s.m, s.n, s.k, NULL, NULL, NULL};
   void *a = malloc((size_t)(s.m * s.k) * es), *bm = malloc((size_t)(s.k * s.n) * es),
