@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run-fuzz.sh: builds a fuzzer with Debian's clang (libFuzzer + ASan +
-# UBSan) and runs it over its seed corpus. Four targets, picked by
+# UBSan) and runs it over its seed corpus. Five targets, picked by
 # FUZZ_TARGET:
 #   profile (the default)  the profile loader (fuzz-profile.c, corpus/)
 #   spec                   the device-selection parser (fuzz-spec.c, spec-corpus/)
@@ -8,16 +8,19 @@
 #                          (fuzz-gemm.c, gemm-corpus/), over the whole library
 #                          with the backends BUILD was configured with
 #   csv                    poas-bench plot's CSV reader (fuzz-csv.c, csv-corpus/)
-#   all                    the four, one after the other
+#   args                   the tools' readers of numbers and of --sizes and
+#                          --shape lists (fuzz-args.c, args-corpus/)
+#   all                    the five, one after the other
 #   tests/fuzz/run-fuzz.sh [RUNS]     (default 1000000 runs per target)
 # Needs a configured build directory for config.h: BUILD (default ./build).
 # FUZZ_OUT (default a new temporary folder) takes the fuzzer binaries, the
 # inputs found (corpus/, spec-corpus/, ...) and the logs (fuzz-<target>.log).
 # Crashes are written to tests/fuzz/crashes/ (spec ones named spec-*,
-# gemm ones gemm-*, csv ones csv-*); turn each into a regression case in
-# make check: a tests/profiles/bad-*.json for the profile loader, a case in
-# tests/test-core.c for the spec parser, one in tests/test-api.c for GEMM,
-# one in tests/test-bench.sh for the CSV reader.
+# gemm ones gemm-*, csv ones csv-*, args ones args-*); turn each into a
+# regression case in make check: a tests/profiles/bad-*.json for the
+# profile loader, a case in tests/test-core.c for the spec parser, one in
+# tests/test-api.c for GEMM, one in tests/test-bench.sh for the CSV reader
+# or the lists, one in tests/poas-plan.sh for the numbers.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -25,8 +28,8 @@ build=${BUILD:-$top/build}
 runs=${1:-1000000}
 target=${FUZZ_TARGET:-profile}
 case $target in
-  profile | spec | gemm | csv | all) ;;
-  *) echo "run-fuzz.sh: FUZZ_TARGET is profile, spec, gemm, csv or all, not '$target'"; exit 1 ;;
+  profile | spec | gemm | csv | args | all) ;;
+  *) echo "run-fuzz.sh: FUZZ_TARGET is profile, spec, gemm, csv, args or all, not '$target'"; exit 1 ;;
 esac
 [ -f "$build/config.h" ] || { echo "run-fuzz.sh: no $build/config.h (configure first)"; exit 1; }
 build=$(cd "$build" && pwd)
@@ -80,6 +83,12 @@ fuzz_csv() {
     "$here/fuzz-csv.c" "$top/bench/report.c" "$top/tools/json-out.c" "$top/core/error.c" --
 }
 
+# Header-only readers (tools/args.h, bench/cli.h, bench/shapes.h). An
+# argument past a few hundred characters reads as any other.
+fuzz_args() {
+  fuzz args args-corpus "$here/args.dict" 512 "$here/crashes/args-" "$here/fuzz-args.c" --
+}
+
 # One of BUILD's Makefile variables, as configure and automake left it.
 build_var() {
   # shellcheck disable=SC2016 # a make expression, for make to expand
@@ -108,5 +117,6 @@ case $target in
   spec) fuzz_spec ;;
   gemm) fuzz_gemm ;;
   csv) fuzz_csv ;;
-  all) fuzz_profile && fuzz_spec && fuzz_gemm && fuzz_csv ;;
+  args) fuzz_args ;;
+  all) fuzz_profile && fuzz_spec && fuzz_gemm && fuzz_csv && fuzz_args ;;
 esac
