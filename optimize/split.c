@@ -1041,6 +1041,63 @@ static double drop_marginal(solver *s, const poas__opt_device *d, int nd, screen
   return now;
 }
 
+/* Hands out the units of r, and the solver's, in granules of g: those of
+ * the candidates solved next (alone_time's for a device alone, the
+ * working devices' for a plan of several). */
+static void use_granule(solver *s, poas__opt_result *r, int64_t g) {
+  r->granule = s->granule = g;
+  s->total = r->total_units;
+  s->ngran = ceil_div(s->total, g);
+}
+
+/* The plan of two or more devices solved again in the granule of those
+ * given work, where that is faster; returns its makespan, the plan in s,
+ * sc and r. set_split made the granule a whole multiple of every
+ * candidate's blocks, and the candidates whose blocks set it may since
+ * have been left out: given no work, dropped by drop_marginal, or by the
+ * choice among the devices sharing the host's cores. Two GPUs beside a
+ * device whose GEMM computes 32 rows at once, which gets none of a
+ * 500 x 500 x 8192 sgemm, were given 256 and 244 rows, 0.382 ms; in their
+ * own granule, 2, they take 250 each in 0.370 ms (test-optimize). Kept
+ * only where faster: the granule sets the tiles too (device_tile), and
+ * the coarser one's can be faster (the same GPUs take a 1000 x 4096 x
+ * 4096 sgemm by columns in 1.869 ms in granules of 32, in 1.876 ms in
+ * their own 16). The candidates given nothing are left out with the
+ * reason the shares gave them, as drop_marginal leaves its devices out:
+ * in a finer granule they could take a share their blocks do not fit. */
+static double solve_in_working_granule(solver *s, const poas__opt_device *d, int nd,
+                                       screen *sc, poas__opt_result *r, double t) {
+  screen fine = *sc;
+  int working = 0;
+  memset(fine.ok, 0, sizeof fine.ok);
+  for (int ci = 0; ci < s->ncand; ci++)
+    if (s->n[ci] > 0)
+      fine.ok[s->c[ci].dev] = 1, working++;
+  const int64_t granule = r->granule;
+  const int64_t g = plan_granule(d, nd, fine.ok, s->p, r->total_units);
+  if (working < 2 || g == granule || !isfinite(t))
+    return t;
+  char idle_why[POAS_MAX_DEVICES][sizeof r->dev[0].reason]; /* 6.4 KiB */
+  for (int ci = 0; ci < s->ncand; ci++)
+    if (s->n[ci] == 0)
+      no_work_reason(s, ci, r->split, idle_why[s->c[ci].dev], sizeof idle_why[0]);
+  use_granule(s, r, g);
+  retile(d, nd, s->p, r, &fine);
+  double now = solve_tiled(s, d, nd, fine.ok, &fine, r);
+  if (!(now < t)) {
+    use_granule(s, r, granule);
+    solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the plan in the candidates' granule */
+    return t;
+  }
+  for (int i = 0; i < nd; i++)
+    if (sc->ok[i] && !fine.ok[i]) {
+      fine.judged[i] = 1, r->dev[i].excluded = 1;
+      memcpy(r->dev[i].reason, idle_why[i], sizeof idle_why[i]);
+    }
+  *sc = fine;
+  return now;
+}
+
 /* What the engine adds to device dev's run alone in tiles of `tile`
  * units: one tile of a copy device (or any run of a host-memory one) runs
  * on the caller's thread, more tiles through the engine (fill_result), so
@@ -1102,14 +1159,6 @@ static double alone_time(const solver *s, const poas__opt_device *d, const scree
       best = pt.total_s, best_engine = with, *granule = grains[j], alone_sc->tile[dev] = tile;
   }
   return best;
-}
-
-/* Hands out the units of r, and the solver's, in granules of g: those of
- * the candidates solved next (alone_time's for a device alone). */
-static void use_granule(solver *s, poas__opt_result *r, int64_t g) {
-  r->granule = s->granule = g;
-  s->total = r->total_units;
-  s->ngran = ceil_div(s->total, g);
 }
 
 /* The candidate of pool fastest alone split as r is, the engine's cost
@@ -1646,6 +1695,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
     return fail_everywhere(d, nd, p, too_big, sc.limited, out);
   s.bar = gain_bar(&s, d);
   t = drop_marginal(&s, d, nd, &sc, out, t);
+  t = solve_in_working_granule(&s, d, nd, &sc, out, t);
   alone_when_cheaper(&s, d, nd, &sc, pool, out, t);
   fill_result(&s, d, &sc, out);
   faster_direction(&s, d, nd, &sc, pool, out);

@@ -383,6 +383,38 @@ TEST(a_device_weighed_alone_is_tiled_in_its_own_granule) {
   return 0;
 }
 
+/* A plan of the devices given work is solved in their granule, not in
+ * the one a device given nothing set: two GPUs beside a slow device whose
+ * GEMM computes 32 rows at once (unit_align), which gets none of a
+ * 500 x 500 x 8192 sgemm, were given 256 and 244 rows in granules of 32,
+ * 0.382 ms, where in their own granule of 2 they take 250 each in 0.370
+ * ms, as they are planned without it. */
+TEST(a_plan_is_solved_in_the_granule_of_the_devices_given_work) {
+  poas__device_model gpu, slow;
+  rate_model(&gpu, 1e13, 1e-5, 1e-5, 1e12);
+  rate_model(&slow, 1e9, 1e-4, 1e-5, 1e10);
+  poas__opt_device d[3] = {device("slow", &slow, 0), device("gpu0", &gpu, 0),
+                           device("gpu1", &gpu, 0)};
+  d[0].unit_align = 32;
+  poas__opt_problem p = {.dtype = POAS_FLOAT32, .transa = POAS_NO_TRANS,
+                         .transb = POAS_NO_TRANS, .m = 500, .n = 500, .k = 8192,
+                         .reads_ab = 1, .engine_s = 1e-4};
+  poas__opt_result r, two;
+  CHECK_OK(poas__optimize(d, 3, &p, &r));
+  CHECK_OK(poas__optimize(&d[1], 2, &p, &two));
+  CHECK_MSG(two.granule == 2 && two.dev[0].u1 - two.dev[0].u0 == 250,
+            "the gpus alone: granule %lld, gpu0 %lld rows", (long long)two.granule,
+            (long long)(two.dev[0].u1 - two.dev[0].u0));
+  CHECK_MSG(r.granule == two.granule && r.makespan_s == two.makespan_s,
+            "beside the slow device: granule %lld, gpu0 %lld, gpu1 %lld rows, %.4g ms; "
+            "without it %.4g ms",
+            (long long)r.granule, (long long)(r.dev[1].u1 - r.dev[1].u0),
+            (long long)(r.dev[2].u1 - r.dev[2].u0), 1e3 * r.makespan_s, 1e3 * two.makespan_s);
+  CHECK_MSG(r.dev[0].excluded && strncmp(r.dev[0].reason, "adds no speed: predicted", 24) == 0,
+            "slow: %s", r.dev[0].reason);
+  return 0;
+}
+
 /* A copy device that ends up with nearly all of the work beside a slow one
  * runs the tiles of its own share, not those of the even share the solve
  * started from: eight tiles of half the problem, which the pipeline model
@@ -1360,6 +1392,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(granule_and_tiles_follow_a_devices_blocks),
           TEST_ENTRY(a_dominant_copy_device_keeps_its_own_tiles),
           TEST_ENTRY(a_device_weighed_alone_is_tiled_in_its_own_granule),
+          TEST_ENTRY(a_plan_is_solved_in_the_granule_of_the_devices_given_work),
           TEST_ENTRY(a_device_left_alone_by_the_solve_is_planned_as_alone),
           TEST_ENTRY(a_device_kept_alone_in_tiles_pays_the_engine_too),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
