@@ -1112,7 +1112,12 @@ static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t to
 /* Predicted seconds for the whole problem on device `dev` alone, with
  * the tiles it would have alone (a 1024^3 sgemm kept the CPU beside an
  * H100 when this was judged with the shared plan's eight tiles instead of
- * one), and its model without contention: it is alone. alone_sc gets
+ * one), and its model without contention: it is alone, and its tiles are
+ * chosen with the model they are timed with. Chosen with the model slowed
+ * for computing beside the CPU (1.9x), a PoCL device whose GEMM is 5%
+ * faster on 32 rows than on 64 was cut into two tiles of a 64 x 512 x 512
+ * sgemm, 3.666 ms with the engine's 0.22, where in one it takes 3.434;
+ * the CPU alone, 3.469 ms, was planned (test-optimize). alone_sc gets
  * the screen of that plan, *granule its granule: the device's own
  * (alone_granule), or the plan's where that is a whole multiple of the
  * device's blocks and its tiles cut in it are faster, the engine's cost
@@ -1148,7 +1153,7 @@ static double alone_time(const solver *s, const poas__opt_device *d, const scree
   for (int j = 0; j < tries; j++) {
     int64_t tile = d[dev].host_memory
                        ? alone_sc->tile[dev]
-                       : device_tile(&d[dev], s->p, r->split, grains[j], &r->model[dev],
+                       : device_tile(&d[dev], s->p, r->split, grains[j], own,
                                      tile_fit(&d[dev], s->p, r->split), r->total_units, 1);
     poas__pipe pp;
     poas__pipe_time pt;

@@ -1159,6 +1159,43 @@ TEST(min_gain_counts_the_contention_a_helper_causes) {
   return 0;
 }
 
+/* A sharing device weighed alone is tiled by the model it is timed with,
+ * without contention: a PoCL device whose GEMM is 5% faster on 32 rows
+ * than on 64 (its thin-block table), beside a CPU it slows 1.9x, takes a
+ * 64 x 512 x 512 sgemm in one tile, 3.434 ms, or in two for 0.16 ms less
+ * before the engine's 0.22 ms. Chosen with the slowed model, whose two
+ * tiles gain 1.9 times that, it was weighed in two at 3.666 ms, and the
+ * CPU alone was planned, 3.469 ms. Its limit of 128 KiB on a tile's
+ * operand (64 of B's 512 columns) keeps it from being planned alone by
+ * columns, which would hide that. */
+TEST(a_sharing_device_weighed_alone_is_tiled_without_contention) {
+  static poas__thin_table tt;
+  for (int side = 0; side < 2; side++)
+    for (int i = 0; i < POAS__THIN_MAX; i++)
+      tt.factor[side][i] = i == 31 && side == 0 ? 0.95 : 1;
+  poas__device_model cpu = {0}, pocl = {0}; /* set after the pair is made */
+  poas__opt_device d[2];
+  poas__opt_problem p = sharing_pair(d, &cpu, &pocl, 0);
+  p.m = 64, p.n = 512, p.k = 512, p.engine_s = 2.2e-4;
+  d[1].tile_bytes_max = 128 << 10;
+  rate_model(&cpu, 9.7e9, 1e-5, 0, 1e30);
+  rate_model(&pocl, 1e10, 1e-5, 1e-6, 2e10);
+  for (int pair = 0; pair < 4; pair++)
+    pocl.gemm[0][pair].thin = &tt;
+  cpu.contention = pocl.contention = 1.9;
+  poas__opt_result r, alone;
+  CHECK_OK(poas__optimize(d, 2, &p, &r));
+  CHECK_OK(poas__optimize(&d[1], 1, &p, &alone));
+  CHECK_MSG(alone.dev[0].tile == 64 && alone.makespan_s < 3.44e-3,
+            "opencl0 alone: tiles of %lld, %.4g ms", (long long)alone.dev[0].tile,
+            1e3 * alone.makespan_s);
+  CHECK_MSG(r.dev[1].u1 - r.dev[1].u0 == r.total_units && r.makespan_s == alone.makespan_s,
+            "cpu0 %lld, opencl0 %lld rows, %.4g ms; opencl0 alone %.4g ms (cpu0: %s)",
+            (long long)(r.dev[0].u1 - r.dev[0].u0), (long long)(r.dev[1].u1 - r.dev[1].u0),
+            1e3 * r.makespan_s, 1e3 * alone.makespan_s, r.dev[0].reason);
+  return 0;
+}
+
 #define CHECK_REL(a, b, tol)                                                              \
   CHECK_MSG(fabs((a) - (b)) <= (tol) * fabs(b), "%s = %.17g, %s = %.17g", #a, (double)(a), #b, \
             (double)(b))
@@ -1410,6 +1447,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(contention_between_sharing_devices_is_priced_in),
           TEST_ENTRY(a_sharing_device_left_out_by_the_choice_is_still_weighed_alone),
           TEST_ENTRY(min_gain_counts_the_contention_a_helper_causes),
+          TEST_ENTRY(a_sharing_device_weighed_alone_is_tiled_without_contention),
           TEST_ENTRY(thin_block_tables_are_applied_and_the_solver_still_places_everything),
   TEST_ENTRY(a_device_flat_over_granules_still_takes_them_all),
           TEST_ENTRY(unusable_models_give_conservative_finite_plans),
