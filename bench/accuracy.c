@@ -301,10 +301,10 @@ static int error_in_state(int ns, const double *t, const double *state, int time
  * time: per shape, the median over its timings (all of them with slow < 0,
  * else those in one state, shapes with two or more) of predicted /
  * measured, and that median's distance from 1; the median |error| and
- * signed error over shapes, and how many shapes. The table's figure takes
- * one prediction per shape, the last visit's, against timings of both
- * states where the host moved between passes; this one sets what the
- * library told each call against what that call took. */
+ * signed error over shapes, and how many shapes. The table's figure sets
+ * the median of a shape's predictions against the median of its times
+ * (of both states, where the host moved between passes); this one sets
+ * what the library told each call against what that call took. */
 static int call_errors(int ns, const double *t, const double *call_pred, const double *state,
                        int timed, int slow, double *median, double *signed_median) {
   double err[128], sgn[128];
