@@ -902,6 +902,19 @@ static void no_work_reason(const solver *s, int ci, poas__split_dim split, char 
            unit_name(s->p, split));
 }
 
+/* A device's reason, as poas__opt_share holds it. */
+typedef char reason_text[sizeof ((poas__opt_share *)0)->reason];
+
+/* Into why[i], for each candidate i the solve gave no work, the reason
+ * fill_result would give it (no_work_reason); the others' untouched. Told
+ * before a solve in another granule replaces the candidates, for devices
+ * then left out with what the shares said of them. */
+static void idle_reasons(const solver *s, poas__split_dim split, reason_text *why) {
+  for (int ci = 0; ci < s->ncand; ci++)
+    if (s->n[ci] == 0)
+      no_work_reason(s, ci, split, why[s->c[ci].dev], sizeof why[0]);
+}
+
 /* Writes each device's range and predicted time from the assignment. */
 static void fill_result(const solver *s, const poas__opt_device *d, const screen *sc,
                         poas__opt_result *r) {
@@ -1077,10 +1090,8 @@ static double solve_in_working_granule(solver *s, const poas__opt_device *d, int
   const int64_t g = plan_granule(d, nd, fine.ok, s->p, r->total_units);
   if (working < 2 || g == granule || !isfinite(t))
     return t;
-  char idle_why[POAS_MAX_DEVICES][sizeof r->dev[0].reason]; /* 6.4 KiB */
-  for (int ci = 0; ci < s->ncand; ci++)
-    if (s->n[ci] == 0)
-      no_work_reason(s, ci, r->split, idle_why[s->c[ci].dev], sizeof idle_why[0]);
+  reason_text idle_why[POAS_MAX_DEVICES]; /* 6.4 KiB */
+  idle_reasons(s, r->split, idle_why);
   use_granule(s, r, g);
   retile(d, nd, s->p, r, &fine);
   double now = solve_tiled(s, d, nd, fine.ok, &fine, r);
@@ -1248,16 +1259,15 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
    * (told before the solve below replaces the candidates), else the
    * reason they had; "X alone is predicted less than X alone" said
    * nothing. */
-  char kept_why[POAS_MAX_DEVICES][sizeof r->dev[0].reason]; /* 6.4 KiB */
+  reason_text kept_why[POAS_MAX_DEVICES]; /* 6.4 KiB */
   const int keep_reasons = keep == only && !same_plan;
   for (int i = 0; keep_reasons && i < nd; i++) {
     kept_why[i][0] = '\0';
     if (pool[i] && i != only && r->dev[i].excluded)
       memcpy(kept_why[i], r->dev[i].reason, sizeof kept_why[i]);
   }
-  for (int ci = 0; keep_reasons && ci < s->ncand; ci++)
-    if (s->n[ci] == 0 && s->c[ci].dev != only)
-      no_work_reason(s, ci, r->split, kept_why[s->c[ci].dev], sizeof kept_why[0]);
+  if (keep_reasons) /* `only` has work: the candidates without are the others */
+    idle_reasons(s, r->split, kept_why);
   use_granule(s, r, alone_g);
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   alone += alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost);
