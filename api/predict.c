@@ -311,17 +311,16 @@ static void merge_profile(const poas_context *ctx, const int sel[],
  * more the same run costs forced through the engine (engine_s), which
  * plans on several devices or tiles take. Both from DISPATCH_RUNS pairs
  * of runs after warm-ups, by poas__run_costs, which takes the quicker
- * runs. Where the median strayed more than DISPATCH_SPREAD_S above them
- * (a busy machine), up to DISPATCH_BATCHES - 1 more batches are timed,
- * so that the quiet moments are enough for the quantile taken: on the
- * 2-core CI VM with one core spinning, 5 of 21 runs through the engine
+ * runs. Where the median strayed more than POAS_RUN_COST_BUSY_S above
+ * them (a busy machine), up to DISPATCH_BATCHES - 1 more batches are
+ * timed, so that the quiet moments are enough for the quantile taken: on
+ * the 2-core CI VM with one core spinning, 5 of 21 runs through the engine
  * had one. That is a quarter of a millisecond: ten times the spread of a
  * quiet CI VM (1 us for cpu0, 25 us for PoCL), and half what plans take
  * the engine to cost at the least. A batch takes 0.2 s at most there (4
  * ms a run, a scheduler tick). Devices in virtual time have neither. */
 #define DISPATCH_RUNS 21
 #define DISPATCH_BATCHES 3
-#define DISPATCH_SPREAD_S 2.5e-4
 #define DISPATCH_N 32
 _Static_assert(DISPATCH_RUNS * DISPATCH_BATCHES <= POAS__RUN_COST_MAX,
                "poas__run_costs takes every batch's runs");
@@ -384,7 +383,7 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
     double extra[2][DISPATCH_RUNS * DISPATCH_BATCHES];
     poas__run_cost cost = {0, 0, 0};
     for (int n = 0; !rc && n < DISPATCH_RUNS * DISPATCH_BATCHES; n += DISPATCH_RUNS) {
-      if (n > 0 && !(cost.spread_s > DISPATCH_SPREAD_S))
+      if (n > 0 && !(cost.spread_s > POAS_RUN_COST_BUSY_S))
         break;
       rc = time_runs(ctx, i, dtype, ops, n ? 0 : 3, DISPATCH_RUNS, run,
                      (double *[2]){extra[0] + n, extra[1] + n});

@@ -328,6 +328,13 @@ typedef struct poas_fit_info {
 } poas_fit_info;
 
 /* What one device's models are and how good. */
+/* The spread of the runs that time a device's fixed costs
+ * (poas_device_fit.run_cost_spread_s) past which most of them waited on
+ * another process: a quiet 2-core CI VM shows 1 us for cpu0 and 25 us for
+ * PoCL, one with a core spinning 0.4 to 4 ms. Calibration then times more
+ * runs, and poas-calibrate warns. */
+#define POAS_RUN_COST_BUSY_S 2.5e-4
+
 typedef struct poas_device_fit {
   char id[POAS_ID_LEN];
   int calibrated;          /* 1: fitted (a profile or poas_calibrate); 0: estimate */
@@ -347,8 +354,9 @@ typedef struct poas_device_fit {
                               costs beyond that; 0 when not measured */
   /* How much longer than those costs the median of the runs that measured
    * them took: a machine busy while they were measured, which the costs
-   * (taken from the quicker runs) leave out. 0 when not measured; a
-   * profile does not keep it. */
+   * (taken from the quicker runs) leave out; past POAS_RUN_COST_BUSY_S the
+   * runs waited on another process. 0 when not measured; a profile does
+   * not keep it. */
   double run_cost_spread_s;
   /* The on-device transpose of a split's shared operand, for devices whose
    * GEMM wants B transposed (OpenCL, through CLBlast), by poas_dtype: a

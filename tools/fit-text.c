@@ -32,7 +32,7 @@ void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit
   }
   /* The costs kept are the quick runs' (api/predict.c), but the rest of
    * the profile was measured on the same busy machine. */
-  if (fit->run_cost_spread_s > TOOL_RUN_COST_SPREAD)
+  if (fit->run_cost_spread_s > POAS_RUN_COST_BUSY_S)
     fprintf(f,
             "%s%s: half the runs that timed its fixed cost took %.2f ms or more longer than "
             "its quicker ones, whose cost the profile keeps (%.0f us a run, %.0f us more "

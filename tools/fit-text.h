@@ -23,16 +23,10 @@ const char *tool_noise_text(double noise, char *buf, size_t cap);
  * the model, bounds what predictions can reach. */
 #define TOOL_NOISY 0.03
 
-/* Past this spread of the runs that timed a run's fixed costs
- * (poas_device_fit.run_cost_spread_s) most of them waited on another
- * process: a quiet 2-core CI VM shows 1 us for cpu0 and 25 us for PoCL,
- * one with a core spinning 0.4 to 4 ms. */
-#define TOOL_RUN_COST_SPREAD 2.5e-4
-
 /* Writes to f, after `prefix`, one line for each of the device's GEMM
  * dtypes calibrated past TOOL_NOISY, saying the machine was busy, one
  * when the runs that timed its fixed costs spread past
- * TOOL_RUN_COST_SPREAD, one when its GEMM sweep ran fewer passes than
+ * POAS_RUN_COST_BUSY_S, one when its GEMM sweep ran fewer passes than
  * planned to keep to the time, and tool_handoff_warning's. */
 void tool_noise_warnings(FILE *f, const char *prefix, const poas_device_fit *fit);
 
