@@ -52,7 +52,11 @@ static void copy_share(const block *b, int share, int threads) {
       memcpy(b->dst + r * b->dst_pitch, b->src + r * b->src_pitch, b->width);
     return;
   }
-  size_t per = (b->width / (size_t)threads + 63) / 64 * 64;
+  /* Each slice is the ceiling of width / threads, rounded up to whole
+   * lines: from the floor, a width such as 4198401 bytes (a 2049^2 float
+   * operand's quarter) on 4 threads left the last byte of every row
+   * uncopied, whenever the floor was already whole lines. */
+  size_t per = ((b->width + (size_t)threads - 1) / (size_t)threads + 63) / 64 * 64;
   size_t off = per * (size_t)share;
   if (off >= b->width)
     return;

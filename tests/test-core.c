@@ -390,8 +390,14 @@ TEST(host_copy_moves_every_byte_of_a_block) {
       {3u << 20, 1, 3u << 20, 3u << 20}, /* one flat run */
       {(3u << 20) + 77, 1, 0, 0},         /* one flat run of an odd length */
       {100, 7, 128, 100},                 /* small: the caller alone */
+      /* Widths whose share per thread, rounded down, is whole cache lines
+       * and leaves a remainder: a quarter of a 2049^2 float operand (4
+       * threads), and rows of 384 j + 4 bytes (6 threads), whose tails the
+       * slices once missed. */
+      {4198401, 1, 0, 0},
+      {384 * 700 + 4, 2, 384 * 700 + 64, 384 * 700 + 4},
   };
-  static const int threads[] = {1, 3, 4};
+  static const int threads[] = {1, 3, 4, 6};
   size_t cap = (size_t)8 << 20;
   unsigned char *src = malloc(cap), *dst = malloc(cap);
   CHECK(src && dst);
