@@ -12,6 +12,8 @@
 #include "predict/predict.h"
 #include "harness.h"
 
+#include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #if POAS_HAVE_OPENCL
@@ -34,6 +36,84 @@ static int open_set(const char *selection, poas__devset *set) {
   if (rc)
     fprintf(stderr, "  open %s: %s: %s\n", selection, poas_err_name(rc), err);
   return rc ? 1 : 0;
+}
+
+/* Four threads open opencl0 through poas_init at once, then each checks a
+ * GEMM. PoCL sets its devices up at a process's first discovery, and
+ * without POAS's lock around discovery (devices/opencl/opencl.c,
+ * walk_devices) a second thread's discovery meanwhile crashed in
+ * clGetDeviceInfo or found no device. Only a process's first discovery
+ * can meet it: this test comes first in the list, and
+ * `test-gemm-opencl opencl_concurrent_opens` runs it alone. */
+enum { OPENERS = 4, OPEN_N = 48 };
+
+#if defined(__SANITIZE_ADDRESS__)
+/* The openers build CLBlast's kernels, and PoCL's LLVM then gives each of
+ * those threads an alternate signal stack of its own in place of ASan's,
+ * which ASan fails to unmap when the thread ends ("unable to unmap"): this
+ * program runs without ASan's alternate stacks. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "use_sigaltstack=0"; }
+#endif
+
+typedef struct opener {
+  pthread_barrier_t *start;
+  int rc, wrong;
+  char why[256];
+} opener;
+
+static void *open_and_multiply(void *arg) {
+  opener *o = arg;
+  float A[OPEN_N * OPEN_N], B[OPEN_N * OPEN_N], C[OPEN_N * OPEN_N];
+  for (int i = 0; i < OPEN_N * OPEN_N; i++)
+    A[i] = (float)(i % 7), B[i] = (float)(i % 5), C[i] = NAN;
+  pthread_barrier_wait(o->start);
+  poas_context *ctx = test_open("opencl0");
+  if (!ctx) {
+    o->rc = -1;
+    snprintf(o->why, sizeof o->why, "poas_init: %s", poas_error_detail());
+    return NULL;
+  }
+  o->rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, OPEN_N, OPEN_N, OPEN_N,
+                     1, A, OPEN_N, B, OPEN_N, 0, C, OPEN_N);
+  if (o->rc)
+    snprintf(o->why, sizeof o->why, "poas_sgemm: %s", poas_error_detail());
+  for (int j = 0; !o->rc && j < OPEN_N; j++)
+    for (int i = 0; i < OPEN_N; i++) {
+      double want = 0;
+      for (int l = 0; l < OPEN_N; l++)
+        want += (double)A[i + l * OPEN_N] * B[l + j * OPEN_N];
+      o->wrong += !(fabs(C[i + j * OPEN_N] - want) <= 1e-6 * (fabs(want) + 1));
+    }
+  poas_finalize(ctx);
+  return NULL;
+}
+
+TEST(opencl_concurrent_opens) {
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, OPENERS);
+  opener o[OPENERS] = {0};
+  pthread_t t[OPENERS];
+  int started = 0;
+  for (int i = 0; i < OPENERS; i++) {
+    o[i].start = &start;
+    started += pthread_create(&t[i], NULL, open_and_multiply, &o[i]) == 0;
+  }
+  CHECK(started == OPENERS); /* a barrier short of a thread would never open */
+  for (int i = 0; i < OPENERS; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&start);
+  /* Whether there is an OpenCL device is asked after the threads, since
+   * asking first would set PoCL up before them. */
+  poas__devset set;
+  int rc = open_set("opencl0", &set);
+  if (rc)
+    return rc;
+  poas__devset_close(&set);
+  for (int i = 0; i < OPENERS; i++)
+    CHECK_MSG(o[i].rc == 0 && o[i].wrong == 0, "thread %d: %s, %d elements wrong", i,
+              o[i].rc ? o[i].why : "ran", o[i].wrong);
+  return 0;
 }
 
 TEST(opencl_gemm_cases) { return gemm_cases_run("opencl0", 1); }
@@ -816,7 +896,7 @@ TEST(opencl_tasks_run_their_kernels) {
 #endif
 }
 
-TEST_MAIN(TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding),
+TEST_MAIN(TEST_ENTRY(opencl_concurrent_opens), TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding),
           TEST_ENTRY(opencl_lanes_ordered_by_events), TEST_ENTRY(opencl_beta_zero_ignores_c),
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),
           TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_scratch_is_one_per_lane),

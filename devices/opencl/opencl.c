@@ -151,8 +151,8 @@ static int covered_by_cuda(cl_device_id d) {
 
 /* Finds device `index` in the flattened list of usable devices, or counts
  * them when `index` is negative. Any platform or loader error counts as no
- * device. */
-static int walk_devices(int index, cl_device_id *out) {
+ * device. Called with walk_lock held. */
+static int walk_devices_locked(int index, cl_device_id *out) {
   cl_uint np = 0;
   if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0)
     return 0;
@@ -186,6 +186,22 @@ static int walk_devices(int index, cl_device_id *out) {
   }
   free(plat);
   return index >= 0 ? found : seen;
+}
+
+/* Discovery one thread at a time. The first clGetDeviceIDs of a process
+ * sets PoCL 3.1's devices up, and a second thread's discovery meanwhile
+ * saw CL_DEVICE_NOT_FOUND (a context failed: "0 opencl devices present")
+ * or a device whose fields were not filled yet (a crash in
+ * clGetDeviceInfo): two threads calling poas_init on opencl0 at once
+ * crashed in most runs. Every path into OpenCL starts here, so the setup
+ * always happens under the lock. */
+static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int walk_devices(int index, cl_device_id *out) {
+  pthread_mutex_lock(&walk_lock);
+  int r = walk_devices_locked(index, out);
+  pthread_mutex_unlock(&walk_lock);
+  return r;
 }
 
 static int ocl_count(void) { return walk_devices(-1, NULL); }
@@ -474,6 +490,17 @@ static void return_session(ocl_session *ss) {
  * (within 20% either way). */
 #define CPU_MIN_INDIRECT 128
 
+/* Every CLBlast call, one thread at a time. CLBlast 1.5.3 (Debian 12)
+ * keeps process-wide caches and a parameter database that its calls from
+ * several threads corrupt (CLBlast issue #486, fixed by PR #495 after that
+ * release): under ASan, four contexts opening opencl0 at once read freed
+ * memory in CLBlastOverrideParameters, and contexts or devices issuing
+ * GEMMs from their own threads meet the cache's race. The calls only
+ * enqueue work (a kernel is compiled once per shape class), so holding
+ * the lock costs microseconds, and it is taken innermost: nothing else is
+ * locked or waited for while it is held. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Returns the m n k from which CLBlast runs GEMMs indirect on the device
  * where both precisions took CPU_MIN_INDIRECT; 0 (every call, as far as
  * plans know) where they did not, or on other devices, whose thresholds
@@ -486,8 +513,10 @@ static int64_t tune_clblast(ocl_state *s) {
   const CLBlastPrecision precs[2] = {CLBlastPrecisionSingle, CLBlastPrecisionDouble};
   int took = 0;
   for (int i = 0; i < 2; i++) {
+    pthread_mutex_lock(&clblast_lock);
     CLBlastStatusCode st = CLBlastOverrideParameters(s->device, "GemmRoutine", precs[i], 1, names,
                                                      values);
+    pthread_mutex_unlock(&clblast_lock);
     if (st == CLBlastSuccess)
       took++;
     else
@@ -795,15 +824,18 @@ static int clblast_gemm(poas__device *dev, int lane, const poas__gemm_call *g,
   size_t coff = g->c.off / es, ldc = (size_t)g->c.ld, need = 0;
   int single = g->dtype == POAS_FLOAT32;
   pthread_mutex_lock(&sc->lock);
+  pthread_mutex_lock(&clblast_lock);
   CLBlastStatusCode st =
       single ? CLBlastSGemmTempBufferSize(CLBlastLayoutColMajor, ta, tb, m, n, k, aoff, lda, boff,
                                           ldb, coff, ldc, queue, &need)
              : CLBlastDGemmTempBufferSize(CLBlastLayoutColMajor, ta, tb, m, n, k, aoff, lda, boff,
                                           ldb, coff, ldc, queue, &need);
+  pthread_mutex_unlock(&clblast_lock);
   cl_mem temp = NULL;
   int rc = st == CLBlastSuccess ? lane_scratch(dev, lane, need, &temp)
                                 : cl_fail(dev, "CLBlast's GemmTempBufferSize", st);
   if (!rc) {
+    pthread_mutex_lock(&clblast_lock);
     st = single ? CLBlastSgemmWithTempBuffer(CLBlastLayoutColMajor, ta, tb, m, n, k,
                                              (float)g->alpha, a, aoff, lda, b, boff, ldb,
                                              (float)g->beta, g->c.mem.ptr, coff, ldc, queue, NULL,
@@ -811,6 +843,7 @@ static int clblast_gemm(poas__device *dev, int lane, const poas__gemm_call *g,
                 : CLBlastDgemmWithTempBuffer(CLBlastLayoutColMajor, ta, tb, m, n, k, g->alpha, a,
                                              aoff, lda, b, boff, ldb, g->beta, g->c.mem.ptr, coff,
                                              ldc, queue, NULL, temp);
+    pthread_mutex_unlock(&clblast_lock);
     if (st != CLBlastSuccess)
       rc = cl_fail(dev, what, st);
   }
@@ -903,6 +936,7 @@ static int ocl_transpose(poas__device *dev, int lane, const poas__transpose_call
                       "(offset and padding included) that CLBlast indexes with 32-bit ints",
                       dev->info.id, (long long)t->rows, (long long)t->cols,
                       (long long)dev->gemm_max_elems);
+  pthread_mutex_lock(&clblast_lock);
   CLBlastStatusCode st =
       t->dtype == POAS_FLOAT32
           ? CLBlastSomatcopy(CLBlastLayoutColMajor, CLBlastTransposeYes, (size_t)t->rows,
@@ -913,6 +947,7 @@ static int ocl_transpose(poas__device *dev, int lane, const poas__transpose_call
                              (size_t)t->cols, 1.0, t->src.mem.ptr, t->src.off / es,
                              (size_t)t->src.ld, t->dst.mem.ptr, t->dst.off / es,
                              (size_t)t->dst.ld, &s->session->queue[lane], NULL);
+  pthread_mutex_unlock(&clblast_lock);
   if (st != CLBlastSuccess)
     return cl_fail(dev, t->dtype == POAS_FLOAT32 ? "CLBlastSomatcopy" : "CLBlastDomatcopy", st);
   return 0;
