@@ -1,0 +1,119 @@
+#!/bin/sh
+# test-cuda-fake.sh: the real CUDA backend (devices/cuda/) run against the
+# fake CUDA of tests/fakecuda/ (a host-memory model of the runtime, cuBLAS
+# and libcuda's context calls, under the real sonames), put first on
+# LD_LIBRARY_PATH, so that its logic runs in every make check, GPU or not.
+#
+# What it proves: the backend calls the API as documented (every device
+# pointer of a copy, memset or GEMM lies with its whole extent in live
+# memory of its device, host pointers are host memory; the fake aborts
+# otherwise), orders its streams through events (each fake stream runs
+# on a thread of its own, slowed by FAKECUDA_DELAY_US, so a missing wait
+# shows as a wrong element), moves the right bytes (test-gemm-cuda's own
+# checks, and poas-demo's exact check of every element, on cuda0, on
+# cpu0,cuda0 and on two fake GPUs), tiles when device memory is small,
+# keeps the caller's current context, and after an injected sticky error
+# marks the device lost and still returns a right result. What it does not
+# prove: anything about GPU timing, kernels, real driver behaviour (error
+# codes beyond those modelled, asynchronous faults, unified addressing
+# between devices), or that a plan is good: no timing is asserted.
+set -u
+builddir=$(cd "${top_builddir:-.}" && pwd)
+fakes=$builddir/tests/fakecuda/lib
+[ -f "$fakes/libcuda.so.1" ] || { echo "skip: the fake CUDA was not built (no CUDA toolkit)"; exit 77; }
+LD_LIBRARY_PATH=$fakes${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
+unset FAKECUDA_DEVICES FAKECUDA_MEMORY FAKECUDA_DELAY_US FAKECUDA_FAIL POAS_DEVICES
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+fail() { echo "test-cuda-fake.sh: $*" >&2; failed=1; }
+# Shows a run's output when a check on it failed.
+show() { sed 's/^/    /' "$1" >&2; }
+
+# Runs a test program; its output must name the fake device, report no
+# failure, and hold each given "ok NAME" line (not a skip).
+run_test() {
+  name=$1 out=$tmp/$1.out
+  shift
+  "$builddir/tests/$name" >"$out" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || { fail "$name exited with $rc"; show "$out"; return; }
+  grep -q "no version information" "$out" && { fail "$name: ld.so found the fake unversioned"; show "$out"; }
+  grep -q "^# [1-9][0-9]* passed, 0 failed" "$out" || { fail "$name: no test passed"; show "$out"; }
+  for t in "$@"; do
+    grep -q "^ok $t\$" "$out" || { fail "$name: $t did not pass"; show "$out"; }
+  done
+}
+
+# The backend's own tests, on one device (the fake named, every GEMM case
+# right), then on two slowed ones (the caller's current device kept).
+run_test test-gemm-cuda cuda_info cuda_gemm_matrix cuda_staged_copies_keep_padding \
+  cuda_events_order_lanes cuda_thread_without_a_context_keeps_none
+grep -q "POAS fake CUDA device (host memory)" "$tmp/test-gemm-cuda.out" ||
+  fail "test-gemm-cuda did not run on the fake device"
+grep -q "cuda0: [0-9]* cases, 0 wrong" "$tmp/test-gemm-cuda.out" ||
+  fail "test-gemm-cuda: the GEMM case matrix did not report 0 wrong"
+FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=50 run_test test-gemm-cuda cuda_caller_keeps_its_current_device \
+  cuda_devices_from_worker_threads cuda_gemm_matrix
+run_test test-cuda-discovery
+FAKECUDA_DEVICES=0 run_test test-cuda-discovery cuda_absent_is_enodev_with_detail
+
+# poas-demo checks every element of every call; no profile: a data folder
+# of its own, as poas-demo.sh does.
+demo=$builddir/tools/poas-demo
+unset POAS_PROFILE POAS_LOG
+XDG_DATA_HOME=$tmp
+export XDG_DATA_HOME
+
+# Usage: demo_run TAG CALLS ARGS...: runs poas-demo, which must exit 0 with
+# no wrong element in all CALLS + 1 calls.
+demo_run() {
+  tag=$1 calls=$2
+  shift 2
+  "$demo" -c "$calls" "$@" >"$tmp/$tag.out" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || { fail "$tag: poas-demo $* exited with $rc"; show "$tmp/$tag.out"; return 1; }
+  grep -q "^0 wrong elements in all $((calls + 1)) calls" "$tmp/$tag.out" ||
+    { fail "$tag: wrong elements, or not all calls checked"; show "$tmp/$tag.out"; return 1; }
+}
+
+# The share a device was planned in a run's output ("cuda0   60.0% ..."),
+# 0 where it had none.
+share() {
+  awk -v d="$2" '$1 == d && $2 ~ /%$/ { sub(/%/, "", $2); s = $2 } END { print s + 0 }' "$tmp/$1.out"
+}
+# The tiles a device's share was cut into ("... in 4 tiles").
+tiles() {
+  awk -v d="$2" '$1 == d && / tiles? / { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^tiles?$/) t = $i }
+                 END { print t + 0 }' "$tmp/$1.out"
+}
+has_work() {
+  awk -v s="$(share "$1" "$2")" 'BEGIN { exit !(s > 0) }' || { fail "$1: $2 was given no work"; show "$tmp/$1.out"; }
+}
+
+demo_run alone 2 --devices cuda0 -n 300 && has_work alone cuda0
+demo_run pair 2 --devices cpu0,cuda0 -n 600 && has_work pair cpu0 && has_work pair cuda0
+FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20 demo_run two 1 --devices cpu0,cuda0,cuda1 -n 800 &&
+  has_work two cuda0 && has_work two cuda1
+
+# Device memory for the shared operand and two tiles but not all of B and
+# C: the plan cuts cuda0's share into more tiles than with room to spare.
+demo_run roomy 1 --devices cuda0 -n 700 &&
+  FAKECUDA_MEMORY=3M FAKECUDA_DELAY_US=20 demo_run small 1 --devices cuda0 -n 700 &&
+  { [ "$(tiles small cuda0)" -gt "$(tiles roomy cuda0)" ] ||
+    { fail "3 MiB of device memory: $(tiles small cuda0) tiles, as many as with 2 GiB"; show "$tmp/small.out"; }; }
+
+# A sticky error (cudaErrorIllegalAddress) on an event record mid-call: the
+# device is marked lost, its work is done elsewhere, every call is right.
+POAS_LOG=1 FAKECUDA_FAIL=cudaEventRecord:3:700 demo_run sticky 2 --devices cpu0,cuda0 -n 600 && {
+  grep -q "cudaEventRecord: call 3 fails with 700" "$tmp/sticky.out" || fail "sticky: nothing was injected"
+  grep -q "cuda0 is lost for the rest of the process: cudaErrorIllegalAddress" "$tmp/sticky.out" ||
+    { fail "sticky: cuda0 was not marked lost"; show "$tmp/sticky.out"; }
+}
+# A failed GEMM that is not sticky: right results, and the device not lost.
+POAS_LOG=1 FAKECUDA_FAIL=cublasSgemm_v2:2 demo_run blas 2 --devices cpu0,cuda0 -n 600 && {
+  grep -q "cublasSgemm_v2: call 2 fails" "$tmp/blas.out" || fail "blas: nothing was injected"
+  ! grep -q "is lost" "$tmp/blas.out" || { fail "blas: a cuBLAS failure lost the device"; show "$tmp/blas.out"; }
+}
+exit $failed
