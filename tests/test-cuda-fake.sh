@@ -97,6 +97,14 @@ demo_run pair 2 --devices cpu0,cuda0 -n 600 && has_work pair cpu0 && has_work pa
 FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20 demo_run two 1 --devices cpu0,cuda0,cuda1 -n 800 &&
   has_work two cuda0 && has_work two cuda1
 
+# Staged copies (a host of 2 cores stages none by default): operands of
+# 2049^2 floats go in four flat pieces of 4198401 bytes, whose last byte
+# the packing threads once left out (core/hostcopy.c); beside cpu0 the
+# share's column tiles go pitched. The fake's page-locked memory is
+# poisoned, so a byte never packed is a wrong element.
+demo_run staged 1 --devices cuda0:copy_threads=4 -n 2049
+demo_run staged_pitched 1 --devices cpu0,cuda0:copy_threads=6 -n 2049 && has_work staged_pitched cuda0
+
 # Device memory for the shared operand and two tiles but not all of B and
 # C: the plan cuts cuda0's share into more tiles than with room to spare.
 demo_run roomy 1 --devices cuda0 -n 700 &&

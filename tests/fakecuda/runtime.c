@@ -780,6 +780,10 @@ cudaError_t cudaMallocHost(void **out, size_t bytes) {
   void *p = NULL;
   if (posix_memalign(&p, ALIGN, bytes ? bytes : 1) != 0)
     return failed(cudaErrorMemoryAllocation, dev);
+  /* Poisoned as device memory is: the runtime's page-locked memory holds
+   * whatever was there, and a staging slot's byte that the backend never
+   * packed must not pass for data that happened to be zero. */
+  memset(p, 0xFF, bytes);
   pthread_mutex_lock(&lock);
   add_block(p, bytes ? bytes : 1, dev, HOST_ALLOC);
   pthread_mutex_unlock(&lock);
