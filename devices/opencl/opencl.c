@@ -984,7 +984,15 @@ static int ocl_lane_wait(poas__device *dev, int lane, poas__event *ev) {
   if (rc || !ev->u.handle)
     return rc;
   cl_event e = ev->u.handle;
-  cl_int r = clEnqueueBarrierWithWaitList(s->session->queue[lane], 1, &e, NULL);
+  cl_command_queue q = s->session->queue[lane], recorder = NULL;
+  /* A command of one queue waiting on an event of another needs the other
+   * flushed first (clFlush's specification): a driver that submits only
+   * on a flush would never run the marker, and this lane would wait for
+   * good. PoCL runs commands as they are enqueued, which hid it. */
+  if (clGetEventInfo(e, CL_EVENT_COMMAND_QUEUE, sizeof recorder, &recorder, NULL) == CL_SUCCESS &&
+      recorder && recorder != q)
+    (void)clFlush(recorder);
+  cl_int r = clEnqueueBarrierWithWaitList(q, 1, &e, NULL);
   return r == CL_SUCCESS ? 0 : cl_fail(dev, "clEnqueueBarrierWithWaitList", r);
 }
 
