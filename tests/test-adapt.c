@@ -7,6 +7,7 @@
  * emitted instructions themselves. */
 #include "adapt/adapt.h"
 #include "devices/device.h"
+#include "gemm-call.h"
 #include "harness.h"
 #include "schedule/schedule.h"
 
@@ -18,28 +19,6 @@ static void rate_model(poas__device_model *dm, double flops, double overhead, do
                        double bandwidth) {
   const double rates[2] = {flops, flops};
   poas__device_model_from_rates(dm, POAS__MODEL_EXACT, rates, overhead, latency, bandwidth);
-}
-
-/* The column-major problem of a test GEMM, as api/ normalises it. */
-static poas__gemm_call normalise(const test_gemm *t) {
-  poas__gemm_call c = {.dtype = t->dtype, .k = t->k, .alpha = t->alpha, .beta = t->beta};
-  c.c = (poas__operand){poas__mem_host(t->C), 0, t->ldc};
-  if (t->layout == POAS_COL_MAJOR) {
-    c.transa = t->ta, c.transb = t->tb, c.m = t->m, c.n = t->n;
-    c.a = (poas__operand){poas__mem_host(t->A), 0, t->lda};
-    c.b = (poas__operand){poas__mem_host(t->B), 0, t->ldb};
-  } else {
-    c.transa = t->tb, c.transb = t->ta, c.m = t->n, c.n = t->m;
-    c.a = (poas__operand){poas__mem_host(t->B), 0, t->ldb};
-    c.b = (poas__operand){poas__mem_host(t->A), 0, t->lda};
-  }
-  return c;
-}
-
-static poas__opt_problem problem_of(const poas__gemm_call *c) {
-  return (poas__opt_problem){.dtype = c->dtype, .transa = c->transa, .transb = c->transb,
-                             .m = c->m, .n = c->n, .k = c->k, .reads_c = c->beta != 0,
-                             .reads_ab = c->k > 0 && c->alpha != 0};
 }
 
 /* Runs a graph in order on one device, as the serial scheduler would. */
@@ -129,8 +108,8 @@ static int run_case(poas__device *cpu, poas_dtype dt, poas_layout lay, poas_op t
       test_poison((char *)t.C0 + (size_t)(o * t.ldc) * poas__dtype_size(dt), dt, (size_t)inner);
     }
   }
-  poas__gemm_call call = normalise(&t);
-  poas__opt_problem p = problem_of(&call);
+  poas__gemm_call call = test_gemm_call(&t);
+  poas__opt_problem p = test_gemm_problem(&call);
   poas__device_model dm;
   rate_model(&dm, 1e10, 1e-5, 1e-5, 1e10);
   poas__opt_device dev = {.id = "cpu0", .model = &dm, .memory_bytes = (uint64_t)1 << 30,
@@ -265,7 +244,7 @@ TEST(planned_time_is_the_time_of_the_emitted_pipeline) {
                             .alpha = trial % 13 == 0 ? 0 : 1,
                             .beta = trial % 3 == 0 ? 0 : 1};
     call.a = call.b = call.c = (poas__operand){poas__mem_host(host), 0, 100000};
-    poas__opt_problem p = problem_of(&call);
+    poas__opt_problem p = test_gemm_problem(&call);
     p.host_cores = 16;
     poas__opt_result r;
     CHECK_OK(poas__optimize(d, 3, &p, &r));
@@ -303,8 +282,8 @@ TEST(scheduler_runs_the_source) {
   test_gemm t;
   CHECK_OK(test_gemm_alloc(&t, POAS_FLOAT64, POAS_ROW_MAJOR, POAS_TRANS, POAS_NO_TRANS, 70, 50,
                            30, 2, 1.0, 0.5, 3));
-  poas__gemm_call call = normalise(&t);
-  poas__opt_problem p = problem_of(&call);
+  poas__gemm_call call = test_gemm_call(&t);
+  poas__opt_problem p = test_gemm_problem(&call);
   p.tile_max = 8;
   poas__device_model dm;
   rate_model(&dm, 1e10, 1e-5, 1e-5, 1e10);

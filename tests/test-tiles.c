@@ -21,6 +21,7 @@
  * failed) and POAS_TILES_VERBOSE=1 prints each case. */
 #include "adapt/adapt.h"
 #include "devices/device.h"
+#include "gemm-call.h"
 #include "harness.h"
 #include "schedule/schedule.h"
 
@@ -54,28 +55,6 @@ typedef struct tiles_case {
   poas__policy policy;
   char fault[64];
 } tiles_case;
-
-/* The column-major problem of a test GEMM, as api/ normalises it. */
-static poas__gemm_call normalise(const test_gemm *t) {
-  poas__gemm_call c = {.dtype = t->dtype, .k = t->k, .alpha = t->alpha, .beta = t->beta};
-  c.c = (poas__operand){poas__mem_host(t->C), 0, t->ldc};
-  if (t->layout == POAS_COL_MAJOR) {
-    c.transa = t->ta, c.transb = t->tb, c.m = t->m, c.n = t->n;
-    c.a = (poas__operand){poas__mem_host(t->A), 0, t->lda};
-    c.b = (poas__operand){poas__mem_host(t->B), 0, t->ldb};
-  } else {
-    c.transa = t->tb, c.transb = t->ta, c.m = t->n, c.n = t->m;
-    c.a = (poas__operand){poas__mem_host(t->B), 0, t->ldb};
-    c.b = (poas__operand){poas__mem_host(t->A), 0, t->lda};
-  }
-  return c;
-}
-
-static poas__opt_problem problem_of(const poas__gemm_call *c) {
-  return (poas__opt_problem){.dtype = c->dtype, .transa = c->transa, .transb = c->transb,
-                             .m = c->m, .n = c->n, .k = c->k, .reads_c = c->beta != 0,
-                             .reads_ab = c->k > 0 && c->alpha != 0};
-}
 
 /* Poisons C (and C0 alike) where beta = 0: it must not be read. */
 static void poison_c(test_gemm *g) {
@@ -282,8 +261,8 @@ static void count(const tiles_case *x, const poas__opt_device *dev, const poas__
 /* Runs a drawn case through the source and the scheduler and checks it:
  * 0 when right, 1 when not. */
 static int run_case(const poas__devset *set, tiles_case *x, const char *what) {
-  poas__gemm_call call = normalise(&x->t);
-  poas__opt_problem p = problem_of(&call);
+  poas__gemm_call call = test_gemm_call(&x->t);
+  poas__opt_problem p = test_gemm_problem(&call);
   poas__device_model dm;
   const double rates[2] = {1e10, 1e10};
   poas__device_model_from_rates(&dm, POAS__MODEL_EXACT, rates, 1e-5, 1e-5, 1e10);
