@@ -6,6 +6,8 @@
 #include "schedule/tasks.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +503,17 @@ static int calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     free(keep);
     return poas__fail(POAS_ENOMEM, "poas_calibrate: no memory for the models");
   }
+  /* A cpu device on fewer cores than the process binds the thread that
+   * calls BLAS (devices/cpu), here the caller's, while its GEMMs are timed
+   * on it: the thread gets its binding back after each device's steps, as
+   * after a GEMM (schedule/run.c, run_inline). Kept bound, the caller
+   * stayed on the device's core after poas_calibrate returned, and every
+   * thread made from it after (the contention probe's and the runs'
+   * engine threads here; PoCL's, were it opened later) inherited the one
+   * core: the runs were timed with their issuing threads beside the cpu
+   * device's. */
+  cpu_set_t caller_cpus;
+  int have_cpus = pthread_getaffinity_np(pthread_self(), sizeof caller_cpus, &caller_cpus) == 0;
   double t0 = poas__now();
   double devices_end = t0 + (opts->quick ? QUICK_DEVICES_S : FULL_DEVICES_S);
   /* Kernels first, so that what building them takes comes out of every
@@ -514,6 +527,8 @@ static int calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     double b0 = poas__now();
     rc = poas__calibrate_build(ctx->devices.dev[i], &bo);
     build_s[i] = poas__now() - b0;
+    if (have_cpus)
+      pthread_setaffinity_np(pthread_self(), sizeof caller_cpus, &caller_cpus);
   }
   for (int i = 0, done = 0; !rc && i < ctx->devices.ndev; i++) {
     if (!sel[i])
@@ -524,11 +539,15 @@ static int calibrate(poas_context *ctx, const poas_calibrate_options *opts,
                            DEVICES_PART * done / nsel, DEVICES_PART * (done + 1) / nsel,
                            now + POAS__MAX(devices_end - now, 0) / (nsel - done)};
     rc = poas__calibrate_device(ctx->devices.dev[i], &co, &fresh[i]);
+    if (have_cpus)
+      pthread_setaffinity_np(pthread_self(), sizeof caller_cpus, &caller_cpus);
     done++;
   }
   if (!rc) {
     progress_all(opts, "contention", DEVICES_PART);
     rc = calibrate_contention(ctx, sel, fresh);
+    if (have_cpus)
+      pthread_setaffinity_np(pthread_self(), sizeof caller_cpus, &caller_cpus);
   }
   /* The dispatch runs below are timed on the fresh models as they are,
    * with nothing taught; what runs taught comes back should the

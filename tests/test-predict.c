@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +480,53 @@ TEST(a_dtype_never_calibrated_plans_as_an_estimate) {
   CHECK_MSG(rc != 0 || plan.ndevices == 0 || plan.dev[0].share == 0, "%s: planned %d devices",
             poas_err_name(rc), plan.ndevices);
   poas_finalize(ctx);
+  return 0;
+}
+
+/* How many CPUs the calling thread may run on, the fewest a calibration's
+ * progress saw, through the callback (which runs on the caller's thread). */
+static int caller_cpus(void) {
+  cpu_set_t set;
+  return pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+}
+
+static void fewest_cpus(void *user, const char *id, const char *step, double f) {
+  (void)id, (void)step, (void)f;
+  int *fewest = user, n = caller_cpus();
+  if (n > 0 && (*fewest <= 0 || n < *fewest))
+    *fewest = n;
+}
+
+/* A cpu device on fewer cores than the process binds the thread that
+ * calls BLAS, which calibration's is, the caller's: it gets its binding
+ * back. It stayed on the device's core after poas_calibrate returned, and
+ * every thread made from it after (the calibration's own runs, PoCL's
+ * workers) inherited that core. A real calibration, quick and of sgemm
+ * alone: 7 s on the CI machine. */
+TEST(calibrating_a_narrow_cpu_gives_the_caller_its_cores_back) {
+  int before = caller_cpus();
+  if (before < 2) {
+    fprintf(stderr, "  skip: the test runs on %d CPU, which a device cannot narrow\n", before);
+    return TEST_SKIP;
+  }
+  poas_context *ctx = test_open("cpu:threads=1");
+  CHECK(ctx);
+  poas_calibrate_options o;
+  poas_calibrate_options_init(&o);
+  o.quick = 1;
+  o.dtypes = 1 << POAS_FLOAT32;
+  o.output = test_tmp_path("narrow-cpu.json");
+  int fewest = 0;
+  o.progress = fewest_cpus;
+  o.progress_user = &fewest;
+  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  int after = caller_cpus();
+  poas_finalize(ctx);
+  /* The device did bind the caller while it was timed: else this test
+   * would pass whatever calibration gave back. */
+  CHECK_MSG(fewest == 1, "the caller ran on %d CPUs at the least during calibration", fewest);
+  CHECK_MSG(after == before, "the caller may run on %d CPUs after calibration, %d before", after,
+            before);
   return 0;
 }
 
@@ -2205,6 +2253,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(a_loaded_profile_keeps_contention_and_run_costs),
           TEST_ENTRY(single_dtype_calibration_keeps_the_other),
           TEST_ENTRY(a_dtype_never_calibrated_plans_as_an_estimate),
+          TEST_ENTRY(calibrating_a_narrow_cpu_gives_the_caller_its_cores_back),
           TEST_ENTRY(calibration_checks_its_output_before_measuring),
           TEST_ENTRY(calibration_keeps_what_it_did_not_measure),
           TEST_ENTRY(calibration_keeps_what_another_wrote_meanwhile),
