@@ -45,7 +45,8 @@
 #define MAX_PROBLEMS 32
 /* The largest N of a square problem given as one number. */
 #define MAX_SQUARE (1 << 20)
-/* Rows are handed out in multiples of this (but the last rank's share). */
+/* Rows are handed out in multiples of this; the rows left over go to the
+ * fastest rank. */
 #define GRANULE 32
 /* Rounds of refining the split by each rank's plan for its own rows. */
 #define REFINE 3
@@ -457,10 +458,10 @@ static int plan_split(const job *j, const options *o, const problem *p, int64_t 
 
 /* Broadcasts `count` contiguous elements of `type` from rank 0, in pieces
  * whose counts fit an int. */
-static void bcast_all(void *buf, int64_t count, MPI_Datatype type, size_t elem) {
+static void bcast_all(void *buf, int64_t count, MPI_Datatype type, size_t elem, MPI_Comm comm) {
   for (int64_t at = 0; at < count; at += MPI_CHUNK) {
     int64_t piece = count - at < MPI_CHUNK ? count - at : MPI_CHUNK;
-    MPI_Bcast((char *)buf + (size_t)at * elem, (int)piece, type, 0, MPI_COMM_WORLD);
+    MPI_Bcast((char *)buf + (size_t)at * elem, (int)piece, type, 0, comm);
   }
 }
 
@@ -496,13 +497,18 @@ static run_times run_once(const job *j, const options *o, const problem *p, cons
   }
   for (int r = 0; r < j->size; r++)
     counts[r] = (int)count[r], displs[r] = (int)first[r];
+  /* B goes only to the ranks that use it: rank 0 and those with rows. */
+  MPI_Comm users;
+  MPI_Comm_split(MPI_COMM_WORLD, j->rank == 0 || count[j->rank] > 0 ? 0 : MPI_UNDEFINED, j->rank,
+                 &users);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
   if (j->rank == 0)
     MPI_Scatterv(a, counts, displs, arow, MPI_IN_PLACE, counts[0], arow, 0, MPI_COMM_WORLD);
   else
     MPI_Scatterv(NULL, NULL, NULL, arow, a, counts[j->rank], arow, 0, MPI_COMM_WORLD);
-  bcast_all(b, p->k * p->n, scalar, elem);
+  if (users != MPI_COMM_NULL)
+    bcast_all(b, p->k * p->n, scalar, elem, users);
   double t1 = MPI_Wtime();
   int64_t rows = count[j->rank];
   if (rows > 0) {
@@ -528,6 +534,8 @@ static run_times run_once(const job *j, const options *o, const problem *p, cons
     MPI_Gatherv(c, counts[j->rank], crow, NULL, NULL, NULL, crow, 0, MPI_COMM_WORLD);
   double t3 = MPI_Wtime();
   t.scatter = t1 - t0, t.gemm = t2 - t1, t.total = t3 - t0;
+  if (users != MPI_COMM_NULL)
+    MPI_Comm_free(&users);
   free(displs), free(counts);
   MPI_Type_free(&crow);
   MPI_Type_free(&arow);
@@ -602,8 +610,8 @@ static void predict_transfers(const job *j, const link_model *links, const probl
     if (count[r]) {
       scatter += link_time(&links[r], (double)(count[r] * p->k) * (double)elem);
       gather += link_time(&links[r], (double)(count[r] * p->n) * (double)elem);
+      slowest_b = fmax(slowest_b, link_time(&links[r], (double)(p->k * p->n) * (double)elem));
     }
-    slowest_b = fmax(slowest_b, link_time(&links[r], (double)(p->k * p->n) * (double)elem));
   }
   out->predicted_scatter_s = scatter + depth * slowest_b;
   out->predicted_gather_s = gather;
