@@ -5,13 +5,106 @@
 #include "devices/device.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* Every cblas_sgemm the library makes comes through here (the program's
+ * definition is the one the library links to), which notes on the calling
+ * thread the OpenBLAS thread count the call began with. */
+static _Thread_local int sgemm_threads = -1;
+
+void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_TRANSPOSE ta,
+                 OPENBLAS_CONST enum CBLAS_TRANSPOSE tb, OPENBLAS_CONST blasint m,
+                 OPENBLAS_CONST blasint n, OPENBLAS_CONST blasint k, OPENBLAS_CONST float alpha,
+                 OPENBLAS_CONST float *a, OPENBLAS_CONST blasint lda, OPENBLAS_CONST float *b,
+                 OPENBLAS_CONST blasint ldb, OPENBLAS_CONST float beta, float *c,
+                 OPENBLAS_CONST blasint ldc) {
+  typedef void (*sgemm_fn)(OPENBLAS_CONST enum CBLAS_ORDER, OPENBLAS_CONST enum CBLAS_TRANSPOSE,
+                           OPENBLAS_CONST enum CBLAS_TRANSPOSE, OPENBLAS_CONST blasint,
+                           OPENBLAS_CONST blasint, OPENBLAS_CONST blasint, OPENBLAS_CONST float,
+                           OPENBLAS_CONST float *, OPENBLAS_CONST blasint, OPENBLAS_CONST float *,
+                           OPENBLAS_CONST blasint, OPENBLAS_CONST float, float *,
+                           OPENBLAS_CONST blasint);
+  static _Atomic(sgemm_fn) real;
+  sgemm_fn f = atomic_load(&real);
+  if (!f) {
+    f = (sgemm_fn)(uintptr_t)dlsym(RTLD_NEXT, "cblas_sgemm");
+    atomic_store(&real, f);
+  }
+  sgemm_threads = openblas_get_num_threads();
+  f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* Two contexts whose cpu devices run on different thread counts (1 and
+ * all), each calling from its own thread at once: each call runs on its
+ * own device's count. OpenBLAS's count is the process's, and a call once
+ * ran on the one the other context had just set (3 to 5 of 40-60 square
+ * calls of cpu:threads=1 ran on two threads). A context of one cpu device
+ * runs a GEMM on the caller's thread, whose calls the interposer tells. */
+enum { LEASE_CALLS = 60, LEASE_N = 160 };
+
+typedef struct lease_run {
+  const char *devices;
+  int want, rc, off_count, seen;
+  pthread_barrier_t *start;
+} lease_run;
+
+static void *lease_calls(void *arg) {
+  lease_run *r = arg;
+  static float a[LEASE_N * LEASE_N], b[LEASE_N * LEASE_N];
+  float *c = malloc(sizeof *c * LEASE_N * LEASE_N);
+  poas_context *ctx = test_open(r->devices);
+  pthread_barrier_wait(r->start);
+  if (!ctx || !c) {
+    r->rc = -1;
+    free(c);
+    poas_finalize(ctx);
+    return NULL;
+  }
+  for (int i = 0; i < LEASE_CALLS && !r->rc; i++) {
+    sgemm_threads = -1;
+    r->rc = poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, LEASE_N, LEASE_N,
+                       LEASE_N, 1, a, LEASE_N, b, LEASE_N, 0, c, LEASE_N);
+    r->seen += sgemm_threads >= 0;
+    r->off_count += sgemm_threads >= 0 && sgemm_threads != r->want;
+  }
+  free(c);
+  poas_finalize(ctx);
+  return NULL;
+}
+
+TEST(contexts_on_different_thread_counts_keep_their_own) {
+  int all = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (all < 2)
+    SKIP("one CPU: every context runs on one thread");
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, 2);
+  lease_run runs[2] = {{.devices = "cpu:threads=1", .want = 1, .start = &start},
+                       {.devices = "cpu", .want = all, .start = &start}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&t[i], NULL, lease_calls, &runs[i]) == 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&start);
+  for (int i = 0; i < 2; i++) {
+    CHECK_MSG(runs[i].rc == 0, "%s: %s", runs[i].devices, poas_error_detail());
+    /* The calls were seen: else the test proves nothing. */
+    CHECK_MSG(runs[i].seen == LEASE_CALLS, "%s: %d of %d calls seen", runs[i].devices,
+              runs[i].seen, LEASE_CALLS);
+    CHECK_MSG(runs[i].off_count == 0, "%s: %d of %d calls ran on another thread count",
+              runs[i].devices, runs[i].off_count, LEASE_CALLS);
+  }
+  return 0;
+}
 
 /* OpenBLAS's thread count is the process's: a context's calls set it, and
  * closing the last cpu device gives back the count the program had, which
@@ -394,7 +487,8 @@ TEST(leading_dimensions_past_32_bits) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(closing_gives_back_openblas_thread_count), TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cpu_unpinned),
+TEST_MAIN(TEST_ENTRY(closing_gives_back_openblas_thread_count),
+          TEST_ENTRY(contexts_on_different_thread_counts_keep_their_own), TEST_ENTRY(cpu_all_threads), TEST_ENTRY(cpu_one_thread), TEST_ENTRY(cpu_unpinned),
           TEST_ENTRY(caller_keeps_its_cpu_binding),
           TEST_ENTRY(cpu_binds_the_caller_only_on_fewer_cores),
           TEST_ENTRY(cpu_takes_over_when_the_plans_only_device_fails),

@@ -74,6 +74,35 @@ static void blas_threads_give_back(void) {
   pthread_mutex_unlock(&blas_threads_lock);
 }
 
+/* A lease on OpenBLAS's thread count, held from setting it to the end of
+ * the call that runs on it: calls that want the same count run side by
+ * side, one that wants another waits until they are done. Without it, two
+ * contexts calling from two threads ran on each other's count: in 3 to 5
+ * of 40-60 square calls a cpu:threads=1 device's GEMM ran on two threads,
+ * on the core it had left to another device (found by helper-67). */
+static pthread_mutex_t lease_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lease_free = PTHREAD_COND_INITIALIZER;
+static int lease_threads, lease_users;
+
+static void blas_lease_take(int threads) {
+  pthread_mutex_lock(&lease_lock);
+  while (lease_users > 0 && lease_threads != threads)
+    pthread_cond_wait(&lease_free, &lease_lock);
+  /* Set on every first taker: a program's own call (a baseline, a test)
+   * may have changed it since. */
+  if (lease_users++ == 0 && openblas_get_num_threads() != threads)
+    openblas_set_num_threads(threads);
+  lease_threads = threads;
+  pthread_mutex_unlock(&lease_lock);
+}
+
+static void blas_lease_give(void) {
+  pthread_mutex_lock(&lease_lock);
+  if (--lease_users == 0)
+    pthread_cond_broadcast(&lease_free);
+  pthread_mutex_unlock(&lease_lock);
+}
+
 static int cpu_count(void) { return 1; }
 
 /* The first PU of `core` the process may run on (may_use NULL: any), or
@@ -252,12 +281,10 @@ static int cpu_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
   return 0;
 }
 
-/* Sets OpenBLAS to `threads` threads and binds the calling thread and
- * OpenBLAS's workers to this device's cores. Done per call because the
- * thread count is process-wide in OpenBLAS and another caller (a baseline,
- * a test) may have changed it. */
+/* Binds the calling thread and OpenBLAS's workers to this device's cores
+ * for a call on `threads` threads, whose count the caller's lease set
+ * (blas_lease_take). */
 static void bind_threads(cpu_state *s, int threads) {
-  openblas_set_num_threads(threads);
   if (!s->pin)
     return;
   /* The caller and the OpenBLAS workers the call uses go to the device's
@@ -389,12 +416,16 @@ static int cpu_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
                               g->dtype, g->m, g->n);
   if (few > 0)
     threads = POAS__MIN(threads, few);
+  blas_lease_take(threads);
   bind_threads(s, threads);
   int64_t max = poas__cpu_blas_int_max;
-  if (!fits_blas(g, max))
-    return gemm_blocked(g, max);
-  blas_gemm(g);
-  return 0;
+  int rc = 0;
+  if (fits_blas(g, max))
+    blas_gemm(g);
+  else
+    rc = gemm_blocked(g, max);
+  blas_lease_give();
+  return rc;
 }
 
 /* For tests of adapt/'s transposed shared operand (the CPU's own GEMM
