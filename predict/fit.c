@@ -183,6 +183,12 @@ int poas__fit_linear(const double *X, const double *y, const int *heldout, int n
   *stats = (poas__fit_stats){0}; /* timing_noise is the caller's to set */
   if (ncols > POAS__GEMM_NFEAT || ncols < 1)
     return POAS_EINVAL;
+  /* A time of 0 weighs infinitely (1/y^2) and a NaN anything: GSL then
+   * returned NaN coefficients, which no check below refused (NaN < 0 is
+   * false), and R^2 came out 1. */
+  for (int i = 0; i < nrows; i++)
+    if (!(y[i] > 0) || !isfinite(y[i]))
+      return poas__fail(POAS_EFIT, "fit: sample %d's time is %g, not a positive number", i, y[i]);
   int *use = calloc((size_t)nrows + 1, sizeof *use);
   double *herr = calloc((size_t)nrows + 1, sizeof *herr);
   int rc = POAS_ENOMEM;

@@ -1901,6 +1901,12 @@ TEST(timing_noise_is_the_median_relative_deviation) {
   poas__fit_stats st = {.timing_noise = 7};
   CHECK_OK(poas__fit_linear(X, y, held, 4, 2, coef, NULL, NULL, &st));
   CHECK(st.timing_noise == 0 && st.samples == 4 && fabs(coef[1] - 2) < 1e-9);
+  /* A time of 0 or NaN is refused: GSL once fitted NaN coefficients from
+   * it, and the fit reported success with R^2 1. */
+  for (int bad = 0; bad < 2; bad++) {
+    double worse[] = {3, bad ? NAN : 0, 7, 9};
+    CHECK_RC(poas__fit_linear(X, worse, held, 4, 2, coef, NULL, NULL, &st), POAS_EFIT);
+  }
   poas__fit_accum acc = {0};
   st.timing_noise = 7;
   poas__fit_accum_stats(&acc, &st);
