@@ -754,8 +754,13 @@ static void compare(bench_row *rows, int n) {
         int same = 0;
         for (int d = 0; d < rows[i].ndev; d++)
           same |= strcmp(rows[i].dev[d].id, best_row->label) == 0 && rows[i].dev[d].share >= 1;
-        append(rows[i].note, sizeof rows[i].note, "%sslower than %s alone (%.2fx%s%s)",
-               rows[i].note[0] ? "; " : "", best_row->label, rows[i].speedup,
+        /* As many decimals as show it below 1 (up to 6): two read 1.00x
+         * beside "slower". */
+        int digits = 2;
+        while (digits < 6 && rows[i].speedup >= 1 - 0.5 * pow(10, -digits))
+          digits++;
+        append(rows[i].note, sizeof rows[i].note, "%sslower than %s alone (%.*fx%s%s)",
+               rows[i].note[0] ? "; " : "", best_row->label, digits, rows[i].speedup,
                best_row->slowest_s >= rows[i].seconds ? ", within its runs' spread" : "",
                same ? ", on the same plan: the machine moved between their runs" : "");
       }
@@ -961,7 +966,10 @@ static void run_problem(bench *b, const bench_problem *p, const bench_reference 
     /* The half block's results were checked too, and its row is not
      * printed: a wrong one counts against the row it helped time. */
     if (half && m->r.check) {
-      m->row->num_error = fmax(m->row->num_error, half->num_error);
+      /* fmax would drop a NaN, which must fail the row as it is. */
+      m->row->num_error = isnan(m->row->num_error) || isnan(half->num_error)
+                              ? NAN
+                              : fmax(m->row->num_error, half->num_error);
       if (strcmp(half->status, "inaccurate") == 0)
         m->row->status = "inaccurate";
     }

@@ -23,12 +23,14 @@ fi
 base=$src/bench/results/bench-$machine-$date-$commit
 . "$src/bench/settings.sh"
 # The devices section shows the selection the benchmark runs (cores=N and
-# threads=N change which profile entries match).
+# threads=N change which profile entries match), and the profile it runs
+# with: --profile's, else POAS_PROFILE's or the default, as poas-bench's.
 devices=
+profile=
 prev=
 for a in "$@"; do
-  case $prev in -d | --devices) devices=$a ;; esac
-  case $a in --devices=*) devices=${a#--devices=} ;; esac
+  case $prev in -d | --devices) devices=$a ;; --profile) profile=$a ;; esac
+  case $a in --devices=*) devices=${a#--devices=} ;; --profile=*) profile=${a#--profile=} ;; esac
   prev=$a
 done
 {
@@ -43,11 +45,8 @@ done
   echo "## Devices"
   echo
   echo '```'
-  if [ -n "$devices" ]; then
-    "$build/tools/poas-info" --devices "$devices" 2>&1 || true
-  else
-    "$build/tools/poas-info" 2>&1 || true
-  fi
+  "$build/tools/poas-info" ${devices:+--devices "$devices"} ${profile:+--profile "$profile"} 2>&1 ||
+    true
   echo '```'
   echo
   echo "## Results"

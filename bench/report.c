@@ -51,12 +51,18 @@ int bench_table_rows(FILE *f, const bench_row *rows, int nrows) {
     char size[64], b[8][32];
     snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)r->m, (long long)r->n,
              (long long)r->k);
+    /* An error under 0.05% prints as 0.0%, not as the -0.0% a sim's
+     * rounding residue of 1e-16 made. A NaN result is "nan": "-" is what
+     * a row that was not checked shows. */
+    double pred_error = fabs(r->pred_error) < 5e-4 ? 0 : r->pred_error;
+    int nan_result = isnan(r->num_error) && strcmp(r->status, "inaccurate") == 0;
     fprintf(f, "%-17s %-5s %-24s %9s %8s %7s %10s %10s %9s %9s  %s%s%s\n", size,
             bench_dtype_name(r->dtype), r->label, cell(b[0], 32, "%.1f", r->gflops),
             cell(b[1], 32, "%.2fx", r->speedup), cell(b[2], 32, "%.2f", r->efficiency),
             cell(b[3], 32, "%.4g", r->predicted_s), cell(b[4], 32, "%.4g", r->seconds),
-            cell(b[5], 32, "%+.1f%%", 100 * r->pred_error), cell(b[6], 32, "%.1e", r->num_error),
-            r->status, r->note[0] ? ": " : "", r->note);
+            cell(b[5], 32, "%+.1f%%", 100 * pred_error),
+            nan_result ? "nan" : cell(b[6], 32, "%.1e", r->num_error), r->status,
+            r->note[0] ? ": " : "", r->note);
   }
   return tool_flush_errno(f);
 }
