@@ -8,8 +8,13 @@
  * a detail; and the report must hold together. make check runs 40 cases of
  * seed 7 (a few seconds); POAS_SOAK_SEED and POAS_SOAK_CASES make it longer
  * (POAS_SOAK_VERBOSE=1 prints each case, 2 each report's devices and faults
- * too). A case that does not finish within a minute fails the program,
- * naming the case. */
+ * too). POAS_SOAK_DEVICES replaces the device sets drawn from with others,
+ * separated by ';' ("cuda0;cpu:threads=1,cuda0" on the fake CUDA of
+ * test-cuda-fake.sh); every device of each must compute C. Where
+ * FAKECUDA_FAIL is set, the fake fails CUDA calls under the soak's feet,
+ * so that a CUDA device may fail as if POAS_FAULT had named it. A case
+ * that does not finish within a minute fails the program, naming the
+ * case. */
 #include "harness.h"
 
 #include <math.h>
@@ -17,10 +22,14 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Device sets whose every device computes C (sims do not). */
-static const char *const sets[] = {"cpu", "opencl0", "cpu,opencl0",
-                                   "cpu:threads=1,opencl0:cores=1"};
-enum { NSETS = sizeof sets / sizeof *sets };
+/* Device sets whose every device computes C (sims do not), unless
+ * POAS_SOAK_DEVICES names others. */
+static const char *const default_sets[] = {"cpu", "opencl0", "cpu,opencl0",
+                                           "cpu:threads=1,opencl0:cores=1"};
+enum { MAX_SETS = 8, SET_CHARS = 512 };
+static const char *sets[MAX_SETS];
+static int nsets;
+static char set_names[SET_CHARS];
 /* NULL: the default policy (guided). */
 static const char *const policies[] = {NULL, "static", "guided", "dynamic"};
 enum { NPOLICIES = sizeof policies / sizeof *policies };
@@ -66,8 +75,15 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
 
 /* Contexts, opened on first use and kept, so that later cases meet what
  * earlier ones left (learned factors, copies kept on devices). */
-static poas_context *ctxs[NSETS][NPOLICIES];
-static int set_ok[NSETS]; /* 1 usable, -1 not, 0 not tried */
+static poas_context *ctxs[MAX_SETS][NPOLICIES];
+static int set_ok[MAX_SETS]; /* 1 usable, -1 not, 0 not tried */
+/* Each set's device ids and whether each is a cpu, in the context's
+ * order, once it opened. */
+static char set_ids[MAX_SETS][2][POAS_ID_LEN];
+static poas_device_kind set_kind[MAX_SETS][2];
+static int set_ndev[MAX_SETS];
+/* FAKECUDA_FAIL is set: CUDA devices may fail without POAS_FAULT. */
+static int cuda_may_fail;
 static int verbose;
 /* What the soak exercised, so that a soak that passes says how much it saw:
  * GEMMs run, runs that split C between devices, runs that recovered from an
@@ -87,12 +103,46 @@ static poas_context *context_for(int set, int policy) {
   return ctxs[set][policy];
 }
 
+/* The sets of POAS_SOAK_DEVICES, or the default ones. */
+static int choose_sets(void) {
+  const char *env = getenv("POAS_SOAK_DEVICES");
+  if (!env || !*env) {
+    for (nsets = 0; nsets < (int)(sizeof default_sets / sizeof *default_sets); nsets++)
+      sets[nsets] = default_sets[nsets];
+    return 0;
+  }
+  CHECK_MSG(strlen(env) < sizeof set_names, "POAS_SOAK_DEVICES is too long");
+  snprintf(set_names, sizeof set_names, "%s", env);
+  char *save = NULL;
+  for (char *t = strtok_r(set_names, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
+    CHECK_MSG(nsets < MAX_SETS, "POAS_SOAK_DEVICES names more than %d sets", MAX_SETS);
+    const char *comma = strchr(t, ',');
+    CHECK_MSG(!comma || !strchr(comma + 1, ','), "'%s': at most two devices a set", t);
+    sets[nsets++] = t;
+  }
+  CHECK_MSG(nsets > 0, "POAS_SOAK_DEVICES names no set");
+  return 0;
+}
+
+/* Notes the ids and kinds of a set's devices. */
+static void note_devices(int set, const poas_context *ctx) {
+  set_ndev[set] = poas_device_count(ctx);
+  for (int i = 0; i < set_ndev[set]; i++) {
+    poas_device_info info;
+    poas_device_get(ctx, i, &info);
+    snprintf(set_ids[set][i], sizeof set_ids[set][i], "%s", info.id);
+    set_kind[set][i] = info.kind;
+  }
+}
+
 /* A usable set: its context opens with as many devices as it names. */
 static int set_usable(int set) {
   if (!set_ok[set]) {
     poas_context *ctx = context_for(set, 0);
     int want = strchr(sets[set], ',') ? 2 : 1;
     set_ok[set] = ctx && poas_device_count(ctx) == want ? 1 : -1;
+    if (set_ok[set] > 0)
+      note_devices(set, ctx);
     if (set_ok[set] < 0)
       fprintf(stderr, "  note: '%s' not usable here (%s); its cases are skipped\n", sets[set],
               ctx ? "too few devices" : poas_error_detail());
@@ -208,41 +258,58 @@ static void describe(const test_gemm *g, char *buf, size_t cap) {
 }
 
 /* The fault spec drawn for a case ("" for none) and which of the set's
- * devices it fails. */
+ * devices it fails, in the context's order. */
 typedef struct fault {
   char spec[96];
-  int cpu, opencl; /* 1: that device is made to fail */
+  int fails[2]; /* 1: that device is made to fail */
 } fault;
+
+/* Appends "ID:after=N" to f's spec, N drawn early for a cpu (whose
+ * operations are few and long) and anywhere in the first 60 otherwise. */
+static void add_fault(uint64_t *s, fault *f, const char *id, int cpu) {
+  size_t at = strlen(f->spec);
+  int after = cpu ? (int)test_pick(s, test_pick(s, 4) ? 2 : 8)
+                  : (int)test_pick(s, test_pick(s, 4) ? 12 : 60);
+  snprintf(f->spec + at, sizeof f->spec - at, "%s%s:after=%d", at ? "," : "", id, after);
+}
 
 static void draw_fault(uint64_t *s, int set, fault *f) {
   memset(f, 0, sizeof *f);
   if (test_pick(s, 2))
     return;
-  int has_cpu = strstr(sets[set], "cpu") != NULL, has_cl = strstr(sets[set], "opencl") != NULL;
-  /* On a set of one device, now and then the other device too: a fault
-   * naming a device not in use is ignored. */
-  int which = has_cpu && has_cl ? (int)test_pick(s, 5) : test_pick(s, 4) == 0 ? 2 : has_cpu ? 0 : 1;
-  /* 0, 3: the cpu; 1, 4: opencl0; 2: both. */
-  f->cpu = which == 0 || which == 2 || which == 3;
-  f->opencl = which == 1 || which == 2 || which == 4;
-  size_t at = 0;
-  if (f->cpu)
-    at += (size_t)snprintf(f->spec + at, sizeof f->spec - at, "cpu0:after=%d",
-                           (int)test_pick(s, test_pick(s, 4) ? 2 : 8));
-  if (f->opencl)
-    snprintf(f->spec + at, sizeof f->spec - at, "%sopencl0:after=%d", at ? "," : "",
-             (int)test_pick(s, test_pick(s, 4) ? 12 : 60));
+  /* On a set of one device, now and then a device not in use too (cpu0,
+   * or opencl0 beside a cpu): a fault naming it is ignored. */
+  int n = set_ndev[set], which = n == 2 ? (int)test_pick(s, 5) : test_pick(s, 4) == 0 ? 2 : 0;
+  /* 0, 3: the first device; 1, 4: the second; 2: both. */
+  f->fails[0] = which != 1 && which != 4;
+  f->fails[1] = n == 2 && which != 0 && which != 3;
+  int first_cpu = set_kind[set][0] == POAS_DEVICE_CPU;
+  const char *ids[2] = {set_ids[set][0], n == 2 ? set_ids[set][1] : first_cpu ? "opencl0" : "cpu0"};
+  int cpu[2] = {first_cpu, n == 2 ? set_kind[set][1] == POAS_DEVICE_CPU : !first_cpu};
+  int named[2] = {f->fails[0], which == 2};
+  /* A cpu's entry first, as the sets' devices are listed. */
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < 2; i++)
+      if (named[i] && cpu[i] == !pass)
+        add_fault(s, f, ids[i], cpu[i]);
+}
+
+/* Whether device i of the set may fail in this case: POAS_FAULT names it,
+ * or it is a CUDA device and the fake fails CUDA calls. */
+static int may_fail(int set, const fault *f, int i) {
+  return f->fails[i] || (cuda_may_fail && set_kind[set][i] == POAS_DEVICE_CUDA);
 }
 
 /* Whether an error `rc` is one the documentation allows for this GEMM:
- * POAS_EDEVICE when every device of the set was made to fail, or when one
- * failed in the middle of a copy back with beta != 0; always with a
- * detail. */
+ * POAS_EDEVICE when every device of the set may fail, or when one failed
+ * in the middle of a copy back with beta != 0; always with a detail. */
 static int error_allowed(int rc, const char *detail, int set, const fault *f, double beta) {
-  if (rc != POAS_EDEVICE || !detail || !*detail || !f->spec[0])
+  int any = 0, all = 1;
+  for (int i = 0; i < set_ndev[set]; i++)
+    any |= may_fail(set, f, i), all &= may_fail(set, f, i);
+  if (rc != POAS_EDEVICE || !detail || !*detail || !any)
     return 0;
-  int has_cpu = strstr(sets[set], "cpu") != NULL, has_cl = strstr(sets[set], "opencl") != NULL;
-  if ((!has_cpu || f->cpu) && (!has_cl || f->opencl)) {
+  if (all) {
     seen.allowed++;
     return 1;
   }
@@ -255,7 +322,7 @@ static int finite_nonneg(double x) { return isfinite(x) && x >= 0; }
 
 /* The report of a GEMM that returned 0 (or, for `exact` 0, of whichever
  * GEMM of a batch ran last) holds together. */
-static int check_report(poas_context *ctx, const test_gemm *g, const fault *f, int exact,
+static int check_report(poas_context *ctx, int set, const test_gemm *g, const fault *f, int exact,
                         const char *what) {
   poas_report r;
   CHECK_MSG(poas_last_report(ctx, &r) == 0, "%s: no report: %s", what, poas_error_detail());
@@ -277,8 +344,10 @@ static int check_report(poas_context *ctx, const test_gemm *g, const fault *f, i
   int failed = 0;
   for (int d = 0; d < r.ndevices; d++) {
     const poas_device_report *v = &r.dev[d];
-    int is_cpu = strcmp(v->id, "cpu0") == 0, is_cl = strcmp(v->id, "opencl0") == 0;
-    CHECK_MSG(is_cpu || is_cl, "%s: device '%s' in the report", what, v->id);
+    int at = 0;
+    while (at < set_ndev[set] && strcmp(v->id, set_ids[set][at]) != 0)
+      at++;
+    CHECK_MSG(at < set_ndev[set], "%s: device '%s' in the report", what, v->id);
     CHECK_MSG(v->share >= 0 && v->share <= 1.000001, "%s: %s's share %g", what, v->id, v->share);
     CHECK_MSG(finite_nonneg(v->measured_s) && finite_nonneg(v->busy_s) &&
                   finite_nonneg(v->idle_s) && finite_nonneg(v->predicted_s),
@@ -289,8 +358,7 @@ static int check_report(poas_context *ctx, const test_gemm *g, const fault *f, i
     CHECK_MSG(v->failed == 0 || v->failed == 1, "%s: %s failed = %d", what, v->id, v->failed);
     CHECK_MSG(isfinite(v->learned) && v->learned > 0, "%s: %s learned %g", what, v->id, v->learned);
     if (v->failed)
-      CHECK_MSG((is_cpu && f->cpu) || (is_cl && f->opencl), "%s: %s failed, not made to", what,
-                v->id);
+      CHECK_MSG(may_fail(set, f, at), "%s: %s failed, not made to", what, v->id);
     failed += v->failed;
     shares += v->share;
   }
@@ -327,7 +395,7 @@ static int run_sync(poas_context *ctx, int set, uint64_t *s, const fault *f, int
   unsetenv("POAS_FAULT");
   int bad = 0;
   if (rc == 0)
-    bad = test_gemm_verify(&x.g, current) || check_report(ctx, &x.g, f, 1, current);
+    bad = test_gemm_verify(&x.g, current) || check_report(ctx, set, &x.g, f, 1, current);
   else if (!error_allowed(rc, poas_error_detail(), set, f, x.g.beta)) {
     fprintf(stderr, "  %s: %s: '%s'\n", current, poas_err_name(rc), poas_error_detail());
     bad = 1;
@@ -538,7 +606,7 @@ static int run_async(poas_context *ctx, int set, uint64_t *s, const fault *f, co
     }
   }
   if (!bad && !any_failed)
-    bad |= check_report(ctx, &b[0].g, f, 0, current);
+    bad |= check_report(ctx, set, &b[0].g, f, 0, current);
   for (int i = 0; i < drawn; i++)
     soak_free(&b[i]);
   return bad;
@@ -547,9 +615,13 @@ static int run_async(poas_context *ctx, int set, uint64_t *s, const fault *f, co
 TEST(soak_random_gemms_with_faults) {
   uint64_t seed = env_u64("POAS_SOAK_SEED", 7), cases = env_u64("POAS_SOAK_CASES", 40);
   verbose = (int)env_u64("POAS_SOAK_VERBOSE", 0);
+  const char *fake_fail = getenv("FAKECUDA_FAIL");
+  cuda_may_fail = fake_fail && *fake_fail;
+  if (choose_sets() != 0)
+    return 1;
   signal(SIGALRM, on_alarm);
   int usable = 0;
-  for (int set = 0; set < NSETS; set++)
+  for (int set = 0; set < nsets; set++)
     usable += set_usable(set);
   if (!usable)
     SKIP("no device set opens: %s", poas_error_detail());
@@ -557,7 +629,7 @@ TEST(soak_random_gemms_with_faults) {
   uint64_t ran = 0;
   for (uint64_t c = 0; c < cases && !bad; c++) {
     uint64_t st = seed * 0x100000001b3ull + c, *s = &st;
-    int set = (int)test_pick(s, NSETS), policy = (int)test_pick(s, NPOLICIES);
+    int set = (int)test_pick(s, nsets), policy = (int)test_pick(s, NPOLICIES);
     if (!set_usable(set))
       continue;
     poas_context *ctx = context_for(set, policy);
@@ -574,7 +646,7 @@ TEST(soak_random_gemms_with_faults) {
     alarm(0);
     ran++;
   }
-  for (int set = 0; set < NSETS; set++)
+  for (int set = 0; set < nsets; set++)
     for (int p = 0; p < NPOLICIES; p++)
       poas_finalize(ctxs[set][p]);
   fprintf(stderr,
