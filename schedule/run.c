@@ -1045,24 +1045,25 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
     drive(&r);
   if (!r.rc)
     finish_devices(&r);
+  /* The run's own detail outlives what comes after: the trace's, which
+   * says why the trace is missing, and the teardown's, which frees memory
+   * and events on a device that may be lost and fails again there ("lost
+   * earlier in this process"), where the run failed for another reason
+   * (a result that cannot be recovered). */
+  char run_detail[512];
+  poas__strlcpy(run_detail, r.rc ? poas_error_detail() : "", sizeof run_detail);
   poas__engine_drain(r.e);
   poas__engine_unlock(r.e);
   memset(report, 0, sizeof *report);
   fill_report(&r, report);
   rc = r.rc;
+  int trace_missing = 0;
   if (trace && *trace) {
-    /* The run's own detail outlives the trace's, which says why the trace
-     * is missing. */
-    char run_detail[512];
-    poas__strlcpy(run_detail, rc ? poas_error_detail() : "", sizeof run_detail);
     int trc = write_trace(&r, trace);
     if (trc && cfg->trace_failed) {
       *cfg->trace_failed = 1;
+      trace_missing = 1;
       poas__warn("%s", poas_error_detail());
-      if (rc)
-        poas__fail(rc, "%s", run_detail);
-      else
-        poas__clear_detail();
     } else if (trc && !rc) {
       rc = trc;
     }
@@ -1070,5 +1071,13 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
   poas__engine_destroy(r.e);
   poas__graph_free(&r.g);
   free(r.pool);
+  if (r.rc) {
+    /* Already logged when the run failed. */
+    int was = poas__failures_expected(1);
+    poas__fail(r.rc, "%s", run_detail);
+    poas__failures_expected(was);
+  } else if (trace_missing) {
+    poas__clear_detail();
+  }
   return rc;
 }
