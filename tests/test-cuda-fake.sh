@@ -13,7 +13,9 @@
 # checks, and poas-demo's exact check of every element, on cuda0, on
 # cpu0,cuda0 and on two fake GPUs), tiles when device memory is small,
 # keeps the caller's current context, and after an injected sticky error
-# marks the device lost and still returns a right result. What it does not
+# marks the device lost and still returns a right result; and test-tiles
+# and test-soak, randomized with fixed seeds, run the scheduler's GPU paths
+# (tiles, faults and their recovery, async batches) there. What it does not
 # prove: anything about GPU timing, kernels, real driver behaviour (error
 # codes beyond those modelled, asynchronous faults, unified addressing
 # between devices), or that a plan is good: no timing is asserted.
@@ -23,7 +25,9 @@ fakes=$builddir/tests/fakecuda/lib
 [ -f "$fakes/libcuda.so.1" ] || { echo "skip: the fake CUDA was not built (no CUDA toolkit)"; exit 77; }
 LD_LIBRARY_PATH=$fakes${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LD_LIBRARY_PATH
-unset FAKECUDA_DEVICES FAKECUDA_MEMORY FAKECUDA_DELAY_US FAKECUDA_FAIL POAS_DEVICES
+unset FAKECUDA_DEVICES FAKECUDA_MEMORY FAKECUDA_DELAY_US FAKECUDA_FAIL POAS_DEVICES POAS_FAULT
+unset POAS_TILES_DEVICES POAS_TILES_SEED POAS_TILES_CASES POAS_TILES_FIRST POAS_SOAK_DEVICES POAS_SOAK_SEED
+unset POAS_SOAK_CASES
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 failed=0
@@ -58,6 +62,35 @@ FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=50 run_test test-gemm-cuda cuda_caller_keep
   cuda_devices_from_worker_threads cuda_gemm_matrix
 run_test test-cuda-discovery
 FAKECUDA_DEVICES=0 run_test test-cuda-discovery cuda_absent_is_enodev_with_detail
+
+# The randomized tests of the scheduler's GPU paths, on the fake, slowed:
+# test-tiles' hand-built plans (short tiles, odd granules, kept C, resident
+# operands, faults) on a GPU beside the cpu and on two GPUs; test-soak's
+# public-API GEMMs (async batches, faults) on a GPU alone, beside the cpu
+# and with staged copies. Each run must name its set, so that one that
+# ignored the variable and ran the cpu's fails.
+# Usage: random_run TEST SET WHAT: the test's output must report SET and
+# hold "ok WHAT".
+random_run() {
+  run_test "$1" "$3"
+  grep -q "$2" "$tmp/$1.out" || { fail "$1 did not run on $2"; show "$tmp/$1.out"; }
+}
+FAKECUDA_DELAY_US=20 POAS_TILES_DEVICES=cpu:threads=1,cuda0 \
+  random_run test-tiles "'cpu:threads=1,cuda0': 1000 cases" tiles_on_the_cpu
+FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20 POAS_TILES_DEVICES=cuda0,cuda1 \
+  random_run test-tiles "'cuda0,cuda1': 1000 cases" tiles_on_the_cpu
+# cuda0 lost in the copy back of a case with beta != 0: the run must fail
+# saying the result cannot be recovered (the teardown's "lost earlier"
+# once replaced that, and the case read as wrong). The first event waited
+# for is that copy back's in most runs, not all: up to five tries.
+for try in 1 2 3 4 5; do
+  FAKECUDA_FAIL=cudaEventSynchronize:1 POAS_TILES_DEVICES=cpu:threads=1,cuda0 POAS_TILES_SEED=4 \
+    POAS_TILES_FIRST=3 POAS_TILES_CASES=1 run_test test-tiles tiles_on_the_cpu
+  grep -q "1 cases: .* 1 failed cleanly" "$tmp/test-tiles.out" && break
+  [ $try -lt 5 ] || fail "test-tiles: cuda0 lost in a copy back never failed the case cleanly"
+done
+FAKECUDA_DELAY_US=20 POAS_SOAK_DEVICES="cuda0;cpu:threads=1,cuda0;cuda0:copy_threads=4" POAS_SOAK_SEED=1 \
+  POAS_SOAK_CASES=100 random_run test-soak "seed 1: 100 cases" soak_random_gemms_with_faults
 
 # poas-demo checks every element of every call; no profile: a data folder
 # of its own, as poas-demo.sh does.
