@@ -726,6 +726,20 @@ static int start(runner *r) {
   return 0;
 }
 
+/* POAS_EDEVICE, "every device failed", with what each device of the plan
+ * failed of: one that failed only for want of memory when it took over
+ * another's work (a GPU that other contexts' buffers had filled) read as
+ * failed like the one that had the fault. Locked. */
+static int fail_all(const runner *r) {
+  char why[512] = "";
+  size_t len = 0;
+  for (int d = 0; d < r->set->ndev && len < sizeof why; d++)
+    if (r->part[d] && r->e->w[d].failed)
+      len += (size_t)snprintf(why + len, sizeof why - len, "%s%s (%s)", len ? ", " : ": ",
+                              r->set->dev[d]->info.id, poas_strerror(r->e->w[d].failed));
+  return poas__fail(POAS_EDEVICE, "every device failed%s", why);
+}
+
 /* Runs to completion. Locked. */
 static void drive(runner *r) {
   for (;;) {
@@ -735,7 +749,7 @@ static void drive(runner *r) {
     if (r->npool == 0 && !any_open(r))
       return;
     if (!any_alive(r) && !enlist_bystanders(r)) {
-      r->rc = poas__fail(POAS_EDEVICE, "every device failed");
+      r->rc = fail_all(r);
       return;
     }
     if (hand_out(r))
