@@ -671,6 +671,16 @@ static int start(runner *r) {
   if (planned && covered != r->src->total_units)
     return poas__fail(POAS_EINVAL, "the plan covers %lld of %lld units", (long long)covered,
                       (long long)r->src->total_units);
+  /* Within [0, total) and summing to it, ranges that do not overlap cover
+   * every unit once: two that overlapped, with a gap elsewhere, ran some
+   * units twice and others never, and the run returned 0 (helper-73). */
+  for (int d = 0; d < ndev; d++)
+    for (int i = d + 1; i < ndev; i++)
+      if (cfg->u1[d] > cfg->u0[d] && cfg->u1[i] > cfg->u0[i] && cfg->u0[d] < cfg->u1[i] &&
+          cfg->u0[i] < cfg->u1[d])
+        return poas__fail(POAS_EINVAL, "plan ranges [%lld, %lld) of %s and [%lld, %lld) of %s overlap",
+                          (long long)cfg->u0[d], (long long)cfg->u1[d], r->set->dev[d]->info.id,
+                          (long long)cfg->u0[i], (long long)cfg->u1[i], r->set->dev[i]->info.id);
   /* Without a plan every device takes part, weighted by rate or equally. */
   for (int d = 0; d < ndev; d++) {
     r->part[d] = planned ? (cfg->u1[d] > cfg->u0[d] || cfg->rate[d] > 0) : 1;

@@ -809,6 +809,29 @@ TEST(fault_moves_work_virtual_time) {
   return 0;
 }
 
+/* A plan whose ranges overlap is refused, though they lie within [0,
+ * total) and their lengths sum to it: [0, 500) twice ran units 0-499 on
+ * both devices and 500-999 on none, and the run returned 0. */
+TEST(overlapping_plan_ranges_are_refused) {
+  poas__devset set;
+  char err[256];
+  CHECK_OK(poas__devset_open("sim,sim", &set, err, sizeof err));
+  static gemm_source s;
+  poas__work_source src;
+  gemm_source_init(&s, &src, 1000);
+  poas__sched_config cfg;
+  plan_halves(&cfg, 1000, 2.0 * 500 * 500 / 1e10, POAS__SCHED_STATIC);
+  cfg.u0[1] = 0, cfg.u1[1] = 500;
+  poas_report rep;
+  int rc = poas__schedule_run(&set, &src, &cfg, &rep);
+  poas__devset_close(&set);
+  CHECK_RC(rc, POAS_EINVAL);
+  CHECK_MSG(strstr(poas_error_detail(), "overlap") != NULL, "%s", poas_error_detail());
+  for (int u = 0; u < 1000; u++)
+    CHECK_MSG(s.emitted[u] == 0, "unit %d emitted %d times", u, s.emitted[u]);
+  return 0;
+}
+
 /* A host-call source that really computes: C[u] += A[u] over each range,
  * in `parts` host calls per range, so beta-like accumulation shows any
  * unit applied twice or never. With `overwrite`, C[u] = u / 2 + A[u]
@@ -1307,7 +1330,7 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(guided_tail_takes_few_calls),
           TEST_ENTRY(guided_minor_tail_follows_the_model_error),
           TEST_ENTRY(guided_major_tail_is_what_the_others_can_take),
-          TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(fault_result_still_correct),
+          TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(overlapping_plan_ranges_are_refused), TEST_ENTRY(fault_result_still_correct),
           TEST_ENTRY(fault_after_partial_write_back_is_an_error),
           TEST_ENTRY(fault_after_partial_write_back_reruns_an_overwriting_source),
           TEST_ENTRY(fault_keeps_the_units_finished_in_host_memory),
