@@ -580,8 +580,10 @@ typedef struct poas_profile_info {
                             * ahead of this machine's clock); -1 when not loaded */
   /* Why the profile or part of it is not used, in words ("no profile at
    * ...", "cpu0 is 'X' here but 'Y' in the profile", a parse error naming
-   * the file, "every device selected is simulated ..."); ""
-   * when every device uses it. */
+   * the file, "every device selected is simulated ..."), and whether it
+   * was written on another host ("written on another host: its CPU is
+   * ...", whose devices that match still use it); "" when every device
+   * uses it and it was written on this host. */
   char problem[512];
   int ndevices;            /* as poas_device_count */
   poas_device_fit dev[POAS_MAX_DEVICES]; /* the model each device uses now */

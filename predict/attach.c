@@ -159,6 +159,22 @@ static void apply_profile(const poas__devset *set, const poas__profile *p,
       used++;
     }
   }
+  /* The host's fingerprint too (CPU model, cores, BLAS), as calibration
+   * checks it before keeping a file's models: the devices that match keep
+   * their models (a GPU's own are the GPU's), but the plans' copies and
+   * contention were the other host's, and nothing said so. */
+  poas__profile *here = calloc(1, sizeof *here);
+  char why[400];
+  if (here) {
+    poas__profile_fingerprint_host(here);
+    if (!poas__profile_same_machine(p, here, NULL, 0, why, sizeof why)) {
+      char note[460];
+      snprintf(note, sizeof note, "written on another host: %s", why);
+      append(st->problem, sizeof st->problem, note);
+      poas__warn("%s: %s; the models of the devices that match are used", st->path, note);
+    }
+    free(here);
+  }
   st->loaded = used > 0;
   poas__strlcpy(st->created, p->created, sizeof st->created);
   st->age_s = difftime(time(NULL), (time_t)p->created_epoch);

@@ -483,6 +483,45 @@ TEST(a_dtype_never_calibrated_plans_as_an_estimate) {
   return 0;
 }
 
+/* A profile written on another host (another CPU model) whose devices
+ * match this machine's is used, and says so: poas-calibrate called it
+ * another machine's while the plans used it without a word. */
+TEST(a_profile_from_another_host_is_used_and_said) {
+  poas_context *ctx = test_open("cpu:threads=1");
+  CHECK(ctx);
+  poas__profile *p = calloc(1, sizeof *p);
+  CHECK(p);
+  poas__profile_fingerprint_host(p);
+  snprintf(p->cpu_model, sizeof p->cpu_model, "%s", "Another CPU 9000");
+  p->ndev = 1;
+  poas__profile_device_identify(&p->dev[0], &ctx->devices.dev[0]->info);
+  poas__device_model *m = &p->dev[0].model;
+  m->memory_bytes = (uint64_t)1 << 30;
+  poas__gemm_model_from_rate(&m->gemm[POAS_FLOAT32][0], 1e10, 1e-5);
+  m->gemm_fit[POAS_FLOAT32] = (poas__fit_stats){.samples = 40, .r2 = 0.99};
+  const char *path = test_tmp_path("other-host.json");
+  CHECK_OK(poas__profile_write(path, p));
+  free(p);
+  poas_finalize(ctx);
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "cpu:threads=1";
+  o.profile = path;
+  CHECK_OK(poas_init(&ctx, &o));
+  poas_profile_info *pi = malloc(sizeof *pi);
+  CHECK(pi);
+  CHECK_OK(poas_profile_get(ctx, pi));
+  int used = pi->loaded && pi->dev[0].calibrated;
+  int said = strstr(pi->problem, "written on another host: its CPU is 'Another CPU 9000'") != NULL;
+  char problem[sizeof pi->problem];
+  snprintf(problem, sizeof problem, "%s", pi->problem);
+  free(pi);
+  poas_finalize(ctx);
+  CHECK_MSG(used, "the matching device's model was not used: %s", problem);
+  CHECK_MSG(said, "problem: '%s'", problem);
+  return 0;
+}
+
 /* How many CPUs the calling thread may run on, the fewest a calibration's
  * progress saw, through the callback (which runs on the caller's thread). */
 static int caller_cpus(void) {
@@ -2260,6 +2299,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(single_dtype_calibration_keeps_the_other),
           TEST_ENTRY(a_dtype_never_calibrated_plans_as_an_estimate),
           TEST_ENTRY(calibrating_a_narrow_cpu_gives_the_caller_its_cores_back),
+          TEST_ENTRY(a_profile_from_another_host_is_used_and_said),
           TEST_ENTRY(calibration_checks_its_output_before_measuring),
           TEST_ENTRY(calibration_keeps_what_it_did_not_measure),
           TEST_ENTRY(calibration_keeps_what_another_wrote_meanwhile),

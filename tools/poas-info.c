@@ -153,7 +153,9 @@ static void print_age(double s) {
       printf("dated %.0f days ahead of this machine's clock", -s / 86400);
     return;
   }
-  if (s < 3600)
+  if (s < 90) /* "1 minutes old" */
+    printf("%s old", s < 60 ? "under a minute" : "a minute");
+  else if (s < 3600)
     printf("%.0f minutes old", s / 60);
   else if (s < 2 * 86400)
     printf("%.1f hours old", s / 3600);
@@ -210,8 +212,14 @@ static void print_profile_table(poas_context *ctx) {
     print_age(pi.age_s);
     printf("\n");
   }
+  /* Every device's model used, the problem is a note (a profile written
+   * on another host whose devices match). */
+  int unused = 0;
+  for (int i = 0; i < pi.ndevices; i++)
+    unused += !pi.dev[i].calibrated;
   if (pi.path[0] && pi.problem[0])
-    printf("  %s: %s\n", pi.loaded ? "partly unused" : "not used", pi.problem);
+    printf("  %s: %s\n", !pi.loaded ? "not used" : unused ? "partly unused" : "note",
+           pi.problem);
   /* The last column: a GEMM row's thin-block factors, a copy's or a
    * transpose's fitted model (it was headed "thin blocks" alone). */
   printf("%-10s %-5s %-4s %7s %8s %14s %11s %6s  %s\n", "device", "dtype", "pair", "samples",
