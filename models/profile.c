@@ -95,8 +95,8 @@ int poas__profile_device_matches(const poas__profile_device *pd, const poas_devi
     snprintf(why, cap, "%s has driver '%s' here but '%s' in the profile", info->id, info->driver,
              pd->driver);
   } else if (pd->cores != info->cores) {
-    snprintf(why, cap, "%s uses %d cores here but %d in the profile", info->id, info->cores,
-             pd->cores);
+    snprintf(why, cap, "%s uses %d core%s here but %d in the profile", info->id, info->cores,
+             info->cores == 1 ? "" : "s", pd->cores);
   } else {
     return 1;
   }
