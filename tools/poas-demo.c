@@ -43,7 +43,8 @@ static void usage(FILE *f) {
 
 /* (predicted - measured) / measured, in percent. */
 static double relative_error(double predicted, double measured) {
-  return measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
+  double e = measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0;
+  return fabs(e) < 0.05 ? 0.0 : e; /* printed to 0.1%: not "-0.0%" */
 }
 
 /* Whether a simulated device computed part of the run `rep` reports: its
