@@ -436,28 +436,43 @@ TEST(single_dtype_calibration_keeps_the_other) {
  * estimate, and its plans in that dtype say so: poas-plan --dtype d on a
  * profile of poas-calibrate --dtype s once called cpu0's estimate
  * calibrated, the profile having given the device a model. */
-TEST(a_dtype_never_calibrated_plans_as_an_estimate) {
-  poas_context *ctx = test_open("cpu:threads=1");
-  CHECK(ctx);
+/* A profile of this machine's cpu:threads=1 with an sgemm model alone,
+ * written as `file` in the test's folder (its path returned, NULL on
+ * failure), its host's CPU model `cpu_model` where not NULL; then a
+ * context of cpu:threads=1 that loads it, into *ctx. */
+static const char *cpu_sgemm_profile(const char *file, const char *cpu_model,
+                                     poas_context **ctx) {
+  *ctx = test_open("cpu:threads=1");
   poas__profile *p = calloc(1, sizeof *p);
-  CHECK(p);
-  poas__profile_fingerprint_host(p);
-  p->ndev = 1;
-  poas__profile_device_identify(&p->dev[0], &ctx->devices.dev[0]->info);
-  poas__device_model *m = &p->dev[0].model;
-  m->memory_bytes = (uint64_t)1 << 30;
-  poas__gemm_model_from_rate(&m->gemm[POAS_FLOAT32][0], 1e10, 1e-5);
-  m->gemm_fit[POAS_FLOAT32] = (poas__fit_stats){.samples = 40, .r2 = 0.99};
-  const char *path = test_tmp_path("s-only-cpu.json");
-  CHECK_OK(poas__profile_write(path, p));
+  const char *path = test_tmp_path(file);
+  int rc = !*ctx || !p || !path;
+  if (!rc) {
+    poas__profile_fingerprint_host(p);
+    if (cpu_model)
+      snprintf(p->cpu_model, sizeof p->cpu_model, "%s", cpu_model);
+    p->ndev = 1;
+    poas__profile_device_identify(&p->dev[0], &(*ctx)->devices.dev[0]->info);
+    poas__device_model *m = &p->dev[0].model;
+    m->memory_bytes = (uint64_t)1 << 30;
+    poas__gemm_model_from_rate(&m->gemm[POAS_FLOAT32][0], 1e10, 1e-5);
+    m->gemm_fit[POAS_FLOAT32] = (poas__fit_stats){.samples = 40, .r2 = 0.99};
+    rc = poas__profile_write(path, p);
+  }
   free(p);
-  poas_finalize(ctx);
-
+  poas_finalize(*ctx);
+  *ctx = NULL;
+  if (rc)
+    return NULL;
   poas_options o;
   poas_options_init(&o);
   o.devices = "cpu:threads=1";
   o.profile = path;
-  CHECK_OK(poas_init(&ctx, &o));
+  return poas_init(ctx, &o) == 0 ? path : NULL;
+}
+
+TEST(a_dtype_never_calibrated_plans_as_an_estimate) {
+  poas_context *ctx;
+  CHECK_MSG(cpu_sgemm_profile("s-only-cpu.json", NULL, &ctx), "%s", poas_error_detail());
   poas_profile_info *pi = malloc(sizeof *pi);
   CHECK(pi);
   CHECK_OK(poas_profile_get(ctx, pi));
@@ -487,27 +502,9 @@ TEST(a_dtype_never_calibrated_plans_as_an_estimate) {
  * match this machine's is used, and says so: poas-calibrate called it
  * another machine's while the plans used it without a word. */
 TEST(a_profile_from_another_host_is_used_and_said) {
-  poas_context *ctx = test_open("cpu:threads=1");
-  CHECK(ctx);
-  poas__profile *p = calloc(1, sizeof *p);
-  CHECK(p);
-  poas__profile_fingerprint_host(p);
-  snprintf(p->cpu_model, sizeof p->cpu_model, "%s", "Another CPU 9000");
-  p->ndev = 1;
-  poas__profile_device_identify(&p->dev[0], &ctx->devices.dev[0]->info);
-  poas__device_model *m = &p->dev[0].model;
-  m->memory_bytes = (uint64_t)1 << 30;
-  poas__gemm_model_from_rate(&m->gemm[POAS_FLOAT32][0], 1e10, 1e-5);
-  m->gemm_fit[POAS_FLOAT32] = (poas__fit_stats){.samples = 40, .r2 = 0.99};
-  const char *path = test_tmp_path("other-host.json");
-  CHECK_OK(poas__profile_write(path, p));
-  free(p);
-  poas_finalize(ctx);
-  poas_options o;
-  poas_options_init(&o);
-  o.devices = "cpu:threads=1";
-  o.profile = path;
-  CHECK_OK(poas_init(&ctx, &o));
+  poas_context *ctx;
+  CHECK_MSG(cpu_sgemm_profile("other-host.json", "Another CPU 9000", &ctx), "%s",
+            poas_error_detail());
   poas_profile_info *pi = malloc(sizeof *pi);
   CHECK(pi);
   CHECK_OK(poas_profile_get(ctx, pi));
