@@ -1064,6 +1064,16 @@ TEST(sim_replays_a_profile) {
   CHECK(set.dev[0]->info.memory_bytes == (uint64_t)3 << 30 &&
         models[0].memory_bytes == (uint64_t)3 << 30);
   poas__devset_close(&set);
+  /* Even at the default's 16 GiB, and the driver string says it: it read
+   * as the replay that takes the replayed device's 79 GiB. */
+  snprintf(spec, sizeof spec, "sim:profile=%s#cuda1:memory=16Gi", path);
+  CHECK_OK(poas__devset_open(spec, &set, err, sizeof err));
+  CHECK_OK(poas__predict_attach(&set, NULL, 1, models, &st));
+  CHECK_MSG(set.dev[0]->info.memory_bytes == (uint64_t)16 << 30 &&
+                strstr(set.dev[0]->info.driver, "memory=17179869184") != NULL,
+            "%llu bytes, driver '%s'", (unsigned long long)set.dev[0]->info.memory_bytes,
+            set.dev[0]->info.driver);
+  poas__devset_close(&set);
 
   /* Through the public API too, and a bad replay profile is an error. */
   snprintf(spec, sizeof spec, "sim:profile=%s#cuda0", path);

@@ -146,8 +146,10 @@ _Static_assert(SIM_DRIVER_MAX <= sizeof((poas_device_info *)0)->driver,
  * changes what calibration measures: a sim of another drate that matched
  * kept the dgemm models fitted at the old one. Settings that make the
  * same device compare equal (drate=1e11 beside rate=2e11, its default);
- * the default sim is "sim", as it always was. */
-static void describe(const poas__sim_params *p, char *buf, size_t cap) {
+ * the default sim is "sim", as it always was. A memory= given beside
+ * profile= is said even at the default's 16 GiB: unset, a replay takes
+ * the replayed device's memory, and the two read alike (helper-75). */
+static void describe(const poas__sim_params *p, int memory_given, char *buf, size_t cap) {
   poas__strlcpy(buf, "sim", cap);
   for (size_t i = 0; i < POAS__ARRAY_LEN(sim_keys); i++) {
     double v = *(const double *)((const char *)p + sim_keys[i].offset);
@@ -157,7 +159,7 @@ static void describe(const poas__sim_params *p, char *buf, size_t cap) {
     if (v != unset)
       append_number(buf, cap, sim_keys[i].key, v);
   }
-  if (p->memory != sim_defaults.memory)
+  if (p->memory != sim_defaults.memory || (memory_given && p->profile))
     append(buf, cap, " memory=%llu", (unsigned long long)p->memory);
   if (p->jitter != sim_defaults.jitter)
     append_number(buf, cap, "jitter", p->jitter);
@@ -187,7 +189,7 @@ static int sim_open(int index, const poas__spec_entry *e, poas__device **out, ch
   poas_device_info *info = &s->dev.info;
   snprintf(info->name, sizeof info->name, "simulated device %d (%.3g flop/s)", index,
            s->p.rate[POAS_FLOAT32]);
-  describe(&s->p, info->driver, sizeof info->driver);
+  describe(&s->p, s->memory_given, info->driver, sizeof info->driver);
   info->memory_bytes = s->p.memory;
   info->cores = 1;
   info->shares_host_cores = s->p.shares_host_cores;
