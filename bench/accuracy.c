@@ -92,16 +92,17 @@ typedef struct shape {
   int64_t m, n, k;
 } shape;
 
+/* A square's side off calibration's grid: its sweep rounds every scaled
+ * size to a multiple of 8, where the squares it times can land on ours
+ * (its sweep reaches 200^3 for a device of 14-16 GFLOP/s, one PoCL core
+ * here). */
+static int64_t off_grid(int64_t side) { return side % 8 ? side : side + 4; }
+
 /* Shapes off the calibration grid: sizes none of its lists contain. The
  * full and square sizes are multiplied by `scale`, as calibration scales
  * its own for a fast device (a GPU would otherwise be asked only about
  * calls of tens of microseconds, mostly launch cost); thin row counts are
  * what a split hands a device and stay. */
-/* A square's side off calibration's grid: its sweep rounds every scaled
- * size to a multiple of 8, where the squares it times can land on ours
- * (200^3 did for a device of 14-16 GFLOP/s, one PoCL core here). */
-static int64_t off_grid(int64_t side) { return side % 8 ? side : side + 4; }
-
 static int build_shapes(shape *out, int quick, int64_t scale) {
   static const int64_t thin[] = {12, 48, 100, 300};
   int64_t full[] = {900 * scale, 1400 * scale, 2200 * scale};

@@ -327,7 +327,6 @@ typedef struct poas_fit_info {
   double thin_min, thin_max;
 } poas_fit_info;
 
-/* What one device's models are and how good. */
 /* The spread of the runs that time a device's fixed costs
  * (poas_device_fit.run_cost_spread_s) past which most of them waited on
  * another process: a quiet 2-core CI VM shows 1 us for cpu0 and 25 us for
@@ -335,6 +334,7 @@ typedef struct poas_fit_info {
  * runs, and poas-calibrate warns. */
 #define POAS_RUN_COST_BUSY_S 2.5e-4
 
+/* What one device's models are and how good. */
 typedef struct poas_device_fit {
   char id[POAS_ID_LEN];
   int calibrated;          /* 1: fitted (a profile or poas_calibrate); 0: estimate */

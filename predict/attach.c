@@ -164,8 +164,8 @@ static void apply_profile(const poas__devset *set, const poas__profile *p,
    * their models (a GPU's own are the GPU's), but the plans' copies and
    * contention were the other host's, and nothing said so. */
   poas__profile *here = calloc(1, sizeof *here);
-  char why[400];
   if (here) {
+    char why[400];
     poas__profile_fingerprint_host(here);
     if (!poas__profile_same_machine(p, here, NULL, 0, why, sizeof why)) {
       char note[460];

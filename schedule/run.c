@@ -678,7 +678,8 @@ static int start(runner *r) {
     for (int i = d + 1; i < ndev; i++)
       if (cfg->u1[d] > cfg->u0[d] && cfg->u1[i] > cfg->u0[i] && cfg->u0[d] < cfg->u1[i] &&
           cfg->u0[i] < cfg->u1[d])
-        return poas__fail(POAS_EINVAL, "plan ranges [%lld, %lld) of %s and [%lld, %lld) of %s overlap",
+        return poas__fail(POAS_EINVAL,
+                          "plan ranges [%lld, %lld) of %s and [%lld, %lld) of %s overlap",
                           (long long)cfg->u0[d], (long long)cfg->u1[d], r->set->dev[d]->info.id,
                           (long long)cfg->u0[i], (long long)cfg->u1[i], r->set->dev[i]->info.id);
   /* Without a plan every device takes part, weighted by rate or equally. */

@@ -126,17 +126,26 @@ static void on_progress(void *user, const char *id, const char *step, double f) 
 }
 
 /* A quick calibration of ctx's devices in the dtypes of mask `dtypes`,
- * written to `file` in the test's folder, whose path goes to path[256];
- * r may be NULL. */
-static int calibrate_quick(poas_context *ctx, int dtypes, const char *file, char *path,
-                           poas_calibration_result *r) {
+ * written to `file` in the test's folder, whose path goes to path[256],
+ * its progress to `progress` (may be NULL) with `user`; r may be NULL. */
+static int calibrate_quick_watched(poas_context *ctx, int dtypes, const char *file, char *path,
+                                   poas_calibration_result *r, poas_progress_fn progress,
+                                   void *user) {
   poas_calibrate_options o;
   poas_calibrate_options_init(&o);
   o.quick = 1;
   o.dtypes = dtypes;
   snprintf(path, 256, "%s", test_tmp_path(file));
   o.output = path;
+  o.progress = progress;
+  o.progress_user = user;
   return poas_calibrate(ctx, &o, r);
+}
+
+/* The same, its progress unwatched. */
+static int calibrate_quick(poas_context *ctx, int dtypes, const char *file, char *path,
+                           poas_calibration_result *r) {
+  return calibrate_quick_watched(ctx, dtypes, file, path, r, NULL, NULL);
 }
 
 /* A quick sgemm calibration of a new context of `devices` into `file`
@@ -547,15 +556,10 @@ TEST(calibrating_a_narrow_cpu_gives_the_caller_its_cores_back) {
   }
   poas_context *ctx = test_open("cpu:threads=1");
   CHECK(ctx);
-  poas_calibrate_options o;
-  poas_calibrate_options_init(&o);
-  o.quick = 1;
-  o.dtypes = 1 << POAS_FLOAT32;
-  o.output = test_tmp_path("narrow-cpu.json");
+  char path[256];
   int fewest = 0;
-  o.progress = fewest_cpus;
-  o.progress_user = &fewest;
-  CHECK_OK(poas_calibrate(ctx, &o, NULL));
+  CHECK_OK(calibrate_quick_watched(ctx, 1 << POAS_FLOAT32, "narrow-cpu.json", path, NULL,
+                                   fewest_cpus, &fewest));
   int after = caller_cpus();
   poas_finalize(ctx);
   /* The device did bind the caller while it was timed: else this test
