@@ -376,6 +376,78 @@ if [ -x "$bench_dir/tasks-overhead" ]; then
   [ $? -eq 1 ] && grep -q "^tasks-overhead: invalid argument: unknown scheduling policy 'x'" "$tmp/err" ||
     fail "tasks-overhead under POAS_SCHED=x: $(cat "$tmp/err")"
 fi
+# The options each --help lists are the options the program takes, and
+# the README's usage lines name those and no others: each option a --help
+# lists is accepted (given a value and followed by an unknown option, so
+# that nothing runs: exit 2, and not for the option itself), each option
+# the README's Tools section shows for a program is one its --help lists,
+# and each one an installed program's --help lists is in that README
+# usage (by its long or its short name).
+prog_path() {
+  for p in "$tools_dir/$1" "$tmp/mpi/$1" "$bench_dir/$1"; do
+    [ -x "$p" ] && { echo "$p"; return 0; }
+  done
+  return 1
+}
+# "SHORT LONG" for each option of a --help's lines ("-" where it has no
+# short name), --help and --version left out.
+help_options() {
+  sed -n 's/^ \{1,\}\(-[A-Za-z], \)\{0,1\}--\([a-z][a-z-]*\).*/\1 \2/p' |
+    sed 's/^\(-[A-Za-z]\), /\1/; s/^ /- /' | grep -v ' help$\| version$'
+}
+sed -n '/^## Tools$/,/^### Common to every tool$/p' "${top_srcdir:-.}/README.md" | awk '
+  {
+    line = $0
+    if (match(line, /^(\| `|    )(mpirun -np R )?poas-[a-z-]+( gemm| plot)?/)) {
+      head = substr(line, RSTART, RLENGTH)
+      sub(/^(\| `|    )(mpirun -np R )?/, "", head)
+      cur = head
+      usage = substr(line, RSTART + RLENGTH)
+      if (line ~ /^\|/)
+        sub(/`.*/, "", usage)
+    } else if (cur != "" && line ~ /^ +\[-/) {
+      usage = line
+    } else {
+      cur = ""
+      next
+    }
+    n = split(usage, w, /[][ |]+/)
+    for (i = 1; i <= n; i++)
+      if (w[i] ~ /^--?[a-z]/)
+        print cur "|" w[i]
+  }' | sort -u >"$tmp/readme-options"
+[ "$(cut -d'|' -f1 "$tmp/readme-options" | sort -u | wc -l)" -ge 7 ] ||
+  fail "the README's Tools section gave no usage lines to check: $(cat "$tmp/readme-options")"
+for entry in poas-info poas-plan poas-demo poas-calibrate "poas-bench gemm" "poas-bench plot" \
+             poas-mpi-bench accuracy call-overhead device-copy; do
+  name=${entry%% *}
+  sub=${entry#"$name"}
+  tool=$(prog_path "$name") || continue
+  # shellcheck disable=SC2086 # $sub is the subcommand, or nothing
+  "$tool" $sub --help 2>&1 | help_options >"$tmp/help-options"
+  [ -s "$tmp/help-options" ] || fail "$entry --help lists no options"
+  while read -r short long; do
+    # shellcheck disable=SC2086
+    "$tool" $sub "--$long=v" --no-such-option >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ ! -s "$tmp/out" ] &&
+      ! grep -q "unrecognized option '--$long\|option '--$long' is ambiguous" "$tmp/err" ||
+      fail "$entry --help lists --$long, which it does not take: exit $rc: $(cat "$tmp/err")"
+  done <"$tmp/help-options"
+  grep "^$entry|" "$tmp/readme-options" | cut -d'|' -f2 >"$tmp/readme-one"
+  while read -r opt; do
+    case $opt in
+    --*) grep -q " ${opt#--}\$" "$tmp/help-options" ;;
+    *) grep -q "^$opt " "$tmp/help-options" ;;
+    esac || fail "the README shows $entry $opt, which its --help does not list"
+  done <"$tmp/readme-one"
+  if [ -s "$tmp/readme-one" ]; then
+    while read -r short long; do
+      grep -qx -- "--$long" "$tmp/readme-one" || grep -qx -- "$short" "$tmp/readme-one" ||
+        fail "$entry --help lists --$long, which the README's usage of $entry leaves out"
+    done <"$tmp/help-options"
+  fi
+done
 # Every program says so when its reader has gone, or its stdout is
 # closed, and exits 1: SIGPIPE ended each one without a word (exit 141).
 # The pipe's reading end is closed before the program starts, and the
