@@ -137,8 +137,9 @@ typedef struct poas_options {
    * machines you do not have; a context that mixes sims with real devices
    * gives wrong numbers in C, by design. */
   const char *devices;
-  /* Profile path, as POAS_PROFILE; default
-   * $XDG_DATA_HOME/poas/<hostname>.json. */
+  /* Profile path, as POAS_PROFILE; default: poas_default_profile_path's,
+   * $XDG_DATA_HOME/poas/<hostname>.json, else
+   * ~/.local/share/poas/<hostname>.json. */
   const char *profile;
   /* Do not load any profile: use built-in estimates. */
   int no_profile;
