@@ -53,7 +53,8 @@
  * pipeline's.
  *
  *   bench/accuracy [--devices LIST] [--reps N] [--passes P] [--quick] [--adapt]
- *     -d, --devices LIST  the device to measure, as POAS_DEVICES (default cpu)
+ *     -d, --devices LIST  the device to measure, as POAS_DEVICES would name it
+ *                         (default cpu; POAS_DEVICES itself is not read)
  *     -r, --reps N        timed calls of each shape, 1 to 64 (default 6)
  *     -p, --passes P      passes the calls are spread over, 1 to N (default 3)
  *     -q, --quick         half the square shapes
@@ -394,7 +395,8 @@ static void usage(FILE *f) {
           "Usage: accuracy [OPTIONS]\n"
           "Compare the profile's predicted GEMM times with measured ones on shapes\n"
           "calibration never measured, on one device; print a markdown table.\n\n"
-          "  -d, --devices LIST  the device, as POAS_DEVICES (default cpu)\n"
+          "  -d, --devices LIST  the device, as POAS_DEVICES would name it (default cpu:\n"
+          "                      POAS_DEVICES itself is not read)\n"
           "  -r, --reps N        timed calls of each shape; the median is kept\n"
           "                      (1 to %d, default 6)\n"
           "  -p, --passes P      visit the shapes P times, each time in a new order,\n"

@@ -537,6 +537,16 @@ if [ $rc -ne 1 ] || ! grep -q "sim0 is simulated" "$tmp/err" || [ -s "$tmp/acc-o
   echo "FAIL: accuracy on a sim device gave $rc: $(cat "$tmp/err")"
   exit 1
 fi
+# Its device is --devices's, else cpu: POAS_DEVICES is not read, as its
+# --help says (which read "as POAS_DEVICES (default cpu)").
+POAS_DEVICES=sim POAS_PROFILE=$tmp/no-profile.json "$accuracy" >"$tmp/acc-out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 1 ] || ! grep -q "^accuracy: cpu0 has no calibrated model" "$tmp/err"; then
+  echo "FAIL: accuracy under POAS_DEVICES=sim gave $rc: $(cat "$tmp/err")"
+  exit 1
+fi
+"$accuracy" --help | grep -q "POAS_DEVICES itself is not read" ||
+  { echo "FAIL: accuracy --help does not say POAS_DEVICES is not read"; exit 1; }
 echo "accuracy usage and a sim device refused: ok"
 # --timings that cannot be written is refused before anything is timed (it
 # failed at the end, and a failed write left the file cut short), and a
