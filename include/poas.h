@@ -127,9 +127,10 @@ typedef struct poas_options {
    * ("cpu", "cuda", "opencl", "sim") or an id ("opencl0"), with settings
    * after colons: "cpu:threads=1,opencl0", "sim:rate=1e11:bandwidth=1e10".
    * Blanks around ',', ':' and '=' are ignored, not those inside a name
-   * or value. At most POAS_MAX_DEVICES entries, 12 settings an entry,
-   * and 159 bytes a value (a sim:profile= path among them); past these
-   * the selection is malformed. Default: every device found.
+   * or value. At most 4095 bytes in all, POAS_MAX_DEVICES entries, 12
+   * settings an entry, and 159 bytes a value (a sim:profile= path among
+   * them); past these the selection is malformed. Default: every device
+   * found.
    *
    * A sim device simulates timing only: it takes the time its settings
    * (or profile) say and computes nothing, so the part of C given to it
