@@ -157,4 +157,14 @@ POAS_LOG=1 FAKECUDA_FAIL=cublasSgemm_v2:2 demo_run blas 2 --devices cpu0,cuda0 -
   grep -q "cublasSgemm_v2: call 2 fails" "$tmp/blas.out" || fail "blas: nothing was injected"
   ! grep -q "is lost" "$tmp/blas.out" || { fail "blas: a cuBLAS failure lost the device"; show "$tmp/blas.out"; }
 }
+# The settings that change a GPU's times are in its driver string, which a
+# profile tells devices apart by: models calibrated without TF32, or with
+# other staging, are not used for a device that has them.
+driver() {
+  "$builddir/tools/poas-info" --devices "$1" --json 2>&1 | sed -n 's/.*"driver": "\([^"]*\)".*/\1/p'
+}
+plain=$(driver cuda0) tf32=$(driver cuda0:tf32=1) staged=$(driver cuda0:copy_threads=2)
+case $plain in *cuBLAS*) ;; *) fail "poas-info did not show cuda0's driver: '$plain'" ;; esac
+[ "$tf32" = "$plain tf32=1" ] || fail "cuda0:tf32=1 has driver '$tf32', cuda0 '$plain'"
+[ "$staged" = "$plain copy_threads=2" ] || fail "cuda0:copy_threads=2 has driver '$staged'"
 exit $failed

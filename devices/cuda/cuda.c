@@ -306,10 +306,18 @@ static int fill_info(cuda_state *s, char *err, size_t errcap) {
   char text[sizeof prop.name + 128];
   snprintf(text, sizeof text, "%s (sm_%d%d)", prop.name, prop.major, prop.minor);
   poas__strlcpy(info->name, text, sizeof info->name);
-  snprintf(text, sizeof text, "driver %d.%d, runtime %d.%d, cuBLAS %d.%d.%d", drv / 1000,
-           drv % 1000 / 10, rt / 1000, rt % 1000 / 10, blas / 10000, blas / 100 % 100,
-           blas % 100);
-  poas__strlcpy(info->driver, text, POAS__DRIVER_LEN);
+  int len = snprintf(text, sizeof text, "driver %d.%d, runtime %d.%d, cuBLAS %d.%d.%d",
+                     drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10, blas / 10000,
+                     blas / 100 % 100, blas % 100);
+  /* Settings that change its times, where not the default, as a sim's
+   * driver string has them: a profile tells the device apart by this
+   * string, and TF32 sgemm or another staging of pageable copies is
+   * another device to its models. */
+  if (s->tf32)
+    len += snprintf(text + len, sizeof text - (size_t)len, " tf32=1");
+  if (s->copy_threads != default_copy_threads())
+    snprintf(text + len, sizeof text - (size_t)len, " copy_threads=%d", s->copy_threads);
+  poas__strlcpy(info->driver, text, sizeof info->driver);
   info->memory_bytes = prop.totalGlobalMem;
   info->cores = prop.multiProcessorCount;
   info->shares_host_cores = 0;
