@@ -81,6 +81,8 @@ void poas__profile_device_identify(poas__profile_device *pd, const poas_device_i
   poas__strlcpy(pd->driver, info->driver, sizeof pd->driver);
   pd->cores = info->cores;
   pd->memory_bytes = info->memory_bytes;
+  pd->host_memory = info->host_memory != 0;
+  pd->shares_host_cores = info->shares_host_cores != 0;
 }
 
 int poas__profile_device_matches(const poas__profile_device *pd, const poas_device_info *info,
@@ -524,9 +526,22 @@ static int read_kind(reader *r, json_t *obj, const char *path, poas_device_kind 
   return complain(r, "'%s.kind' is '%s', not one of cpu, cuda, opencl, sim", path, k);
 }
 
+/* Optional: obj's boolean `key` into *out (1 or 0); where absent, *out
+ * keeps what the caller put there. */
+static int get_flag(reader *r, json_t *obj, const char *path, const char *key, int *out) {
+  json_t *v = member(r, obj, path, key, JSON_TRUE, "true or false", 1);
+  if (r->problem[0])
+    return -1;
+  if (v)
+    *out = json_is_true(v);
+  return 0;
+}
+
 static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
                                    poas__profile_device *pd) {
-  static const char *const known[] = {"id", "kind", "name", "driver", "cores", "memory", NULL};
+  static const char *const known[] = {"id",    "kind",   "name",        "driver",
+                                      "cores", "memory", "host_memory", "shares_host_cores",
+                                      NULL};
   json_int_t cores, memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", pd->id, sizeof pd->id) ||
       read_kind(r, obj, path, &pd->kind) ||
@@ -539,7 +554,17 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
     return complain(r, "'%s.id' is empty", path);
   pd->cores = (int)cores;
   pd->memory_bytes = (uint64_t)memory;
-  return 0;
+  /* Optional (since sims replay what a device declared): in a profile
+   * written before, what its kind's backend always declares, the CPU
+   * host memory and cores, a GPU neither and an OpenCL device no host
+   * memory; unknown (-1) where devices of a kind differ (an OpenCL device
+   * shares the host's cores only where it is a CPU device) or a sim's
+   * settings decided. */
+  int cpu = pd->kind == POAS_DEVICE_CPU, sim = pd->kind == POAS_DEVICE_SIM;
+  pd->host_memory = cpu ? 1 : sim ? -1 : 0;
+  pd->shares_host_cores = cpu ? 1 : pd->kind == POAS_DEVICE_CUDA ? 0 : -1;
+  return get_flag(r, obj, path, "host_memory", &pd->host_memory) ||
+         get_flag(r, obj, path, "shares_host_cores", &pd->shares_host_cores);
 }
 
 /* The profile's key for the threads of calls with few rows (side 0) or
@@ -1122,6 +1147,10 @@ static json_t *profile_json(const poas__profile *p) {
     json_object_set_new(d, "driver", json_string(pd->driver));
     json_object_set_new(d, "cores", json_integer(pd->cores));
     json_object_set_new(d, "memory", json_integer((json_int_t)pd->memory_bytes));
+    if (pd->host_memory >= 0)
+      json_object_set_new(d, "host_memory", json_boolean(pd->host_memory));
+    if (pd->shares_host_cores >= 0)
+      json_object_set_new(d, "shares_host_cores", json_boolean(pd->shares_host_cores));
     json_array_append_new(fpdevs, d);
     json_array_append_new(devs, device_json(pd));
   }

@@ -29,6 +29,13 @@ typedef struct poas__profile_device {
   char driver[sizeof((poas_device_info *)0)->driver];
   int cores;
   uint64_t memory_bytes;   /* the device's reported memory */
+  /* What the device declared (poas_device_info): 1 where it computed on
+   * host memory, or on the host's cores, else 0; -1 where the profile
+   * does not say (one written before they were recorded, for a kind whose
+   * devices differ: an OpenCL device, a sim). A sim that replays the
+   * device declares the same (predict/attach.c). */
+  int host_memory;
+  int shares_host_cores;
   poas__device_model model; /* source is POAS__MODEL_CALIBRATED */
 } poas__profile_device;
 

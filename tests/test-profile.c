@@ -87,6 +87,9 @@ static void sample_profile(poas__profile *p) {
     snprintf(pd->driver, sizeof pd->driver, "driver %d", d);
     pd->cores = 2 + 100 * d;
     pd->memory_bytes = ((uint64_t)3 << 33) + (uint64_t)d;
+    /* The GPU's are not what its kind implies: read from the file. */
+    pd->host_memory = !d;
+    pd->shares_host_cores = 1;
     poas__device_model *m = &pd->model;
     m->source = POAS__MODEL_CALIBRATED;
     m->memory_bytes = (uint64_t)5 << 32;
@@ -176,6 +179,7 @@ TEST(round_trip_is_exact) {
     const poas__profile_device *x = &a->dev[d], *y = &b->dev[d];
     CHECK(strcmp(x->id, y->id) == 0 && x->kind == y->kind && strcmp(x->name, y->name) == 0);
     CHECK(strcmp(x->driver, y->driver) == 0 && x->cores == y->cores);
+    CHECK(x->host_memory == y->host_memory && x->shares_host_cores == y->shares_host_cores);
     CHECK(x->memory_bytes == y->memory_bytes && x->model.memory_bytes == y->model.memory_bytes);
     CHECK(y->model.source == POAS__MODEL_CALIBRATED);
     for (int dt = 0; dt < 2; dt++) {
@@ -261,6 +265,8 @@ static const struct {
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},
     {"bad-transpose-s.json", "'devices[0].transpose_s.latency' is -1e-05"},
     {"bad-duplex.json", "duplex"},
+    {"bad-host-memory.json",
+     "field 'fingerprint.devices[0].host_memory' should be true or false, not a number"},
     {"bad-threads-cols.json", "'devices[0].threads_by_cols.s' lists '33', not a column count"},
     {"bad-threads-count.json", "threads_by_cols.d.12' is 0, outside [1, 255]"},
     {"bad-threads-rows.json", "'devices[0].threads_by_rows.d' lists '0', not a row count"},
@@ -339,6 +345,16 @@ TEST(good_file_loads_and_missing_file_is_eio) {
         CHECK(m->xfer[0].valid && m->xfer[1].valid);
     }
   }
+  /* Written before profiles said what a device declared, it is what its
+   * kind's backend always declares, and unknown where that varies (an
+   * OpenCL device shares the host's cores where it is a CPU device). */
+  CHECK_OK(poas__profile_load(test_src_path("models/profiles/nvidia-h100-80gb-16c.json"), p));
+  CHECK(p->dev[0].kind == POAS_DEVICE_CPU && p->dev[0].host_memory == 1 &&
+        p->dev[0].shares_host_cores == 1);
+  CHECK(p->dev[1].kind == POAS_DEVICE_CUDA && p->dev[1].host_memory == 0 &&
+        p->dev[1].shares_host_cores == 0);
+  CHECK_OK(poas__profile_load(test_src_path(good[0]), p));
+  CHECK(p->dev[0].host_memory == -1 && p->dev[0].shares_host_cores == -1);
   CHECK_RC(poas__profile_load(test_tmp_path("does-not-exist.json"), p), POAS_EIO);
   CHECK(strstr(poas_error_detail(), "does-not-exist.json"));
   /* A FIFO that nothing writes is read as empty, not waited on for ever
