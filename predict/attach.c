@@ -105,9 +105,14 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
   if (!rc) {
     overlay(model, &pd->model);
     poas__device_take_threads(dev, model);
-    /* Allocations follow the sim's limit, which is the replayed device's
-     * unless memory= set one. */
-    poas__sim_replay_memory(dev, pd->model.memory_bytes);
+    /* It declares what the replayed device declared: plans give a CPU's
+     * replay no copies, as they gave the CPU none. Allocations follow
+     * the sim's limit, which is the replayed device's unless memory= set
+     * one. */
+    poas__sim_replay_device(dev, &(poas__sim_replay){.memory = pd->model.memory_bytes,
+                                                     .host_memory = pd->host_memory,
+                                                     .shares_host_cores = pd->shares_host_cores,
+                                                     .cores = pd->cores});
     model->memory_bytes = dev->info.memory_bytes;
     poas__sim_set_time_fn(dev, replay_time, model);
     /* Its name says what it replays: the rate in the name its settings

@@ -1102,6 +1102,68 @@ TEST(sim_replays_a_profile) {
   return 0;
 }
 
+/* A replay declares what the device it replays declared (the profile's
+ * fingerprint says it). The H100 machine's cpu0 computed on host memory
+ * and on the host's cores: replayed, it was a device with memory of its
+ * own, whose plans copied A, B and C in and C out at the sim's default
+ * 10 GB/s (192 MiB and 27 ms more at 4096^3) and allocated within a
+ * limit the CPU never had. Now a replay of it copies nothing and runs
+ * for its GEMM model's time; the GPU beside it keeps its own memory. */
+TEST(a_replay_declares_what_its_device_declared) {
+  const char *h100 = test_src_path("models/profiles/nvidia-h100-80gb-16c.json");
+  char spec[400];
+  snprintf(spec, sizeof spec, "sim:profile=%s#cpu0,sim:profile=%s#cuda0", h100, h100);
+  poas_context *ctx = test_open(spec);
+  CHECK(ctx);
+  poas_device_info cpu, gpu;
+  CHECK_OK(poas_device_get(ctx, 0, &cpu));
+  CHECK_OK(poas_device_get(ctx, 1, &gpu));
+  CHECK_MSG(cpu.host_memory && cpu.shares_host_cores && cpu.cores == 16,
+            "cpu0's replay: host memory %d, shares the host's cores %d, %d cores",
+            cpu.host_memory, cpu.shares_host_cores, cpu.cores);
+  CHECK(!gpu.host_memory && !gpu.shares_host_cores && gpu.cores == 132);
+  /* The CPU's memory is host memory, as the cpu device's: a caller may
+   * write it (calibration does), and there is no limit of its own to
+   * tell. */
+  poas__device *d = ctx->devices.dev[0];
+  CHECK(d->nlanes == 1);
+  uint64_t left;
+  CHECK(poas__dev_available(d, &left) == -1);
+  poas__mem m;
+  CHECK_OK(d->be->mem_alloc(d, 1 << 20, &m));
+  memset(m.ptr, 1, 1 << 20);
+  d->be->mem_free(d, m);
+  CHECK_OK(poas__dev_available(ctx->devices.dev[1], &left));
+  poas_finalize(ctx);
+
+  snprintf(spec, sizeof spec, "sim:profile=%s#cpu0", h100);
+  CHECK(ctx = test_open(spec));
+  size_t elems = (size_t)2048 * 2048;
+  float *A = calloc(elems, sizeof *A), *B = calloc(elems, sizeof *B), *C = calloc(elems, sizeof *C);
+  CHECK(A && B && C);
+  double model;
+  CHECK_OK(poas_predict_gemm(ctx, 0, POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, 2048, 2048, 2048,
+                             &model));
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 2048, 2048, 2048, 1, A,
+                      2048, B, 2048, 1, C, 2048));
+  poas_report r;
+  CHECK_OK(poas_last_report(ctx, &r));
+  CHECK_MSG(r.dev[0].bytes_h2d == 0 && r.dev[0].bytes_d2h == 0, "copied %llu in, %llu out",
+            (unsigned long long)r.dev[0].bytes_h2d, (unsigned long long)r.dev[0].bytes_d2h);
+  CHECK_MSG(r.virtual_time && near(r.measured_s, model, 1e-12) &&
+                near(r.predicted_s, model, 1e-12),
+            "measured %.9g s, predicted %.9g, the model %.9g", r.measured_s, r.predicted_s, model);
+  poas_finalize(ctx);
+  /* shared= keeps its own, as memory= does. */
+  snprintf(spec, sizeof spec, "sim:profile=%s#cpu0:shared=0", h100);
+  CHECK(ctx = test_open(spec));
+  CHECK_OK(poas_device_get(ctx, 0, &cpu));
+  CHECK(cpu.host_memory && !cpu.shares_host_cores);
+  poas_finalize(ctx);
+  free(A), free(B), free(C);
+  return 0;
+}
+
 /* Pageable copies measured by calibration on an H100 machine (4 KiB to
  * 256 MiB, doubling): host-to-device ran at 15-16 GB/s up to 64 MiB and at
  * 10 GB/s for 256 MiB; device-to-host ones climbed from 12 GB/s at 4 MiB
@@ -2319,6 +2381,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(a_sim_of_another_drate_keeps_none_of_the_profiles_models),
           TEST_ENTRY(calibration_progress_cannot_call_back_into_its_context),
           TEST_ENTRY(sim_replays_a_profile),
+          TEST_ENTRY(a_replay_declares_what_its_device_declared),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
           TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it),
           TEST_ENTRY(transfer_knee_only_where_it_fits_significantly_better),

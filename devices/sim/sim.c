@@ -2,7 +2,9 @@
  * say (latency + flops / rate, latency + bytes / bandwidth), times a
  * slowdown that lets tests make a device slower than its model, and times
  * a deterministic jitter that makes it as noisy as a busy machine. It
- * computes nothing and allocates nothing real.
+ * computes nothing, and allocates nothing real but where it replays a
+ * device that computed on host memory (poas__sim_replay_device): there
+ * its buffers are host memory, which callers of such devices may write.
  *
  * When every selected device is simulated (dev->virtual_time), nothing
  * sleeps: each lane keeps a virtual clock that operations advance and
@@ -29,6 +31,7 @@ typedef struct sim_state {
   uint64_t allocated;
   uint64_t jitter_state; /* xorshift64* state of the jitter */
   int memory_given;      /* memory= was set: a replay keeps it */
+  int shared_given;      /* shared= was set: a replay keeps it */
 } sim_state;
 
 static int sim_count(void) { return 0; }
@@ -65,6 +68,7 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
     if (poas__spec_int("sim", "shared", value, 0, 0, 1, &v, err, errcap))
       return POAS_ESPEC;
     s->p.shares_host_cores = (int)v;
+    s->shared_given = 1;
     return 0;
   }
   if (strcmp(key, "jitter") == 0) {
@@ -220,13 +224,22 @@ void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user) 
   s->time_user = user;
 }
 
-void poas__sim_replay_memory(poas__device *dev, uint64_t bytes) {
+void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {
   sim_state *s = dev->priv;
-  if (s->memory_given || bytes == 0)
-    return;
   pthread_mutex_lock(&s->lock);
-  s->p.memory = bytes;
-  dev->info.memory_bytes = bytes;
+  if (!s->memory_given && r->memory) {
+    s->p.memory = r->memory;
+    dev->info.memory_bytes = r->memory;
+  }
+  if (r->host_memory == 1) {
+    /* The cpu device's one lane is its calling thread (devices/cpu). */
+    dev->info.host_memory = 1;
+    dev->nlanes = 1;
+  }
+  if (!s->shared_given && r->shares_host_cores >= 0)
+    dev->info.shares_host_cores = r->shares_host_cores;
+  if (r->cores > 0)
+    dev->info.cores = r->cores;
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -285,6 +298,16 @@ static int spend(poas__device *dev, int lane, double seconds) {
 
 static int sim_mem_alloc(poas__device *dev, size_t bytes, poas__mem *out) {
   sim_state *s = dev->priv;
+  if (dev->info.host_memory) {
+    /* Host memory, as the cpu device's: what a caller of a host_memory
+     * device may write (calibration fills its operands), with no limit
+     * but the host's. */
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+      return POAS_ENOMEM;
+    out->ptr = p;
+    return 0;
+  }
   pthread_mutex_lock(&s->lock);
   int rc = POAS_ENOMEM;
   if (bytes <= s->p.memory - s->allocated) {
@@ -307,6 +330,10 @@ static void sim_mem_free(poas__device *dev, poas__mem mem) {
   sim_state *s = dev->priv;
   if (!mem.ptr)
     return;
+  if (dev->info.host_memory) {
+    free(mem.ptr);
+    return;
+  }
   pthread_mutex_lock(&s->lock);
   s->allocated -= *(size_t *)mem.ptr;
   pthread_mutex_unlock(&s->lock);
@@ -315,6 +342,8 @@ static void sim_mem_free(poas__device *dev, poas__mem mem) {
 
 static int sim_mem_available(poas__device *dev, uint64_t *bytes) {
   sim_state *s = dev->priv;
+  if (dev->info.host_memory) /* as the cpu device, which cannot tell */
+    return POAS_EINVAL;
   pthread_mutex_lock(&s->lock);
   *bytes = s->p.memory - s->allocated;
   pthread_mutex_unlock(&s->lock);

@@ -29,12 +29,26 @@ int poas__sim_get_params(const poas__device *dev, poas__sim_params *out);
 typedef double (*poas__sim_time_fn)(void *user, const poas__gemm_call *gemm, size_t copy_bytes,
                                     poas_direction dir);
 void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user);
-/* A replaying sim's memory: `bytes`, what calibration could allocate on
- * the device it replays, so that its plans tile as that device's do
- * (16 GiB against an H100's 77 cut a 32768^3 dgemm into 6 tiles, not 4);
- * unless memory= gave its own, or the profile has none (0). Before any
- * allocation. */
-void poas__sim_replay_memory(poas__device *dev, uint64_t bytes);
+/* What a replaying sim takes over from the device it replays, as that
+ * device declared it (predict/attach.c, from the profile). */
+typedef struct poas__sim_replay {
+  /* What calibration could allocate on it, so that its plans tile as
+   * that device's do (16 GiB against an H100's 77 cut a 32768^3 dgemm
+   * into 6 tiles, not 4); unless memory= gave its own, or 0 (not known). */
+  uint64_t memory;
+  /* 1: it computed on host memory, as the cpu device does: the sim then
+   * declares host_memory, has the one lane the cpu device has, and
+   * allocates real host memory with no limit of its own, so that plans
+   * give it no copies and it spends none. -1: not known (a sim's own). */
+  int host_memory;
+  /* 1: it computed on the host's cores (planned with the others that do,
+   * their contention and the host's core count); unless shared= gave its
+   * own, or -1 (not known). */
+  int shares_host_cores;
+  int cores; /* the cores or compute units it declared; 0: not known */
+} poas__sim_replay;
+/* Makes dev declare what r says; before any allocation. */
+void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r);
 
 /* The virtual clock of a lane: seconds of simulated work since the device
  * opened. */
