@@ -1160,6 +1160,24 @@ TEST(a_replay_declares_what_its_device_declared) {
   CHECK_OK(poas_device_get(ctx, 0, &cpu));
   CHECK(cpu.host_memory && !cpu.shares_host_cores);
   poas_finalize(ctx);
+  /* PoCL's CPU device computed on the host's cores, in its own memory
+   * (the reference profile says so; its kind alone does not): beside the
+   * CPU's replay, on 2 cores as on the machine both were calibrated on,
+   * the plan leaves it out, as it left out the real one. */
+  const char *epyc = test_src_path("models/profiles/amd-epyc-2c.json");
+  snprintf(spec, sizeof spec, "sim:profile=%s#cpu0,sim:profile=%s#opencl0", epyc, epyc);
+  CHECK(ctx = test_open(spec));
+  poas_device_info pocl;
+  CHECK_OK(poas_device_get(ctx, 1, &pocl));
+  CHECK_MSG(!pocl.host_memory && pocl.shares_host_cores && pocl.cores == 2,
+            "opencl0's replay: host memory %d, shares the host's cores %d, %d cores",
+            pocl.host_memory, pocl.shares_host_cores, pocl.cores);
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4096,
+                          4096, 4096, &plan));
+  CHECK(ctx->host_cores >= 4 || (plan.ndevices == 1 && plan.nexcluded == 1 &&
+                                 strstr(plan.excluded[0].reason, "shares the host's")));
+  poas_finalize(ctx);
   free(A), free(B), free(C);
   return 0;
 }
