@@ -210,7 +210,9 @@ static int shared_operand(poas__gemm_source *s, poas__graph *g, int device, int 
     if (buf < 0)
       return buf;
     d->shared = buf, d->shared_ours = 1;
-    poas__copy2d shape = {pitch, (size_t)s->shared_cols, (size_t)s->shared_ld * s->es, pitch, 0};
+    /* It goes in before anything comes out: one way (both_ways 0). */
+    poas__copy2d shape = {.width = pitch, .rows = (size_t)s->shared_cols,
+                          .host_pitch = (size_t)s->shared_ld * s->es, .dev_pitch = pitch};
     poas__region host = {s->host_shared, 0, (size_t)s->shared_cols, 0, pitch};
     int rc = copy_in(g, device, chunk, buf, s->shared_base, shape, host, whole(g, buf),
                      d->first.shared_s);
@@ -340,14 +342,18 @@ static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t
   poas__region c_host = host_region(&s->c, s->host_c, t0, t1, s->es);
   poas__copy2d c_shape = tile_copy(&s->c, units, (size_t)c.ld * s->es, s->es);
   c_shape.dev_off = c.off;
+  /* As the plan times them (a sim spends the duplex factor on them). */
+  c_shape.both_ways = poas__tile_copies_both_ways(&d->later.prob);
   int rc = 0;
   tile_place in = {-1, {0}, 0, 0};
   if (s->p.reads_ab) {
     in = place_tile(s, g, &s->in, d->res_in.ptr ? d->in_whole : -1, d->slot_in[slot], t0, t1);
+    poas__copy2d in_shape = tile_copy(&s->in, units, (size_t)in.ld * s->es, s->es);
+    in_shape.both_ways = c_shape.both_ways;
     if (!d->res_in.ptr)
       rc = copy_in(g, device, chunk, in.buf, s->in.base + part_offset(&s->in, t0, s->es),
-                   tile_copy(&s->in, units, (size_t)in.ld * s->es, s->es),
-                   host_region(&s->in, s->host_in, t0, t1, s->es), in.region, cost.in_s);
+                   in_shape, host_region(&s->in, s->host_in, t0, t1, s->es), in.region,
+                   cost.in_s);
   }
   if (!rc && s->p.reads_c)
     rc = copy_in(g, device, chunk, c.buf, s->c.base + part_offset(&s->c, t0, s->es), c_shape,

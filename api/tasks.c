@@ -205,7 +205,7 @@ static int device_trampoline(void *payload) {
     if (rc)
       break;
     bufs[n] = mem[n].ptr;
-    poas__copy2d shape = {c->len[n], 1, c->len[n], c->len[n], 0};
+    poas__copy2d shape = {c->len[n], 1, c->len[n], c->len[n], 0, 0};
     rc = be->copy_h2d(d, POAS__LANE_H2D, mem[n], c->host[n], &shape);
   }
   if (!rc)
@@ -221,7 +221,7 @@ static int device_trampoline(void *payload) {
   }
   for (int i = 0; i < c->naccess && !rc; i++)
     if (c->mode[i] & POAS_W) {
-      poas__copy2d shape = {c->len[i], 1, c->len[i], c->len[i], 0};
+      poas__copy2d shape = {c->len[i], 1, c->len[i], c->len[i], 0, 0};
       rc = be->copy_d2h(d, POAS__LANE_D2H, c->host[i], mem[i], &shape);
     }
   /* After an error, copies in may still be running on their lane: every

@@ -588,7 +588,7 @@ int main(int argc, char **argv) {
     /* The kernel's operands, of the dtype about to be timed. */
     if (first) {
       size_t bytes = elems * (s->dtype == POAS_FLOAT64 ? 8 : 4);
-      poas__copy2d whole = {bytes, 1, bytes, bytes, 0};
+      poas__copy2d whole = {bytes, 1, bytes, bytes, 0, 0};
       const void *src[3] = {s->dtype == POAS_FLOAT64 ? (void *)dA : (void *)sA,
                             s->dtype == POAS_FLOAT64 ? (void *)dB : (void *)sB,
                             s->dtype == POAS_FLOAT64 ? (void *)dA : (void *)sA};

@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++)
       if (d->be->mem_alloc(d, elems * 4, &m[i]))
         die("mem_alloc");
-    poas__copy2d whole = {elems * 4, 1, elems * 4, elems * 4, 0};
+    poas__copy2d whole = {elems * 4, 1, elems * 4, elems * 4, 0, 0};
     poas__gemm_call g = {POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1.0, 0.0,
                          {m[0], 0, n}, {m[1], 0, n}, {m[2], 0, n}};
     int in = 0, gl = lanes > 1 ? 1 : 0, out = lanes > 2 ? 2 : 0;

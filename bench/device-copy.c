@@ -242,9 +242,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nsizes; i++) {
     size_t bytes = sizes[i];
     for (size_t w = 0; w < POAS__ARRAY_LEN(widths); w++) {
-      poas__copy2d shape = {bytes, 1, bytes, bytes, 0};
+      poas__copy2d shape = {bytes, 1, bytes, bytes, 0, 0};
       if (widths[w])
-        shape = (poas__copy2d){widths[w], bytes / widths[w], 2 * widths[w], widths[w], 0};
+        shape = (poas__copy2d){widths[w], bytes / widths[w], 2 * widths[w], widths[w], 0, 0};
       double payload = (double)(shape.width * shape.rows);
       copy_job in = {d, 0, 1, mem[0], host[0], shape, 0};
       copy_job out = {d, lanes > 2 ? 2 : lanes - 1, 0, mem[1], host[1], shape, 0};

@@ -95,6 +95,11 @@ typedef struct poas__copy2d {
   size_t width, rows;
   size_t host_pitch, dev_pitch;
   size_t dev_off;
+  /* 1: one of a pipeline's tile copies, which run while copies go the
+   * other way (adapt/gemm.c), and which plans lengthen by the device's
+   * duplex factor (optimize/pipeline.c). A sim replaying a device spends
+   * that factor on them; a backend that copies takes no notice. */
+  int both_ways;
 } poas__copy2d;
 
 struct poas__backend {

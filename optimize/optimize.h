@@ -159,6 +159,11 @@ typedef struct poas__tile_cost {
 void poas__tile_costs(const poas__opt_problem *p, poas__split_dim split,
                       const poas__device_model *dm, int host_memory, int64_t units,
                       poas__tile_cost *out);
+/* Whether a tile's copies run while copies go the other way, each then
+ * slower by the device's duplex factor: where anything is copied in
+ * (the shared operand goes in before anything comes out, at the one-way
+ * rate). adapt/ marks those copies (poas__copy2d.both_ways). */
+int poas__tile_copies_both_ways(const poas__opt_problem *p);
 /* Bytes of the shared operand: op(B) for row blocks, op(A) for columns. */
 uint64_t poas__shared_bytes(const poas__opt_problem *p, poas__split_dim split);
 /* Units of C along the split dimension (m for rows, n for columns). */

@@ -40,6 +40,8 @@ uint64_t poas__shared_bytes(const poas__opt_problem *p, poas__split_dim split) {
   return (uint64_t)p->k * (uint64_t)other * es;
 }
 
+int poas__tile_copies_both_ways(const poas__opt_problem *p) { return p->reads_ab || p->reads_c; }
+
 int poas__shared_transposed(const poas__opt_problem *p, poas__split_dim split, int wants_bt) {
   if (!wants_bt || !p->reads_ab)
     return 0;
@@ -84,9 +86,8 @@ static void tile_costs(const poas__opt_problem *p, poas__split_dim split,
   double in, c;
   unit_bytes(p, split, &in, &c);
   /* Tiles copy in while earlier tiles copy out: both ways at once, each
-   * slower by the device's duplex factor (the shared operand goes in
-   * before anything comes out, at the one-way rate). */
-  double both_ways = dm->duplex > 1 && (p->reads_ab || p->reads_c) ? dm->duplex : 1;
+   * slower by the device's duplex factor. */
+  double both_ways = dm->duplex > 1 && poas__tile_copies_both_ways(p) ? dm->duplex : 1;
   if (p->reads_ab)
     out->in_s = both_ways * poas__model_transfer_time(dm, POAS_H2D, in * (double)units);
   if (p->reads_c)

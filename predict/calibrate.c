@@ -599,7 +599,7 @@ typedef struct copy_ctx {
 static int run_copy(void *ctx, size_t bytes) {
   const copy_ctx *cc = ctx;
   poas__device *dev = cc->dev;
-  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
+  poas__copy2d c = {bytes, 1, bytes, bytes, 0, 0};
   return cc->dir == POAS_H2D ? dev->be->copy_h2d(dev, cc->lane, cc->mem, cc->host, &c)
                              : dev->be->copy_d2h(dev, cc->lane, cc->host, cc->mem, &c);
 }
@@ -744,7 +744,7 @@ static size_t transpose_bytes(void *ctx, size_t bytes) {
 
 static int copy_in_transpose_source(void *ctx, size_t bytes) {
   const transpose_ctx *tc = ctx;
-  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
+  poas__copy2d c = {bytes, 1, bytes, bytes, 0, 0};
   return tc->dev->be->copy_h2d(tc->dev, 0, tc->src, tc->host, &c);
 }
 
@@ -989,7 +989,7 @@ static int load_operands(bench *bb) {
     for (size_t off = 0; off < bb->cap; off += bb->host_cap) {
       size_t len = POAS__MIN(bb->host_cap, bb->cap - off);
       fill_random(bb->host, len, 10 + (uint64_t)i);
-      poas__copy2d c = {len, 1, len, len, off};
+      poas__copy2d c = {len, 1, len, len, off, 0};
       int rc = dev->be->copy_h2d(dev, 0, *m[i], bb->host, &c);
       if (!rc)
         rc = dev->be->lane_sync(dev, 0);

@@ -69,7 +69,7 @@ static int probe_gemm(probe *p) {
   /* Column-major bands of B (k x w) and C (m x w), or of A (w x k) and C
    * (w x n) with ld w, are contiguous. */
   size_t bytes = (size_t)(PROBE_N * p->w) * sizeof(float);
-  poas__copy2d c = {bytes, 1, bytes, bytes, 0};
+  poas__copy2d c = {bytes, 1, bytes, bytes, 0, 0};
   poas__mem in = rows_band(p) ? p->a : p->b;
   int rc = p->host ? p->dev->be->copy_h2d(p->dev, 0, in, p->host, &c) : 0;
   if (!rc)
@@ -120,7 +120,7 @@ static int probe_open(probe *p, poas__device *dev) {
                       3 * bytes >> 20);
   for (int i = 0; !rc && i < 3; i++)
     for (size_t off = 0; !rc && off < bytes; off += CHUNK) {
-      poas__copy2d c = {CHUNK, 1, CHUNK, CHUNK, off};
+      poas__copy2d c = {CHUNK, 1, CHUNK, CHUNK, off, 0};
       if (dev->info.host_memory)
         memcpy((char *)m[i]->ptr + off, host, CHUNK);
       else

@@ -80,7 +80,7 @@ static int roundtrip(poas__device *d, const poas__copy2d *shape, size_t out_pitc
   memset(out, 0xCD, outbytes);
   poas__mem m = {0};
   CHECK_OK(be->mem_alloc(d, devbytes, &m));
-  poas__copy2d flat = {devbytes, 1, devbytes, devbytes, 0};
+  poas__copy2d flat = {devbytes, 1, devbytes, devbytes, 0, 0};
   CHECK_OK(be->copy_h2d(d, 0, m, whole, &flat));
   CHECK_OK(be->copy_h2d(d, 0, m, src, shape));
   CHECK_OK(be->lane_sync(d, 0));
@@ -111,11 +111,11 @@ TEST(cuda_copy2d_roundtrip_keeps_padding) {
   NEED_CUDA();
   poas__devset set;
   CHECK_OK(open_set("cuda0", &set));
-  /* width, rows, host pitch, device pitch, device offset; odd sizes on
-   * purpose, plus the one-row and the contiguous cases. */
+  /* width, rows, host pitch, device pitch, device offset (one way); odd
+   * sizes on purpose, plus the one-row and the contiguous cases. */
   static const poas__copy2d shapes[] = {
-      {13, 7, 29, 40, 5}, {4096, 33, 4100, 4608, 256}, {13, 1, 13, 13, 3}, {64, 9, 64, 64, 0},
-      {1, 300, 3, 2, 1},
+      {13, 7, 29, 40, 5, 0}, {4096, 33, 4100, 4608, 256, 0}, {13, 1, 13, 13, 3, 0},
+      {64, 9, 64, 64, 0, 0}, {1, 300, 3, 2, 1, 0},
   };
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
     if (roundtrip(set.dev[0], &shapes[i], shapes[i].width + 11))
@@ -135,9 +135,9 @@ TEST(cuda_staged_copies_keep_padding) {
   CHECK_OK(open_set("cuda0:copy_threads=3", &set));
   size_t big = ((size_t)17 << 20) + 5;
   const poas__copy2d shapes[] = {
-      {((size_t)40 << 20) + 123, 1, ((size_t)40 << 20) + 123, ((size_t)40 << 20) + 123, 0},
-      {4000, 10000, 4100, 4352, 128},
-      {big, 2, big + 64, big + 256, 32},
+      {((size_t)40 << 20) + 123, 1, ((size_t)40 << 20) + 123, ((size_t)40 << 20) + 123, 0, 0},
+      {4000, 10000, 4100, 4352, 128, 0},
+      {big, 2, big + 64, big + 256, 32, 0},
   };
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
     if (roundtrip(set.dev[0], &shapes[i], shapes[i].width + 11))
@@ -161,7 +161,7 @@ typedef struct pipe {
 static int pipe_run(pipe *p, float alpha, float beta) {
   const poas__backend *be = p->d->be;
   size_t bytes = (size_t)p->n * p->n * sizeof(float);
-  poas__copy2d flat = {bytes, 1, bytes, bytes, 0};
+  poas__copy2d flat = {bytes, 1, bytes, bytes, 0, 0};
   poas__gemm_call g = {POAS_FLOAT32, POAS_NO_TRANS, POAS_NO_TRANS, p->n, p->n, p->n, alpha, beta,
                        {p->a, 0, p->n}, {p->b, 0, p->n}, {p->c, 0, p->n}};
   CHECK_OK(be->copy_h2d(p->d, 0, p->a, p->A, &flat));
@@ -223,7 +223,7 @@ TEST(cuda_events_order_lanes) {
   CHECK_OK(be->mem_alloc(p.d, bytes, &p.b));
   CHECK_OK(be->mem_alloc(p.d, bytes, &p.c));
   test_poison(p.C, POAS_FLOAT32, count);
-  poas__copy2d flat = {bytes, 1, bytes, bytes, 0};
+  poas__copy2d flat = {bytes, 1, bytes, bytes, 0, 0};
   CHECK_OK(be->copy_h2d(p.d, 0, p.c, p.C, &flat));
   CHECK_OK(be->lane_sync(p.d, 0));
   CHECK_OK(be->host_register(p.d, p.A, bytes));
@@ -257,13 +257,13 @@ TEST(cuda_host_register_path) {
    * the next operation still succeeds. */
   CHECK_RC(d->be->host_register(d, h, bytes), POAS_EDEVICE);
   CHECK(strstr(poas_error_detail(), "cudaHostRegister") != NULL);
-  poas__copy2d pinned = {1000, 1000, 1000 + 24, 1024, 64};
+  poas__copy2d pinned = {1000, 1000, 1000 + 24, 1024, 64, 0};
   CHECK(roundtrip(d, &pinned, 1003) == 0);
   poas__mem m;
   CHECK_OK(d->be->mem_alloc(d, bytes, &m));
   for (size_t i = 0; i < bytes; i++)
     h[i] = pattern(i);
-  poas__copy2d flat = {bytes, 1, bytes, bytes, 0};
+  poas__copy2d flat = {bytes, 1, bytes, bytes, 0, 0};
   CHECK_OK(d->be->copy_h2d(d, 0, m, h, &flat));
   CHECK_OK(d->be->lane_sync(d, 0));
   memset(h, 0, bytes);
@@ -298,7 +298,7 @@ TEST(cuda_alloc_beyond_memory_is_enomem) {
   CHECK_OK(d->be->mem_alloc(d, 0, &m));
   CHECK(m.ptr != NULL);
   d->be->mem_free(d, m);
-  poas__copy2d small = {24, 5, 30, 32, 8};
+  poas__copy2d small = {24, 5, 30, 32, 8, 0};
   CHECK(roundtrip(d, &small, 27) == 0);
   poas__devset_close(&set);
   return 0;
@@ -341,14 +341,14 @@ TEST(cuda_gemm_scaling_paths) {
     CHECK_OK(d->be->mem_alloc(d, sizeof nanab, &b));
     CHECK_OK(d->be->mem_alloc(d, sizeof c, &cm));
     test_poison(nanab, (poas_dtype)dt, M * K);
-    poas__copy2d ab = {sizeof nanab, 1, sizeof nanab, sizeof nanab, 0};
+    poas__copy2d ab = {sizeof nanab, 1, sizeof nanab, sizeof nanab, 0, 0};
     CHECK_OK(d->be->copy_h2d(d, 0, a, nanab, &ab));
     CHECK_OK(d->be->copy_h2d(d, 0, b, nanab, &ab));
     static const struct {
       double alpha, beta;
       int64_t k;
     } cases[] = {{0, 0, K}, {0, 0.5, K}, {2, 0, 0}, {2, -3, 0}, {0, 1, K}};
-    poas__copy2d cc = {LDC * es * N, 1, LDC * es * N, LDC * es * N, 0};
+    poas__copy2d cc = {LDC * es * N, 1, LDC * es * N, LDC * es * N, 0, 0};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
       if (cases[i].beta == 0)
         test_poison(c, (poas_dtype)dt, LDC * N);
@@ -445,7 +445,7 @@ static int worker_gemm(poas__device *d) {
   CHECK_OK(d->be->mem_alloc(d, sizeof A, &a));
   CHECK_OK(d->be->mem_alloc(d, sizeof B, &b));
   CHECK_OK(d->be->mem_alloc(d, sizeof C, &c));
-  poas__copy2d flat = {sizeof A, 1, sizeof A, sizeof A, 0};
+  poas__copy2d flat = {sizeof A, 1, sizeof A, sizeof A, 0, 0};
   CHECK_OK(d->be->copy_h2d(d, 0, a, A, &flat));
   CHECK_OK(d->be->copy_h2d(d, 0, b, B, &flat));
   poas__event ev;

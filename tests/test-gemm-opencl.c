@@ -132,9 +132,9 @@ TEST(opencl_copy2d_keeps_padding) {
   memset(back, 0xCD, sizeof back);
   poas__mem mem;
   CHECK_OK(d->be->mem_alloc(d, SIZE, &mem));
-  poas__copy2d whole = {SIZE, 1, SIZE, SIZE, 0};
-  poas__copy2d block = {W, ROWS, HP, DP, OFF};
-  poas__copy2d block_back = {W, ROWS, BACKP, DP, OFF};
+  poas__copy2d whole = {SIZE, 1, SIZE, SIZE, 0, 0};
+  poas__copy2d block = {W, ROWS, HP, DP, OFF, 0};
+  poas__copy2d block_back = {W, ROWS, BACKP, DP, OFF, 0};
   CHECK_OK(d->be->copy_h2d(d, 0, mem, dev, &whole));
   CHECK_OK(d->be->copy_h2d(d, 0, mem, src, &block));
   CHECK_OK(d->be->copy_d2h(d, 0, dev, mem, &whole));
@@ -167,10 +167,12 @@ static int device_gemm(poas__device *d, test_gemm *g, size_t off) {
   CHECK_OK(d->be->mem_alloc(d, offb + (size_t)(g->lda * POAS__MAX(ac, 1)) * es, &a));
   CHECK_OK(d->be->mem_alloc(d, offb + (size_t)(g->ldb * POAS__MAX(bc, 1)) * es, &b));
   CHECK_OK(d->be->mem_alloc(d, offb + (size_t)(g->ldc * g->n) * es, &c));
-  poas__copy2d ca = {(size_t)ar * es, (size_t)ac, (size_t)g->lda * es, (size_t)g->lda * es, offb};
-  poas__copy2d cb = {(size_t)br * es, (size_t)bc, (size_t)g->ldb * es, (size_t)g->ldb * es, offb};
+  poas__copy2d ca = {(size_t)ar * es, (size_t)ac, (size_t)g->lda * es, (size_t)g->lda * es,
+                     offb, 0};
+  poas__copy2d cb = {(size_t)br * es, (size_t)bc, (size_t)g->ldb * es, (size_t)g->ldb * es,
+                     offb, 0};
   poas__copy2d cc = {(size_t)g->m * es, (size_t)g->n, (size_t)g->ldc * es, (size_t)g->ldc * es,
-                     offb};
+                     offb, 0};
   CHECK_OK(d->be->copy_h2d(d, 0, a, g->A, &ca));
   CHECK_OK(d->be->copy_h2d(d, 0, b, g->B, &cb));
   CHECK_OK(d->be->copy_h2d(d, 0, c, g->C, &cc));
@@ -409,8 +411,8 @@ TEST(opencl_index_limit_cuts_plans) {
   CHECK_OK(d->be->mem_alloc(d, N * N * sizeof(float), &a));
   CHECK_OK(d->be->mem_alloc(d, N * N * sizeof(float), &b));
   CHECK_OK(d->be->mem_alloc(d, sizeof host, &c));
-  poas__copy2d square = {N * N * sizeof(float), 1, 0, 0, 0};
-  poas__copy2d whole = {sizeof host, 1, 0, 0, 0};
+  poas__copy2d square = {N * N * sizeof(float), 1, 0, 0, 0, 0};
+  poas__copy2d whole = {sizeof host, 1, 0, 0, 0, 0};
   CHECK_OK(d->be->copy_h2d(d, 1, a, host, &square));
   CHECK_OK(d->be->copy_h2d(d, 1, b, host, &square));
   CHECK_OK(d->be->copy_h2d(d, 1, c, host, &whole));
@@ -727,7 +729,7 @@ TEST(opencl_scratch_is_one_per_lane) {
   CHECK_OK(d->be->mem_alloc(d, bytes, &a));
   CHECK_OK(d->be->mem_alloc(d, bytes, &b));
   CHECK_OK(d->be->mem_alloc(d, bytes, &c));
-  poas__copy2d whole = {bytes, 1, bytes, bytes, 0};
+  poas__copy2d whole = {bytes, 1, bytes, bytes, 0, 0};
   CHECK_OK(d->be->copy_h2d(d, 0, a, g.A, &whole));
   CHECK_OK(d->be->copy_h2d(d, 0, b, g.B, &whole));
   CHECK_OK(d->be->copy_h2d(d, 0, c, g.C, &whole));

@@ -1044,7 +1044,7 @@ TEST(sim_replays_a_profile) {
                        .m = 500, .n = 600, .k = 700};
   CHECK_OK(d->be->gemm(d, 1, &g));
   CHECK(near(poas__sim_lane_clock(d, 1), want, 1e-12));
-  poas__copy2d c = {1000, 1000, 1000, 1000, 0};
+  poas__copy2d c = {1000, 1000, 1000, 1000, 0, 0};
   CHECK_OK(d->be->copy_h2d(d, 2, (poas__mem){0}, NULL, &c));
   CHECK(near(poas__sim_lane_clock(d, 2), 2e-5 + 1e6 / 5e10, 1e-12));
   /* Without #ID the first device is replayed. */

@@ -194,7 +194,7 @@ TEST(lanes_ordered_by_events) {
   poas__ins alloc = {.kind = POAS__INS_ALLOC, .device = 0, .chunk = -1, .naccess = 1};
   alloc.access[0] = (poas__access){all_d, POAS__WRITE};
   alloc.u.alloc.buf = b;
-  poas__copy2d shape = {sizeof host, 1, sizeof host, sizeof host, 0}; /* 4 ms at 1e6 B/s */
+  poas__copy2d shape = {sizeof host, 1, sizeof host, sizeof host, 0, 0}; /* 4 ms at 1e6 B/s */
   poas__ins h2d = {.kind = POAS__INS_H2D, .device = 0, .lane = POAS__LANE_H2D, .chunk = -1,
                    .naccess = 2, .bytes = sizeof host};
   h2d.access[0] = (poas__access){all_h, POAS__READ};
@@ -350,7 +350,7 @@ TEST(lane_waits_cover_copies_issued_by_other_threads) {
                       .mem = {&names[i]}, .external = 1};
       hb[i] = poas__engine_add_buffer(e, &h), db[i] = poas__engine_add_buffer(e, &g);
     }
-    poas__copy2d shape = {sizeof host[0], 1, sizeof host[0], sizeof host[0], 0};
+    poas__copy2d shape = {sizeof host[0], 1, sizeof host[0], sizeof host[0], 0, 0};
     for (int i = 0; i < 2; i++) {
       poas__ins in = {.kind = POAS__INS_H2D, .device = 0, .lane = POAS__LANE_H2D, .chunk = -1,
                       .naccess = 2};
@@ -423,7 +423,7 @@ TEST(failed_lane_wait_leaves_the_operation_unrun) {
                   .external = 1};
   int hib = poas__engine_add_buffer(e, &hi), hob = poas__engine_add_buffer(e, &ho);
   int db = poas__engine_add_buffer(e, &g);
-  poas__copy2d shape = {sizeof in_host, 1, sizeof in_host, sizeof in_host, 0};
+  poas__copy2d shape = {sizeof in_host, 1, sizeof in_host, sizeof in_host, 0, 0};
   poas__ins h2d = {.kind = POAS__INS_H2D, .device = 0, .lane = POAS__LANE_H2D, .chunk = -1,
                    .naccess = 2};
   h2d.access[0] = (poas__access){{hib, 0, 1, 0, sizeof in_host}, POAS__READ};
@@ -1063,7 +1063,7 @@ static int pipe_emit(void *user, poas__graph *g, int device, int64_t u0, int64_t
   poas__gbuf dc = {.device = device, .pitch = rows, .lines = (size_t)s->n};
   int db = poas__graph_add_buffer(g, &dc);
   poas__region rd = {db, 0, (size_t)s->n, 0, rows};
-  poas__copy2d shape = {rows, (size_t)s->n, (size_t)s->m * es, rows, 0};
+  poas__copy2d shape = {rows, (size_t)s->n, (size_t)s->m * es, rows, 0, 0};
   poas__ins seq[6];
   memset(seq, 0, sizeof seq);
   for (int i = 0; i < 6; i++)

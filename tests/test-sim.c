@@ -23,7 +23,7 @@ TEST(sim_virtual_time_follows_parameters) {
   poas__mem too_much;
   CHECK_RC(d->be->mem_alloc(d, 1 << 20, &too_much), POAS_ENOMEM);
   double t0 = poas__now();
-  poas__copy2d c = {1000, 10, 1000, 1000, 0};
+  poas__copy2d c = {1000, 10, 1000, 1000, 0, 0};
   CHECK_OK(d->be->copy_h2d(d, 0, mem, NULL, &c)); /* 1e4 bytes at 1e3 B/s = 10 s */
   poas__event ev;
   CHECK_OK(d->be->event_create(d, &ev));

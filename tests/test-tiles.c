@@ -173,7 +173,7 @@ static int upload(poas__device *d, poas_dtype dt, int64_t rows, int64_t cols, co
   }
   int rc = poas__dev_alloc(d, bytes, &h->mem);
   h->dev = rc ? NULL : d, h->bytes = bytes;
-  poas__copy2d shape = {(size_t)rows * es, (size_t)cols, (size_t)ld * es, (size_t)rows * es, 0};
+  poas__copy2d shape = {(size_t)rows * es, (size_t)cols, (size_t)ld * es, (size_t)rows * es, 0, 0};
   if (!rc)
     rc = d->be->copy_h2d(d, 0, h->mem, host, &shape);
   if (!rc)
