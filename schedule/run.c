@@ -1062,8 +1062,10 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
   if (rc)
     return rc;
   for (int d = 0; r.e->virtual_time && d < set->ndev; d++)
-    if (cfg->u1[d] > cfg->u0[d])
+    if (cfg->u1[d] > cfg->u0[d]) {
       poas__sim_advance(set->dev[d], cfg->engine_s);
+      poas__sim_run_starts(set->dev[d]);
+    }
   poas__engine_lock(r.e);
   r.rc = start(&r);
   if (!r.rc)

@@ -32,6 +32,9 @@ typedef struct sim_state {
   uint64_t jitter_state; /* xorshift64* state of the jitter */
   int memory_given;      /* memory= was set: a replay keeps it */
   int shared_given;      /* shared= was set: a replay keeps it */
+  double dispatch_s;     /* the replayed device's cost of a run */
+  double dispatch_due;   /* that cost, while the run's first operation is to come */
+  double duplex;         /* the replayed device's copies both ways at once; 0: none */
 } sim_state;
 
 static int sim_count(void) { return 0; }
@@ -240,6 +243,17 @@ void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {
     dev->info.shares_host_cores = r->shares_host_cores;
   if (r->cores > 0)
     dev->info.cores = r->cores;
+  s->dispatch_s = r->dispatch_s;
+  s->duplex = r->duplex;
+  pthread_mutex_unlock(&s->lock);
+}
+
+void poas__sim_run_starts(poas__device *dev) {
+  sim_state *s = dev->priv;
+  if (!dev->virtual_time)
+    return;
+  pthread_mutex_lock(&s->lock);
+  s->dispatch_due = s->dispatch_s;
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -272,11 +286,17 @@ void poas__sim_lanes_from(poas__device *dev, double t) {
   pthread_mutex_unlock(&s->lock);
 }
 
-/* Spends `seconds` of device time on a lane: virtually, or by sleeping. */
+/* Spends `seconds` of device time on a lane: virtually, or by sleeping;
+ * the first operation of a run, the run's dispatch too (slowed alike:
+ * slowdown makes the whole device slower than its model). */
 static int spend(poas__device *dev, int lane, double seconds) {
   sim_state *s = dev->priv;
   if (lane < 0 || lane >= SIM_LANES)
     return POAS_EINVAL;
+  pthread_mutex_lock(&s->lock);
+  seconds += s->dispatch_due;
+  s->dispatch_due = 0;
+  pthread_mutex_unlock(&s->lock);
   seconds *= s->p.slowdown;
   if (s->p.jitter > 0) { /* the state is shared by the lanes */
     pthread_mutex_lock(&s->lock);
@@ -350,22 +370,26 @@ static int sim_mem_available(poas__device *dev, uint64_t *bytes) {
   return 0;
 }
 
-static double copy_time(sim_state *s, size_t bytes, poas_direction dir) {
-  if (s->time_fn)
-    return s->time_fn(s->time_user, NULL, bytes, dir);
-  return s->p.latency + (double)bytes / s->p.bandwidth;
+/* A copy's time; a pipeline's tile copy, which runs while copies go the
+ * other way, is the replayed device's duplex factor longer, as plans
+ * time it (optimize/pipeline.c). */
+static double copy_time(sim_state *s, const poas__copy2d *c, poas_direction dir) {
+  size_t bytes = c->width * c->rows;
+  double t = s->time_fn ? s->time_fn(s->time_user, NULL, bytes, dir)
+                        : s->p.latency + (double)bytes / s->p.bandwidth;
+  return c->both_ways && s->duplex > 1 ? t * s->duplex : t;
 }
 
 static int sim_copy_h2d(poas__device *dev, int lane, poas__mem dst, const void *src,
                         const poas__copy2d *c) {
   (void)dst, (void)src;
-  return spend(dev, lane, copy_time(dev->priv, c->width * c->rows, POAS_H2D));
+  return spend(dev, lane, copy_time(dev->priv, c, POAS_H2D));
 }
 
 static int sim_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
                         const poas__copy2d *c) {
   (void)dst, (void)src;
-  return spend(dev, lane, copy_time(dev->priv, c->width * c->rows, POAS_D2H));
+  return spend(dev, lane, copy_time(dev->priv, c, POAS_D2H));
 }
 
 static int sim_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {

@@ -46,6 +46,14 @@ typedef struct poas__sim_replay {
    * own, or -1 (not known). */
   int shares_host_cores;
   int cores; /* the cores or compute units it declared; 0: not known */
+  /* Its runtime's cost of a run (poas__device_model.dispatch_s), which
+   * plans add to its time: spent in virtual time once a run, with its
+   * first operation (poas__sim_run_starts). */
+  double dispatch_s;
+  /* How much longer its copies take while copies go the other way
+   * (poas__device_model.duplex; 1 or less: none): what plans add to a
+   * pipeline's tile copies, spent on the copies marked both_ways. */
+  double duplex;
 } poas__sim_replay;
 /* Makes dev declare what r says; before any allocation. */
 void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r);
@@ -58,6 +66,12 @@ double poas__sim_lane_clock(const poas__device *dev, int lane);
  * spends and virtual time would otherwise not count). Nothing for a sim
  * in real time, whose run spends it for real. */
 void poas__sim_advance(poas__device *dev, double seconds);
+/* A run gives the device work (schedule/run.c): in virtual time, its
+ * next operation, on whichever lane, also spends the replayed device's
+ * dispatch_s, within the operation, so that the run's busy time holds
+ * it as the plan's time does. Nothing for a sim in real time, whose run
+ * spends its costs for real, or one that replays nothing. */
+void poas__sim_run_starts(poas__device *dev);
 /* Brings every lane's virtual clock to at least `t`: what is put on a
  * lane next starts no earlier (a lane ahead of t keeps its clock). */
 void poas__sim_lanes_from(poas__device *dev, double t);
