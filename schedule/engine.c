@@ -393,6 +393,16 @@ static int execute(poas__worker *w, issue *is, poas__event *ev) {
         d->be->event_destroy(d, ev);
     }
   }
+  /* A lane operation that failed may have left work on its lane: all of
+   * it where only its event could not be made or recorded, the pieces
+   * queued before the one that failed otherwise. Its node retires failed,
+   * and its chunk's units may go to another device at once: a copy out
+   * still queued would land in host memory after that device wrote there.
+   * So the lane drains first. Where that fails too, the device is past
+   * running anything (a sticky CUDA error), and there is nothing more to
+   * wait for. */
+  if (rc && w->async)
+    d->be->lane_sync(d, is->lane);
   return rc;
 }
 

@@ -448,6 +448,99 @@ TEST(failed_lane_wait_leaves_the_operation_unrun) {
   return 0;
 }
 
+/* A device whose copies out land late, as a DMA into page-locked memory
+ * does: copy_d2h only queues the copy, and a sync of the lane or of an
+ * event performs it. Its event records fail. A copy out whose event could
+ * not be recorded retired failed while still queued: its chunk's units
+ * could go to another device, and the copy landed over what that one
+ * wrote when the engine was destroyed (its last sync of every lane). */
+typedef struct late_device {
+  void *dst; /* the queued copy, if any */
+  const void *src;
+  size_t bytes;
+  int landed_at_retirement, retired_rc;
+} late_device;
+
+static void late_land(late_device *l) {
+  if (l->dst)
+    memcpy(l->dst, l->src, l->bytes);
+  l->dst = NULL;
+}
+
+static int late_copy_d2h(poas__device *d, int lane, void *dst, poas__mem src,
+                         const poas__copy2d *shape) {
+  (void)lane;
+  late_device *l = d->priv;
+  l->dst = dst, l->src = src.ptr, l->bytes = shape->width;
+  return 0;
+}
+
+static int late_event_record(poas__device *d, int lane, poas__event *ev) {
+  (void)lane, (void)ev;
+  return poas__fail(POAS_EDEVICE, "%s: event record failed (test)", d->info.id);
+}
+
+static int late_event_sync(poas__device *d, poas__event *ev) {
+  (void)ev;
+  late_land(d->priv);
+  return 0;
+}
+
+static int late_lane_sync(poas__device *d, int lane) {
+  (void)lane;
+  late_land(d->priv);
+  return 0;
+}
+
+static const poas__backend late_backend = {
+    .kind_name = "fake", .kind = POAS_DEVICE_SIM, .built = 1, .copy_d2h = late_copy_d2h,
+    .event_create = fake_event_create, .event_record = late_event_record,
+    .lane_wait = fake_lane_wait, .event_sync = late_event_sync,
+    .event_destroy = fake_event_destroy, .lane_sync = late_lane_sync};
+
+static char late_out[64];
+
+/* Called as the copy out retires (engine locked, on its worker). */
+static void late_retired(void *arg, int rc) {
+  late_device *l = arg;
+  l->landed_at_retirement = late_out[0] == 0x5a;
+  l->retired_rc = rc;
+}
+
+TEST(copy_out_whose_record_failed_lands_before_it_retires) {
+  late_device l = {0};
+  poas__device d;
+  fake_device(&d, &late_backend, NULL, 0);
+  d.priv = &l;
+  poas__devset set = {.ndev = 1, .dev = {&d}};
+  poas__engine *e;
+  poas__engine_config cfg = {0};
+  CHECK_OK(poas__engine_create(&set, &cfg, &e));
+  static char on_device[64];
+  memset(on_device, 0x5a, sizeof on_device);
+  memset(late_out, 0, sizeof late_out);
+  poas__engine_lock(e);
+  poas__gbuf ho = {.device = -1, .host = late_out, .pitch = sizeof late_out, .lines = 1};
+  poas__gbuf g = {.device = 0, .pitch = sizeof on_device, .lines = 1, .mem = {on_device},
+                  .external = 1};
+  int hob = poas__engine_add_buffer(e, &ho), db = poas__engine_add_buffer(e, &g);
+  poas__copy2d shape = {sizeof late_out, 1, sizeof late_out, sizeof late_out, 0};
+  poas__ins d2h = {.kind = POAS__INS_D2H, .device = 0, .lane = POAS__LANE_D2H, .chunk = -1,
+                   .naccess = 2};
+  d2h.access[0] = (poas__access){{db, 0, 1, 0, sizeof on_device}, POAS__READ};
+  d2h.access[1] = (poas__access){{hob, 0, 1, 0, sizeof late_out}, POAS__WRITE};
+  d2h.u.d2h.src_buf = db, d2h.u.d2h.dst = late_out, d2h.u.d2h.shape = shape;
+  int id = poas__engine_add(e, &d2h, late_retired, &l);
+  CHECK(id >= 0);
+  poas__engine_drain(e);
+  int cancelled = e->nodes[id].state == POAS__NODE_CANCELLED, failed = e->w[0].failed != 0;
+  poas__engine_unlock(e);
+  poas__engine_destroy(e);
+  CHECK(cancelled && failed && l.retired_rc == POAS_EDEVICE);
+  CHECK_MSG(l.landed_at_retirement, "the copy out retired while still queued on its lane");
+  return 0;
+}
+
 /* ----------------------------------------------- test-only work sources */
 
 /* One GEMM per range on the device's compute lane: m = units, n = k = 500
@@ -1322,6 +1415,7 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(inference_long_chain_in_order), TEST_ENTRY(lanes_ordered_by_events),
           TEST_ENTRY(lane_waits_cover_copies_issued_by_other_threads),
           TEST_ENTRY(failed_lane_wait_leaves_the_operation_unrun),
+          TEST_ENTRY(copy_out_whose_record_failed_lands_before_it_retires),
           TEST_ENTRY(guided_corrects_a_wrong_model_static_does_not),
           TEST_ENTRY(guided_with_exact_model_matches_plan),
           TEST_ENTRY(guided_tail_goes_where_it_finishes_first),
