@@ -419,6 +419,39 @@ static void fail_device(poas__engine *e, poas__worker *w, int rc) {
   notify_coord(e);
 }
 
+/* Waits for a submitted node's event `ev`, unlocked; returns the wait's
+ * status and sets *t to when it was seen complete. Entered and left
+ * locked. */
+static int wait_event(poas__engine *e, poas__worker *w, poas__event ev, double *t) {
+  poas__engine_unlock(e);
+  int rc = w->dev->be->event_sync(w->dev, &ev);
+  *t = w->dev->virtual_time ? ev.u.vtime : poas__now();
+  poas__engine_lock(e);
+  return rc;
+}
+
+/* Finishes a submitted node once its event was waited for: rc the wait's
+ * status, t when it was seen complete. Locked. */
+static void settle(poas__engine *e, poas__worker *w, int id, int rc, double t) {
+  poas__node *n = &e->nodes[id];
+  if (rc) {
+    n->failed_here = 1;
+    fail_device(e, w, rc);
+    finish_node(e, id, rc);
+    return;
+  }
+  if (!w->dev->virtual_time) {
+    /* Seen complete at t (an upper bound); it cannot have started before
+     * the previous operation on its lane ended. */
+    int lane = lane_of(w, &n->ins);
+    n->t1 = t;
+    n->t0 = POAS__MAX(n->t0, w->lane_end[lane]);
+    w->lane_end[lane] = t;
+  }
+  w->t_last = POAS__MAX(w->t_last, n->t1);
+  finish_node(e, id, 0);
+}
+
 /* Runs one ready node; entered and left locked. */
 static void run_node(poas__engine *e, poas__worker *w, int id) {
   if (w->failed || e->nodes[id].doomed) {
@@ -480,9 +513,13 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
     release_submitted(e, id);
     if (ring_push(&w->inflight, &w->ihead, &w->icount, &w->icap, id) == 0)
       return;
-    /* Unwatched, its completion is unknown: treat it as failed. */
-    fail_device(e, w, POAS_ENOMEM);
-    finish_node(e, id, POAS_ENOMEM);
+    /* No room to watch it with the others (out of host memory): it is
+     * waited for here. Failed at once, it ran on on its lane after its
+     * chunk's units had gone to another device, and its device, short of
+     * nothing but host memory, was retired: on one GPU the run failed with
+     * "every device failed". */
+    rc = wait_event(e, w, ev, &t1);
+    settle(e, w, id, rc, t1);
     return;
   }
   w->t_last = POAS__MAX(w->t_last, t1);
@@ -493,31 +530,12 @@ static void run_node(poas__engine *e, poas__worker *w, int id) {
  * and left locked. */
 static void complete_oldest(poas__engine *e, poas__worker *w) {
   int id = w->inflight[w->ihead];
-  poas__event ev = e->nodes[id].ev;
+  double t;
   w->syncing = 1;
-  poas__engine_unlock(e);
-  int rc = w->dev->be->event_sync(w->dev, &ev);
-  double t = w->dev->virtual_time ? ev.u.vtime : poas__now();
-  poas__engine_lock(e);
+  int rc = wait_event(e, w, e->nodes[id].ev, &t);
   w->syncing = 0;
   ring_pop(w->inflight, &w->ihead, &w->icount, w->icap);
-  poas__node *n = &e->nodes[id];
-  if (rc) {
-    n->failed_here = 1;
-    fail_device(e, w, rc);
-    finish_node(e, id, rc);
-    return;
-  }
-  if (!w->dev->virtual_time) {
-    /* Seen complete at t (an upper bound); it cannot have started before
-     * the previous operation on its lane ended. */
-    int lane = lane_of(w, &n->ins);
-    n->t1 = t;
-    n->t0 = POAS__MAX(n->t0, w->lane_end[lane]);
-    w->lane_end[lane] = t;
-  }
-  w->t_last = POAS__MAX(w->t_last, n->t1);
-  finish_node(e, id, 0);
+  settle(e, w, id, rc, t);
 }
 
 static void *worker_main(void *arg) {
