@@ -180,6 +180,14 @@ static int ready_pop(poas__engine *e, poas__worker *w) {
   return top;
 }
 
+/* Cancels node id, when its turn comes, for want of memory (`rc`); with
+ * cancel_after_doom, every node not started yet but releases too. Locked. */
+static void doom(poas__engine *e, int id, int rc) {
+  e->nodes[id].doomed = rc;
+  if (e->cancel_after_doom && !e->doomed)
+    e->doomed = rc;
+}
+
 /* Queues a node whose predecessors are resolved. Locked. */
 static void make_ready(poas__engine *e, int id) {
   poas__node *n = &e->nodes[id];
@@ -188,6 +196,7 @@ static void make_ready(poas__engine *e, int id) {
   /* Without a thread or room in the queue the node is cancelled, not
    * lost. */
   if ((!w->started && start_worker(w) != 0) || ready_push(e, w, id) != 0) {
+    doom(e, id, POAS_ENOMEM);
     finish_node(e, id, POAS_ENOMEM);
     return;
   }
@@ -454,13 +463,17 @@ static void settle(poas__engine *e, poas__worker *w, int id, int rc, double t) {
 
 /* Runs one ready node; entered and left locked. */
 static void run_node(poas__engine *e, poas__worker *w, int id) {
-  if (w->failed || e->nodes[id].doomed) {
-    finish_node(e, id, w->failed ? w->failed : e->nodes[id].doomed);
+  poas__node *n = &e->nodes[id];
+  int cancel = w->failed ? w->failed : n->doomed;
+  /* Releases run after a doom elsewhere (cancel_after_doom): nothing leaks. */
+  if (!cancel && n->ins.kind != POAS__INS_FREE)
+    cancel = e->doomed;
+  if (cancel) {
+    finish_node(e, id, cancel);
     return;
   }
   issue is;
   prepare(e, w, id, &is);
-  poas__node *n = &e->nodes[id];
   n->state = POAS__NODE_RUNNING;
   int injected = 0;
   if (w->dev && is.in.kind != POAS__INS_FREE && w->ops++ == w->fault_after)
@@ -689,7 +702,8 @@ int poas__engine_add(poas__engine *e, const poas__ins *ins, poas__node_done_fn d
     rc = infer(e, id, &ins->access[i]);
   /* Out of memory part-way: the slot stays alive for the edges already
    * recorded, and the node is cancelled instead of run. */
-  e->nodes[id].doomed = rc;
+  if (rc)
+    doom(e, id, rc);
   release(e, id);
   return id;
 }
@@ -765,6 +779,7 @@ int poas__engine_create(const poas__devset *set, const poas__engine_config *cfg,
   e->set = set;
   e->ndev = set->ndev;
   e->recycle = cfg->recycle;
+  e->cancel_after_doom = cfg->cancel_after_doom;
   e->free_node = -1;
   e->virtual_time = set->ndev > 0;
   e->wall_start = poas__now();

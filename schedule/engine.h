@@ -58,7 +58,7 @@ typedef struct poas__node {
    * that retired its device, where a cancelled node's came from another
    * (for traces). */
   int failed_here;
-  int doomed;             /* an error recording it: cancelled instead of run */
+  int doomed;             /* out of memory adding it: cancelled instead of run */
   double t0, t1;          /* device clock at start and end */
   poas__node_done_fn done_fn;
   void *done_arg;
@@ -137,6 +137,8 @@ struct poas__engine {
   int virtual_time;
   int recycle;            /* reuse finished nodes (the task API, whose nodes are
                            * host calls: no successor waits on their events) */
+  int cancel_after_doom;  /* see poas__engine_config */
+  int doomed;             /* with it, the error of the first node doomed */
   int stop;
   int coord_waiters;
   poas__worker w[POAS_MAX_DEVICES + 1];
@@ -155,6 +157,13 @@ struct poas__engine {
 typedef struct poas__engine_config {
   int host_threads;       /* threads of the host pool (0: none until needed, then 1) */
   int recycle;
+  /* A node doomed for want of memory (see poas__engine_add) cancels every
+   * node not started yet, but for releases (FREE), which still run: the
+   * GEMM runner's, whose later nodes would compute on or copy out what the
+   * doomed one never produced, with or without an edge to it that says so
+   * (one not recorded for want of memory). The task API's tasks run after
+   * a failed one, as poas.h says, and it leaves this 0. */
+  int cancel_after_doom;
   const char *fault_spec; /* "ID:after=N[,ID:after=N]" or NULL */
 } poas__engine_config;
 
@@ -180,8 +189,8 @@ int poas__engine_chunk_open(poas__engine *e, int device, int64_t u0, int64_t u1)
 void poas__engine_chunk_seal(poas__engine *e, int chunk);
 /* Adds an instruction; returns its node id, or an error when it was not
  * added. If a dependency cannot be recorded (out of memory) the node is
- * still added but cancelled with that error when its turn comes, so its
- * done_fn always runs once. done_fn may be NULL. */
+ * still added but doomed: cancelled with that error when its turn comes,
+ * so its done_fn always runs once. done_fn may be NULL. */
 int poas__engine_add(poas__engine *e, const poas__ins *ins, poas__node_done_fn done_fn,
                      void *done_arg);
 

@@ -1057,7 +1057,8 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
   int inline_rc;
   if (run_inline(set, src, cfg, fault, trace, report, &inline_rc))
     return inline_rc;
-  poas__engine_config ecfg = {.host_threads = 1, .recycle = 0, .fault_spec = fault};
+  poas__engine_config ecfg = {
+      .host_threads = 1, .recycle = 0, .cancel_after_doom = 1, .fault_spec = fault};
   int rc = poas__engine_create(set, &ecfg, &r.e);
   if (rc)
     return rc;

@@ -247,6 +247,18 @@ static int cpu(void) {
   return gemm_scenario("cpu", 1, NULL) || gemm_scenario("cpu", 1, trace_path);
 }
 
+/* A GPU, where there is one (the fake CUDA of test-cuda-fake.sh runs this
+ * test): traced, the run goes through the engine, whose copy pipeline
+ * (allocate, copy in, GEMM, copy out, release) is where a node cancelled
+ * for want of memory left the others to run on what it never produced.
+ * Its allocation was cancelled, and the copy into its buffer that had no
+ * edge to it went to address 0 (the fake aborted); a copy out whose watch
+ * could not be recorded failed its device, and the run failed with
+ * "every device failed" instead of POAS_ENOMEM. */
+static int gpu(void) {
+  return gemm_scenario("cuda0", 1, NULL) || gemm_scenario("cuda0", 1, trace_path);
+}
+
 /* x[i] += 1 over the access. */
 static void bump(void **buffers, void *arg) {
   float *x = buffers[0];
@@ -392,6 +404,14 @@ static int sweep(const char *name, int (*scenario)(void), int persist) {
 
 TEST(init_gemm_report_plan_on_sims) { return sweep("sims", sims, 0) || sweep("sims", sims, 1); }
 TEST(init_gemm_report_plan_on_the_cpu) { return sweep("cpu", cpu, 0) || sweep("cpu", cpu, 1); }
+TEST(gemm_on_a_gpu) {
+  poas_context *ctx = NULL;
+  int rc = open_ctx(&ctx, "cuda0", NULL, NULL);
+  poas_finalize(ctx);
+  if (rc)
+    SKIP("no cuda0 (test-cuda-fake.sh runs this test on the fake CUDA)");
+  return sweep("gpu", gpu, 0) || sweep("gpu", gpu, 1);
+}
 TEST(async_gemms_and_a_task) { return sweep("tasks", tasks, 0) || sweep("tasks", tasks, 1); }
 TEST(calibrate_write_and_load_a_profile) {
   return sweep("profile", profile, 0) || sweep("profile", profile, 1);
@@ -401,6 +421,7 @@ int main(int argc, char **argv) {
   static const test_entry tests[] = {
       TEST_ENTRY(init_gemm_report_plan_on_sims),
       TEST_ENTRY(init_gemm_report_plan_on_the_cpu),
+      TEST_ENTRY(gemm_on_a_gpu),
       TEST_ENTRY(async_gemms_and_a_task),
       TEST_ENTRY(calibrate_write_and_load_a_profile),
   };

@@ -15,7 +15,8 @@
 # keeps the caller's current context, and after an injected sticky error
 # marks the device lost and still returns a right result; and test-tiles
 # and test-soak, randomized with fixed seeds, run the scheduler's GPU paths
-# (tiles, faults and their recovery, async batches) there. What it does not
+# (tiles, faults and their recovery, async batches) there, and test-alloc
+# its copy pipeline with host memory running out. What it does not
 # prove: anything about GPU timing, kernels, real driver behaviour (error
 # codes beyond those modelled, asynchronous faults, unified addressing
 # between devices), or that a plan is good: no timing is asserted.
@@ -91,6 +92,13 @@ for try in 1 2 3 4 5; do
 done
 FAKECUDA_DELAY_US=20 POAS_SOAK_DEVICES="cuda0;cpu:threads=1,cuda0;cuda0:copy_threads=4" POAS_SOAK_SEED=1 \
   POAS_SOAK_CASES=100 random_run test-soak "seed 1: 100 cases" soak_random_gemms_with_faults
+
+# Host memory running out in a GEMM on cuda0, through the engine's copy
+# pipeline: test-alloc fails each of POAS's own allocations in turn, and
+# every call must succeed or fail with POAS_ENOMEM (it skips without a GPU).
+"$builddir/tests/test-alloc" gemm_on_a_gpu >"$tmp/alloc.out" 2>&1
+grep -q "^ok gemm_on_a_gpu\$" "$tmp/alloc.out" ||
+  { fail "test-alloc: gemm_on_a_gpu did not pass"; show "$tmp/alloc.out"; }
 
 # poas-demo checks every element of every call; no profile: a data folder
 # of its own, as poas-demo.sh does.
