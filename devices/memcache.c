@@ -102,11 +102,15 @@ int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out) {
       return 0;
   }
   int rc = d->be->mem_alloc(d, bytes, out);
-  if (rc == POAS_ENOMEM && c && c->n) {
-    poas__dev_trim(d);
-    rc = d->be->mem_alloc(d, bytes, out);
-  }
-  return rc;
+  if (rc != POAS_ENOMEM || !c)
+    return rc;
+  /* Tried again even where nothing is parked any more: an allocation on
+   * another lane that failed at the same time may have just released it
+   * all. Retried only where something was parked, the lane that came
+   * second failed for memory the first had just made free, and the
+   * device failed with it (a GEMM of two contexts on a 3 MiB fake GPU). */
+  poas__dev_trim(d);
+  return d->be->mem_alloc(d, bytes, out);
 }
 
 void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes) {
