@@ -271,23 +271,31 @@ const char *poas__dev_lost(const poas__device *d);
  * poas__dev_alloc of about the same size takes it back, so a repeated GEMM
  * allocates nothing (cudaMalloc and cudaFree took 0.1 to 0.4 ms each on an
  * H100, and cudaFree waits for the whole device). A failed allocation
- * releases everything parked and tries once more; closing the device set
- * releases the rest. Thread-safe. Devices opened without the registry
- * (cache NULL) allocate and free directly. */
+ * releases everything parked on its device and tries once more: the
+ * device's own cache, and on a device that other contexts of the process
+ * may have opened too (see poas__memcache_attach) theirs, whose idle
+ * buffers would otherwise hold its memory from this context; closing the
+ * device set releases the rest. Thread-safe. Devices opened without the
+ * registry (cache NULL) allocate and free directly. */
 int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out);
 void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes);
 /* poas__dev_free, unless the work that used the buffer failed (`failed`):
  * then it goes back to the backend, not to the cache, since the device
  * may be in no state to hand it out again. */
 void poas__dev_release(poas__device *d, poas__mem mem, size_t bytes, int failed);
-/* Releases every parked buffer of the device. */
+/* Releases every buffer the device's own cache parked (this context's,
+ * not other contexts' of the same device). */
 void poas__dev_trim(poas__device *d);
-/* The bytes device d could allocate now, its parked buffers counted as
- * free (they are, to whoever asks through poas__dev_alloc): 0, or -1
- * where its backend cannot tell (mem_available NULL or failing). */
+/* The bytes device d could allocate now, the buffers parked on it counted
+ * as free, other contexts' too where it is shared (they are, to whoever
+ * asks through poas__dev_alloc): 0, or -1 where its backend cannot tell
+ * (mem_available NULL or failing). */
 int poas__dev_available(poas__device *d, uint64_t *bytes);
-/* The registry's: gives an opened device its cache, and releases it. */
-int poas__memcache_attach(poas__device *d);
+/* The registry's: gives an opened device its cache, and releases it.
+ * `shared`: the device is a physical one that other contexts of the
+ * process may open as well (the same backend and index), whose memory,
+ * where it has its own (not host memory), they then share. */
+int poas__memcache_attach(poas__device *d, int shared);
 void poas__memcache_detach(poas__device *d);
 
 /* ------------------------------------------------------------- registry */

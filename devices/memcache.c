@@ -10,7 +10,18 @@
  * failed, and the call with it, where the same GEMM alone ran. The cache
  * holds at most MEMCACHE_SLOTS buffers and, on a device with its own
  * memory, at most half of it; beyond that the oldest parked buffer is
- * released. */
+ * released.
+ *
+ * A GPU is one memory for every context of the process that opened it
+ * (one context per thread is how a program calls from several threads),
+ * and each context's cache parks up to half of it: on a fake GPU of 6
+ * MiB, one context's sgemm of 700 left 2.6 MiB parked, and another
+ * context's sgemm of 1000, which alone ran in 10 tiles, was planned into
+ * the 3.4 MiB left and refused as too big (POAS_ETOOBIG). So the caches of
+ * such devices are on one list for the process, and what one of them
+ * parks counts as free to all the caches of its device: a failed
+ * allocation releases every parked buffer of its device, any context's,
+ * before it tries again, and poas__dev_available counts them all. */
 #include "devices/device.h"
 
 #include <stdlib.h>
@@ -39,20 +50,58 @@ struct poas__memcache {
    * host memory). */
   int nlent;
   parked lent[MEMCACHE_SLOTS];
+  /* Set when attached, read-only after. */
+  poas__device *dev;
+  int shared;            /* on the process's list: other contexts may open its device */
+  poas__memcache *next;  /* on that list; guarded by shared_lock */
 };
 
-int poas__memcache_attach(poas__device *d) {
+/* The caches of the devices whose memory other contexts of the process
+ * may share, whatever context opened them. Taken before a cache's lock,
+ * never after, and held while another context's parked buffers go back to
+ * its backend: that context's device cannot close meanwhile (detaching
+ * its cache takes this lock first). */
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static poas__memcache *shared_caches;
+
+/* Whether two caches hold buffers of the same physical device: the same
+ * backend's device of the same index (an OpenCL sub-device of cores=N has
+ * its parent's). */
+static int same_memory(const poas__memcache *a, const poas__memcache *b) {
+  return a->dev->be == b->dev->be && a->dev->index == b->dev->index;
+}
+
+int poas__memcache_attach(poas__device *d, int shared) {
   poas__memcache *c = calloc(1, sizeof *c);
   if (!c)
     return POAS_ENOMEM;
   pthread_mutex_init(&c->lock, NULL);
+  c->dev = d;
+  /* Host memory is the host's to manage: its parked buffers wait for no
+   * other context's allocation. */
+  c->shared = shared && !d->info.host_memory && d->info.memory_bytes;
+  if (c->shared) {
+    pthread_mutex_lock(&shared_lock);
+    c->next = shared_caches;
+    shared_caches = c;
+    pthread_mutex_unlock(&shared_lock);
+  }
   d->cache = c;
   return 0;
 }
 
 void poas__memcache_detach(poas__device *d) {
-  if (!d->cache)
+  poas__memcache *c = d->cache;
+  if (!c)
     return;
+  if (c->shared) {
+    pthread_mutex_lock(&shared_lock);
+    poas__memcache **at = &shared_caches;
+    while (*at != c)
+      at = &(*at)->next;
+    *at = c->next;
+    pthread_mutex_unlock(&shared_lock);
+  }
   poas__dev_trim(d);
   pthread_mutex_destroy(&d->cache->lock);
   free(d->cache);
@@ -77,6 +126,36 @@ static size_t returned(poas__memcache *c, poas__mem mem, size_t asked) {
       return real;
     }
   return asked;
+}
+
+/* Gives every buffer parked in c back to its backend. A buffer in use is
+ * out of the cache, not in it: only idle ones go. */
+static void drain(poas__memcache *c) {
+  for (;;) {
+    poas__mem m;
+    pthread_mutex_lock(&c->lock);
+    int any = c->n > 0;
+    if (any)
+      take(c, c->n - 1, &m);
+    pthread_mutex_unlock(&c->lock);
+    if (!any)
+      return;
+    c->dev->be->mem_free(c->dev, m);
+  }
+}
+
+/* Releases the parked buffers of c's device: those of every context's
+ * cache of it where it is shared, else c's own. */
+static void release_parked(poas__memcache *c) {
+  if (!c->shared) {
+    drain(c);
+    return;
+  }
+  pthread_mutex_lock(&shared_lock);
+  for (poas__memcache *o = shared_caches; o; o = o->next)
+    if (same_memory(o, c))
+      drain(o);
+  pthread_mutex_unlock(&shared_lock);
 }
 
 int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out) {
@@ -109,7 +188,7 @@ int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out) {
    * all. Retried only where something was parked, the lane that came
    * second failed for memory the first had just made free, and the
    * device failed with it (a GEMM of two contexts on a 3 MiB fake GPU). */
-  poas__dev_trim(d);
+  release_parked(c);
   return d->be->mem_alloc(d, bytes, out);
 }
 
@@ -156,33 +235,34 @@ void poas__dev_release(poas__device *d, poas__mem mem, size_t bytes, int failed)
   d->be->mem_free(d, mem);
 }
 
+static size_t parked_bytes(poas__memcache *c) {
+  pthread_mutex_lock(&c->lock);
+  size_t bytes = c->bytes;
+  pthread_mutex_unlock(&c->lock);
+  return bytes;
+}
+
 int poas__dev_available(poas__device *d, uint64_t *bytes) {
   uint64_t now;
   if (!d->be->mem_available || d->be->mem_available(d, &now) != 0)
     return -1;
   poas__memcache *c = d->cache;
-  if (c) {
-    pthread_mutex_lock(&c->lock);
-    now += c->bytes;
-    pthread_mutex_unlock(&c->lock);
+  if (c && c->shared) {
+    /* Another context's parked buffers are free to this one as well: an
+     * allocation that does not fit without them releases them. */
+    pthread_mutex_lock(&shared_lock);
+    for (poas__memcache *o = shared_caches; o; o = o->next)
+      if (same_memory(o, c))
+        now += parked_bytes(o);
+    pthread_mutex_unlock(&shared_lock);
+  } else if (c) {
+    now += parked_bytes(c);
   }
   *bytes = now;
   return 0;
 }
 
 void poas__dev_trim(poas__device *d) {
-  poas__memcache *c = d->cache;
-  if (!c)
-    return;
-  for (;;) {
-    poas__mem m;
-    pthread_mutex_lock(&c->lock);
-    int any = c->n > 0;
-    if (any)
-      take(c, c->n - 1, &m);
-    pthread_mutex_unlock(&c->lock);
-    if (!any)
-      return;
-    d->be->mem_free(d, m);
-  }
+  if (d->cache)
+    drain(d->cache);
 }

@@ -66,7 +66,10 @@ static int open_one(poas__devset *set, const poas__backend *be, int index,
   dev->be = be;
   dev->index = index;
   dev->cache = NULL;
-  if (poas__memcache_attach(dev)) {
+  /* A real device of an index is the same device in every context that
+   * opens it, its memory theirs together; each sim is a device of its
+   * own. */
+  if (poas__memcache_attach(dev, be != &poas__backend_sim)) {
     be->close(dev);
     snprintf(err, errcap, "out of memory opening %s%d", be->kind_name, index);
     return POAS_ENOMEM;
