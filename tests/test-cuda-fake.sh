@@ -12,6 +12,7 @@
 # shows as a wrong element), moves the right bytes (test-gemm-cuda's own
 # checks, and poas-demo's exact check of every element, on cuda0, on
 # cpu0,cuda0 and on two fake GPUs), tiles when device memory is small,
+# lets two contexts on one small GPU use what the other parked,
 # keeps the caller's current context, and after an injected sticky error
 # marks the device lost and still returns a right result; and test-tiles
 # and test-soak, randomized with fixed seeds, run the scheduler's GPU paths
@@ -36,12 +37,13 @@ fail() { echo "test-cuda-fake.sh: $*" >&2; failed=1; }
 # Shows a run's output when a check on it failed.
 show() { sed 's/^/    /' "$1" >&2; }
 
-# Runs a test program; its output must name the fake device, report no
-# failure, and hold each given "ok NAME" line (not a skip).
+# Runs a test program (only its test $only, where that is set); its output
+# must name the fake device, report no failure, and hold each given "ok
+# NAME" line (not a skip).
 run_test() {
   name=$1 out=$tmp/$1.out
   shift
-  "$builddir/tests/$name" >"$out" 2>&1
+  "$builddir/tests/$name" ${only:+"$only"} >"$out" 2>&1
   rc=$?
   [ $rc -eq 0 ] || { fail "$name exited with $rc"; show "$out"; return; }
   grep -q "no version information" "$out" && { fail "$name: ld.so found the fake unversioned"; show "$out"; }
@@ -63,6 +65,9 @@ FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=50 run_test test-gemm-cuda cuda_caller_keep
   cuda_devices_from_worker_threads cuda_gemm_matrix
 run_test test-cuda-discovery
 FAKECUDA_DEVICES=0 run_test test-cuda-discovery cuda_absent_is_enodev_with_detail
+# Two contexts on a GPU of 3 MiB: what one parked is free to the other.
+only=cuda_contexts_share_parked_memory FAKECUDA_MEMORY=3M \
+  run_test test-gemm-cuda cuda_contexts_share_parked_memory
 
 # The randomized tests of the scheduler's GPU paths, on the fake, slowed:
 # test-tiles' hand-built plans (short tiles, odd granules, kept C, resident

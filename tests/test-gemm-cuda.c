@@ -3,8 +3,9 @@
  * with padding, ordering across lanes through events, page-locked host
  * memory, copies staged through page-locked slots, allocation failure,
  * settings, the alpha = 0 / k = 0 paths, sizes
- * cuBLAS cannot take, use from other threads). Every test skips (exit 77)
- * when no CUDA device is present or the backend was not built. */
+ * cuBLAS cannot take, use from other threads), and two contexts that share
+ * one GPU's memory. Every test skips (exit 77) when no CUDA device is
+ * present or the backend was not built. */
 #include "devices/device.h"
 #include "gemm-cases.h"
 
@@ -627,6 +628,78 @@ TEST(cuda_task_runs_its_implementation) {
   return 0;
 }
 
+/* A square sgemm of side n with beta = 0 on ctx, its C poisoned, checked
+ * against the reference; the plan it ran by in *plan. */
+static int square_sgemm(poas_context *ctx, int64_t n, uint64_t seed, poas_plan *plan) {
+  test_gemm g;
+  int rc = test_gemm_alloc(&g, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n,
+                           n, 0, 1, 0, seed);
+  if (rc == 0) {
+    test_poison(g.C, POAS_FLOAT32, (size_t)(n * n));
+    test_poison(g.C0, POAS_FLOAT32, (size_t)(n * n));
+    rc = poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n,
+                             n, n, 1, 0, plan);
+    if (rc)
+      fprintf(stderr, "  plan of n=%lld: %s: %s\n", (long long)n, poas_err_name(rc),
+              poas_error_detail());
+  }
+  if (rc == 0 && (rc = test_gemm_run(ctx, &g)) != 0)
+    fprintf(stderr, "  sgemm of n=%lld: %s: %s\n", (long long)n, poas_err_name(rc),
+            poas_error_detail());
+  if (rc == 0) {
+    char what[64];
+    snprintf(what, sizeof what, "sgemm n=%lld", (long long)n);
+    rc = test_gemm_verify(&g, what);
+  }
+  test_gemm_free(&g);
+  return rc;
+}
+
+/* Two contexts of one process on one GPU (one context per thread is how a
+ * program calls from several): what one context's cache parked after its
+ * GEMM is free to the other's. On a 6 MiB fake GPU, context A's sgemm of
+ * 700 left 2.6 MiB parked, and context B's sgemm of 1000, which alone
+ * runs in 10 tiles, was refused as too big (POAS_ETOOBIG: "the largest
+ * device memory, 0.00328 GiB, cannot hold the shared operand and two
+ * tiles"). B now plans as it would alone, its allocations release A's
+ * parked buffers, and A's next GEMM releases those B parked. Every
+ * result is checked, and no run may have lost its device on the way.
+ * Sized by the device's memory, for a fake GPU of a few MiB
+ * (test-cuda-fake.sh: FAKECUDA_MEMORY=3M); skips on larger ones, where
+ * the GEMMs would take minutes to check. */
+TEST(cuda_contexts_share_parked_memory) {
+  NEED_CUDA();
+  poas_context *a = test_open_unlearning("cuda0"), *b = test_open_unlearning("cuda0");
+  CHECK_MSG(a && b, "%s", poas_error_detail());
+  poas_device_info info;
+  CHECK_OK(poas_device_get(a, 0, &info));
+  if (info.memory_bytes > (64u << 20)) {
+    poas_finalize(a);
+    poas_finalize(b);
+    SKIP("cuda0 has %llu MiB; this test wants a few (FAKECUDA_MEMORY=3M)",
+         (unsigned long long)(info.memory_bytes >> 20));
+  }
+  /* A's operands about 30% of the memory each, B's about 60%. */
+  int64_t na = (int64_t)sqrt((double)info.memory_bytes / 12.8);
+  int64_t nb = (int64_t)sqrt((double)info.memory_bytes / 6.3);
+  poas_plan alone, after, plan;
+  CHECK(square_sgemm(b, nb, 1, &alone) == 0);
+  CHECK(square_sgemm(a, na, 2, &plan) == 0);
+  CHECK(square_sgemm(b, nb, 3, &after) == 0);
+  CHECK_MSG(after.ndevices == 1 && after.dev[0].tiles == alone.dev[0].tiles,
+            "B's sgemm of %lld after A's: %lld tiles, %lld alone", (long long)nb,
+            (long long)after.dev[0].tiles, (long long)alone.dev[0].tiles);
+  poas_report r;
+  CHECK_OK(poas_last_report(b, &r));
+  CHECK_MSG(r.faults == 0 && !r.dev[0].failed, "B's run: %d faults", r.faults);
+  CHECK(square_sgemm(a, na, 4, &plan) == 0);
+  CHECK_OK(poas_last_report(a, &r));
+  CHECK_MSG(r.faults == 0 && !r.dev[0].failed, "A's second run: %d faults", r.faults);
+  poas_finalize(a);
+  poas_finalize(b);
+  return 0;
+}
+
 TEST_MAIN(TEST_ENTRY(cuda_info), TEST_ENTRY(cuda_task_runs_its_implementation), TEST_ENTRY(cuda_copy2d_roundtrip_keeps_padding),
           TEST_ENTRY(cuda_staged_copies_keep_padding),
           TEST_ENTRY(cuda_events_order_lanes), TEST_ENTRY(cuda_host_register_path),
@@ -636,4 +709,5 @@ TEST_MAIN(TEST_ENTRY(cuda_info), TEST_ENTRY(cuda_task_runs_its_implementation), 
           TEST_ENTRY(cuda_tf32_sgemm_within_tf32_bound),
           TEST_ENTRY(cuda_devices_from_worker_threads),
           TEST_ENTRY(cuda_caller_keeps_its_current_device),
-          TEST_ENTRY(cuda_thread_without_a_context_keeps_none), TEST_ENTRY(cuda_gemm_matrix))
+          TEST_ENTRY(cuda_thread_without_a_context_keeps_none),
+          TEST_ENTRY(cuda_contexts_share_parked_memory), TEST_ENTRY(cuda_gemm_matrix))
