@@ -485,9 +485,10 @@ static int calibrate(poas_context *ctx, const poas_calibrate_options *opts,
     return rc;
   }
   /* It measures a device's memory by allocating all it can: what the
-   * context holds there itself goes first, the copies GEMM tasks left
-   * (freed by that wait) and the buffers its cache parked. Held, they
-   * were measured as memory the device does not have. */
+   * process holds there idle goes first, the copies GEMM tasks left
+   * (freed by that wait) and the buffers its cache and other contexts'
+   * caches of the device parked. Held, they were measured as memory the
+   * device does not have. */
   for (int i = 0; i < ctx->devices.ndev; i++)
     if (sel[i])
       poas__dev_trim(ctx->devices.dev[i]);

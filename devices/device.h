@@ -283,8 +283,10 @@ void poas__dev_free(poas__device *d, poas__mem mem, size_t bytes);
  * then it goes back to the backend, not to the cache, since the device
  * may be in no state to hand it out again. */
 void poas__dev_release(poas__device *d, poas__mem mem, size_t bytes, int failed);
-/* Releases every buffer the device's own cache parked (this context's,
- * not other contexts' of the same device). */
+/* Releases every buffer parked on the device: its own cache's, and where
+ * it is shared every other context's cache of it too. Calibration trims
+ * before it measures the memory a device can allocate: another context's
+ * parked buffers were measured as memory the device does not have. */
 void poas__dev_trim(poas__device *d);
 /* The bytes device d could allocate now, the buffers parked on it counted
  * as free, other contexts' too where it is shared (they are, to whoever

@@ -71,6 +71,8 @@ static int same_memory(const poas__memcache *a, const poas__memcache *b) {
   return a->dev->be == b->dev->be && a->dev->index == b->dev->index;
 }
 
+static void drain(poas__memcache *c);
+
 int poas__memcache_attach(poas__device *d, int shared) {
   poas__memcache *c = calloc(1, sizeof *c);
   if (!c)
@@ -102,7 +104,7 @@ void poas__memcache_detach(poas__device *d) {
     *at = c->next;
     pthread_mutex_unlock(&shared_lock);
   }
-  poas__dev_trim(d);
+  drain(c);
   pthread_mutex_destroy(&d->cache->lock);
   free(d->cache);
   d->cache = NULL;
@@ -264,5 +266,5 @@ int poas__dev_available(poas__device *d, uint64_t *bytes) {
 
 void poas__dev_trim(poas__device *d) {
   if (d->cache)
-    drain(d->cache);
+    release_parked(d->cache);
 }

@@ -20,13 +20,14 @@
 #define POOL_BYTES (1024 * K)
 /* Each test draws on pools of its own, so that one that fails midway
  * leaves the next its own memory. */
-#define POOLS 5
+#define POOLS 7
 
 /* One physical device's memory: what its buffers take. */
 static struct {
   pthread_mutex_t lock;
   size_t used;
 } pools[POOLS] = {{PTHREAD_MUTEX_INITIALIZER, 0}, {PTHREAD_MUTEX_INITIALIZER, 0},
+                  {PTHREAD_MUTEX_INITIALIZER, 0}, {PTHREAD_MUTEX_INITIALIZER, 0},
                   {PTHREAD_MUTEX_INITIALIZER, 0}, {PTHREAD_MUTEX_INITIALIZER, 0},
                   {PTHREAD_MUTEX_INITIALIZER, 0}};
 
@@ -218,6 +219,29 @@ TEST(other_contexts_parked_buffers_are_free) {
   return 0;
 }
 
+/* Trimming a device (calibration does, before it measures the memory a
+ * device can allocate) releases what every context parked on it, and
+ * nothing of another device's. */
+TEST(trim_releases_every_contexts_parked_buffers) {
+  poas__device *a = open_pool(5, 1), *b = open_pool(5, 1), *other = open_pool(6, 1);
+  CHECK(a && b && other);
+  poas__mem m;
+  CHECK_OK(hold(a, 300 * K, &m));
+  let_go(a, m, 300 * K);
+  CHECK_OK(hold(other, 200 * K, &m));
+  let_go(other, m, 200 * K);
+  CHECK(used(5) == 300 * K && used(6) == 200 * K);
+  poas__dev_trim(b);
+  CHECK_MSG(used(5) == 0, "%zu bytes still parked on b's device", used(5));
+  CHECK(used(6) == 200 * K);
+  close_pool(other);
+  close_pool(b);
+  close_pool(a);
+  CHECK(used(5) == 0 && used(6) == 0);
+  CHECK(atomic_load(&misuse) == 0);
+  return 0;
+}
+
 /* Only idle buffers go, and only those of the same device: a buffer one
  * context holds stays its own, a device of another index keeps what it
  * parked, and so does a device no other context can open (a sim: shared
@@ -317,5 +341,6 @@ TEST(contexts_on_threads_share_the_device_safely) {
 
 TEST_MAIN(TEST_ENTRY(failures_at_once_both_retry),
           TEST_ENTRY(other_contexts_parked_buffers_are_free),
+          TEST_ENTRY(trim_releases_every_contexts_parked_buffers),
           TEST_ENTRY(only_idle_buffers_of_the_same_device_go),
           TEST_ENTRY(contexts_on_threads_share_the_device_safely))
