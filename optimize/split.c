@@ -915,6 +915,43 @@ static void idle_reasons(const solver *s, poas__split_dim split, reason_text *wh
       no_work_reason(s, ci, split, why[s->c[ci].dev], sizeof why[0]);
 }
 
+/* Candidate ci's predicted time for `units` units as plans report it:
+ * with the thin-block tables and the hand-off state's term, which the
+ * solver's searches leave out (cand_time). */
+static void reported_time(const solver *s, const poas__opt_device *d, const poas__opt_result *r,
+                          int ci, int64_t units, poas__pipe_time *out) {
+  int i = s->c[ci].dev;
+  poas__pipe report;
+  poas__pipe_init(&report, s->p, r->split, &r->model[i], &d[i], s->c[ci].pipe.tile, 1);
+  poas__pipe_eval(&report, units, out);
+}
+
+/* The makespan fill_result would write for the assignment in s, the
+ * engine's cost included where the plan runs through it. Plans are chosen
+ * between on it, not on the smooth model's makespan: on the H100 profile
+ * (models/profiles/nvidia-h100-80gb-16c.json) cpu0's 16-row sgemm takes
+ * 1.37x its smooth model, and a 16 x 100 x 100 sgemm was planned on cpu0
+ * alone, 0.0731 ms by the smooth model and reported 0.100 ms, where cuda0
+ * alone takes 0.0736 (test-optimize). */
+static double reported_makespan(const solver *s, const poas__opt_device *d,
+                                const poas__opt_result *r) {
+  int64_t u = 0;
+  int working = 0, tiled = 0;
+  double t = 0;
+  for (int ci = 0; ci < s->ncand; ci++) {
+    if (s->n[ci] == 0)
+      continue;
+    int64_t u1 = POAS__MIN(u + s->n[ci] * s->granule, s->total);
+    poas__pipe_time pt;
+    reported_time(s, d, r, ci, u1 - u, &pt);
+    u = u1;
+    working++;
+    tiled |= pt.tiles > 1;
+    t = fmax(t, pt.total_s);
+  }
+  return t + (working > 1 || tiled ? s->p->engine_s : 0);
+}
+
 /* Writes each device's range and predicted time from the assignment. */
 static void fill_result(const solver *s, const poas__opt_device *d, const screen *sc,
                         poas__opt_result *r) {
@@ -934,11 +971,7 @@ static void fill_result(const solver *s, const poas__opt_device *d, const screen
     }
     sh->u0 = u;
     sh->u1 = u = POAS__MIN(u + s->n[ci] * s->granule, s->total);
-    /* With the thin-block tables, as predictions are made: the solver
-     * searched on the smooth model. */
-    poas__pipe report;
-    poas__pipe_init(&report, s->p, r->split, &r->model[i], &d[i], s->c[ci].pipe.tile, 1);
-    poas__pipe_eval(&report, sh->u1 - sh->u0, &sh->time);
+    reported_time(s, d, r, ci, sh->u1 - sh->u0, &sh->time);
   }
   /* A plan that is not one device with one tile runs through the engine
    * (schedule/run.c): its cost of a run counts in every working device's
@@ -1140,7 +1173,8 @@ static double alone_engine(const poas__opt_device *dev, int64_t tile, int64_t to
  * (test-plan-props, seed 2, case 16213). Weighed in its own only, the
  * H100 replay beside PoCL (granule 32) was cut into two tiles of 500 rows
  * of a 1000 x 8192 x 16 dgemm, 4.567 ms, where the plan's 512 and 488
- * take 4.543 (poas-plan). */
+ * take 4.543 (poas-plan). The time is the one its plan would report
+ * (reported_makespan). */
 static double alone_time(const solver *s, const poas__opt_device *d, const screen *sc,
                          const poas__opt_result *r, int dev, screen *alone_sc,
                          int64_t *granule) {
@@ -1168,7 +1202,7 @@ static double alone_time(const solver *s, const poas__opt_device *d, const scree
                                      tile_fit(&d[dev], s->p, r->split), r->total_units, 1);
     poas__pipe pp;
     poas__pipe_time pt;
-    poas__pipe_init_search(&pp, s->p, r->split, own, &d[dev], tile, 1);
+    poas__pipe_init(&pp, s->p, r->split, own, &d[dev], tile, 1); /* as plans report it */
     poas__pipe_eval(&pp, r->total_units, &pt);
     double with = pt.total_s + alone_engine(&d[dev], tile, r->total_units, s->p->engine_s);
     if (j == 0 || with < best_engine)
@@ -1223,8 +1257,8 @@ static void pool_fitting(const poas__opt_device *d, int nd, const poas__opt_prob
     fits[i] = pool[i] && (d[i].host_memory || copy_device_fits(&d[i], p, split));
 }
 
-/* The solve gave all the work to one device, `only`, in `t` seconds, but
- * in the tiles cut for even shares, where a device with a large cost per
+/* The solve gave all the work to one device, `only`, but in the tiles
+ * cut for even shares, where a device with a large cost per
  * call loses: a TN dgemm of 31 x 278 x 219 was planned on one device at
  * 0.600 ms where another alone takes 0.341, and a 55 x 33 x 133 one on a
  * device in two tiles at 0.151 ms where it takes 0.086 in its own
@@ -1236,11 +1270,10 @@ static void pool_fitting(const poas__opt_device *d, int nd, const poas__opt_prob
  * granule other than the plan's (its own, where another candidate's
  * blocks set the plan's), it is kept alone in that as another would be
  * (returns 1): beside the others, its tiles would be cut in blocks that
- * are not its own. */
+ * are not its own. Times are those plans report (reported_makespan). */
 static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd, screen *sc,
-                                   const int *pool, poas__opt_result *r, int only, double t) {
-  const double cost = s->p->engine_s;
-  const double now = t + alone_engine(&d[only], sc->tile[only], r->total_units, cost);
+                                   const int *pool, poas__opt_result *r, int only) {
+  const double now = reported_makespan(s, d, r);
   const int64_t granule = r->granule;
   int64_t alone_g;
   double best;
@@ -1270,7 +1303,8 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
     idle_reasons(s, r->split, kept_why);
   use_granule(s, r, alone_g);
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
-  alone += alone_engine(&d[keep], alone_sc.tile[keep], s->total, cost);
+  if (isfinite(alone))
+    alone = reported_makespan(s, d, r);
   if (!(alone < now)) {
     use_granule(s, r, granule);
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the plan the shares gave */
@@ -1309,14 +1343,14 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
  * fastest device's time for the whole problem, and re-solved only when it
  * comes close. Returns whether it kept one device alone. */
 static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, screen *sc,
-                              const int *pool, poas__opt_result *r, double t) {
+                              const int *pool, poas__opt_result *r) {
   int working = 0, only = -1;
   for (int ci = 0; ci < s->ncand; ci++)
     if (s->n[ci] > 0)
       working++, only = s->c[ci].dev;
   const double cost = s->p->engine_s, g = fmax(s->bar, 0);
   if (working == 1 && (cost > 0 || g > 0))
-    return other_alone_when_faster(s, d, nd, sc, pool, r, only, t);
+    return other_alone_when_faster(s, d, nd, sc, pool, r, only);
   if (working < 2 || (cost <= 0 && g <= 0))
     return 0;
   /* The fastest of the candidates alone, not the one with the largest
@@ -1336,13 +1370,15 @@ static int alone_when_cheaper(solver *s, const poas__opt_device *d, int nd, scre
   screen alone_sc;
   int64_t alone_g;
   int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc, &alone_g);
-  const double bar = (t + cost) * (1 + g); /* the shared plan's time, and its gain */
+  /* The shared plan's time, the engine's cost in it, and its gain. */
+  const double t = reported_makespan(s, d, r) - cost, bar = (t + cost) * (1 + g);
   if (!(best <= bar))
     return 0;
   const int64_t granule = r->granule;
   use_granule(s, r, alone_g);
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
-  alone += alone_engine(&d[keep], s->c[0].pipe.tile, s->total, cost);
+  if (isfinite(alone))
+    alone = reported_makespan(s, d, r);
   if (!(alone <= bar)) {
     use_granule(s, r, granule);
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the shared plan */
@@ -1415,21 +1451,20 @@ static void rejudged_reasons(int nd, const poas__opt_problem *p, const screen *s
 }
 
 /* The alone check (alone_when_cheaper) made again once the plan r has
- * turned to the other split, with sc the screen of that split and t its
- * solve's makespan: the shared plan was weighed against the devices alone
- * split the old way, and turning can speed one of them alone more than it
- * speeds the pair. A 64 x 4096 x 256 sgemm on a GPU beside a slow CPU,
- * with the engine's 0.1 ms, turned from rows (the GPU alone 2.00 ms) to
- * columns, where the pair was planned at 1.99 ms and the GPU alone by
- * columns takes 1.94 (test-optimize). The candidates are those of pool
- * that can take the problem split the new way (one that drop_marginal
- * left out may not); the reasons of the others then quote the device
- * alone split as the plan is. */
+ * turned to the other split, with sc the screen of that split: the shared
+ * plan was weighed against the devices alone split the old way, and turning
+ * can speed one of them alone more than it speeds the pair. A 64 x 4096 x
+ * 256 sgemm on a GPU beside a slow CPU, with the engine's 0.1 ms, turned
+ * from rows (the GPU alone 2.00 ms) to columns, where the pair was planned
+ * at 1.99 ms and the GPU alone by columns takes 1.94 (test-optimize). The
+ * candidates are those of pool that can take the problem split the new way
+ * (one that drop_marginal left out may not); the reasons of the others then
+ * quote the device alone split as the plan is. */
 static void alone_after_turn(solver *s, const poas__opt_device *d, int nd, screen *sc,
-                             const int *pool, poas__opt_result *r, double t) {
+                             const int *pool, poas__opt_result *r) {
   int fits[POAS_MAX_DEVICES];
   pool_fitting(d, nd, s->p, pool, r->split, fits);
-  if (!alone_when_cheaper(s, d, nd, sc, fits, r, t))
+  if (!alone_when_cheaper(s, d, nd, sc, fits, r))
     return;
   /* fill_result writes the shares of the plan's candidates alone. */
   for (int i = 0; i < nd; i++)
@@ -1533,7 +1568,7 @@ static void faster_direction(solver *s, const poas__opt_device *d, int nd, const
     fill_result(s, d, &sc_other, r);
     if (r->balanced_s < head.balanced_s) {
       rejudged_reasons(nd, p, sc, head.split, r);
-      alone_after_turn(s, d, nd, &sc_other, pool, r, t);
+      alone_after_turn(s, d, nd, &sc_other, pool, r);
       return;
     }
   }
@@ -1711,7 +1746,7 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   s.bar = gain_bar(&s, d);
   t = drop_marginal(&s, d, nd, &sc, out, t);
   t = solve_in_working_granule(&s, d, nd, &sc, out, t);
-  alone_when_cheaper(&s, d, nd, &sc, pool, out, t);
+  alone_when_cheaper(&s, d, nd, &sc, pool, out);
   fill_result(&s, d, &sc, out);
   faster_direction(&s, d, nd, &sc, pool, out);
   alone_other_way(&s, d, nd, &sc, pool, out);
