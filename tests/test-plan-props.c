@@ -448,28 +448,28 @@ static int check_case(const fuzz_case *c, uint64_t id, poas__opt_result *r) {
   if (!isfinite(r->balanced_s) || !(r->balanced_s > 0 || !p->reads_ab) ||
       r->balanced_s > r->makespan_s * (1 + 1e-12))
     FAIL("balanced %.9g s beside makespan %.9g s", r->balanced_s, r->makespan_s);
-  /* No slower than the fastest device alone beyond the gain bar and the
-   * engine's cost (alone_when_cheaper's promise), by the times plans
-   * report: the thin tables and the hand-off state's term are not
-   * searched on (model.c), but devices alone are weighed with them
-   * (split.c, reported_makespan; seed 1's case 810 planned two devices
-   * at 25.3 ms, one of them alone taking 8.3). The bar is at most
-   * min_gain or MAX_GAIN_BAR (0.15); drop_marginal may cost one more
-   * bar. With neither a gain nor an engine's cost the solver makes no
-   * such check (alone_when_cheaper), and its tiles, chosen for even
+  /* No slower than the fastest device alone, by the times plans report:
+   * a plan of several devices must save the gain bar over it
+   * (alone_when_cheaper), and a plan of one device must be it. The thin
+   * tables and the hand-off state's term are not searched on (model.c),
+   * but devices alone are weighed with them (split.c, reported_makespan;
+   * seed 1's case 810 planned two devices at 25.3 ms, one of them alone
+   * taking 8.3). With neither a gain nor an engine's cost the solver makes
+   * no such check (alone_when_cheaper), and its tiles, chosen for even
    * shares, can leave a device with a large call overhead slower in two
    * tiles of the plan than alone in one. Plans of one device count too
    * (other_alone_when_faster; seed 1's case 2891 kept the slower of two
    * alone), each device weighed in its own granule (seed 2's case 16213,
    * a 1 x 15 x 15097 dgemm, weighed one in another's blocks of 8 columns
-   * and kept a device 4% slower). */
+   * and kept a device 4% slower) and planned in its own tiles once the
+   * plan has turned to the other split (known_cases). This allowed the
+   * gain bar twice and the engine's cost, which hid plans 16% slower. */
   if (working >= 1 && (p->min_gain > 0 || p->engine_s > 0)) {
     double best = INFINITY;
     for (int i = 0; i < nd; i++)
       best = fmin(best, alone_makespan(c, i));
-    double g = p->min_gain > 0 ? fmax(p->min_gain, 0.15) : 0;
     counts[C_ALONE_CHECKED]++;
-    if (r->balanced_s > (best + p->engine_s) * (1 + g) * (1 + g) * (1 + 1e-9) + 1e-12)
+    if (r->balanced_s > best * (1 + 1e-9) + 1e-15)
       FAIL("plan of %d devices predicted %.6g s (balanced %.6g), the fastest alone %.6g s", working,
            r->makespan_s, r->balanced_s, best);
   }
@@ -554,6 +554,12 @@ static int check_public(const fuzz_case *c, uint64_t id) {
   return bad;
 }
 
+/* Case i of seed into *c. */
+static void case_of(uint64_t seed, uint64_t i, fuzz_case *c) {
+  uint64_t s = seed * 0x100000001b3ull ^ (i * 0x9e3779b97f4a7c15ull);
+  random_case(&s, c);
+}
+
 TEST(random_realistic_models_plan_soundly) {
   uint64_t seed = env_u64("POAS_PLAN_PROPS_SEED", 1);
   uint64_t cases = env_u64("POAS_PLAN_PROPS_CASES", 3000);
@@ -565,8 +571,7 @@ TEST(random_realistic_models_plan_soundly) {
   CHECK(c && r);
   int failed = 0;
   for (uint64_t i = first; i < first + cases && failed < 10; i++) {
-    uint64_t s = seed * 0x100000001b3ull ^ (i * 0x9e3779b97f4a7c15ull);
-    random_case(&s, c);
+    case_of(seed, i, c);
     if (verbose)
       fprintf(stderr, "  case %llu: %s\n", (unsigned long long)i, describe(c));
     failed += check_case(c, i, r);
@@ -584,4 +589,29 @@ TEST(random_realistic_models_plan_soundly) {
   return 0;
 }
 
-TEST_MAIN(TEST_ENTRY(random_realistic_models_plan_soundly))
+/* Cases of other seeds that failed, checked in every run. */
+static const struct {
+  uint64_t seed, id;
+} known_cases[] = {
+    /* A 257 x 232 x 14060 dgemm turned to columns, where one device was
+     * planned alone in the two tiles of 116 cut for even shares, 8.83 ms,
+     * after its own tiles of 144 and 88 (7.59 ms) had been solved for. */
+    {2, 5731},
+};
+
+TEST(known_cases_plan_soundly) {
+  fuzz_case *c = malloc(sizeof *c);
+  poas__opt_result *r = malloc(sizeof *r);
+  CHECK(c && r);
+  int failed = 0;
+  for (size_t j = 0; j < sizeof known_cases / sizeof *known_cases; j++) {
+    case_of(known_cases[j].seed, known_cases[j].id, c);
+    failed += check_case(c, known_cases[j].id, r);
+  }
+  free(c);
+  free(r);
+  CHECK(failed == 0);
+  return 0;
+}
+
+TEST_MAIN(TEST_ENTRY(random_realistic_models_plan_soundly), TEST_ENTRY(known_cases_plan_soundly))
