@@ -1266,11 +1266,13 @@ static void pool_fitting(const poas__opt_device *d, int nd, const poas__opt_prob
  * and with the engine's cost where it runs in tiles, takes the plan when
  * it is faster: another device is kept alone (returns 1), or `only` keeps
  * the plan in its own tiles, the others as the solve left them (returns
- * 0, the plan solved again in sc). Where `only` is fastest alone in a
- * granule other than the plan's (its own, where another candidate's
- * blocks set the plan's), it is kept alone in that as another would be
- * (returns 1): beside the others, its tiles would be cut in blocks that
- * are not its own. Times are those plans report (reported_makespan). */
+ * 0, the plan solved again in sc), or alone where they take work back in
+ * that solve and it comes out slower (returns 1). Where `only` is fastest
+ * alone in a granule other than the plan's (its own, where another
+ * candidate's blocks set the plan's), it is kept alone in that as another
+ * would be (returns 1): beside the others, its tiles would be cut in
+ * blocks that are not its own. Times are those plans report
+ * (reported_makespan). */
 static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd, screen *sc,
                                    const int *pool, poas__opt_result *r, int only) {
   const double now = reported_makespan(s, d, r);
@@ -1281,19 +1283,12 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
   int keep = fastest_alone(s, d, nd, sc, r, pool, &best, &alone_sc, &alone_g);
   if (keep < 0 || !(best < now))
     return 0;
-  const int same_plan = keep == only && alone_g == granule;
-  if (same_plan) { /* the plan as it is, but in its device's own tiles */
-    const int64_t own = alone_sc.tile[only];
-    alone_sc = *sc;
-    alone_sc.tile[only] = own;
-  }
-  /* `only` kept alone in another granule: the others keep what left
-   * them out, the shares' "adds no speed" where they were candidates
-   * (told before the solve below replaces the candidates), else the
-   * reason they had; "X alone is predicted less than X alone" said
-   * nothing. */
+  /* `only` kept alone: the others keep what left them out, the shares'
+   * "adds no speed" where they were candidates (told before the solves
+   * below replace the candidates), else the reason they had; "X alone is
+   * predicted less than X alone" said nothing. */
   reason_text kept_why[POAS_MAX_DEVICES]; /* 6.4 KiB */
-  const int keep_reasons = keep == only && !same_plan;
+  const int keep_reasons = keep == only;
   for (int i = 0; keep_reasons && i < nd; i++) {
     kept_why[i][0] = '\0';
     if (pool[i] && i != only && r->dev[i].excluded)
@@ -1301,6 +1296,20 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
   }
   if (keep_reasons) /* `only` has work: the candidates without are the others */
     idle_reasons(s, r->split, kept_why);
+  if (keep == only && alone_g == granule) {
+    /* The plan as it is, but in its device's own tiles. Solved again, the
+     * others can take work back (the solve leaves the engine's cost out):
+     * a 1430 x 271 x 257 sgemm then stayed on one device in four tiles by
+     * rows, 1.76 ms with the engine's cost, where alone in one it takes
+     * 0.48, and another device alone by columns, 0.74 ms, was planned
+     * (test-plan-props, seed 3, case 793). */
+    screen same = *sc;
+    same.tile[only] = alone_sc.tile[only];
+    if (isfinite(solve_tiled(s, d, nd, same.ok, &same, r)) && reported_makespan(s, d, r) < now) {
+      *sc = same;
+      return 0;
+    }
+  }
   use_granule(s, r, alone_g);
   double alone = solve_tiled(s, d, nd, alone_sc.ok, &alone_sc, r);
   if (isfinite(alone))
@@ -1308,10 +1317,6 @@ static int other_alone_when_faster(solver *s, const poas__opt_device *d, int nd,
   if (!(alone < now)) {
     use_granule(s, r, granule);
     solve_tiled(s, d, nd, sc->ok, sc, r); /* back to the plan the shares gave */
-    return 0;
-  }
-  if (same_plan) {
-    *sc = alone_sc;
     return 0;
   }
   char why[sizeof r->dev[0].reason];

@@ -597,6 +597,12 @@ static const struct {
      * planned alone in the two tiles of 116 cut for even shares, 8.83 ms,
      * after its own tiles of 144 and 88 (7.59 ms) had been solved for. */
     {2, 5731},
+    /* A 1430 x 271 x 257 sgemm left by rows on one device in four tiles,
+     * 1.76 ms with the engine's cost (solved again in its own tiles beside
+     * the others, they took work back), then planned on another device
+     * alone by columns, 0.74 ms, where the first alone in one tile takes
+     * 0.48. */
+    {3, 793},
 };
 
 TEST(known_cases_plan_soundly) {
