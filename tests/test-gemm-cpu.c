@@ -410,7 +410,9 @@ TEST(few_row_and_column_calls_run_on_the_threads_the_table_gives) {
 /* The cpu device binds the caller's thread to its cores only where that
  * changes something: on every core this thread may use it binds nothing
  * (a binding is a system call, and the four a call made were a third of a
- * 16^3 sgemm's cost), on one core of several it does, and unpinned never. */
+ * 16^3 sgemm's cost), on one core of several it does, and unpinned never.
+ * Where pin=0 leaves a device of fewer cores unbound, its driver string
+ * says so: a profile tells devices apart by it. */
 TEST(cpu_binds_the_caller_only_on_fewer_cores) {
   cpu_set_t mine;
   CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
@@ -419,8 +421,10 @@ TEST(cpu_binds_the_caller_only_on_fewer_cores) {
     SKIP("this thread may not use every CPU");
   static const struct {
     const char *sel;
-    int binds; /* -1: only with two CPUs or more */
-  } cases[] = {{"cpu", 0}, {"cpu:pin=0", 0}, {"cpu:threads=1:pin=0", 0}, {"cpu:threads=1", -1}};
+    int binds;    /* -1: only with two CPUs or more */
+    int unpinned; /* its driver string ends in "pin=0"; -1 as binds */
+  } cases[] = {{"cpu", 0, 0}, {"cpu:pin=0", 0, 0}, {"cpu:threads=1:pin=0", 0, -1},
+               {"cpu:threads=1", -1, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     poas__devset set;
     char err[256];
@@ -429,6 +433,11 @@ TEST(cpu_binds_the_caller_only_on_fewer_cores) {
     int want = cases[i].binds >= 0 ? cases[i].binds : ncpu > 1;
     CHECK_MSG(set.dev[0]->binds_caller == want, "%s: binds_caller %d", cases[i].sel,
               set.dev[0]->binds_caller);
+    const char *drv = set.dev[0]->info.driver;
+    size_t len = strlen(drv);
+    int unpinned = len >= 6 && strcmp(drv + len - 6, " pin=0") == 0;
+    want = cases[i].unpinned >= 0 ? cases[i].unpinned : ncpu > 1;
+    CHECK_MSG(unpinned == want, "%s: driver '%s'", cases[i].sel, drv);
     poas__devset_close(&set);
   }
   return 0;

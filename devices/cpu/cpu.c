@@ -221,8 +221,17 @@ static int cpu_open(int index, const poas__spec_entry *e, poas__device **out, ch
    * caller's own binding alone. Each binding is a system call (1-2 us on
    * the CI VM), and the four a call made were a third of a 16^3 sgemm's
    * cost through POAS. */
-  s->dev.binds_caller = s->pin && (!bound || !CPU_EQUAL(&may_use, &s->mask));
+  int narrow = !bound || !CPU_EQUAL(&may_use, &s->mask);
+  s->dev.binds_caller = s->pin && narrow;
   fill_name(s);
+  /* A device of fewer cores than the process may use, left unbound, runs
+   * where the kernel puts its threads: another device to a profile, which
+   * tells devices apart by this string (as tf32=1 on a GPU). */
+  if (!s->pin && narrow) {
+    size_t len = strlen(s->dev.info.driver);
+    snprintf(s->dev.info.driver + len, sizeof s->dev.info.driver - len, "%spin=0",
+             len && s->dev.info.driver[len - 1] == ' ' ? "" : " ");
+  }
   poas_device_info *info = &s->dev.info;
   hwloc_obj_t root = hwloc_get_root_obj(s->topo);
   info->memory_bytes = root->total_memory;
