@@ -604,6 +604,95 @@ TEST(opencl_kept_c_stays_within_limits) {
 #endif
 }
 
+#if POAS_HAVE_OPENCL
+/* The bytes poas__dev_available says d could allocate now; ~0 when it
+ * cannot tell. */
+static uint64_t available(poas__device *d) {
+  uint64_t now;
+  return poas__dev_available(d, &now) == 0 ? now : ~(uint64_t)0;
+}
+#endif
+
+/* Two contexts of one OpenCL device share its memory: OpenCL tells no
+ * free memory, and the backend counted what each context reserved apart,
+ * so with opencl0 reporting 8 MiB, context A held 6 MiB and context B
+ * (a sub-device of one core, in its parent's memory) was still let
+ * allocate 6 MiB more, and planned on all 8 (poas__dev_available could
+ * not tell: -1). Counted for the process, B is refused past the 2 MiB
+ * left and sees just those; what A and B park counts as free to both,
+ * and an allocation that needs it releases every context's parked
+ * buffers first. A third context's sgemm of 2000 x 200 x 200 (3.5 MB,
+ * one tile within 8 MiB) is then planned in tiles within the 2 MiB B
+ * leaves it, and computes a poisoned C right. */
+TEST(opencl_memory_shared_by_contexts) {
+#if !POAS_HAVE_OPENCL
+  SKIP("OpenCL backend not built");
+#else
+  enum { MIB = 1 << 20, M = 2000, N = 200, K = 200 };
+  uint64_t saved = poas__ocl_memory_max;
+  poas__ocl_memory_max = 8 * MIB;
+  poas__devset sa, sb;
+  int rc = open_set("opencl0", &sa);
+  if (!rc && (rc = open_set("opencl0:cores=1", &sb)) != 0)
+    poas__devset_close(&sa);
+  if (rc) {
+    poas__ocl_memory_max = saved;
+    return rc;
+  }
+  poas__device *a = sa.dev[0], *b = sb.dev[0];
+  CHECK(a->info.memory_bytes == 8 * MIB && b->info.memory_bytes == 8 * MIB);
+  CHECK_MSG(available(a) == 8 * MIB && available(b) == 8 * MIB, "a %llu, b %llu",
+            (unsigned long long)available(a), (unsigned long long)available(b));
+  poas__mem a1, a2, b1, big;
+  CHECK_OK(poas__dev_alloc(a, 3 * MIB, &a1));
+  CHECK_OK(poas__dev_alloc(a, 3 * MIB, &a2));
+  CHECK_MSG(available(b) == 2 * MIB, "b sees %llu bytes free beside a's 6 MiB",
+            (unsigned long long)available(b));
+  int was = poas__failures_expected(1);
+  rc = poas__dev_alloc(b, 3 * MIB, &b1);
+  poas__failures_expected(was);
+  CHECK_MSG(rc == POAS_ENOMEM, "b allocated 3 MiB beside a's 6 MiB of 8: %s", poas_err_name(rc));
+  CHECK_OK(poas__dev_alloc(b, 2 * MIB, &b1));
+  CHECK(available(a) == 0 && available(b) == 0);
+  /* Parked: b's 2 MiB, and 3 of a's 6 (a cache parks half the device). */
+  poas__dev_free(b, b1, 2 * MIB);
+  poas__dev_free(a, a1, 3 * MIB);
+  poas__dev_free(a, a2, 3 * MIB);
+  CHECK_MSG(available(a) == 8 * MIB && available(b) == 8 * MIB, "a %llu, b %llu",
+            (unsigned long long)available(a), (unsigned long long)available(b));
+  /* 6 MiB fit only once both caches are emptied. */
+  CHECK_OK(poas__dev_alloc(b, 6 * MIB, &big));
+  CHECK_MSG(available(a) == 2 * MIB, "a sees %llu bytes free beside b's 6 MiB",
+            (unsigned long long)available(a));
+
+  poas_context *ctx = test_open("opencl0");
+  CHECK_MSG(ctx != NULL, "%s", poas_error_detail());
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
+                               M, N, K, 1.0, 0.0, &plan));
+  CHECK_MSG(plan.ndevices == 1 && plan.dev[0].tiles > 1, "%d devices, %lld tiles of %lld",
+            plan.ndevices, (long long)plan.dev[0].tiles, (long long)plan.dev[0].tile);
+  test_gemm tg;
+  CHECK_OK(test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N,
+                           K, 0, 1.0, 0.0, 71));
+  test_poison(tg.C, POAS_FLOAT32, (size_t)M * N);
+  rc = test_gemm_run(ctx, &tg);
+  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
+  CHECK(0 == test_gemm_verify(&tg, "sgemm 2000 x 200 x 200 beside another context's 6 MiB"));
+  test_gemm_free(&tg);
+  poas_finalize(ctx);
+  CHECK_MSG(available(b) == 2 * MIB, "b sees %llu bytes free once the GEMM's context closed",
+            (unsigned long long)available(b));
+  poas__dev_free(b, big, 6 * MIB);
+  poas__devset_close(&sb);
+  CHECK_MSG(available(a) == 8 * MIB, "a sees %llu bytes free alone",
+            (unsigned long long)available(a));
+  poas__devset_close(&sa);
+  poas__ocl_memory_max = saved;
+  return 0;
+#endif
+}
+
 TEST(opencl_bad_settings_named) {
   poas__devset set;
   char err[256];
@@ -910,4 +999,5 @@ TEST_MAIN(TEST_ENTRY(opencl_concurrent_opens), TEST_ENTRY(opencl_gemm_cases), TE
           TEST_ENTRY(opencl_index_limit_cuts_plans),
           TEST_ENTRY(opencl_transpose_refuses_unknown_dtype),
           TEST_ENTRY(opencl_long_strings_are_cut), TEST_ENTRY(opencl_buffer_limit_cuts_plans),
-          TEST_ENTRY(opencl_kept_c_stays_within_limits))
+          TEST_ENTRY(opencl_kept_c_stays_within_limits),
+          TEST_ENTRY(opencl_memory_shared_by_contexts))

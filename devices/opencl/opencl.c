@@ -63,14 +63,31 @@ typedef struct ocl_scratch {
   size_t bytes;
 } ocl_scratch;
 
+/* The bytes reserved on one device as enumerated, by every context of the
+ * process that opened it, whole or as a sub-device of cores=N (the
+ * parent's memory): OpenCL tells no free memory, so this count is what
+ * stands for it. Counted per context, two contexts on opencl0 (21 GiB)
+ * could each reserve 21 GiB, and what one context held was free to every
+ * other one's plan; a real OpenCL GPU then fails the buffer late, at its
+ * first use (CL_MEM_OBJECT_ALLOCATION_FAILURE on an enqueue). Never
+ * freed, like the sessions. */
+typedef struct ocl_memory {
+  cl_device_id parent;
+  uint64_t reserved; /* guarded by memory_lock: live and parked buffers */
+  struct ocl_memory *next;
+} ocl_memory;
+
+/* Innermost: the memcache holds its locks around mem_free, which takes it. */
+static pthread_mutex_t memory_lock = PTHREAD_MUTEX_INITIALIZER;
+static ocl_memory *memories; /* guarded by memory_lock */
+
 typedef struct ocl_state {
   poas__device dev;
   cl_device_id device;          /* the one computing: a sub-device for cores=N */
   ocl_session *session;         /* its context and queues */
+  ocl_memory *memory;           /* its device's, shared with other contexts */
   uint64_t max_alloc;
   int has_fp64;
-  pthread_mutex_t lock;         /* guards allocated */
-  uint64_t allocated;
   ocl_scratch scratch[OCL_LANES];
 } ocl_state;
 
@@ -349,6 +366,7 @@ static int device_has_fp64(cl_device_id d) {
 }
 
 uint64_t poas__ocl_buffer_max = 0;
+uint64_t poas__ocl_memory_max = 0;
 
 /* A rough peak: compute units x clock x flops per cycle and unit, by device
  * type. PoCL's CPU device gets a modest factor: CLBlast's generic kernels
@@ -371,7 +389,10 @@ static void fill_info(ocl_state *s) {
   clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
   cl_uint cu = device_uint(s->device, CL_DEVICE_MAX_COMPUTE_UNITS);
   cl_uint mhz = poas__ocl_clock_mhz(device_uint(s->device, CL_DEVICE_MAX_CLOCK_FREQUENCY));
-  info->memory_bytes = device_ulong(s->device, CL_DEVICE_GLOBAL_MEM_SIZE);
+  /* The parent's: a sub-device computes in its parent's memory. */
+  info->memory_bytes = device_ulong(s->session->parent, CL_DEVICE_GLOBAL_MEM_SIZE);
+  if (poas__ocl_memory_max && poas__ocl_memory_max < info->memory_bytes)
+    info->memory_bytes = poas__ocl_memory_max;
   info->cores = (int)cu;
   info->shares_host_cores = (type & CL_DEVICE_TYPE_CPU) != 0;
   info->host_memory = 0;
@@ -468,6 +489,22 @@ static int acquire_session(int index, cl_device_id parent, int cores, ocl_sessio
   return 0;
 }
 
+/* The count of `parent`'s memory, made on its first open; NULL when host
+ * memory ran out. */
+static ocl_memory *device_memory(cl_device_id parent) {
+  pthread_mutex_lock(&memory_lock);
+  ocl_memory *m = memories;
+  while (m && m->parent != parent)
+    m = m->next;
+  if (!m && (m = calloc(1, sizeof *m)) != NULL) {
+    m->parent = parent;
+    m->next = memories;
+    memories = m;
+  }
+  pthread_mutex_unlock(&memory_lock);
+  return m;
+}
+
 /* Hands a session back once its queues are empty. */
 static void return_session(ocl_session *ss) {
   for (int q = 0; q <= OCL_LANES; q++)
@@ -538,6 +575,8 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
     goto fail;
   }
   rc = parse_settings(parent, e, &cores, err, errcap);
+  if (!rc && (s->memory = device_memory(parent)) == NULL)
+    rc = POAS_ENOMEM;
   if (!rc)
     rc = acquire_session(index, parent, cores, &s->session, err, errcap);
   if (rc)
@@ -545,7 +584,6 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
   s->device = s->session->subdevice ? s->session->subdevice : parent;
   fill_info(s);
   int64_t indirect_mnk = tune_clblast(s);
-  pthread_mutex_init(&s->lock, NULL);
   for (int l = 0; l < OCL_LANES; l++)
     pthread_mutex_init(&s->scratch[l].lock, NULL);
   s->dev.nlanes = OCL_LANES;
@@ -598,29 +636,41 @@ static void ocl_close(poas__device *dev) {
     drop_scratch(s, l);
     pthread_mutex_destroy(&s->scratch[l].lock);
   }
-  pthread_mutex_destroy(&s->lock);
   free(s);
 }
 
 /* ---------------------------------------------------------------- memory */
 
-/* Reserves `bytes` of the device's global memory in our own count: a CPU
- * implementation on an overcommitting host would otherwise accept any
- * total. */
+/* Reserves `bytes` of the device's global memory in the process's count
+ * (ocl_memory): a CPU implementation on an overcommitting host would
+ * otherwise accept any total, and a GPU's driver fail it late. A refusal
+ * is POAS_ENOMEM to poas__dev_alloc, which then releases the buffers
+ * every context parked on the device and tries again. */
 static int reserve(ocl_state *s, size_t bytes) {
-  int ok;
-  pthread_mutex_lock(&s->lock);
-  ok = s->allocated + bytes <= s->dev.info.memory_bytes;
+  pthread_mutex_lock(&memory_lock);
+  uint64_t total = s->dev.info.memory_bytes, used = s->memory->reserved;
+  int ok = used <= total && bytes <= total - used;
   if (ok)
-    s->allocated += bytes;
-  pthread_mutex_unlock(&s->lock);
+    s->memory->reserved += bytes;
+  pthread_mutex_unlock(&memory_lock);
   return ok;
 }
 
 static void unreserve(ocl_state *s, size_t bytes) {
-  pthread_mutex_lock(&s->lock);
-  s->allocated -= bytes;
-  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_lock(&memory_lock);
+  s->memory->reserved -= bytes;
+  pthread_mutex_unlock(&memory_lock);
+}
+
+/* What the count leaves of the device's memory, to every context: those
+ * of the buffers parked in caches poas__dev_available adds back. */
+static int ocl_mem_available(poas__device *dev, uint64_t *bytes) {
+  ocl_state *s = dev->priv;
+  pthread_mutex_lock(&memory_lock);
+  uint64_t total = dev->info.memory_bytes, used = s->memory->reserved;
+  pthread_mutex_unlock(&memory_lock);
+  *bytes = used < total ? total - used : 0;
+  return 0;
 }
 
 /* Makes the implementation back the buffer now: a one-byte fill on the
@@ -1048,6 +1098,7 @@ const poas__backend poas__backend_opencl = {
     .close = ocl_close,
     .mem_alloc = ocl_mem_alloc,
     .mem_free = ocl_mem_free,
+    .mem_available = ocl_mem_available,
     .copy_h2d = ocl_copy_h2d,
     .copy_d2h = ocl_copy_d2h,
     .gemm = ocl_gemm,

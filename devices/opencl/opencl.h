@@ -40,6 +40,12 @@ extern int64_t poas__ocl_index_max;
  * matrices. */
 extern uint64_t poas__ocl_buffer_max;
 
+/* 0, or a memory size (bytes) below the device's own
+ * CL_DEVICE_GLOBAL_MEM_SIZE that a device opened after it is set reports
+ * and reserves within, in every context together: tests set it to fill
+ * the device with small buffers. */
+extern uint64_t poas__ocl_memory_max;
+
 /* Whether every operand of a GEMM call stays within `max` elements (an
  * operand CLBlast does not read, A and B when k or alpha is 0, is not
  * counted). */
