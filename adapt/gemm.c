@@ -30,6 +30,7 @@ typedef struct dev_state {
   int c_whole, in_whole;      /* external buffers (keep_c, resident in); -1: none yet */
   int next_slot;
   int shared_ours;            /* the shared buffer is freed by finish() */
+  int started;                /* a tile has been emitted on it in this graph */
   poas__pipe first, later;    /* with and without the shared operand's copy */
   /* Caller-owned device memory (poas__gemm_source_keep_c, _resident);
    * ptr NULL when unused. */
@@ -332,24 +333,26 @@ static tile_place place_tile(const poas__gemm_source *s, const poas__graph *g, c
 
 /* One tile [t0, t1) on a copy device, in buffer slot `slot`. */
 static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t0, int64_t t1,
-                     int slot, int chunk) {
+                     int slot, int chunk, int last) {
   dev_state *d = &s->dev[device];
   int64_t units = t1 - t0;
+  /* As the plan times them (a sim spends the duplex factor on them). */
+  int both_ways = poas__tile_copies_both_ways(&d->later.prob, !d->started, last);
+  d->started = 1;
   poas__tile_cost cost;
-  poas__tile_costs(&d->later.prob, s->split, &s->model[device], 0, units, &cost);
+  poas__tile_costs(&d->later.prob, s->split, &s->model[device], 0, units, both_ways, &cost);
   tile_place c = place_tile(s, g, &s->c, d->keep_c.ptr ? d->c_whole : -1, d->slot_c[slot], t0,
                             t1);
   poas__region c_host = host_region(&s->c, s->host_c, t0, t1, s->es);
   poas__copy2d c_shape = tile_copy(&s->c, units, (size_t)c.ld * s->es, s->es);
   c_shape.dev_off = c.off;
-  /* As the plan times them (a sim spends the duplex factor on them). */
-  c_shape.both_ways = poas__tile_copies_both_ways(&d->later.prob);
+  c_shape.both_ways = !!(both_ways & POAS__BOTH_WAYS_IN);
   int rc = 0;
   tile_place in = {-1, {0}, 0, 0};
   if (s->p.reads_ab) {
     in = place_tile(s, g, &s->in, d->res_in.ptr ? d->in_whole : -1, d->slot_in[slot], t0, t1);
     poas__copy2d in_shape = tile_copy(&s->in, units, (size_t)in.ld * s->es, s->es);
-    in_shape.both_ways = c_shape.both_ways;
+    in_shape.both_ways = !!(both_ways & POAS__BOTH_WAYS_IN);
     if (!d->res_in.ptr)
       rc = copy_in(g, device, chunk, in.buf, s->in.base + part_offset(&s->in, t0, s->es),
                    in_shape, host_region(&s->in, s->host_in, t0, t1, s->es), in.region,
@@ -385,6 +388,7 @@ static int emit_tile(poas__gemm_source *s, poas__graph *g, int device, int64_t t
   out.u.d2h.dst = s->c.base + part_offset(&s->c, t0, s->es);
   out.u.d2h.src_buf = c.buf;
   out.u.d2h.shape = c_shape;
+  out.u.d2h.shape.both_ways = !!(both_ways & POAS__BOTH_WAYS_OUT);
   out.bytes = c_shape.width * c_shape.rows;
   out.access[0] = (poas__access){c.region, POAS__READ};
   out.access[1] = (poas__access){c_host, POAS__WRITE};
@@ -399,6 +403,7 @@ static void reset_device(dev_state *d, const poas__graph *g) {
   d->slot_in[0] = d->slot_in[1] = d->slot_c[0] = d->slot_c[1] = -1;
   d->c_whole = d->in_whole = -1;
   d->next_slot = 0;
+  d->started = 0;
 }
 
 static int runs_on(void *user, int device) {
@@ -430,7 +435,8 @@ static int emit(void *user, poas__graph *g, int device, int64_t u0, int64_t u1, 
     d->next_slot ^= 1;
     if ((rc = slot_buffers(s, g, device, slot, chunk)) != 0)
       return rc;
-    if ((rc = emit_tile(s, g, device, t0, POAS__MIN(u1, t0 + s->tile[device]), slot, chunk)))
+    int64_t t1 = POAS__MIN(u1, t0 + s->tile[device]);
+    if ((rc = emit_tile(s, g, device, t0, t1, slot, chunk, t1 == u1)))
       return rc;
   }
   return 0;
@@ -469,7 +475,7 @@ static double predict(void *user, int device, int64_t u0, int64_t u1) {
     return 0;
   const dev_state *d = &s->dev[device];
   poas__pipe_time t;
-  poas__pipe_eval(d->shared >= 0 ? &d->later : &d->first, u1 - u0, &t);
+  poas__pipe_eval(d->started ? &d->later : &d->first, u1 - u0, &t);
   return t.total_s;
 }
 

@@ -119,7 +119,9 @@ typedef struct poas__pipe {
   double transpose_s;    /* its transpose on the device after the copy; 0 when none */
   uint64_t shared_bytes;
   double unit_in_bytes, unit_c_bytes; /* bytes of one unit's A/B part and C part */
-  double t_in, t_c, t_gemm, t_out;    /* one whole tile's stage times */
+  double t_in, t_c, t_gemm, t_out;    /* one whole tile's stage times, copying both ways */
+  double t_in1, t_c1, t_out1;         /* its copies' times one way */
+  int first;                          /* its first tile is the device's first */
   int nstates;                        /* states[0..nstates-1] computed */
   int periodic;                       /* states repeat with period 2 from the last */
   double period_shift;                /* what two more tiles add to every state */
@@ -136,7 +138,8 @@ typedef struct poas__pipe {
 
 /* Prepares the pipeline of device `dev` with model `dm` (already usable).
  * with_shared: the shared operand still has to be copied (the device's
- * first chunk). */
+ * first chunk, whose first tile is the device's first:
+ * poas__tile_copies_both_ways). */
 void poas__pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_dim split,
                      const poas__device_model *dm, const poas__opt_device *dev, int64_t tile,
                      int with_shared);
@@ -157,13 +160,19 @@ typedef struct poas__tile_cost {
   double in_s, c_s, gemm_s, out_s;
 } poas__tile_cost;
 void poas__tile_costs(const poas__opt_problem *p, poas__split_dim split,
-                      const poas__device_model *dm, int host_memory, int64_t units,
+                      const poas__device_model *dm, int host_memory, int64_t units, int both_ways,
                       poas__tile_cost *out);
-/* Whether a tile's copies run while copies go the other way, each then
- * slower by the device's duplex factor: where anything is copied in
- * (the shared operand goes in before anything comes out, at the one-way
- * rate). adapt/ marks those copies (poas__copy2d.both_ways). */
-int poas__tile_copies_both_ways(const poas__opt_problem *p);
+/* Which of a tile's copies run while copies go the other way, each then
+ * slower by the device's duplex factor (POAS__BOTH_WAYS_IN: its copy-ins,
+ * _OUT: its copy-out); the rule plans price and adapt/ marks copies by
+ * (poas__copy2d.both_ways). Nothing comes out before the device's first
+ * tile (first) is in, so its copy-ins go one way, as the shared operand's
+ * do; nothing of its chunk goes in once the chunk's last tile (last)
+ * copies out, so that goes one way too (a later chunk's copy-ins, which
+ * may run beside it, are priced both ways). Tiles between copy both ways
+ * where anything is copied in. A single tile copies one way only. */
+enum { POAS__BOTH_WAYS_IN = 1, POAS__BOTH_WAYS_OUT = 2 };
+int poas__tile_copies_both_ways(const poas__opt_problem *p, int first, int last);
 /* Bytes of the shared operand: op(B) for row blocks, op(A) for columns. */
 uint64_t poas__shared_bytes(const poas__opt_problem *p, poas__split_dim split);
 /* Units of C along the split dimension (m for rows, n for columns). */

@@ -40,7 +40,11 @@ uint64_t poas__shared_bytes(const poas__opt_problem *p, poas__split_dim split) {
   return (uint64_t)p->k * (uint64_t)other * es;
 }
 
-int poas__tile_copies_both_ways(const poas__opt_problem *p) { return p->reads_ab || p->reads_c; }
+int poas__tile_copies_both_ways(const poas__opt_problem *p, int first, int last) {
+  if (!p->reads_ab && !p->reads_c)
+    return 0;
+  return (first ? 0 : POAS__BOTH_WAYS_IN) | (last ? 0 : POAS__BOTH_WAYS_OUT);
+}
 
 int poas__shared_transposed(const poas__opt_problem *p, poas__split_dim split, int wants_bt) {
   if (!wants_bt || !p->reads_ab)
@@ -62,17 +66,17 @@ static void unit_bytes(const poas__opt_problem *p, poas__split_dim split, double
 
 static void tile_costs(const poas__opt_problem *p, poas__split_dim split,
                        const poas__device_model *dm, int host_memory, int smooth, int64_t units,
-                       poas__tile_cost *out);
+                       int both_ways, poas__tile_cost *out);
 
 void poas__tile_costs(const poas__opt_problem *p, poas__split_dim split,
-                      const poas__device_model *dm, int host_memory, int64_t units,
+                      const poas__device_model *dm, int host_memory, int64_t units, int both_ways,
                       poas__tile_cost *out) {
-  tile_costs(p, split, dm, host_memory, 0, units, out);
+  tile_costs(p, split, dm, host_memory, 0, units, both_ways, out);
 }
 
 static void tile_costs(const poas__opt_problem *p, poas__split_dim split,
                        const poas__device_model *dm, int host_memory, int smooth, int64_t units,
-                       poas__tile_cost *out) {
+                       int both_ways, poas__tile_cost *out) {
   memset(out, 0, sizeof *out);
   if (units <= 0)
     return;
@@ -85,14 +89,16 @@ static void tile_costs(const poas__opt_problem *p, poas__split_dim split,
     return;
   double in, c;
   unit_bytes(p, split, &in, &c);
-  /* Tiles copy in while earlier tiles copy out: both ways at once, each
-   * slower by the device's duplex factor. */
-  double both_ways = dm->duplex > 1 && poas__tile_copies_both_ways(p) ? dm->duplex : 1;
+  /* Copies that run while copies go the other way are each slower by the
+   * device's duplex factor (poas__tile_copies_both_ways says which). */
+  double dx = dm->duplex > 1 ? dm->duplex : 1;
+  double in_x = both_ways & POAS__BOTH_WAYS_IN ? dx : 1;
+  double out_x = both_ways & POAS__BOTH_WAYS_OUT ? dx : 1;
   if (p->reads_ab)
-    out->in_s = both_ways * poas__model_transfer_time(dm, POAS_H2D, in * (double)units);
+    out->in_s = in_x * poas__model_transfer_time(dm, POAS_H2D, in * (double)units);
   if (p->reads_c)
-    out->c_s = both_ways * poas__model_transfer_time(dm, POAS_H2D, c * (double)units);
-  out->out_s = both_ways * poas__model_transfer_time(dm, POAS_D2H, c * (double)units);
+    out->c_s = in_x * poas__model_transfer_time(dm, POAS_H2D, c * (double)units);
+  out->out_s = out_x * poas__model_transfer_time(dm, POAS_D2H, c * (double)units);
 }
 
 /* One tile through the lanes: s is updated in place. */
@@ -175,15 +181,26 @@ static void pipe_init(poas__pipe *pp, const poas__opt_problem *p, poas__split_di
     if (pp->transposed)
       pp->transpose_s = poas__model_transpose_time(dm, p->dtype, (double)pp->shared_bytes);
   }
-  poas__tile_cost t;
-  tile_costs(&pp->prob, split, dm, 0, smooth, pp->tile, &t);
+  /* Tiles between the first and the last copy both ways; the device's
+   * first tile copies in before anything comes out (the last tile, which
+   * copies out after everything went in, is stepped by poas__pipe_eval). */
+  pp->first = with_shared;
+  poas__tile_cost t, t1;
+  tile_costs(&pp->prob, split, dm, 0, smooth, pp->tile,
+             poas__tile_copies_both_ways(p, 0, 0), &t);
+  tile_costs(&pp->prob, split, dm, 0, smooth, pp->tile,
+             poas__tile_copies_both_ways(p, 1, 1), &t1);
   pp->t_in = t.in_s, pp->t_c = t.c_s, pp->t_gemm = t.gemm_s, pp->t_out = t.out_s;
+  pp->t_in1 = t1.in_s, pp->t_c1 = t1.c_s, pp->t_out1 = t1.out_s;
+  poas__tile_cost first = t;
+  if (pp->first)
+    first.in_s = t1.in_s, first.c_s = t1.c_s;
   /* The transpose holds the compute lane once the shared operand is in. */
   double s[S_N] = {pp->shared_s, pp->shared_s + pp->transpose_s, 0, 0, 0};
   memcpy(pp->states[0], s, sizeof s);
   int h2d_moves = p->reads_ab || p->reads_c;
   for (int j = 1; j < POAS__PIPE_STEPS; j++) {
-    step(s, &t, p->reads_ab, p->reads_c, pp->serial);
+    step(s, j == 1 ? &first : &t, p->reads_ab, p->reads_c, pp->serial);
     memcpy(pp->states[j], s, sizeof s);
     pp->nstates = j + 1;
     if (j >= 3 && shifted_copy(pp->states[j - 2], s, h2d_moves, &pp->period_shift)) {
@@ -219,24 +236,34 @@ void poas__pipe_eval(const poas__pipe *pp, int64_t units, poas__pipe_time *out) 
     return;
   if (pp->host_memory) {
     poas__tile_cost t;
-    tile_costs(&pp->prob, pp->split, pp->model, 1, pp->smooth, units, &t);
+    tile_costs(&pp->prob, pp->split, pp->model, 1, pp->smooth, units, 0, &t);
     out->total_s = out->compute_s = t.gemm_s;
     out->total_s += pp->model->dispatch_s;
     out->tiles = 1;
     return;
   }
+  /* The tiles before the last from the table, then the last, whose
+   * copy-out runs after everything went in (one way). */
   int64_t whole = units / pp->tile, rest = units % pp->tile;
+  int64_t before = rest > 0 ? whole : whole - 1;
   double s[S_N];
-  state_after(pp, whole, s);
-  double compute = pp->transpose_s + (double)whole * pp->t_gemm;
-  double transfer = pp->shared_s + (double)whole * (pp->t_in + pp->t_c + pp->t_out);
+  state_after(pp, before, s);
+  double compute = pp->transpose_s + (double)before * pp->t_gemm;
+  double transfer = pp->shared_s + (double)before * (pp->t_in + pp->t_c + pp->t_out);
+  if (pp->first && before > 0)
+    transfer -= (pp->t_in - pp->t_in1) + (pp->t_c - pp->t_c1);
+  poas__tile_cost t;
+  int both_ways = poas__tile_copies_both_ways(&pp->prob, pp->first && before == 0, 1);
   if (rest > 0) {
-    poas__tile_cost t;
-    tile_costs(&pp->prob, pp->split, pp->model, 0, pp->smooth, rest, &t);
-    step(s, &t, pp->reads_ab, pp->reads_c, pp->serial);
-    compute += t.gemm_s;
-    transfer += t.in_s + t.c_s + t.out_s;
+    tile_costs(&pp->prob, pp->split, pp->model, 0, pp->smooth, rest, both_ways, &t);
+  } else {
+    t = (poas__tile_cost){pp->t_in, pp->t_c, pp->t_gemm, pp->t_out1};
+    if (!(both_ways & POAS__BOTH_WAYS_IN))
+      t.in_s = pp->t_in1, t.c_s = pp->t_c1;
   }
+  step(s, &t, pp->reads_ab, pp->reads_c, pp->serial);
+  compute += t.gemm_s;
+  transfer += t.in_s + t.c_s + t.out_s;
   out->total_s = s[S_O1] + pp->model->dispatch_s;
   out->compute_s = compute;
   out->transfer_s = transfer;

@@ -135,12 +135,18 @@ devs='sim:rate=1e11:latency=1e-5,sim:rate=1e11:latency=1e-5,sim:rate=1e9'
 out=$("$plan" --m 256 --n 3000 --k 16 --beta 1 --devices "$devs") || fail "a small device: $out"
 printf '%s' "$out" | grep -q "this small the predicted time shrinks [0-9.]*%$" &&
   ! printf '%s' "$out" | grep -q "grows -" || fail "a small device's reason: $out"
-# A device that added nothing split by columns, where the plan then turned
-# to rows, keeps that verdict: it was said to have "gained less than the
-# models' error" allows.
+# A device left out split by columns, where the plan then turned to rows,
+# keeps its verdict and says where it was judged. The replayed cuda0 holds
+# 21 MiB: B (16 MiB) shared and one tile of rows, where split by columns
+# its tiles of B take two, whose copies overlap both ways. (A 16 x 8192 x
+# 256 dgemm on a cuda0 of 80 GiB turned only while one tile's copies were
+# charged the duplex factor; its case, a device that added nothing once
+# said to have "gained less than the models' error" allows, has none left
+# here.)
 epyc=$top_srcdir/models/profiles/amd-epyc-2c.json
 out=$("$plan" --m 16 --n 8192 --k 256 --dtype d \
-  --devices "sim:profile=$epyc#opencl0,sim:profile=$h100#cuda0" 2>&1) || fail "a turned plan: $out"
-printf '%s' "$out" | grep -q "sim0 *adds nothing: left out split by columns, where it added nothing; the plan was then split by rows" ||
+  --devices "sim:profile=$epyc#opencl0,sim:profile=$h100#cuda0:memory=21Mi" 2>&1) ||
+  fail "a turned plan: $out"
+printf '%s' "$out" | grep -q "sim0 *adds too little: left out split by columns, where it gained less than the models' error and the runtime's cost allow; the plan was then split by rows" ||
   fail "a turned plan's reason: $out"
 exit 0

@@ -1246,6 +1246,56 @@ TEST(a_replay_runs_for_its_plans_time) {
   return 0;
 }
 
+/* One tile overlaps no copies: its copy-ins end before its GEMM and its
+ * copy-out starts after it. A 1024^3 sgemm on the replayed H100 cuda0 is
+ * planned and runs in one tile for the same time whether the profile's
+ * duplex factor is kept or set to 1 (with duplex charged on its copies the
+ * plan said 1.312 ms, not 1.240). */
+TEST(a_one_tile_replay_spends_no_duplex) {
+  poas__profile *p = malloc(sizeof *p);
+  CHECK(p);
+  CHECK_OK(poas__profile_load(test_src_path("models/profiles/nvidia-h100-80gb-16c.json"), p));
+  poas__profile_device *gpu = &p->dev[1];
+  CHECK(strcmp(gpu->id, "cuda0") == 0 && gpu->model.duplex > 1);
+  char path[2][256];
+  snprintf(path[0], sizeof path[0], "%s",
+           test_src_path("models/profiles/nvidia-h100-80gb-16c.json"));
+  snprintf(path[1], sizeof path[1], "%s", test_tmp_path("h100-no-duplex.json"));
+  gpu->model.duplex = 1;
+  CHECK_OK(poas__profile_write(path[1], p));
+  free(p);
+  const int64_t n = 1024;
+  float *A = calloc((size_t)n * n, sizeof *A), *B = calloc((size_t)n * n, sizeof *B),
+        *C = calloc((size_t)n * n, sizeof *C);
+  CHECK(A && B && C);
+  double planned[2], ran[2];
+  for (int v = 0; v < 2; v++) {
+    char spec[300];
+    snprintf(spec, sizeof spec, "sim:profile=%s#cuda0", path[v]);
+    poas_context *ctx = test_open(spec);
+    CHECK(ctx);
+    poas_plan plan;
+    CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n,
+                            n, &plan));
+    CHECK(plan.ndevices == 1 && plan.dev[0].tiles == 1);
+    poas_report r;
+    CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n, 1, A, n, B, n,
+                        1, C, n));
+    CHECK_OK(poas_last_report(ctx, &r));
+    fprintf(stderr, "  %s: planned %.9g s, ran %.9g\n", v ? "duplex 1" : "the H100 profile",
+            plan.makespan_s, r.measured_s);
+    CHECK(r.virtual_time);
+    CHECK_MSG(near(r.measured_s, plan.makespan_s, 1e-9), "ran %.9g s against the plan's %.9g",
+              r.measured_s, plan.makespan_s);
+    planned[v] = plan.makespan_s, ran[v] = r.measured_s;
+    poas_finalize(ctx);
+  }
+  CHECK_MSG(near(planned[0], planned[1], 1e-12) && near(ran[0], ran[1], 1e-12),
+            "planned %.9g s with duplex, %.9g without", planned[0], planned[1]);
+  free(A), free(B), free(C);
+  return 0;
+}
+
 /* Pageable copies measured by calibration on an H100 machine (4 KiB to
  * 256 MiB, doubling): host-to-device ran at 15-16 GB/s up to 64 MiB and at
  * 10 GB/s for 256 MiB; device-to-host ones climbed from 12 GB/s at 4 MiB
@@ -2465,6 +2515,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(sim_replays_a_profile),
           TEST_ENTRY(a_replay_declares_what_its_device_declared),
           TEST_ENTRY(a_replay_runs_for_its_plans_time),
+          TEST_ENTRY(a_one_tile_replay_spends_no_duplex),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
           TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it),
           TEST_ENTRY(transfer_knee_only_where_it_fits_significantly_better),
