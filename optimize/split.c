@@ -535,6 +535,16 @@ static int within_limits(const poas__opt_device *d, const poas__opt_problem *p,
  * every tile adds instructions, whose hand-offs between the engine's
  * threads the model does not count, and on an H100 VM a 2048^3 sgemm ran
  * 9.4 ms in eight tiles against 6.1-6.7 ms in four. */
+/* A cap on a device's tile (its memory's, its limits on one buffer),
+ * rounded down to whole blocks of its GEMM (unit_align) where that leaves
+ * one: a tile of 3157 rows, where the device computes 32 at a time, pays
+ * for 3168 and leaves a ragged block on every tile. Below one block the
+ * cap stands: a tile never holds more than memory does. */
+static int64_t aligned_cap(const poas__opt_device *d, int64_t cap) {
+  int64_t a = d->unit_align;
+  return a > 1 && cap >= a ? cap / a * a : cap;
+}
+
 static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p,
                            poas__split_dim split, int64_t granule, const poas__device_model *dm,
                            int64_t fit, int64_t share, int alone) {
@@ -547,11 +557,11 @@ static int64_t device_tile(const poas__opt_device *d, const poas__opt_problem *p
     int64_t t = ceil_div(share, ntiles);
     t = ceil_div(t, granule) * granule;
     if (t > fit)
-      t = fit > granule ? fit / granule * granule : fit;
+      t = fit > granule ? fit / granule * granule : aligned_cap(d, fit);
     if (p->tile_max > 0)
       t = POAS__MIN(t, p->tile_max);
     t = POAS__MIN(t, tile_cap(d, p, granule));
-    t = POAS__MIN(t, limit_cap(d, p, split));
+    t = POAS__MIN(t, aligned_cap(d, limit_cap(d, p, split)));
     t = POAS__MAX(t, 1);
     if (t == last)
       continue; /* memory caps them all alike */

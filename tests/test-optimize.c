@@ -637,6 +637,43 @@ TEST(granule_and_tiles_follow_a_devices_blocks) {
   return 0;
 }
 
+/* Tiles capped by a device's memory or by its largest buffer are whole
+ * blocks of its GEMM (unit_align 32) where one fits. A 2^20 x 64 x 64
+ * sgemm on a GPU holding the shared B and 3157 rows of A and C (1 KiB a
+ * row, both buffered twice) in 2^20-row granules of 4096: tiles of 3136
+ * rows, not 3157. One of 1000^2 x 100 with a 512 KiB largest buffer (C's
+ * tile takes 4000 bytes a row): 128 rows, not 131. With room for less
+ * than one block the tile is what memory holds. */
+TEST(capped_tiles_are_whole_blocks) {
+  poas__device_model gpu;
+  rate_model(&gpu, 1e12, 1e-5, 1e-5, 1e11);
+  poas__opt_device d = device("gpu", &gpu, 0);
+  d.unit_align = 32;
+  poas__opt_problem p = square_gemm(POAS_FLOAT32, 64);
+  p.m = 1 << 20;
+  double shared = 64.0 * 64 * 4, row = 2.0 * 4 * (64 + 64);
+  d.memory_bytes = (uint64_t)ceil((shared + 3157.5 * row) / 0.9); /* MEMORY_MARGIN */
+  poas__opt_result r;
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  fprintf(stderr, "  2^20 x 64 x 64 in %lld MiB: granule %lld, tile %lld\n",
+          (long long)(d.memory_bytes >> 20), (long long)r.granule, (long long)r.dev[0].tile);
+  CHECK(r.split == POAS__SPLIT_ROWS && r.granule > 3157);
+  CHECK_MSG(r.dev[0].tile == 3136, "tile %lld", (long long)r.dev[0].tile);
+  /* Less than a block's room: 20 rows. */
+  d.memory_bytes = (uint64_t)ceil((shared + 20.5 * row) / 0.9);
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  CHECK_MSG(r.dev[0].tile == 20, "tile %lld", (long long)r.dev[0].tile);
+
+  d.memory_bytes = (uint64_t)1 << 40;
+  d.buffer_bytes_max = 512 << 10;
+  p = square_gemm(POAS_FLOAT32, 1000);
+  p.k = 100;
+  CHECK_OK(poas__optimize(&d, 1, &p, &r));
+  fprintf(stderr, "  1000^2 x 100 within 512 KiB buffers: tile %lld\n", (long long)r.dev[0].tile);
+  CHECK_MSG(r.dev[0].tile == 128, "tile %lld", (long long)r.dev[0].tile);
+  return 0;
+}
+
 /* A device whose GEMM indexes at most 2^17 elements of an operand, each
  * side padded to 128 (CLBlast's 32-bit ints, scaled down): its tiles keep
  * both the non-shared operand (tile x k) and C's (tile x 1000) under the
@@ -1523,6 +1560,7 @@ TEST_MAIN(TEST_ENTRY(solver_matches_exhaustive_search),
           TEST_ENTRY(a_device_left_alone_by_the_solve_is_planned_as_alone),
           TEST_ENTRY(a_device_kept_alone_in_tiles_pays_the_engine_too),
           TEST_ENTRY(devices_that_add_too_little_are_left_out),
+          TEST_ENTRY(capped_tiles_are_whole_blocks),
           TEST_ENTRY(tiles_stay_within_what_a_gemm_can_index),
           TEST_ENTRY(buffers_stay_within_the_largest_a_device_allocates),
           TEST_ENTRY(reasons_hold_for_the_split_the_plan_keeps),
