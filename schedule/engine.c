@@ -641,21 +641,24 @@ static void compact(poas__engine *e, poas__acc_list *l) {
 }
 
 /* Orders node id after the unfinished accesses `a` conflicts with (reads
- * do not conflict with reads), then records `a`. */
+ * do not conflict with reads), then records `a`. The entry's room is made
+ * before scan drops the entries a write covers, which later accesses then
+ * reach only through it: appended after them, a failed grow lost them,
+ * and a task submitted next ran alongside a writer still running. An edge
+ * that cannot be recorded dooms the node, which still finishes (cancelled)
+ * only after the entries scan dropped: it is recorded all the same. */
 static int infer(poas__engine *e, int id, const poas__access *a) {
   poas__ebuf *b = &e->bufs[a->region.buf];
-  int rc = scan(e, id, &b->writers, a);
-  if (!rc && (a->mode & POAS__WRITE))
-    rc = scan(e, id, &b->readers, a);
-  if (rc)
-    return rc;
   poas__acc_list *l = (a->mode & POAS__WRITE) ? &b->writers : &b->readers;
   if (l->n == l->cap)
     compact(e, l);
   if (grow((void **)&l->e, &l->cap, l->n + 1, sizeof *l->e))
     return POAS_ENOMEM;
+  int rc = scan(e, id, &b->writers, a);
+  if (!rc && (a->mode & POAS__WRITE))
+    rc = scan(e, id, &b->readers, a);
   l->e[l->n++] = (poas__acc_entry){id, e->nodes[id].gen, a->mode, a->region};
-  return 0;
+  return rc;
 }
 
 static int alloc_node(poas__engine *e) {

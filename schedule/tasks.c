@@ -96,6 +96,7 @@ struct task {
   poas__tasks *rt;
   int (*fn)(void *payload);
   int done, rc, held;
+  int quiet;               /* its submit failed: its cancellation is reported to nobody */
   uintptr_t handle;        /* what poas_task_wait is given; 0 when not held */
   char *detail;            /* the failed task's poas_error_detail(), or NULL */
   task *next_free;
@@ -210,7 +211,7 @@ static void task_done(void *arg, int rc) {
   poas__tasks *t = k->rt;
   k->done = 1;
   k->rc = rc;
-  if (!k->held && rc && !t->unheld_rc) { /* kept for poas_wait_all */
+  if (!k->held && !k->quiet && rc && !t->unheld_rc) { /* kept for poas_wait_all */
     t->unheld_rc = rc;
     t->unheld_detail = k->detail;
     k->detail = NULL;
@@ -237,7 +238,9 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
     poas__engine_unlock(t->e);
     return poas__fail(POAS_ENOMEM, "task: no memory for its record");
   }
-  k->rt = t, k->fn = fn, k->done = 0, k->rc = 0, k->held = out != NULL, k->detail = NULL;
+  /* Held through the add: a node that cannot be queued finishes inside it
+   * (doomed), and its record must outlive that until it is seen. */
+  k->rt = t, k->fn = fn, k->done = 0, k->rc = 0, k->held = 1, k->quiet = 0, k->detail = NULL;
   k->handle = out ? poas__handle_new(k, POAS__HANDLE_TASK) : 0;
   if (out && !k->handle) {
     task_release(t, k);
@@ -251,15 +254,34 @@ int poas__tasks_submit(poas__tasks *t, int (*fn)(void *payload), const void *pay
   in.u.host.fn = task_run;
   in.u.host.arg = k;
   int id = poas__engine_add(t->e, &in, task_done, k);
-  if (id >= 0 && out)
-    *out = (poas_task *)k->handle;
+  k->held = out != NULL;
   if (id < 0) { /* not added: nothing will finish it */
     if (k->handle)
       poas__handle_take(k->handle, POAS__HANDLE_TASK);
     task_release(t, k);
+    poas__engine_unlock(t->e);
+    return id;
   }
+  /* Added but doomed, out of memory for its ordering: the node stays in
+   * the graph, ordered after what it could be, and is cancelled in its
+   * turn; fn never runs. The caller hears it here, as from a task never
+   * submitted, and holds no handle to it: the record goes back when the
+   * node finishes (already, if it could not be queued), reported to
+   * nobody. The lock is held since the add: the node is not reused (a
+   * node finishes within the add only when doomed). */
+  if (t->e->nodes[id].doomed) {
+    if (k->handle)
+      poas__handle_take(k->handle, POAS__HANDLE_TASK);
+    k->handle = 0, k->held = 0, k->quiet = 1;
+    if (k->done)
+      task_release(t, k);
+    poas__engine_unlock(t->e);
+    return poas__fail(POAS_ENOMEM, "task: out of memory recording its dependencies");
+  }
+  if (out)
+    *out = (poas_task *)k->handle;
   poas__engine_unlock(t->e);
-  return id < 0 ? id : 0;
+  return 0;
 }
 
 static int waiting_in_task(void) {

@@ -25,10 +25,12 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------ the failing allocator */
@@ -351,6 +353,109 @@ out:
  * found one that allocates without end (or a failure that never ends). */
 #define MAX_SITES 5000
 
+/* The order of three tasks on one buffer X when the submit of the middle
+ * one runs out of memory: T1 reads X into Y, T2 doubles X, T3 adds 1 to
+ * it. T3 must start after T1 has finished, whether T2 was submitted or
+ * not; T1 holds X until T3 starts (or for 200 ms), so that a T3 left
+ * unordered shows. T2's write covers T1's read, whose entry the engine
+ * dropped before it recorded T2's: when that record could not grow, T2
+ * was doomed (its submit still returned 0) and T3 found nothing to wait
+ * for and ran beside T1. Only T2's submit is failed, one allocation per
+ * run (or, with `persist`, every one from the Nth), which keeps the
+ * sweep to a few runs. */
+enum { XN = 64 };
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate_open, t1_done, t3_early;
+
+static void order_read(void **buffers, void *arg) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += 200000000;
+  if (until.tv_nsec >= 1000000000)
+    until.tv_sec++, until.tv_nsec -= 1000000000;
+  pthread_mutex_lock(&gate_lock);
+  while (!gate_open && pthread_cond_timedwait(&gate_cond, &gate_lock, &until) == 0)
+    ;
+  memcpy(arg, buffers[0], XN * sizeof(float));
+  t1_done = 1;
+  pthread_mutex_unlock(&gate_lock);
+}
+
+static void order_double(void **buffers, void *arg) {
+  (void)arg;
+  float *x = buffers[0];
+  for (int i = 0; i < XN; i++)
+    x[i] *= 2;
+}
+
+static void order_bump(void **buffers, void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&gate_lock);
+  t3_early = !t1_done;
+  gate_open = 1;
+  pthread_cond_broadcast(&gate_cond);
+  pthread_mutex_unlock(&gate_lock);
+  float *x = buffers[0];
+  for (int i = 0; i < XN; i++)
+    x[i] += 1;
+}
+
+static int task_order(int persist) {
+  static float X[XN], Y[XN];
+  const char *mode = persist ? "from it on" : "alone";
+  atomic_store(&persistent, persist);
+  long n;
+  int bad = 0;
+  for (n = 1; n <= MAX_SITES; n++) {
+    run_n = n;
+    for (int i = 0; i < XN; i++)
+      X[i] = (float)i, Y[i] = -1;
+    gate_open = t1_done = t3_early = 0;
+    poas_context *ctx = NULL;
+    poas_buffer *xb = NULL;
+    poas_task *t2 = NULL;
+    if (open_ctx(&ctx, "sim", NULL, NULL) || poas_buffer_register(ctx, X, sizeof X, &xb)) {
+      fprintf(stderr, "  no context: %s\n", poas_error_detail());
+      poas_finalize(ctx);
+      return 1;
+    }
+    poas_task_desc d = {.cpu = order_read, .arg = Y, .naccess = 1};
+    d.access[0] = (poas_task_access){xb, POAS_R, 0, 0};
+    int rc1 = poas_task_submit(ctx, &d, NULL);
+    d.cpu = order_double, d.arg = NULL, d.access[0].mode = POAS_RW;
+    arm(n);
+    int rc2 = poas_task_submit(ctx, &d, &t2);
+    disarm();
+    int injected = atomic_load(&injected_at) != 0, broken = 0;
+    failed_properly(rc2, "poas_task_submit(T2)", &broken);
+    d.cpu = order_bump;
+    int rc3 = poas_task_submit(ctx, &d, NULL);
+    int rcw = poas_wait_all(ctx);
+    /* A task whose submit succeeded runs. */
+    int rc2w = rc2 ? 0 : poas_task_wait(t2);
+    int wrong = 0;
+    for (int i = 0; i < XN; i++)
+      wrong += Y[i] != (float)i || X[i] != (float)(rc2 ? i : 2 * i) + 1;
+    if (broken || rc1 || rc3 || rcw || rc2w || t3_early || wrong) {
+      fprintf(stderr,
+              "  allocation %ld failed %s: T2 submit %s, T1/T3 submits %s/%s, wait_all %s, "
+              "T2 wait %s; T3 %s T1 finished; %d of %d values wrong\n",
+              n, mode, poas_err_name(rc2), poas_err_name(rc1), poas_err_name(rc3),
+              poas_err_name(rcw), poas_err_name(rc2w), t3_early ? "started before" : "after",
+              wrong, 2 * XN);
+      bad = 1;
+    }
+    poas_buffer_unregister(xb);
+    poas_finalize(ctx);
+    if (!injected)
+      break;
+  }
+  fprintf(stderr, "  task order: each of T2's first %ld allocations failed in turn, %s\n", n - 1,
+          mode);
+  return bad;
+}
+
 static int verbose(void) {
   const char *v = getenv("POAS_TEST_ALLOC_VERBOSE");
   return v && *v && strcmp(v, "0") != 0;
@@ -413,6 +518,7 @@ TEST(gemm_on_a_gpu) {
   return sweep("gpu", gpu, 0) || sweep("gpu", gpu, 1);
 }
 TEST(async_gemms_and_a_task) { return sweep("tasks", tasks, 0) || sweep("tasks", tasks, 1); }
+TEST(task_order_when_a_submit_runs_out) { return task_order(0) || task_order(1); }
 TEST(calibrate_write_and_load_a_profile) {
   return sweep("profile", profile, 0) || sweep("profile", profile, 1);
 }
@@ -423,6 +529,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(init_gemm_report_plan_on_the_cpu),
       TEST_ENTRY(gemm_on_a_gpu),
       TEST_ENTRY(async_gemms_and_a_task),
+      TEST_ENTRY(task_order_when_a_submit_runs_out),
       TEST_ENTRY(calibrate_write_and_load_a_profile),
   };
   fill_inputs();
