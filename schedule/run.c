@@ -740,7 +740,11 @@ static int start(runner *r) {
 /* POAS_EDEVICE, "every device failed", with what each device of the plan
  * failed of: one that failed only for want of memory when it took over
  * another's work (a GPU that other contexts' buffers had filled) read as
- * failed like the one that had the fault. Locked. */
+ * failed like the one that had the fault. When a node was doomed for want
+ * of host memory, the run could not have finished on any device: that is
+ * the error (POAS_ENOMEM), the devices' failures its detail. It read
+ * "every device failed" when the doomed node's device failed as well, its
+ * cancelled chunk handed back as a failed device's. Locked. */
 static int fail_all(const runner *r) {
   char why[512] = "";
   size_t len = 0;
@@ -748,6 +752,9 @@ static int fail_all(const runner *r) {
     if (r->part[d] && r->e->w[d].failed)
       len += (size_t)snprintf(why + len, sizeof why - len, "%s%s (%s)", len ? ", " : ": ",
                               r->set->dev[d]->info.id, poas_strerror(r->e->w[d].failed));
+  if (r->e->doomed)
+    return poas__fail(POAS_ENOMEM, "schedule: out of memory recording dependencies, and "
+                      "every device failed as well%s", why);
   return poas__fail(POAS_EDEVICE, "every device failed%s", why);
 }
 
