@@ -114,7 +114,8 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
                                                      .shares_host_cores = pd->shares_host_cores,
                                                      .cores = pd->cores,
                                                      .dispatch_s = pd->model.dispatch_s,
-                                                     .duplex = pd->model.duplex});
+                                                     .duplex = pd->model.duplex,
+                                                     .contention = pd->model.contention});
     model->memory_bytes = dev->info.memory_bytes;
     poas__sim_set_time_fn(dev, replay_time, model);
     /* Its name says what it replays: the rate in the name its settings

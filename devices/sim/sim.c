@@ -35,6 +35,8 @@ typedef struct sim_state {
   double dispatch_s;     /* the replayed device's cost of a run */
   double dispatch_due;   /* that cost, while the run's first operation is to come */
   double duplex;         /* the replayed device's copies both ways at once; 0: none */
+  double contention;     /* the replayed device's slowdown beside the others; 0: none */
+  int beside;            /* this run computes beside other devices on the host's cores */
 } sim_state;
 
 static int sim_count(void) { return 0; }
@@ -245,15 +247,25 @@ void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {
     dev->info.cores = r->cores;
   s->dispatch_s = r->dispatch_s;
   s->duplex = r->duplex;
+  s->contention = r->contention;
   pthread_mutex_unlock(&s->lock);
 }
 
-void poas__sim_run_starts(poas__device *dev) {
+void poas__sim_run_starts(poas__device *dev, int beside) {
   sim_state *s = dev->priv;
   if (!dev->virtual_time)
     return;
   pthread_mutex_lock(&s->lock);
   s->dispatch_due = s->dispatch_s;
+  s->beside = beside;
+  pthread_mutex_unlock(&s->lock);
+}
+
+void poas__sim_run_ends(poas__device *dev) {
+  sim_state *s = dev->priv;
+  pthread_mutex_lock(&s->lock);
+  s->dispatch_due = 0;
+  s->beside = 0;
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -287,6 +299,9 @@ void poas__sim_lanes_from(poas__device *dev, double t) {
 }
 
 /* Spends `seconds` of device time on a lane: virtually, or by sleeping;
+ * beside the other devices on the host's cores, the replayed device's
+ * contention factor longer, but not its dispatch, as plans slow its GEMMs
+ * and copies and not its runtime's cost (optimize/split.c, slow_model);
  * the first operation of a run, the run's dispatch too (slowed alike:
  * slowdown makes the whole device slower than its model). */
 static int spend(poas__device *dev, int lane, double seconds) {
@@ -294,6 +309,8 @@ static int spend(poas__device *dev, int lane, double seconds) {
   if (lane < 0 || lane >= SIM_LANES)
     return POAS_EINVAL;
   pthread_mutex_lock(&s->lock);
+  if (s->beside && s->contention > 1)
+    seconds *= s->contention;
   seconds += s->dispatch_due;
   s->dispatch_due = 0;
   pthread_mutex_unlock(&s->lock);

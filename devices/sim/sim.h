@@ -54,6 +54,11 @@ typedef struct poas__sim_replay {
    * (poas__device_model.duplex; 1 or less: none): what plans add to a
    * pipeline's tile copies, spent on the copies marked both_ways. */
   double duplex;
+  /* How much slower it computed and copied while the other devices that
+   * share the host's cores computed beside it (poas__device_model.
+   * contention; 1 or less: none): what plans multiply its times by when
+   * they give work to two or more such devices. */
+  double contention;
 } poas__sim_replay;
 /* Makes dev declare what r says; before any allocation. */
 void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r);
@@ -69,9 +74,15 @@ void poas__sim_advance(poas__device *dev, double seconds);
 /* A run gives the device work (schedule/run.c): in virtual time, its
  * next operation, on whichever lane, also spends the replayed device's
  * dispatch_s, within the operation, so that the run's busy time holds
- * it as the plan's time does. Nothing for a sim in real time, whose run
- * spends its costs for real, or one that replays nothing. */
-void poas__sim_run_starts(poas__device *dev);
+ * it as the plan's time does. `beside`: the run also gives work to
+ * another device that shares the host's cores, and this one shares them
+ * too; then each of its operations until poas__sim_run_ends takes the
+ * replayed device's contention factor longer, as the plan priced it.
+ * Nothing for a sim in real time, whose run spends its costs for real,
+ * or one that replays nothing. */
+void poas__sim_run_starts(poas__device *dev, int beside);
+/* The run is over: what poas__sim_run_starts set no longer applies. */
+void poas__sim_run_ends(poas__device *dev);
 /* Brings every lane's virtual clock to at least `t`: what is put on a
  * lane next starts no earlier (a lane ahead of t keeps its clock). */
 void poas__sim_lanes_from(poas__device *dev, double t);
