@@ -3,6 +3,7 @@
  * here; the measuring and fitting happen in predict/, the file format in
  * models/. */
 #include "api/context.h"
+#include "devices/sim/sim.h"
 #include "schedule/tasks.h"
 
 #include <math.h>
@@ -320,12 +321,26 @@ static void merge_profile(const poas_context *ctx, const int sel[],
  * had one. That is a quarter of a millisecond: ten times the spread of a
  * quiet CI VM (1 us for cpu0, 25 us for PoCL), and half what plans take
  * the engine to cost at the least. A batch takes 0.2 s at most there (4
- * ms a run, a scheduler tick). Devices in virtual time have neither. */
+ * ms a run, a scheduler tick). A replay in virtual time is timed by the
+ * runs' virtual makespans, which hold what it spends for the device it
+ * replays (its dispatch_s) and nothing of the host's: a calibration of an
+ * H100 replay once skipped it and planned with no dispatch_s while the
+ * sim spent the profile's 25 us a run. Other sims in virtual time spend
+ * no such cost, and are not timed: their runs through the engine would
+ * only add ways for calibration to fail. */
 #define DISPATCH_RUNS 21
 #define DISPATCH_BATCHES 3
 #define DISPATCH_N 32
 _Static_assert(DISPATCH_RUNS * DISPATCH_BATCHES <= POAS__RUN_COST_MAX,
                "poas__run_costs takes every batch's runs");
+
+/* Whether device i's runs are timed: a replay's virtual time holds its
+ * runtime's costs, a sim's own holds none. */
+static int has_run_costs(const poas_context *ctx, int i) {
+  poas__sim_params sp;
+  return !ctx->devices.dev[i]->virtual_time ||
+         (poas__sim_get_params(ctx->devices.dev[i], &sp) == 0 && sp.profile);
+}
 
 /* Times `runs` pairs of runs of the tiny GEMM on device i (ops: its
  * operands, in dtype) after `warmups`, alternating, so that both of a pair
@@ -346,7 +361,7 @@ static int time_runs(poas_context *ctx, int i, poas_dtype dtype, double *ops, in
       rc = poas__gemm_run(ctx, &p);
       double t = poas__now() - t0;
       if (!rc && r >= 0 && poas__report_get(ctx, run))
-        extra[engine][r] = t - run->predicted_s;
+        extra[engine][r] = (run->virtual_time ? run->measured_s : t) - run->predicted_s;
     }
   return rc;
 }
@@ -380,7 +395,7 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
       ctx->models[i].dispatch_s = ctx->models[i].engine_s = 0;
     }
   for (int i = 0; !rc && i < ctx->devices.ndev; i++) {
-    if (!sel[i] || ctx->devices.dev[i]->virtual_time)
+    if (!sel[i] || !has_run_costs(ctx, i))
       continue;
     double extra[2][DISPATCH_RUNS * DISPATCH_BATCHES];
     poas__run_cost cost = {0, 0, 0};

@@ -1077,7 +1077,8 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
   for (int d = 0; r.e->virtual_time && d < set->ndev; d++)
     if (cfg->u1[d] > cfg->u0[d]) {
       poas__sim_advance(set->dev[d], cfg->engine_s);
-      poas__sim_run_starts(set->dev[d], sharing >= 2 && set->dev[d]->info.shares_host_cores);
+      poas__sim_run_starts(set->dev[d]);
+      poas__sim_beside(set->dev[d], sharing >= 2 && set->dev[d]->info.shares_host_cores);
     }
   poas__engine_lock(r.e);
   r.rc = start(&r);

@@ -1343,6 +1343,42 @@ TEST(a_replayed_pair_on_the_hosts_cores_runs_as_planned) {
   return 0;
 }
 
+/* A replay's calibration measures what the sim spends for the device
+ * it replays: its runtime's cost of a run (dispatch_s), its copies both
+ * ways at once (duplex) and its slowing beside the others on the host's
+ * cores (contention). It measured none of them: dispatch_s and duplex
+ * were skipped in virtual time, and came out 0 while the sim still spent
+ * the H100's 25 us and 1.0855, and the contention probe timed the sims'
+ * bookkeeping on the wall, which gave the EPYC's cpu0 and opencl0 2.37
+ * and 1.79, where the profile says 1.0198 and none. */
+TEST(a_replays_calibration_measures_what_the_sim_spends) {
+  char h100[300], epyc[300], spec[1000];
+  snprintf(h100, sizeof h100, "%s", test_src_path("models/profiles/nvidia-h100-80gb-16c.json"));
+  snprintf(epyc, sizeof epyc, "%s",
+           test_src_path("models/profiles/amd-epyc-2c-cpu1-opencl1.json"));
+  snprintf(spec, sizeof spec, "sim:profile=%s#cuda0,sim:profile=%s#cpu0,sim:profile=%s#opencl0",
+           h100, epyc, epyc);
+  poas_context *ctx = test_open(spec);
+  CHECK(ctx);
+  poas__device_model was[3];
+  memcpy(was, ctx->models, sizeof was);
+  CHECK(was[0].dispatch_s > 0 && was[0].duplex > 1 && was[1].contention > 1.01 &&
+        was[2].contention == 1);
+  char path[256];
+  CHECK_OK(calibrate_quick_watched(ctx, 1, "replay-costs.json", path, NULL, NULL, NULL));
+  const poas__device_model *now = ctx->models;
+  fprintf(stderr, "  cuda0: dispatch %.6g s (profile %.6g), duplex %.6g (%.6g); contention "
+          "cpu0 %.6g (%.6g), opencl0 %.6g\n", now[0].dispatch_s, was[0].dispatch_s,
+          now[0].duplex, was[0].duplex, now[1].contention, was[1].contention, now[2].contention);
+  CHECK(near(now[0].dispatch_s, was[0].dispatch_s, 1e-4));
+  CHECK(near(now[1].dispatch_s, was[1].dispatch_s, 1e-4));
+  CHECK(near(now[0].duplex, was[0].duplex, 1e-9));
+  CHECK(near(now[1].contention, was[1].contention, 1e-9));
+  CHECK(near(now[2].contention, 1, 1e-9));
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* Pageable copies measured by calibration on an H100 machine (4 KiB to
  * 256 MiB, doubling): host-to-device ran at 15-16 GB/s up to 64 MiB and at
  * 10 GB/s for 256 MiB; device-to-host ones climbed from 12 GB/s at 4 MiB
@@ -2563,6 +2599,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(a_replay_declares_what_its_device_declared),
           TEST_ENTRY(a_replay_runs_for_its_plans_time),
           TEST_ENTRY(a_one_tile_replay_spends_no_duplex),
+          TEST_ENTRY(a_replays_calibration_measures_what_the_sim_spends),
           TEST_ENTRY(a_replayed_pair_on_the_hosts_cores_runs_as_planned),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
           TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it),

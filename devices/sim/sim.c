@@ -251,12 +251,20 @@ void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {
   pthread_mutex_unlock(&s->lock);
 }
 
-void poas__sim_run_starts(poas__device *dev, int beside) {
+void poas__sim_run_starts(poas__device *dev) {
   sim_state *s = dev->priv;
   if (!dev->virtual_time)
     return;
   pthread_mutex_lock(&s->lock);
   s->dispatch_due = s->dispatch_s;
+  pthread_mutex_unlock(&s->lock);
+}
+
+void poas__sim_beside(poas__device *dev, int beside) {
+  sim_state *s = dev->priv;
+  if (dev->be != &poas__backend_sim || !dev->virtual_time)
+    return;
+  pthread_mutex_lock(&s->lock);
   s->beside = beside;
   pthread_mutex_unlock(&s->lock);
 }

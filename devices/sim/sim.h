@@ -74,14 +74,18 @@ void poas__sim_advance(poas__device *dev, double seconds);
 /* A run gives the device work (schedule/run.c): in virtual time, its
  * next operation, on whichever lane, also spends the replayed device's
  * dispatch_s, within the operation, so that the run's busy time holds
- * it as the plan's time does. `beside`: the run also gives work to
- * another device that shares the host's cores, and this one shares them
- * too; then each of its operations until poas__sim_run_ends takes the
- * replayed device's contention factor longer, as the plan priced it.
- * Nothing for a sim in real time, whose run spends its costs for real,
- * or one that replays nothing. */
-void poas__sim_run_starts(poas__device *dev, int beside);
-/* The run is over: what poas__sim_run_starts set no longer applies. */
+ * it as the plan's time does. Nothing for a sim in real time, whose run
+ * spends its costs for real, or one that replays nothing. */
+void poas__sim_run_starts(poas__device *dev);
+/* 1: another device that shares the host's cores computes beside this
+ * one, which shares them too (a run gives both work, or the contention
+ * probe runs them together); then each of its operations takes the
+ * replayed device's contention factor longer, as plans price it, until
+ * this is called with 0 or the run ends. Nothing for a sim in real
+ * time, which computes nothing on the host's cores. */
+void poas__sim_beside(poas__device *dev, int beside);
+/* The run is over: what poas__sim_run_starts and poas__sim_beside set no
+ * longer applies. */
 void poas__sim_run_ends(poas__device *dev);
 /* Brings every lane's virtual clock to at least `t`: what is put on a
  * lane next starts no earlier (a lane ahead of t keeps its clock). */
