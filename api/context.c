@@ -134,7 +134,8 @@ int poas_init(poas_context **out, const poas_options *opts) {
     goto fail_devices;
   for (int i = 0; i < ctx->devices.ndev; i++)
     ctx->devices.dev[i]->info.has_model = ctx->models[i].source == POAS__MODEL_CALIBRATED;
-  ctx->host_cores = poas__host_usable_cores();
+  ctx->host_cores = ctx->profile.replayed_host_cores ? ctx->profile.replayed_host_cores
+                                                     : poas__host_usable_cores();
   *out = ctx;
   return 0;
 

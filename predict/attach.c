@@ -75,7 +75,8 @@ static double replay_time(void *user, const poas__gemm_call *g, size_t copy_byte
 
 /* sim:profile=FILE[#ID]: loads FILE and replays device ID (default: the
  * profile's first device) on `dev`. */
-static int attach_replay(poas__device *dev, const char *spec, poas__device_model *model) {
+static int attach_replay(poas__device *dev, const char *spec, poas__device_model *model,
+                         int *host_cores) {
   char file[POAS__SPEC_TOKEN];
   poas__strlcpy(file, spec, sizeof file);
   char *hash = strchr(file, '#');
@@ -103,6 +104,7 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
                       want ? want : "(any)", dev->info.id);
   }
   if (!rc) {
+    *host_cores = p->cores;
     overlay(model, &pd->model);
     poas__device_take_threads(dev, model);
     /* It declares what the replayed device declared: plans give a CPU's
@@ -194,16 +196,31 @@ int poas__predict_attach(const poas__devset *set, const char *profile_path, int 
                          poas__device_model models[], poas__profile_status *status) {
   memset(status, 0, sizeof *status);
   status->age_s = -1;
+  /* Replays of one file plan with its host's cores: a pair that shared
+   * 2 cores there, and could not compute together, can on no other host
+   * either. Replays of several files, or beside other devices, plan with
+   * this host's. */
+  const char *file = NULL;
+  size_t file_len = 0;
+  int one_file = set->ndev > 0, cores = 0;
   for (int i = 0; i < set->ndev; i++) {
     poas__device *dev = set->dev[i];
     poas__predict_builtin(dev, &models[i]);
     poas__sim_params sp;
     if (poas__sim_get_params(dev, &sp) == 0 && sp.profile) {
-      int rc = attach_replay(dev, sp.profile, &models[i]);
+      int rc = attach_replay(dev, sp.profile, &models[i], &cores);
       if (rc)
         return rc;
+      size_t len = strcspn(sp.profile, "#");
+      if (!file)
+        file = sp.profile, file_len = len;
+      one_file &= len == file_len && strncmp(sp.profile, file, len) == 0;
+    } else {
+      one_file = 0;
     }
   }
+  if (one_file && cores > 0)
+    status->replayed_host_cores = cores;
   int real = 0;
   for (int i = 0; i < set->ndev; i++)
     real += set->dev[i]->be != &poas__backend_sim;

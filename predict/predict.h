@@ -18,6 +18,10 @@ typedef struct poas__profile_status {
   char problem[512];       /* why it was not used, in words; "" when used or absent */
   double age_s;            /* seconds since the profile was written */
   char created[32];        /* when it was written (ISO 8601), "" when not loaded */
+  /* When every device replays one profile file (sim:profile=FILE#ID),
+   * the cores of the host it was calibrated on, as its fingerprint
+   * records them; else 0. */
+  int replayed_host_cores;
 } poas__profile_status;
 
 /* Fills models[i] for each device of `set`: from the profile at

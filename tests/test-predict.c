@@ -1175,8 +1175,8 @@ TEST(a_replay_declares_what_its_device_declared) {
   poas_plan plan;
   CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, 4096,
                           4096, 4096, &plan));
-  CHECK(ctx->host_cores >= 4 || (plan.ndevices == 1 && plan.nexcluded == 1 &&
-                                 strstr(plan.excluded[0].reason, "shares the host's")));
+  CHECK(ctx->host_cores == 2 && plan.ndevices == 1 && plan.nexcluded == 1 &&
+        strstr(plan.excluded[0].reason, "shares the host's"));
   poas_finalize(ctx);
   free(A), free(B), free(C);
   return 0;
@@ -1376,6 +1376,34 @@ TEST(a_replays_calibration_measures_what_the_sim_spends) {
   CHECK(near(now[1].contention, was[1].contention, 1e-9));
   CHECK(near(now[2].contention, 1, 1e-9));
   poas_finalize(ctx);
+  return 0;
+}
+
+/* Replays of one profile plan with the cores of the host it was
+ * calibrated on, as its fingerprint records them: the H100 machine's 16,
+ * where they took this host's (2 on the CI machine class), and a
+ * core-sharing pair that could not compute together there could here.
+ * Replays of two files, or beside a device of this host, take this
+ * host's. */
+TEST(replays_of_one_profile_plan_with_its_hosts_cores) {
+  char h100[300], epyc[300], spec[1000];
+  snprintf(h100, sizeof h100, "%s", test_src_path("models/profiles/nvidia-h100-80gb-16c.json"));
+  snprintf(epyc, sizeof epyc, "%s", test_src_path("models/profiles/amd-epyc-2c.json"));
+  const int here = poas__host_usable_cores();
+  struct {
+    const char *fmt;
+    int cores;
+  } cases[] = {{"sim:profile=%s#cpu0,sim:profile=%s#cuda0", 16},
+               {"sim:profile=%s#cuda0,sim:profile=%s#opencl0", here},
+               {"sim:profile=%s#cuda0,sim", here}};
+  for (size_t c = 0; c < POAS__ARRAY_LEN(cases); c++) {
+    snprintf(spec, sizeof spec, cases[c].fmt, h100, c == 1 ? epyc : h100);
+    poas_context *ctx = test_open(spec);
+    CHECK(ctx);
+    CHECK_MSG(ctx->host_cores == cases[c].cores, "case %zu: %d cores, not %d", c,
+              ctx->host_cores, cases[c].cores);
+    poas_finalize(ctx);
+  }
   return 0;
 }
 
@@ -2601,6 +2629,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(a_one_tile_replay_spends_no_duplex),
           TEST_ENTRY(a_replays_calibration_measures_what_the_sim_spends),
           TEST_ENTRY(a_replayed_pair_on_the_hosts_cores_runs_as_planned),
+          TEST_ENTRY(replays_of_one_profile_plan_with_its_hosts_cores),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
           TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it),
           TEST_ENTRY(transfer_knee_only_where_it_fits_significantly_better),
