@@ -77,7 +77,8 @@ typedef struct ocl_memory {
   struct ocl_memory *next;
 } ocl_memory;
 
-/* Innermost: the memcache holds its locks around mem_free, which takes it. */
+/* Innermost: the memcache may hold its list of shared caches' lock around
+ * mem_free (releasing another context's parked buffers), which takes it. */
 static pthread_mutex_t memory_lock = PTHREAD_MUTEX_INITIALIZER;
 static ocl_memory *memories; /* guarded by memory_lock */
 
