@@ -1190,20 +1190,29 @@ TEST(a_replay_declares_what_its_device_declared) {
  * 4096^3 sgemm 0.56 ms (5%) quicker than planned, and a context that
  * learns then scaled the GPU's models by 0.947, away from the GPU. The
  * same profile without its dispatch_s runs exactly that much quicker. */
-TEST(a_replay_runs_for_its_plans_time) {
+/* path[0]: the H100 reference profile; path[1]: a copy of it in the
+ * test's folder, `name`, whose cuda0 spends no dispatch_s (duplex 0) or
+ * no duplex factor (duplex 1); *was: the value taken out. */
+static int h100_without(const char *name, int duplex, char path[2][256], double *was) {
   poas__profile *p = malloc(sizeof *p);
   CHECK(p);
-  CHECK_OK(poas__profile_load(test_src_path("models/profiles/nvidia-h100-80gb-16c.json"), p));
-  poas__profile_device *gpu = &p->dev[1];
-  CHECK(strcmp(gpu->id, "cuda0") == 0 && gpu->model.dispatch_s > 0 && gpu->model.duplex > 1);
-  double dispatch = gpu->model.dispatch_s;
-  char path[2][256];
-  snprintf(path[0], sizeof path[0], "%s",
-           test_src_path("models/profiles/nvidia-h100-80gb-16c.json"));
-  snprintf(path[1], sizeof path[1], "%s", test_tmp_path("h100-no-dispatch.json"));
-  gpu->model.dispatch_s = 0;
+  snprintf(path[0], 256, "%s", test_src_path("models/profiles/nvidia-h100-80gb-16c.json"));
+  snprintf(path[1], 256, "%s", test_tmp_path(name));
+  CHECK_OK(poas__profile_load(path[0], p));
+  poas__device_model *gpu = &p->dev[1].model;
+  CHECK(strcmp(p->dev[1].id, "cuda0") == 0 && gpu->dispatch_s > 0 && gpu->duplex > 1);
+  double *cost = duplex ? &gpu->duplex : &gpu->dispatch_s;
+  *was = *cost;
+  *cost = duplex ? 1 : 0;
   CHECK_OK(poas__profile_write(path[1], p));
   free(p);
+  return 0;
+}
+
+TEST(a_replay_runs_for_its_plans_time) {
+  char path[2][256];
+  double dispatch;
+  CHECK_OK(h100_without("h100-no-dispatch.json", 0, path, &dispatch));
   const int64_t n = 4096;
   float *A = calloc((size_t)n * n, sizeof *A), *B = calloc((size_t)n * n, sizeof *B),
         *C = calloc((size_t)n * n, sizeof *C);
@@ -1252,18 +1261,9 @@ TEST(a_replay_runs_for_its_plans_time) {
  * duplex factor is kept or set to 1 (with duplex charged on its copies the
  * plan said 1.312 ms, not 1.240). */
 TEST(a_one_tile_replay_spends_no_duplex) {
-  poas__profile *p = malloc(sizeof *p);
-  CHECK(p);
-  CHECK_OK(poas__profile_load(test_src_path("models/profiles/nvidia-h100-80gb-16c.json"), p));
-  poas__profile_device *gpu = &p->dev[1];
-  CHECK(strcmp(gpu->id, "cuda0") == 0 && gpu->model.duplex > 1);
   char path[2][256];
-  snprintf(path[0], sizeof path[0], "%s",
-           test_src_path("models/profiles/nvidia-h100-80gb-16c.json"));
-  snprintf(path[1], sizeof path[1], "%s", test_tmp_path("h100-no-duplex.json"));
-  gpu->model.duplex = 1;
-  CHECK_OK(poas__profile_write(path[1], p));
-  free(p);
+  double duplex;
+  CHECK_OK(h100_without("h100-no-duplex.json", 1, path, &duplex));
   const int64_t n = 1024;
   float *A = calloc((size_t)n * n, sizeof *A), *B = calloc((size_t)n * n, sizeof *B),
         *C = calloc((size_t)n * n, sizeof *C);
