@@ -20,7 +20,7 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "Usage: poas-calibrate [--quick] [--devices LIST] [--dtype s|d|sd] [--output FILE]\n"
+          "Usage: poas-calibrate [--quick] [--devices LIST] [--dtype s|d|sd|s,d] [--output FILE]\n"
           "Measure the devices and write the profile POAS uses to predict them.\n\n"
           "  -q, --quick         short sweep (about a minute) instead of the full one\n"
           "  -d, --devices LIST  devices to open, as POAS_DEVICES (default: $POAS_DEVICES,\n"
