@@ -647,10 +647,15 @@ static void ocl_close(poas__device *dev) {
  * otherwise accept any total, and a GPU's driver fail it late. A refusal
  * is POAS_ENOMEM to poas__dev_alloc, which then releases the buffers
  * every context parked on the device and tries again. */
+/* What the count leaves of the device's memory. Locked. */
+static uint64_t memory_left(const ocl_state *s) {
+  uint64_t total = s->dev.info.memory_bytes, used = s->memory->reserved;
+  return used < total ? total - used : 0;
+}
+
 static int reserve(ocl_state *s, size_t bytes) {
   pthread_mutex_lock(&memory_lock);
-  uint64_t total = s->dev.info.memory_bytes, used = s->memory->reserved;
-  int ok = used <= total && bytes <= total - used;
+  int ok = bytes <= memory_left(s);
   if (ok)
     s->memory->reserved += bytes;
   pthread_mutex_unlock(&memory_lock);
@@ -668,9 +673,8 @@ static void unreserve(ocl_state *s, size_t bytes) {
 static int ocl_mem_available(poas__device *dev, uint64_t *bytes) {
   ocl_state *s = dev->priv;
   pthread_mutex_lock(&memory_lock);
-  uint64_t total = dev->info.memory_bytes, used = s->memory->reserved;
+  *bytes = memory_left(s);
   pthread_mutex_unlock(&memory_lock);
-  *bytes = used < total ? total - used : 0;
   return 0;
 }
 
