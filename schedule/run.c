@@ -1109,7 +1109,7 @@ int poas__schedule_run(const poas__devset *set, poas__work_source *src,
       rc = trc;
     }
   }
-  for (int d = 0; r.e->virtual_time && d < set->ndev; d++)
+  for (int d = 0; d < set->ndev; d++)
     poas__sim_run_ends(set->dev[d]);
   poas__engine_destroy(r.e);
   poas__graph_free(&r.g);

@@ -251,9 +251,15 @@ void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {
   pthread_mutex_unlock(&s->lock);
 }
 
+/* dev's state where it is a sim in virtual time, which the run-time
+ * costs below apply to; NULL for any other device, or a sim in real time. */
+static sim_state *in_virtual_time(poas__device *dev) {
+  return dev->be == &poas__backend_sim && dev->virtual_time ? dev->priv : NULL;
+}
+
 void poas__sim_run_starts(poas__device *dev) {
-  sim_state *s = dev->priv;
-  if (!dev->virtual_time)
+  sim_state *s = in_virtual_time(dev);
+  if (!s)
     return;
   pthread_mutex_lock(&s->lock);
   s->dispatch_due = s->dispatch_s;
@@ -261,8 +267,8 @@ void poas__sim_run_starts(poas__device *dev) {
 }
 
 void poas__sim_beside(poas__device *dev, int beside) {
-  sim_state *s = dev->priv;
-  if (dev->be != &poas__backend_sim || !dev->virtual_time)
+  sim_state *s = in_virtual_time(dev);
+  if (!s)
     return;
   pthread_mutex_lock(&s->lock);
   s->beside = beside;
@@ -270,7 +276,9 @@ void poas__sim_beside(poas__device *dev, int beside) {
 }
 
 void poas__sim_run_ends(poas__device *dev) {
-  sim_state *s = dev->priv;
+  sim_state *s = in_virtual_time(dev);
+  if (!s)
+    return;
   pthread_mutex_lock(&s->lock);
   s->dispatch_due = 0;
   s->beside = 0;

@@ -85,7 +85,8 @@ void poas__sim_run_starts(poas__device *dev);
  * time, which computes nothing on the host's cores. */
 void poas__sim_beside(poas__device *dev, int beside);
 /* The run is over: what poas__sim_run_starts and poas__sim_beside set no
- * longer applies. */
+ * longer applies. These three do nothing to a device that is not a sim
+ * in virtual time, so a run calls them on every device. */
 void poas__sim_run_ends(poas__device *dev);
 /* Brings every lane's virtual clock to at least `t`: what is put on a
  * lane next starts no earlier (a lane ahead of t keeps its clock). */
