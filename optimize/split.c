@@ -1798,12 +1798,17 @@ int poas__optimize(const poas__opt_device *d, int nd, const poas__opt_problem *p
   s.bar = gain_bar(&s, d);
   t = drop_marginal(&s, d, nd, &sc, out, t);
   t = solve_in_working_granule(&s, d, nd, &sc, out, t);
-  /* The shared plan as it stands, for shared_turned_when_faster. */
-  solver s_shared = s;
-  screen sc_shared = sc;
-  poas__opt_result *shared = malloc(sizeof *shared);
-  if (shared)
-    copy_result(shared, out, nd);
+  /* The shared plan as it stands, for shared_turned_when_faster; none
+   * where the alone check cannot keep one device alone (no engine cost
+   * and no gain to bring: alone_when_cheaper). */
+  solver s_shared;
+  screen sc_shared;
+  poas__opt_result *shared = NULL;
+  if (p->engine_s > 0 || s.bar > 0) {
+    s_shared = s, sc_shared = sc;
+    if ((shared = malloc(sizeof *shared)) != NULL)
+      copy_result(shared, out, nd);
+  }
   int kept_alone = alone_when_cheaper(&s, d, nd, &sc, pool, out);
   fill_result(&s, d, &sc, out);
   faster_direction(&s, d, nd, &sc, pool, out);
