@@ -427,7 +427,8 @@ static int calibrate_dispatch(poas_context *ctx, const int *sel, poas__device_mo
  * all where the probe finds no memory (a device too small for its
  * operands, or the host short): a warning then, not the minutes of
  * measuring before it thrown away. */
-static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_model *fresh) {
+static int calibrate_contention(poas_context *ctx, const int *sel, double end_s,
+                                poas__device_model *fresh) {
   poas__device *devs[POAS_MAX_DEVICES];
   int idx[POAS_MAX_DEVICES], n = 0;
   for (int i = 0; i < ctx->devices.ndev; i++)
@@ -436,7 +437,7 @@ static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_
   if (n < 2)
     return 0;
   double factor[POAS_MAX_DEVICES];
-  int rc = poas__calibrate_contention(devs, n, factor);
+  int rc = poas__calibrate_contention(devs, n, end_s, factor);
   if (rc == POAS_ENOMEM) {
     poas__warn("calibration: contention of devices that share the host's cores not measured: %s",
                poas_error_detail());
@@ -460,6 +461,13 @@ static int calibrate_contention(poas_context *ctx, const int *sel, poas__device_
  * with 50 s, such calibrations took 53.1 and 57.2 s. */
 #define QUICK_DEVICES_S 48.0
 #define FULL_DEVICES_S 560.0
+/* When the probes of the devices together end at the latest: a second
+ * or two before the quick minute or the full ten, for the run-cost probes
+ * (tens of milliseconds) and writing the profile. Where the devices' steps
+ * ran late (their sweeps cannot shrink below two passes of their smallest
+ * sizes), the contention probe shortens its windows to keep to it. */
+#define QUICK_TOTAL_S 58.0
+#define FULL_TOTAL_S 595.0
 /* The part of a calibration's progress (poas_progress_fn's fraction) that
  * the devices' own steps take; the probes of them together after them
  * (contention, the runs' costs; 5 s of a quick minute on the CI machine)
@@ -561,7 +569,8 @@ static int calibrate(poas_context *ctx, const poas_calibrate_options *opts,
   }
   if (!rc) {
     progress_all(opts, "contention", DEVICES_PART);
-    rc = calibrate_contention(ctx, sel, fresh);
+    rc = calibrate_contention(ctx, sel, t0 + (opts->quick ? QUICK_TOTAL_S : FULL_TOTAL_S),
+                              fresh);
     if (have_cpus)
       pthread_setaffinity_np(pthread_self(), sizeof caller_cpus, &caller_cpus);
   }

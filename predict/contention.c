@@ -31,9 +31,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Seconds each device computes alone, and all of them together. */
+/* Seconds each device computes alone, and all of them together; a
+ * calibration short of time shrinks both, to WINDOW_MIN of them at the
+ * least (window_scale). */
 #define ALONE_S 1.0
 #define TOGETHER_S 2.0
+#define WINDOW_MIN 0.5
 #define PROBE_CALL_S 0.25
 #define PROBE_N 2048
 
@@ -176,7 +179,24 @@ static void probe_close(probe *p) {
 /* Seconds per call, or 0 when none completed. */
 static double per_call(const probe *p) { return p->calls ? p->busy / p->calls : 0; }
 
-int poas__calibrate_contention(poas__device *const *devs, int n, double *factor) {
+/* What the probes' windows are scaled by for n devices to end by end_s
+ * (poas__now()'s clock; 0 for no end): 1 where they fit, else what
+ * leaves the slowest call's time (about PROBE_CALL_S) for the last
+ * together window to overrun by, WINDOW_MIN at the least. At full length
+ * the probes of cpu0 and PoCL on the 2-core CI machine took 4.9 s of a
+ * quick calibration's minute. */
+static double window_scale(int n, double end_s) {
+  if (!(end_s > 0))
+    return 1;
+  double left = end_s - poas__now() - 2 * PROBE_CALL_S;
+  double f = left / (n * ALONE_S + TOGETHER_S);
+  return POAS__MIN(POAS__MAX(f, WINDOW_MIN), 1.0);
+}
+
+int poas__calibrate_contention(poas__device *const *devs, int n, double end_s, double *factor) {
+  double window = window_scale(n, end_s);
+  if (window < 1)
+    poas__debug("calibration: contention windows scaled by %.2f to end in time", window);
   probe *p = calloc((size_t)n, sizeof *p);
   pthread_t *th = calloc((size_t)n, sizeof *th);
   double *alone = calloc((size_t)n, sizeof *alone);
@@ -187,7 +207,7 @@ int poas__calibrate_contention(poas__device *const *devs, int n, double *factor)
   for (; !rc && opened < n; opened++)
     rc = probe_open(&p[opened], devs[opened]);
   for (int i = 0; !rc && i < n; i++) {
-    p[i].deadline = poas__now() + ALONE_S;
+    p[i].deadline = poas__now() + ALONE_S * window;
     probe_loop(&p[i]);
     rc = p[i].rc;
     alone[i] = per_call(&p[i]);
@@ -204,12 +224,13 @@ int poas__calibrate_contention(poas__device *const *devs, int n, double *factor)
         break;
       started++;
     }
-    /* Every probe computes beside the others for at least TOGETHER_S: the
-     * deadline leaves the slowest single call on top of it. */
+    /* Every probe computes beside the others for at least its window
+     * (TOGETHER_S, scaled): the deadline leaves the slowest single call on
+     * top of it. */
     double longest = 0;
     for (int i = 0; i < n; i++)
       longest = POAS__MAX(longest, alone[i]);
-    double deadline = poas__now() + TOGETHER_S + longest;
+    double deadline = poas__now() + TOGETHER_S * window + longest;
     for (int i = 0; i < n; i++)
       p[i].deadline = deadline;
     pthread_mutex_lock(&start.lock);

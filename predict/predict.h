@@ -119,8 +119,9 @@ int poas__threads_thin_table(const poas__device_model *m, int dt,
 
 /* Measures how much the n devices slow each other when they compute at
  * once (devices that share the host's cores) and writes each one's time
- * factor, at least 1, into factor[i]. */
-int poas__calibrate_contention(poas__device *const *devs, int n, double *factor);
+ * factor, at least 1, into factor[i]; shorter windows where the full ones
+ * would end after end_s (poas__now()'s clock; 0 for no end). */
+int poas__calibrate_contention(poas__device *const *devs, int n, double end_s, double *factor);
 
 /* ------------------------------------------------------------------ fits */
 
