@@ -118,6 +118,33 @@ TEST(opencl_concurrent_opens) {
 
 TEST(opencl_gemm_cases) { return gemm_cases_run("opencl0", 1); }
 
+/* block=32 cuts every case past 32 a side into pieces of C and steps of
+ * k (transposed, padded, alpha 0, beta 0 and 0.5 among them): each piece
+ * after the first of its k accumulates, and a wrong offset or beta puts
+ * wrong values in C. The string the profile matches ends with the
+ * setting, and bad values are refused by name. */
+TEST(opencl_gemm_cases_in_blocks) {
+  poas__devset set;
+  char err[256];
+  if (poas__backend_opencl.count() == 0)
+    SKIP("no OpenCL device");
+  CHECK_OK(poas__devset_open("opencl0:block=32", &set, err, sizeof err));
+  const char *driver = set.dev[0]->info.driver;
+  size_t len = strlen(driver);
+  CHECK_MSG(len > 9 && strcmp(driver + len - 9, " block=32") == 0, "driver '%s'", driver);
+  poas__devset_close(&set);
+  CHECK_OK(poas__devset_open("opencl0", &set, err, sizeof err));
+  CHECK_MSG(!strstr(set.dev[0]->info.driver, "block="), "driver '%s'", set.dev[0]->info.driver);
+  poas__devset_close(&set);
+  CHECK_RC(poas__devset_open("opencl0:block=48", &set, err, sizeof err), POAS_ESPEC);
+  CHECK_MSG(strstr(err, "block=48") && strstr(err, "multiple of 32"), "%s", err);
+  CHECK_RC(poas__devset_open("opencl0:block=-32", &set, err, sizeof err), POAS_ESPEC);
+  CHECK_MSG(strstr(err, "-32") != NULL, "%s", err);
+  CHECK_RC(poas__devset_open("opencl0:block=16384", &set, err, sizeof err), POAS_ESPEC);
+  CHECK_MSG(strstr(err, "16384") != NULL, "%s", err);
+  return gemm_cases_run("opencl0:block=32", 1);
+}
+
 TEST(opencl_copy2d_keeps_padding) {
   poas__devset set;
   int rc = open_set("opencl0", &set);
@@ -987,7 +1014,8 @@ TEST(opencl_tasks_run_their_kernels) {
 #endif
 }
 
-TEST_MAIN(TEST_ENTRY(opencl_concurrent_opens), TEST_ENTRY(opencl_gemm_cases), TEST_ENTRY(opencl_copy2d_keeps_padding),
+TEST_MAIN(TEST_ENTRY(opencl_concurrent_opens), TEST_ENTRY(opencl_gemm_cases),
+          TEST_ENTRY(opencl_gemm_cases_in_blocks), TEST_ENTRY(opencl_copy2d_keeps_padding),
           TEST_ENTRY(opencl_lanes_ordered_by_events), TEST_ENTRY(opencl_beta_zero_ignores_c),
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),
           TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_scratch_is_one_per_lane),
