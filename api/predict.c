@@ -165,8 +165,8 @@ static int model_dtypes(const poas__device_model *m) {
 }
 
 /* Gives dst the models of src in the dtypes dst has no GEMM models in:
- * the GEMM models with the thread counts they were fitted to, the
- * transpose's, and the slow hand-off state's term; returns their mask.
+ * the GEMM models with the thread counts and pieces they were fitted to,
+ * the transpose's, and the slow hand-off state's term; returns their mask.
  * With them go the cache-line round trips of the hand-off states dst's
  * calibration did not see, which are the cores', not a dtype's. */
 static int keep_dtypes(poas__device_model *dst, const poas__device_model *src) {
@@ -178,6 +178,7 @@ static int keep_dtypes(poas__device_model *dst, const poas__device_model *src) {
     dst->gemm_fit[dt] = src->gemm_fit[dt];
     memcpy(dst->threads_by_side[dt], src->threads_by_side[dt], sizeof dst->threads_by_side[dt]);
     memcpy(dst->one_thread[dt], src->one_thread[dt], sizeof dst->one_thread[dt]);
+    dst->gemm_block[dt] = src->gemm_block[dt];
     if (!dst->transpose[dt].valid)
       dst->transpose[dt] = src->transpose[dt];
     if (!(dst->handoff_extra[dt] > 0))

@@ -33,6 +33,14 @@ static inline double poas__padded_elems(int64_t rows, int64_t cols, int64_t pad)
   double r = (double)(rows / p + (rows % p != 0)), c = (double)(cols / p + (cols % p != 0));
   return r * (double)p * c * (double)p;
 }
+/* The pieces a device may run a GEMM in (poas__device.gemm_block, and
+ * the OpenCL backend's block=N): a multiple of POAS__GEMM_BLOCK_STEP,
+ * CLBlast's work-group tile on CPU devices, so that no piece but the last
+ * of a side is padded, and at most POAS__GEMM_BLOCK_MAX, a piece that
+ * already runs for seconds on any device met so far. */
+#define POAS__GEMM_BLOCK_STEP 32
+#define POAS__GEMM_BLOCK_MAX 8192
+
 /* Short sides of C (rows or columns) up to which a host-thread device's
  * GEMM thread count is chosen per call (poas__device.threads_by_side, the
  * model's copy). */

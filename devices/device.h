@@ -186,6 +186,14 @@ struct poas__device {
   /* Largest tile of the split's non-shared operand (bytes) a GEMM call on
    * it should get; 0: no limit but memory. See devices/opencl/opencl.c. */
   uint64_t gemm_tile_bytes;
+  /* By dtype: the side of the pieces of C, and of the steps over k, that
+   * its GEMM runs a call in; 0 for whole calls. Devices that can_block
+   * (the OpenCL backend's CPU devices, without block=N) take it from
+   * their model: calibration measures whether pieces are faster
+   * (predict/calibrate.c, choose_block), and the context sets it from the
+   * profile. A device given block=N runs in those pieces and cannot. */
+  int can_block;
+  int gemm_block[2];
   /* Rows and columns its GEMM computes in one block: a chunk or tile that
    * is not a whole multiple is padded to one (0 or 1: none). */
   int gemm_align;

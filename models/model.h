@@ -186,6 +186,10 @@ typedef struct poas__device_model {
    * smooth model's shape missed them by 4-47%. Kept in profiles
    * ("threads_one"). 0 where not measured. */
   double one_thread[2][2][POAS__FEW_SIDE + 1];
+  /* By dtype: the pieces its GEMMs ran in when calibrated
+   * (poas__device.gemm_block), which its models describe; 0 for whole
+   * calls. Kept in profiles ("gemm_block"). */
+  int gemm_block[2];
   /* The threads such calls run on while the host is in the slow hand-off
    * state, as threads_by_side: also one where one_thread says one thread
    * beats them all with the slow state's term (poas__threads_slow_table).

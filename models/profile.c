@@ -633,7 +633,8 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
                                       "dispatch_s", "engine_s",   "threads_by_cols",
                                       "threads_by_rows", "handoff_start", "handoff_end",
                                       "handoff_timings", "handoff_slow_timings",
-                                      "handoff_extra", "handoff_latency_ns", "threads_one", NULL};
+                                      "handoff_extra", "handoff_latency_ns", "threads_one",
+                                      "gemm_block", NULL};
   char id[POAS_ID_LEN], name[128];
   json_int_t memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", id, sizeof id) ||
@@ -750,7 +751,33 @@ static int read_device_models(reader *r, json_t *obj, const char *path,
    * round trip between two cores takes tens to hundreds of nanoseconds;
    * ten milliseconds would be no reading. */
   static const char *const states[] = {"quick", "slow", NULL};
-  return read_pair(r, obj, path, "handoff_latency_ns", states, 1, 1e7, dm->handoff_latency_ns);
+  if (read_pair(r, obj, path, "handoff_latency_ns", states, 1, 1e7, dm->handoff_latency_ns))
+    return -1;
+  /* Optional: "gemm_block": {"s": N, "d": N}, each optional, the pieces
+   * calibration ran the device's GEMMs in (since it measures them); 0 or
+   * absent for whole calls. */
+  dm->gemm_block[0] = dm->gemm_block[1] = 0;
+  json_t *blocks = member(r, obj, path, "gemm_block", JSON_OBJECT, "an object", 1);
+  if (r->problem[0])
+    return -1;
+  if (!blocks)
+    return 0;
+  char bp[320];
+  snprintf(bp, sizeof bp, "%.280s.gemm_block", path);
+  if (only_keys(r, blocks, bp, dtypes))
+    return -1;
+  for (int dt = 0; dt < 2; dt++) {
+    json_int_t side = 0;
+    if (!json_object_get(blocks, dtypes[dt]))
+      continue;
+    if (get_int(r, blocks, bp, dtypes[dt], 0, POAS__GEMM_BLOCK_MAX, &side))
+      return -1;
+    if (side % POAS__GEMM_BLOCK_STEP)
+      return complain(r, "field '%s.%s' is %lld, not a multiple of %d", bp, dtypes[dt],
+                      (long long)side, POAS__GEMM_BLOCK_STEP);
+    dm->gemm_block[dt] = (int)side;
+  }
+  return 0;
 }
 
 static int read_fingerprint(reader *r, json_t *root, poas__profile *p) {
@@ -1123,6 +1150,13 @@ static json_t *device_json(const poas__profile_device *pd) {
   static const char *const dtypes[2] = {"s", "d"}, *const states[2] = {"quick", "slow"};
   write_pair(d, "handoff_extra", dtypes, pd->model.handoff_extra);
   write_pair(d, "handoff_latency_ns", states, pd->model.handoff_latency_ns);
+  if (pd->model.gemm_block[0] > 0 || pd->model.gemm_block[1] > 0) {
+    json_t *blocks = json_object();
+    for (int dt = 0; dt < 2; dt++)
+      if (pd->model.gemm_block[dt] > 0)
+        json_object_set_new(blocks, dtypes[dt], json_integer(pd->model.gemm_block[dt]));
+    json_object_set_new(d, "gemm_block", blocks);
+  }
   return d;
 }
 

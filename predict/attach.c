@@ -55,6 +55,7 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
   dst->handoff_slow = src->handoff_slow;
   memcpy(dst->handoff_extra, src->handoff_extra, sizeof dst->handoff_extra);
   memcpy(dst->handoff_latency_ns, src->handoff_latency_ns, sizeof dst->handoff_latency_ns);
+  memcpy(dst->gemm_block, src->gemm_block, sizeof dst->gemm_block);
   dst->source = POAS__MODEL_CALIBRATED;
 }
 
@@ -62,6 +63,10 @@ void poas__device_take_threads(poas__device *dev, poas__device_model *dm) {
   poas__threads_slow_table(dm);
   memcpy(dev->threads_by_side, dm->threads_by_side, sizeof dev->threads_by_side);
   memcpy(dev->threads_slow_by_side, dm->threads_slow, sizeof dev->threads_slow_by_side);
+  /* The pieces its models were calibrated in (whole calls where the
+   * profile has none, as it was written before calibration chose them). */
+  if (dev->can_block)
+    memcpy(dev->gemm_block, dm->gemm_block, sizeof dev->gemm_block);
 }
 
 /* The sim replay hook: times from the device's (profile) model. */

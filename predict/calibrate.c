@@ -1945,10 +1945,73 @@ static int device_sweep(poas__device *dev, const poas__calib_opts *o, scaled_swe
   return rc;
 }
 
+/* Whether a device that can_block runs its GEMMs faster in pieces: the
+ * side of them, BLOCK_SIDE, and the call it times whole and in pieces,
+ * BLOCK_PROBE^3 with B transposed as splits give an OpenCL device. On the
+ * 2-core CI class's Intel VM PoCL ran that sgemm in 0.15 s whole and
+ * 0.05 s in pieces (devices/opencl/opencl.c, ocl_gemm_blocked); pieces
+ * must win by BLOCK_GAIN, more than two timings of a VM stray. */
+#define BLOCK_SIDE 512
+#define BLOCK_PROBE 1024
+#define BLOCK_GAIN 1.15
+
+/* The better of two timings of g on dev in its pieces now (a first,
+ * untimed call warms the kernels up); 0 on an error. */
+static double time_block_probe(poas__device *dev, const poas__gemm_call *g) {
+  double best = 0;
+  for (int r = 0; r < 3; r++) {
+    double t0 = poas__now();
+    if (dev->be->gemm(dev, 0, g) || poas__dev_sync_all(dev))
+      return 0;
+    double t = poas__now() - t0;
+    if (r && (!(best > 0) || t < best))
+      best = t;
+  }
+  return best;
+}
+
+/* Chooses, by dtype, whether the device runs its GEMMs in pieces
+ * (poas__device.gemm_block) for the sweep and for the runs its models
+ * will plan: BLOCK_SIDE where the probe ran faster so, else whole calls.
+ * Into chosen[dt] as well; nothing to choose (0) where the device cannot
+ * block or cannot hold the probe's operands (it then runs whole calls, as
+ * it did before calibration chose). */
+static void choose_block(poas__device *dev, const poas__calib_opts *o, int chosen[2]) {
+  chosen[0] = chosen[1] = 0;
+  if (!dev->can_block)
+    return;
+  dev->gemm_block[0] = dev->gemm_block[1] = 0;
+  bench bb;
+  if (small_bench(dev, (size_t)BLOCK_PROBE * BLOCK_PROBE * sizeof(double), &bb)) {
+    poas__clear_detail();
+    bench_free(&bb);
+    return;
+  }
+  for (int dt = 0; dt < 2; dt++) {
+    if (!(o->dtype_mask & (1 << dt)))
+      continue;
+    gemm_sample g = {.dtype = dt, .pair = 2, .m = BLOCK_PROBE, .n = BLOCK_PROBE,
+                     .k = BLOCK_PROBE};
+    poas__gemm_call call = sample_call(&bb, &g);
+    double whole = time_block_probe(dev, &call);
+    dev->gemm_block[dt] = BLOCK_SIDE;
+    double pieces = time_block_probe(dev, &call);
+    int take = whole > 0 && pieces > 0 && pieces * BLOCK_GAIN < whole;
+    dev->gemm_block[dt] = chosen[dt] = take ? BLOCK_SIDE : 0;
+    poas__info("%s: %sgemm of %d^3 took %.3g ms whole and %.3g ms in %d pieces: %s",
+               dev->info.id, poas__dtype_letter((poas_dtype)dt), BLOCK_PROBE, whole * 1e3,
+               pieces * 1e3, BLOCK_SIDE, take ? "pieces" : "whole calls");
+  }
+  poas__clear_detail();
+  bench_free(&bb);
+}
+
 int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__device_model *out) {
   /* Calls run by the tables calibration sets, not by the slow state's
    * (the context derives that one again from the new models). */
   atomic_store(&dev->handoff_slow, 0);
+  int block[2];
+  choose_block(dev, o, block);
   scaled_sweep scaled;
   int rc = device_sweep(dev, o, &scaled);
   if (rc)
@@ -2038,7 +2101,9 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   free(s);
   if (rc)
     return rc;
-  /* Dtypes not measured keep no model; the caller fills them in. */
+  /* Dtypes not measured keep no model; the caller fills them in. The
+   * pieces its GEMMs were measured in go with the models. */
+  memcpy(m.gemm_block, block, sizeof m.gemm_block);
   *out = m;
   pg.done = pg.total;
   report(&pg, "done", 0);

@@ -271,6 +271,43 @@ TEST(opencl_lanes_ordered_by_events) {
   return 0;
 }
 
+/* A CPU device without block=N runs in the pieces its model was
+ * calibrated in (poas__device_take_threads), by dtype; one given block=N
+ * keeps N whatever the model says. Both compute right in those pieces
+ * (offsets, transposes, beta 0.5 after the first step over k). */
+TEST(opencl_pieces_follow_the_model) {
+  poas__devset set;
+  int rc = open_set("opencl0", &set);
+  if (rc)
+    return rc;
+  poas__device *d = set.dev[0];
+  CHECK(d->gemm_block[0] == 0 && d->gemm_block[1] == 0);
+  CHECK(d->can_block == d->info.shares_host_cores);
+  if (!d->can_block) {
+    poas__devset_close(&set);
+    SKIP("opencl0 is not a CPU device: calibration does not choose its pieces");
+  }
+  poas__device_model m = {0};
+  m.gemm_block[0] = 64, m.gemm_block[1] = 96;
+  poas__device_take_threads(d, &m);
+  CHECK(d->gemm_block[0] == 64 && d->gemm_block[1] == 96);
+  for (int dt = 0; dt < 2; dt++) {
+    CHECK(0 == run_device_case(d, (poas_dtype)dt, POAS_NO_TRANS, POAS_TRANS, 200, 150, 130, 1.0,
+                               0.5, 5, 31));
+    CHECK(0 == run_device_case(d, (poas_dtype)dt, POAS_TRANS, POAS_NO_TRANS, 97, 211, 65, -1.5,
+                               0.0, 3, 32));
+  }
+  poas__devset_close(&set);
+  char err[256];
+  CHECK_OK(poas__devset_open("opencl0:block=32", &set, err, sizeof err));
+  d = set.dev[0];
+  CHECK(!d->can_block && d->gemm_block[0] == 32 && d->gemm_block[1] == 32);
+  poas__device_take_threads(d, &m);
+  CHECK(d->gemm_block[0] == 32 && d->gemm_block[1] == 32);
+  poas__devset_close(&set);
+  return 0;
+}
+
 /* C holds NaNs on the device: beta = 0 must not read them, whether the
  * product is computed, k is 0 or alpha is 0. */
 TEST(opencl_beta_zero_ignores_c) {
@@ -1015,7 +1052,8 @@ TEST(opencl_tasks_run_their_kernels) {
 }
 
 TEST_MAIN(TEST_ENTRY(opencl_concurrent_opens), TEST_ENTRY(opencl_gemm_cases),
-          TEST_ENTRY(opencl_gemm_cases_in_blocks), TEST_ENTRY(opencl_copy2d_keeps_padding),
+          TEST_ENTRY(opencl_gemm_cases_in_blocks), TEST_ENTRY(opencl_pieces_follow_the_model),
+          TEST_ENTRY(opencl_copy2d_keeps_padding),
           TEST_ENTRY(opencl_lanes_ordered_by_events), TEST_ENTRY(opencl_beta_zero_ignores_c),
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),
           TEST_ENTRY(opencl_alloc_limits), TEST_ENTRY(opencl_scratch_is_one_per_lane),

@@ -151,6 +151,9 @@ static void sample_profile(poas__profile *p) {
     m->handoff_extra[0] = d ? 0 : 1e-9 / 3; /* dgemm's left out */
     m->handoff_latency_ns[0] = d ? 0 : 57.0 + 1.0 / 3;
     m->handoff_latency_ns[1] = d ? 0 : 310.0 + 1.0 / 7;
+    /* Written only where calibration chose pieces; dgemm's whole. */
+    m->gemm_block[0] = d ? 0 : 512;
+    m->gemm_block[1] = 0;
     /* Written with four significant digits: numbers read from such text
      * come back exactly. sgemm's only (a dtype is written when all its
      * entries were measured). */
@@ -208,6 +211,7 @@ TEST(round_trip_is_exact) {
     CHECK(memcmp(x->model.handoff_latency_ns, y->model.handoff_latency_ns,
                  sizeof x->model.handoff_latency_ns) == 0);
     CHECK(memcmp(x->model.one_thread, y->model.one_thread, sizeof x->model.one_thread) == 0);
+    CHECK(memcmp(x->model.gemm_block, y->model.gemm_block, sizeof x->model.gemm_block) == 0);
   }
   /* Written again, the file is byte for byte the same. */
   const char *again = test_tmp_path("again.json");
@@ -260,6 +264,9 @@ static const struct {
     {"bad-handoff-latency.json", "'devices[0].handoff_latency_ns.slow' is -5, outside [1, 1e+07]"},
     {"bad-handoff-latency-key.json", "unknown field 'devices[0].handoff_latency_ns.fast'"},
     {"bad-threads-one.json", "'devices[0].threads_one.s.rows' has 2 numbers, expected 32"},
+    {"bad-gemm-block.json", "'devices[0].gemm_block.s' is 48, not a multiple of 32"},
+    {"bad-gemm-block-range.json", "'devices[0].gemm_block.d' is 9000, outside [0, 8192]"},
+    {"bad-gemm-block-key.json", "unknown field 'devices[0].gemm_block.h'"},
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},

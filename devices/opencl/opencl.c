@@ -89,7 +89,7 @@ typedef struct ocl_state {
   ocl_memory *memory;           /* its device's, shared with other contexts */
   uint64_t max_alloc;
   int has_fp64;
-  int block;                    /* block=N: GEMMs run in N x N x N pieces; 0: whole */
+  int block;                    /* block=N as given: 0 none, -1 not given */
   ocl_scratch scratch[OCL_LANES];
 } ocl_state;
 
@@ -293,28 +293,25 @@ static int partitions_by_counts(cl_device_id d) {
 
 /* ------------------------------------------------------------ open/close */
 
-/* The largest block=N: a piece of 2^13 x 2^13 x 2^13 already runs for
- * seconds on any device this backend has met. */
-#define OCL_BLOCK_MAX 8192
-
 /* cores=N: a sub-device of N compute units, for CPU devices that can be
  * partitioned (PoCL's can), so that OpenCL leaves the other cores to the
  * cpu device. *cores is 0 for the whole device. block=N (ocl_gemm_blocked):
- * a multiple of 32, the indirect kernel's tile, so that no piece but the
- * last of a side is padded; 0 (the default) for none. */
+ * pieces of N (POAS__GEMM_BLOCK_STEP and _MAX), 0 for whole calls;
+ * *block_out stays -1 when not given, for calibration to choose. */
 static int parse_settings(cl_device_id device, const poas__spec_entry *e, int *cores_out,
                           int *block_out, char *err, size_t errcap) {
   cl_uint cu = device_uint(device, CL_DEVICE_MAX_COMPUTE_UNITS);
   int cores = 0; /* not given */
   *cores_out = 0;
+  *block_out = -1;
   const poas__int_setting known[] = {{"cores", 1, (int64_t)cu, &cores},
-                                     {"block", 0, OCL_BLOCK_MAX, block_out}};
+                                     {"block", 0, POAS__GEMM_BLOCK_MAX, block_out}};
   if (poas__spec_ints("opencl", e, known, 2, err, errcap))
     return POAS_ESPEC;
-  if (*block_out % 32) {
+  if (*block_out > 0 && *block_out % POAS__GEMM_BLOCK_STEP) {
     snprintf(err, errcap,
-             "opencl: block=%d is not a multiple of 32 (the GEMM kernel's tile; 0 for none)",
-             *block_out);
+             "opencl: block=%d is not a multiple of %d (the GEMM kernel's tile; 0 for none)",
+             *block_out, POAS__GEMM_BLOCK_STEP);
     return POAS_ESPEC;
   }
   if (cores == 0)
@@ -400,7 +397,7 @@ static void fill_info(ocl_state *s) {
   /* block=N, where given, ends it: a profile tells the device apart by
    * this string, and blocked GEMMs are another device to its models. */
   char block[24] = "";
-  if (s->block)
+  if (s->block > 0)
     snprintf(block, sizeof block, " block=%d", s->block);
   int room = POAS__DRIVER_LEN - 2 - (int)strlen(block);
   int plat_len = (int)strnlen(platname, (size_t)room);
@@ -640,6 +637,10 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
    * tile holds at most an eighth of the cache the device reports. */
   if (s->dev.info.shares_host_cores)
     s->dev.gemm_tile_bytes = device_ulong(s->device, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE) / 8;
+  /* Pieces as block=N gives them, else as calibration found faster on a
+   * CPU device (a GPU runs a whole call as one grid). */
+  s->dev.gemm_block[0] = s->dev.gemm_block[1] = POAS__MAX(s->block, 0);
+  s->dev.can_block = s->block < 0 && s->dev.info.shares_host_cores;
   s->dev.priv = s;
   *out = &s->dev;
   return 0;
@@ -975,11 +976,11 @@ static int refuse_dtype(const poas__device *dev, poas_dtype dtype) {
  * 768 x 768 x 2048: 12): a 2048^3 sgemm, B transposed as splits give it,
  * took 2.08 s as one call and 0.45 s in 512 pieces (64 calls), 1.11 s in
  * 512 x 512 pieces of C over the whole k. Its dgemm ran at 15.7 GFLOP/s
- * either way (768 pieces: 18.3). */
-static int ocl_gemm_blocked(poas__device *dev, int lane, const poas__gemm_call *g,
+ * either way (768 pieces: 18.3). The pieces are block=N's, else what
+ * calibration chose (poas__device.gemm_block). */
+static int ocl_gemm_blocked(poas__device *dev, int lane, const poas__gemm_call *g, size_t blk,
                             CLBlastTranspose ta, CLBlastTranspose tb, const char *what) {
-  const ocl_state *s = dev->priv;
-  size_t es = poas__dtype_size(g->dtype), blk = (size_t)s->block;
+  size_t es = poas__dtype_size(g->dtype);
   size_t m = (size_t)g->m, n = (size_t)g->n, k = (size_t)g->k;
   size_t lda = (size_t)g->a.ld, ldb = (size_t)g->b.ld, ldc = (size_t)g->c.ld;
   size_t a0 = g->a.off / es, b0 = g->b.off / es;
@@ -1024,9 +1025,9 @@ static int ocl_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   CLBlastTranspose ta = g->transa == POAS_TRANS ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose tb = g->transb == POAS_TRANS ? CLBlastTransposeYes : CLBlastTransposeNo;
   const char *what = g->dtype == POAS_FLOAT32 ? "CLBlastSgemm" : "CLBlastDgemm";
-  const ocl_state *s = dev->priv;
-  if (s->block && (g->m > s->block || g->n > s->block || g->k > s->block))
-    return ocl_gemm_blocked(dev, lane, g, ta, tb, what);
+  int64_t blk = dev->gemm_block[g->dtype == POAS_FLOAT64];
+  if (blk > 0 && (g->m > blk || g->n > blk || g->k > blk))
+    return ocl_gemm_blocked(dev, lane, g, (size_t)blk, ta, tb, what);
   return clblast_gemm(dev, lane, g, ta, tb, (size_t)g->k, g->a.mem.ptr, g->a.off / es,
                       (size_t)g->a.ld, g->b.mem.ptr, g->b.off / es, (size_t)g->b.ld, what);
 }
