@@ -648,7 +648,7 @@ static int calibrate(poas_context *ctx, const poas_calibrate_options *opts,
    * (calibration set their thread counts as it went). */
   for (int i = 0; i < ctx->devices.ndev; i++)
     if (sel[i])
-      poas__device_take_threads(ctx->devices.dev[i], &ctx->models[i]);
+      poas__device_take_settings(ctx->devices.dev[i], &ctx->models[i]);
   if (!rc && out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < ctx->devices.ndev; i++) {

@@ -59,7 +59,7 @@ static void overlay(poas__device_model *dst, const poas__device_model *src) {
   dst->source = POAS__MODEL_CALIBRATED;
 }
 
-void poas__device_take_threads(poas__device *dev, poas__device_model *dm) {
+void poas__device_take_settings(poas__device *dev, poas__device_model *dm) {
   poas__threads_slow_table(dm);
   memcpy(dev->threads_by_side, dm->threads_by_side, sizeof dev->threads_by_side);
   memcpy(dev->threads_slow_by_side, dm->threads_slow, sizeof dev->threads_slow_by_side);
@@ -111,7 +111,7 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
   if (!rc) {
     *host_cores = p->cores;
     overlay(model, &pd->model);
-    poas__device_take_threads(dev, model);
+    poas__device_take_settings(dev, model);
     /* It declares what the replayed device declared: plans give a CPU's
      * replay no copies, as they gave the CPU none. Allocations follow
      * the sim's limit, which is the replayed device's unless memory= set
@@ -170,7 +170,7 @@ static void apply_profile(const poas__devset *set, const poas__profile *p,
       missing++;
     } else {
       overlay(&models[i], &pd->model);
-      poas__device_take_threads(set->dev[i], &models[i]);
+      poas__device_take_settings(set->dev[i], &models[i]);
       used++;
     }
   }

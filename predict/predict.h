@@ -43,7 +43,7 @@ int poas__predict_attach(const poas__devset *set, const char *profile_path, int 
 /* The device runs its calls as its model dm was fitted to: dm's threads
  * tables (threads_slow derived here, poas__threads_slow_table) go to the
  * device's, and so do its GEMM pieces where the device can_block. */
-void poas__device_take_threads(poas__device *dev, poas__device_model *dm);
+void poas__device_take_settings(poas__device *dev, poas__device_model *dm);
 
 /* A built-in estimate for one device: exact for sim devices, rough (from
  * peak estimates) for the others. */

@@ -136,6 +136,14 @@ TEST(opencl_gemm_cases_in_blocks) {
   CHECK_OK(poas__devset_open("opencl0", &set, err, sizeof err));
   CHECK_MSG(!strstr(set.dev[0]->info.driver, "block="), "driver '%s'", set.dev[0]->info.driver);
   poas__devset_close(&set);
+  /* block=0 holds whole calls where calibration might choose pieces: a
+   * device apart from the default one, to a profile. */
+  CHECK_OK(poas__devset_open("opencl0:block=0", &set, err, sizeof err));
+  driver = set.dev[0]->info.driver;
+  len = strlen(driver);
+  CHECK_MSG(len > 8 && strcmp(driver + len - 8, " block=0") == 0 && !set.dev[0]->can_block,
+            "driver '%s'", driver);
+  poas__devset_close(&set);
   CHECK_RC(poas__devset_open("opencl0:block=48", &set, err, sizeof err), POAS_ESPEC);
   CHECK_MSG(strstr(err, "block=48") && strstr(err, "multiple of 32"), "%s", err);
   CHECK_RC(poas__devset_open("opencl0:block=-32", &set, err, sizeof err), POAS_ESPEC);
@@ -227,6 +235,28 @@ static int device_gemm(poas__device *d, test_gemm *g, size_t off) {
   return 0;
 }
 
+/* A col-major sgemm m x n x k with beta 0 through ctx, C poisoned first
+ * and checked against the reference after: 0 when it ran and is right,
+ * else 1 with what went wrong on stderr (`what` names the case). */
+static int sgemm_checked(poas_context *ctx, int64_t m, int64_t n, int64_t k, uint64_t seed,
+                         const char *what) {
+  test_gemm tg;
+  if (test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, m, n, k, 0,
+                      1.0, 0.0, seed)) {
+    test_gemm_free(&tg);
+    fprintf(stderr, "  %s: no memory for the operands\n", what);
+    return 1;
+  }
+  test_poison(tg.C, POAS_FLOAT32, (size_t)(m * n));
+  int rc = test_gemm_run(ctx, &tg), bad = rc != 0;
+  if (bad)
+    fprintf(stderr, "  %s: %s: %s\n", what, poas_err_name(rc), poas_error_detail());
+  else
+    bad = test_gemm_verify(&tg, what);
+  test_gemm_free(&tg);
+  return bad;
+}
+
 static int run_device_case(poas__device *d, poas_dtype dt, poas_op ta, poas_op tb, int64_t m,
                            int64_t n, int64_t k, double alpha, double beta, size_t off,
                            uint64_t seed) {
@@ -272,7 +302,7 @@ TEST(opencl_lanes_ordered_by_events) {
 }
 
 /* A CPU device without block=N runs in the pieces its model was
- * calibrated in (poas__device_take_threads), by dtype; one given block=N
+ * calibrated in (poas__device_take_settings), by dtype; one given block=N
  * keeps N whatever the model says. Both compute right in those pieces
  * (offsets, transposes, beta 0.5 after the first step over k). */
 TEST(opencl_pieces_follow_the_model) {
@@ -289,7 +319,7 @@ TEST(opencl_pieces_follow_the_model) {
   }
   poas__device_model m = {0};
   m.gemm_block[0] = 64, m.gemm_block[1] = 96;
-  poas__device_take_threads(d, &m);
+  poas__device_take_settings(d, &m);
   CHECK(d->gemm_block[0] == 64 && d->gemm_block[1] == 96);
   for (int dt = 0; dt < 2; dt++) {
     CHECK(0 == run_device_case(d, (poas_dtype)dt, POAS_NO_TRANS, POAS_TRANS, 200, 150, 130, 1.0,
@@ -302,7 +332,7 @@ TEST(opencl_pieces_follow_the_model) {
   CHECK_OK(poas__devset_open("opencl0:block=32", &set, err, sizeof err));
   d = set.dev[0];
   CHECK(!d->can_block && d->gemm_block[0] == 32 && d->gemm_block[1] == 32);
-  poas__device_take_threads(d, &m);
+  poas__device_take_settings(d, &m);
   CHECK(d->gemm_block[0] == 32 && d->gemm_block[1] == 32);
   poas__devset_close(&set);
   return 0;
@@ -572,14 +602,8 @@ TEST(opencl_buffer_limit_cuts_plans) {
   CHECK(plan.ndevices == 1 && plan.split == POAS_SPLIT_ROWS);
   CHECK_MSG(plan.dev[0].tile * (K > N ? K : N) * (int64_t)sizeof(float) <= LIMIT,
             "tile %lld", (long long)plan.dev[0].tile);
-  test_gemm tg;
-  CHECK_OK(test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N,
-                           K, 0, 1.0, 0.0, 52));
-  test_poison(tg.C, POAS_FLOAT32, (size_t)M * N);
-  rc = test_gemm_run(ctx, &tg);
-  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
-  CHECK(0 == test_gemm_verify(&tg, "sgemm 1000 x 100 x 100 under a 64 KiB buffer limit"));
-  test_gemm_free(&tg);
+  CHECK(0 == sgemm_checked(ctx, M, N, K, 52,
+                           "sgemm 1000 x 100 x 100 under a 64 KiB buffer limit"));
   CHECK_RC(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS,
                                M, N, 2 * K, 1.0, 0.0, &plan),
            POAS_ETOOBIG);
@@ -592,13 +616,8 @@ TEST(opencl_buffer_limit_cuts_plans) {
                                M, N, 2 * K, 1.0, 0.0, &plan));
   CHECK(plan.ndevices == 1 && strcmp(plan.dev[0].id, "cpu0") == 0);
   CHECK(plan.nexcluded == 1 && strstr(plan.excluded[0].reason, "it can allocate at once"));
-  CHECK_OK(test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N,
-                           2 * K, 0, 1.0, 0.0, 53));
-  test_poison(tg.C, POAS_FLOAT32, (size_t)M * N);
-  rc = test_gemm_run(ctx, &tg);
-  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
-  CHECK(0 == test_gemm_verify(&tg, "sgemm 1000 x 100 x 200 beside opencl0 left out"));
-  test_gemm_free(&tg);
+  CHECK(0 == sgemm_checked(ctx, M, N, 2 * K, 53,
+                           "sgemm 1000 x 100 x 200 beside opencl0 left out"));
   poas_finalize(ctx);
   poas__ocl_buffer_max = saved;
   return 0;
@@ -736,14 +755,8 @@ TEST(opencl_memory_shared_by_contexts) {
                                M, N, K, 1.0, 0.0, &plan));
   CHECK_MSG(plan.ndevices == 1 && plan.dev[0].tiles > 1, "%d devices, %lld tiles of %lld",
             plan.ndevices, (long long)plan.dev[0].tiles, (long long)plan.dev[0].tile);
-  test_gemm tg;
-  CHECK_OK(test_gemm_alloc(&tg, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N,
-                           K, 0, 1.0, 0.0, 71));
-  test_poison(tg.C, POAS_FLOAT32, (size_t)M * N);
-  rc = test_gemm_run(ctx, &tg);
-  CHECK_MSG(rc == 0, "%s: %s", poas_err_name(rc), poas_error_detail());
-  CHECK(0 == test_gemm_verify(&tg, "sgemm 2000 x 200 x 200 beside another context's 6 MiB"));
-  test_gemm_free(&tg);
+  CHECK(0 == sgemm_checked(ctx, M, N, K, 71,
+                           "sgemm 2000 x 200 x 200 beside another context's 6 MiB"));
   poas_finalize(ctx);
   CHECK_MSG(available(b) == 2 * MIB, "b sees %llu bytes free once the GEMM's context closed",
             (unsigned long long)available(b));

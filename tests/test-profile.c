@@ -337,12 +337,13 @@ TEST(good_file_loads_and_missing_file_is_eio) {
   /* The reference profiles that sim devices replay: every device has a
    * model for each dtype and transpose pair, and a device with its own
    * memory has both transfer models. */
-  static const char *const reference[] = {"models/profiles/amd-epyc-2c.json",
-                                          "models/profiles/amd-epyc-2c-cpu1-opencl1.json",
-                                          "models/profiles/intel-xeon-2c.json",
-                                          "models/profiles/intel-xeon-2c-cpu1-opencl1.json",
-                                          "models/profiles/intel-xeon-2c-cpu1-opencl1-block512.json",
-                                          "models/profiles/nvidia-h100-80gb-16c.json"};
+  static const char *const reference[] = {
+      "models/profiles/amd-epyc-2c.json",
+      "models/profiles/amd-epyc-2c-cpu1-opencl1.json",
+      "models/profiles/intel-xeon-2c.json",
+      "models/profiles/intel-xeon-2c-cpu1-opencl1.json",
+      "models/profiles/intel-xeon-2c-cpu1-opencl1-block512.json",
+      "models/profiles/nvidia-h100-80gb-16c.json"};
   for (size_t i = 0; i < sizeof reference / sizeof *reference; i++) {
     CHECK_MSG(poas__profile_load(test_src_path(reference[i]), p) == 0, "%s: %s", reference[i],
               poas_error_detail());

@@ -394,10 +394,11 @@ static void fill_info(ocl_state *s) {
     poas__ocl_platform_string(plat, CL_PLATFORM_NAME, platname, sizeof platname);
   /* Cut where the two pass the field: the platform and the start of its
    * version say which driver it is. */
-  /* block=N, where given, ends it: a profile tells the device apart by
-   * this string, and blocked GEMMs are another device to its models. */
+  /* block=N, where given (0 included: whole calls whatever calibration
+   * would choose), ends it: a profile tells the device apart by this
+   * string, and GEMMs in other pieces are another device to its models. */
   char block[24] = "";
-  if (s->block > 0)
+  if (s->block >= 0)
     snprintf(block, sizeof block, " block=%d", s->block);
   int room = POAS__DRIVER_LEN - 2 - (int)strlen(block);
   int plat_len = (int)strnlen(platname, (size_t)room);
@@ -967,8 +968,8 @@ static int refuse_dtype(const poas__device *dev, poas_dtype dtype) {
   return 0;
 }
 
-/* A GEMM in pieces of C of at most s->block a side, each over k in steps
- * of s->block, on the lane's in-order queue (the steps of one piece
+/* A GEMM in pieces of C of at most blk a side, each over k in steps of
+ * blk, on the lane's in-order queue (the steps of one piece
  * accumulate: beta 1 after the first). PoCL's CPU device on the 2-core CI
  * class's Intel VM (2 MiB L2 a core, its L3 the host's 480 MiB shared
  * with other guests) ran CLBlast's sgemm at 37 GFLOP/s up to 768^3 and at
