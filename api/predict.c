@@ -103,6 +103,8 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   memcpy(f->handoff_extra, m->handoff_extra, sizeof f->handoff_extra);
   memcpy(f->handoff_latency_ns, m->handoff_latency_ns, sizeof f->handoff_latency_ns);
   f->duplex = m->duplex > 1 ? m->duplex : 1;
+  /* The device's, which are its model's unless block=N set them. */
+  memcpy(f->gemm_block, dev->gemm_block, sizeof f->gemm_block);
   _Static_assert(sizeof f->threads_by_rows == sizeof m->threads_by_side[0],
                  "poas_device_fit.threads_by_rows follows POAS__FEW_SIDE");
   /* The slow state's table, as a context derives it from these models. */

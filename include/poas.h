@@ -437,6 +437,13 @@ typedef struct poas_device_fit {
    * before a run (0.2 ms, at most once per 20 ms) and
    * plans in the state it is nearer. 0 where a state was not seen. */
   double handoff_latency_ns[2];
+  /* By dtype: the pieces the device runs a GEMM in, which its models
+   * describe: C in pieces of at most this many rows and columns, and k in
+   * steps of it; 0 for whole calls. Calibration chooses them on an OpenCL
+   * device on the host's cores where they ran 15% faster than whole calls
+   * (PoCL's sgemm on the Intel CI VM: 2048^3 at 41 GFLOP/s in pieces of
+   * 512, 9.6 whole); opencl0:block=N sets them by hand. */
+  int gemm_block[2];
 } poas_device_fit;
 
 /* The hand-off probe's sgemm (poas_device_fit.handoff_*), and the ratio

@@ -338,6 +338,26 @@ TEST(opencl_pieces_follow_the_model) {
   return 0;
 }
 
+/* poas_profile_get tells the pieces a device runs its GEMMs in (poas-info
+ * prints them): block=N's by hand, none for whole calls. */
+TEST(opencl_fit_reports_pieces) {
+  static const char *const sel[2] = {"opencl0:block=96", "opencl0:block=0"};
+  for (int i = 0; i < 2; i++) {
+    poas_context *ctx = test_open(sel[i]);
+    if (!ctx && i == 0)
+      SKIP("no OpenCL device");
+    CHECK_MSG(ctx != NULL, "%s: %s", sel[i], poas_error_detail());
+    poas_profile_info pi;
+    CHECK_OK(poas_profile_get(ctx, &pi));
+    CHECK(pi.ndevices == 1);
+    int want = i == 0 ? 96 : 0;
+    CHECK_MSG(pi.dev[0].gemm_block[0] == want && pi.dev[0].gemm_block[1] == want,
+              "%s: pieces %d and %d", sel[i], pi.dev[0].gemm_block[0], pi.dev[0].gemm_block[1]);
+    poas_finalize(ctx);
+  }
+  return 0;
+}
+
 /* C holds NaNs on the device: beta = 0 must not read them, whether the
  * product is computed, k is 0 or alpha is 0. */
 TEST(opencl_beta_zero_ignores_c) {
@@ -1066,6 +1086,7 @@ TEST(opencl_tasks_run_their_kernels) {
 
 TEST_MAIN(TEST_ENTRY(opencl_concurrent_opens), TEST_ENTRY(opencl_gemm_cases),
           TEST_ENTRY(opencl_gemm_cases_in_blocks), TEST_ENTRY(opencl_pieces_follow_the_model),
+          TEST_ENTRY(opencl_fit_reports_pieces),
           TEST_ENTRY(opencl_copy2d_keeps_padding),
           TEST_ENTRY(opencl_lanes_ordered_by_events), TEST_ENTRY(opencl_beta_zero_ignores_c),
           TEST_ENTRY(opencl_cores_subdevice), TEST_ENTRY(opencl_bad_settings_named),

@@ -154,6 +154,30 @@ void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {
              1e6 * f->engine_s);
 }
 
+void tool_block_text(const poas_device_fit *f, char *buf, size_t cap) {
+  if (cap)
+    buf[0] = '\0';
+  const int *b = f->gemm_block;
+  if (!(b[0] > 0) && !(b[1] > 0))
+    return;
+  if (b[0] == b[1]) {
+    snprintf(buf, cap, "runs its GEMMs in pieces: C in %d x %d blocks, k in steps of %d", b[0],
+             b[0], b[0]);
+    return;
+  }
+  /* The dtype in pieces first, then the other (whole, or other pieces). */
+  int first = b[0] > 0 ? 0 : 1, other = 1 - first;
+  int len = snprintf(buf, cap, "runs %sgemm in pieces: C in %d x %d blocks, k in steps of %d; ",
+                     first ? "d" : "s", b[first], b[first], b[first]);
+  if (len < 0 || (size_t)len >= cap)
+    return;
+  if (b[other] > 0)
+    snprintf(buf + len, cap - (size_t)len, "%sgemm in %d x %d blocks, k in steps of %d",
+             other ? "d" : "s", b[other], b[other], b[other]);
+  else
+    snprintf(buf + len, cap - (size_t)len, "%sgemm in whole calls", other ? "d" : "s");
+}
+
 /* v with two decimals, or in three significant digits where those would
  * round it to 0.00 and it is more than `least`: a link of 2 kB/s read
  * "0.00 GB/s", as if copies took all the time there is. */

@@ -42,6 +42,11 @@ void tool_handoff_warning(FILE *f, const char *prefix, const poas_device_fit *fi
  * was measured. */
 void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap);
 
+/* The pieces the device runs its GEMMs in (poas_device_fit.gemm_block),
+ * as "runs sgemm in pieces: C in 512 x 512 blocks, k in steps of 512;
+ * dgemm in whole calls"; "" when it runs every GEMM whole. */
+void tool_block_text(const poas_device_fit *f, char *buf, size_t cap);
+
 /* The per-call thread counts calibration chose, as "sgemm of 4, 6 rows on
  * 1 thread; sgemm of 4, 12 columns on 1 thread"; "" when every call runs
  * on all threads. */

@@ -149,6 +149,10 @@ static void print_summary(const poas_calibration_result *r, const char *output) 
     tool_threads_text(f, threads, sizeof threads);
     if (threads[0])
       printf("%-8s %s\n", f->id, threads);
+    char blocks[160];
+    tool_block_text(f, blocks, sizeof blocks);
+    if (blocks[0])
+      printf("%-8s %s\n", f->id, blocks);
   }
   print_kept(r);
   char took[512];

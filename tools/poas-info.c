@@ -80,6 +80,8 @@ static void json_device_fit(const poas_device_fit *f) {
          f->duplex, (unsigned long long)f->memory_bytes, f->dispatch_s, f->engine_s);
   printf(", \"handoff_latency_ns\": {\"quick\": %.6g, \"slow\": %.6g}", f->handoff_latency_ns[0],
          f->handoff_latency_ns[1]);
+  /* The GEMM pieces by dtype, 0 for whole calls. */
+  printf(", \"gemm_block\": {\"s\": %d, \"d\": %d}", f->gemm_block[0], f->gemm_block[1]);
   /* Row and column counts whose calls run on fewer threads than all:
    * {"4": 1}; then the same in the slow hand-off state. */
   static const char *const tables[4] = {"threads_by_rows", "threads_by_cols",
@@ -277,6 +279,10 @@ static void print_profile_table(poas_context *ctx) {
     tool_threads_text(f, threads, sizeof threads);
     if (threads[0])
       printf("%-10s %s\n", f->id, threads);
+    char blocks[160];
+    tool_block_text(f, blocks, sizeof blocks);
+    if (blocks[0])
+      printf("%-10s %s\n", f->id, blocks);
   }
   for (int i = 0; i < pi.ndevices; i++)
     if (pi.dev[i].calibrated)
