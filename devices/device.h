@@ -83,6 +83,11 @@ typedef struct poas__gemm_call {
 
 /* dst = src^T on device memory: src is `rows` x `cols` (column-major, ld
  * src.ld), dst `cols` x `rows` with ld dst.ld. */
+/* The block CLBlast's indirect GEMM computes C in on the devices POAS has
+ * met (devices/opencl/opencl.c), which the OpenCL backend declares as
+ * poas__device.gemm_align. */
+#define POAS__OCL_GEMM_ALIGN 32
+
 typedef struct poas__transpose_call {
   poas_dtype dtype;
   int64_t rows, cols;
@@ -195,7 +200,9 @@ struct poas__device {
   int can_block;
   int gemm_block[2];
   /* Rows and columns its GEMM computes in one block: a chunk or tile that
-   * is not a whole multiple is padded to one (0 or 1: none). */
+   * is not a whole multiple is padded to one (0 or 1: none). The OpenCL
+   * backend declares POAS__OCL_GEMM_ALIGN, and a sim that replays one of
+   * its devices does too (predict/attach.c). */
   int gemm_align;
   /* The most elements its GEMM may index in one operand, each side of the
    * operand counted rounded up to a multiple of gemm_index_pad, and from

@@ -70,9 +70,12 @@ void poas__device_take_settings(poas__device *dev, poas__device_model *dm) {
 }
 
 /* The sim replay hook: times from the device's (profile) model. */
-static double replay_time(void *user, const poas__gemm_call *g, size_t copy_bytes,
-                          poas_direction dir) {
+static double replay_time(void *user, const poas__gemm_call *g, const poas__transpose_call *t,
+                          size_t copy_bytes, poas_direction dir) {
   const poas__device_model *dm = user;
+  if (t)
+    return poas__model_transpose_time(dm, t->dtype, (double)t->rows * (double)t->cols *
+                                                        (double)poas__dtype_size(t->dtype));
   if (!g)
     return poas__model_transfer_time(dm, dir, (double)copy_bytes);
   return poas__model_gemm_time(dm, g->dtype, g->transa, g->transb, g->m, g->n, g->k);
@@ -113,16 +116,21 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
     overlay(model, &pd->model);
     poas__device_take_settings(dev, model);
     /* It declares what the replayed device declared: plans give a CPU's
-     * replay no copies, as they gave the CPU none. Allocations follow
-     * the sim's limit, which is the replayed device's unless memory= set
-     * one. */
+     * replay no copies, as they gave the CPU none, and an OpenCL device's
+     * replay the transposed B and the padded blocks its backend always
+     * declares (profiles do not record them: the kind says). Allocations
+     * follow the sim's limit, which is the replayed device's unless
+     * memory= set one. */
+    int ocl = pd->kind == POAS_DEVICE_OPENCL;
     poas__sim_replay_device(dev, &(poas__sim_replay){.memory = pd->model.memory_bytes,
                                                      .host_memory = pd->host_memory,
                                                      .shares_host_cores = pd->shares_host_cores,
                                                      .cores = pd->cores,
                                                      .dispatch_s = pd->model.dispatch_s,
                                                      .duplex = pd->model.duplex,
-                                                     .contention = pd->model.contention});
+                                                     .contention = pd->model.contention,
+                                                     .gemm_wants_bt = ocl,
+                                                     .gemm_align = ocl ? POAS__OCL_GEMM_ALIGN : 0});
     model->memory_bytes = dev->info.memory_bytes;
     poas__sim_set_time_fn(dev, replay_time, model);
     /* Its name says what it replays: the rate in the name its settings

@@ -1317,6 +1317,14 @@ TEST(a_replayed_pair_on_the_hosts_cores_runs_as_planned) {
   o.sched = "static";
   poas_context *ctx = NULL;
   CHECK_OK(poas_init(&ctx, &o));
+  /* PoCL's replay wants B transposed and pads to CLBlast's 32-wide
+   * blocks, as PoCL did: its plan transposes the shared B once on it, and
+   * the sim spends the profile's transpose model on that. */
+  const poas__device *pocl = ctx->devices.dev[1];
+  CHECK_MSG(pocl->gemm_wants_bt == 1 && pocl->gemm_align == POAS__OCL_GEMM_ALIGN &&
+                !ctx->devices.dev[0]->gemm_wants_bt,
+            "opencl0's replay: B transposed %d, blocks of %d", pocl->gemm_wants_bt,
+            pocl->gemm_align);
   const int64_t n = 2048;
   poas_plan plan;
   CHECK_OK(poas_plan_gemm(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, n, n, n,
@@ -1372,15 +1380,16 @@ TEST(a_replays_calibration_measures_what_the_sim_spends) {
           now[0].duplex, was[0].duplex, now[1].contention, was[1].contention, now[2].contention);
   /* Near, not exact: cpu0's run cost came out 0.9 ns over its profile's
    * 8.46 us in every run, and its contention, timed on a lane's clock
-   * that adds up many calls, 1.3e-9 under in 7 of 8. Before the probes
-   * measured replays they were 0 and 2.37. */
+   * that adds up many calls, 1.3e-9 under in 7 of 8, and opencl0's
+   * 1.2e-9 over once its replay ran B transposed, as PoCL does. Before
+   * the probes measured replays they were 0 and 2.37. */
   CHECK(near(now[0].dispatch_s, was[0].dispatch_s, 1e-3));
   CHECK_MSG(near(now[1].dispatch_s, was[1].dispatch_s, 1e-3), "cpu0 dispatch %.9g s, profile %.9g",
             now[1].dispatch_s, was[1].dispatch_s);
   CHECK(near(now[0].duplex, was[0].duplex, 1e-6));
   CHECK_MSG(near(now[1].contention, was[1].contention, 1e-6), "cpu0 contention %.12g, profile %.12g",
             now[1].contention, was[1].contention);
-  CHECK(near(now[2].contention, 1, 1e-9));
+  CHECK_MSG(near(now[2].contention, 1, 1e-6), "opencl0 contention %.12g", now[2].contention);
   poas_finalize(ctx);
   return 0;
 }
@@ -1688,10 +1697,12 @@ typedef struct slowed {
   double slow, thin;
 } slowed;
 
-static double slowed_time(void *user, const poas__gemm_call *g, size_t bytes,
-                          poas_direction dir) {
+static double slowed_time(void *user, const poas__gemm_call *g, const poas__transpose_call *tr,
+                          size_t bytes, poas_direction dir) {
   const slowed *s = user;
   (void)dir;
+  if (tr) /* these sims' GEMMs take B as it comes */
+    return 0;
   if (!g)
     return s->slow * (s->p.latency + (double)bytes / s->p.bandwidth);
   double t = 2.0 * (double)g->m * (double)g->n * (double)g->k / s->p.rate[g->dtype == POAS_FLOAT64];

@@ -613,7 +613,7 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
    * RetrieveParameters; the C API cannot read them). A 72-row dgemm chunk
    * ran at 10.3 GFLOP/s against 12.7-13.8 for 64 and 96 rows. Tuned GPU
    * entries use 32 to 128; 32 at least spares them the worst padding. */
-  s->dev.gemm_align = 32;
+  s->dev.gemm_align = POAS__OCL_GEMM_ALIGN;
   s->dev.gemm_max_elems = poas__ocl_index_max;
   s->dev.gemm_index_pad = POAS__OCL_INDEX_PAD;
   /* mem_alloc refuses a buffer past it: plans keep theirs within it. */

@@ -245,6 +245,8 @@ void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {
     dev->info.shares_host_cores = r->shares_host_cores;
   if (r->cores > 0)
     dev->info.cores = r->cores;
+  dev->gemm_wants_bt = r->gemm_wants_bt;
+  dev->gemm_align = r->gemm_align;
   s->dispatch_s = r->dispatch_s;
   s->duplex = r->duplex;
   s->contention = r->contention;
@@ -408,7 +410,7 @@ static int sim_mem_available(poas__device *dev, uint64_t *bytes) {
  * time it (optimize/pipeline.c). */
 static double copy_time(sim_state *s, const poas__copy2d *c, poas_direction dir) {
   size_t bytes = c->width * c->rows;
-  double t = s->time_fn ? s->time_fn(s->time_user, NULL, bytes, dir)
+  double t = s->time_fn ? s->time_fn(s->time_user, NULL, NULL, bytes, dir)
                         : s->p.latency + (double)bytes / s->p.bandwidth;
   return c->both_ways && s->duplex > 1 ? t * s->duplex : t;
 }
@@ -427,10 +429,21 @@ static int sim_copy_d2h(poas__device *dev, int lane, void *dst, poas__mem src,
 
 static int sim_gemm(poas__device *dev, int lane, const poas__gemm_call *g) {
   sim_state *s = dev->priv;
-  double t = s->time_fn ? s->time_fn(s->time_user, g, 0, POAS_H2D)
+  double t = s->time_fn ? s->time_fn(s->time_user, g, NULL, 0, POAS_H2D)
                         : s->p.latency + 2.0 * (double)g->m * (double)g->n * (double)g->k /
                                              s->p.rate[g->dtype == POAS_FLOAT64];
   return spend(dev, lane, t);
+}
+
+/* A replay of a device whose GEMM wants B transposed (an OpenCL one)
+ * transposes the shared operand as plans price it: the profile's
+ * transpose model; a sim's own, at its copies' latency and bandwidth. */
+static int sim_transpose(poas__device *dev, int lane, const poas__transpose_call *t) {
+  sim_state *s = dev->priv;
+  double bytes = (double)t->rows * (double)t->cols * (double)poas__dtype_size(t->dtype);
+  double secs = s->time_fn ? s->time_fn(s->time_user, NULL, t, 0, POAS_H2D)
+                           : s->p.latency + bytes / s->p.bandwidth;
+  return spend(dev, lane, secs);
 }
 
 static int sim_event_create(poas__device *dev, poas__event *ev) {
@@ -487,6 +500,7 @@ const poas__backend poas__backend_sim = {
     .copy_h2d = sim_copy_h2d,
     .copy_d2h = sim_copy_d2h,
     .gemm = sim_gemm,
+    .transpose = sim_transpose,
     .event_create = sim_event_create,
     .event_record = sim_event_record,
     .lane_wait = sim_lane_wait,

@@ -24,9 +24,12 @@ typedef struct poas__sim_params {
 int poas__sim_get_params(const poas__device *dev, poas__sim_params *out);
 
 /* Optional replay hook: when set (by the models layer for sim:profile=FILE)
- * a sim device's GEMM and copy times come from it instead of rate and
- * bandwidth. Returns seconds. */
-typedef double (*poas__sim_time_fn)(void *user, const poas__gemm_call *gemm, size_t copy_bytes,
+ * a sim device's GEMM, transpose and copy times come from it instead of
+ * rate and bandwidth: a GEMM's where gemm is set, a transpose's where
+ * transpose is, else a copy's of copy_bytes in direction dir. Returns
+ * seconds. */
+typedef double (*poas__sim_time_fn)(void *user, const poas__gemm_call *gemm,
+                                    const poas__transpose_call *transpose, size_t copy_bytes,
                                     poas_direction dir);
 void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user);
 /* What a replaying sim takes over from the device it replays, as that
@@ -59,6 +62,12 @@ typedef struct poas__sim_replay {
    * contention; 1 or less: none): what plans multiply its times by when
    * they give work to two or more such devices. */
   double contention;
+  /* 1: its GEMM wanted B transposed (poas__device.gemm_wants_bt: an
+   * OpenCL device, through CLBlast), so that its plans transpose the
+   * shared operand once on it and the sim spends the profile's
+   * transpose model on that; 0: not, or not known. */
+  int gemm_wants_bt;
+  int gemm_align; /* poas__device.gemm_align as it declared it; 0: none */
 } poas__sim_replay;
 /* Makes dev declare what r says; before any allocation. */
 void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r);
