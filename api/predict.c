@@ -120,6 +120,13 @@ static void device_fit(const poas__device *dev, const poas__device_model *m, poa
   }
 }
 
+/* pd names dev, with what it declares. */
+static void identify(poas__profile_device *pd, const poas__device *dev) {
+  poas__gemm_decl decl;
+  poas__dev_gemm_decl(dev, &decl);
+  poas__profile_device_identify(pd, &dev->info, &decl);
+}
+
 /* The context's device with this id: its index, or -1. */
 static int device_index(const poas_context *ctx, const char *id) {
   for (int i = 0; i < ctx->devices.ndev; i++)
@@ -278,7 +285,7 @@ static void merge_profile(const poas_context *ctx, const int sel[],
       ++*nkept;
       continue;
     }
-    poas__profile_device_identify(pd, &ctx->devices.dev[i]->info);
+    identify(pd, ctx->devices.dev[i]);
     pd->model = fresh[i];
     k->measured = 1;
     /* Only a sim measured with other settings than the file's (examine_output
@@ -306,7 +313,7 @@ static void merge_profile(const poas_context *ctx, const int sel[],
     if (!sel[i] || poas__profile_find(p, ctx->devices.dev[i]->info.id))
       continue;
     poas__profile_device *pd = &p->dev[p->ndev++];
-    poas__profile_device_identify(pd, &ctx->devices.dev[i]->info);
+    identify(pd, ctx->devices.dev[i]);
     pd->model = fresh[i];
   }
 }

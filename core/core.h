@@ -41,6 +41,29 @@ static inline double poas__padded_elems(int64_t rows, int64_t cols, int64_t pad)
 #define POAS__GEMM_BLOCK_STEP 32
 #define POAS__GEMM_BLOCK_MAX 8192
 
+/* The block CLBlast's indirect GEMM computes C in on the devices POAS has
+ * met (devices/opencl/opencl.c), which the OpenCL backend declares as
+ * poas__device.gemm_align. */
+#define POAS__OCL_GEMM_ALIGN 32
+
+/* What a device declares to plans about its GEMM beyond its models: the
+ * poas__device fields of the same names (gemm_wants_bt, gemm_align,
+ * gemm_tile_bytes, max_buffer_bytes, gemm_max_elems, gemm_index_pad,
+ * gemm_scratch_pad, gemm_scratch_min_mnk). Profiles record it, and a sim
+ * that replays the device declares the same, so that its plans tile, pad
+ * and transpose as the device's did. All 0 on the CPU and CUDA devices.
+ * Here, on the ground, as devices/ and models/ both hold it. */
+typedef struct poas__gemm_decl {
+  int wants_bt;
+  int align;
+  uint64_t tile_bytes;
+  uint64_t max_buffer_bytes;
+  int64_t max_elems;
+  int64_t index_pad;
+  int64_t scratch_pad;
+  int64_t scratch_min_mnk;
+} poas__gemm_decl;
+
 /* Short sides of C (rows or columns) up to which a host-thread device's
  * GEMM thread count is chosen per call (poas__device.threads_by_side, the
  * model's copy). */

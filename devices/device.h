@@ -83,11 +83,6 @@ typedef struct poas__gemm_call {
 
 /* dst = src^T on device memory: src is `rows` x `cols` (column-major, ld
  * src.ld), dst `cols` x `rows` with ld dst.ld. */
-/* The block CLBlast's indirect GEMM computes C in on the devices POAS has
- * met (devices/opencl/opencl.c), which the OpenCL backend declares as
- * poas__device.gemm_align. */
-#define POAS__OCL_GEMM_ALIGN 32
-
 typedef struct poas__transpose_call {
   poas_dtype dtype;
   int64_t rows, cols;
@@ -276,6 +271,10 @@ struct poas__device {
  * that reason (api/run.c) instead of giving it work that fails on every
  * call. The first call's reason is kept; thread-safe. Returns 1 for the
  * call that marked it, 0 when it was lost already. */
+/* d's GEMM declarations, and setting them (a replaying sim). */
+void poas__dev_gemm_decl(const poas__device *d, poas__gemm_decl *out);
+void poas__dev_set_gemm_decl(poas__device *d, const poas__gemm_decl *in);
+
 int poas__dev_mark_lost(poas__device *d, const char *why);
 /* NULL, or why d was marked lost. */
 const char *poas__dev_lost(const poas__device *d);

@@ -24,6 +24,28 @@ static int already_open(const poas__devset *set, const poas__backend *be, int in
   return 0;
 }
 
+void poas__dev_gemm_decl(const poas__device *d, poas__gemm_decl *out) {
+  *out = (poas__gemm_decl){.wants_bt = d->gemm_wants_bt,
+                           .align = d->gemm_align,
+                           .tile_bytes = d->gemm_tile_bytes,
+                           .max_buffer_bytes = d->max_buffer_bytes,
+                           .max_elems = d->gemm_max_elems,
+                           .index_pad = d->gemm_index_pad,
+                           .scratch_pad = d->gemm_scratch_pad,
+                           .scratch_min_mnk = d->gemm_scratch_min_mnk};
+}
+
+void poas__dev_set_gemm_decl(poas__device *d, const poas__gemm_decl *in) {
+  d->gemm_wants_bt = in->wants_bt;
+  d->gemm_align = in->align;
+  d->gemm_tile_bytes = in->tile_bytes;
+  d->max_buffer_bytes = in->max_buffer_bytes;
+  d->gemm_max_elems = in->max_elems;
+  d->gemm_index_pad = in->index_pad;
+  d->gemm_scratch_pad = in->scratch_pad;
+  d->gemm_scratch_min_mnk = in->scratch_min_mnk;
+}
+
 int poas__dev_mark_lost(poas__device *d, const char *why) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&d->lost_state, &expected, 1))

@@ -74,7 +74,8 @@ void poas__profile_fingerprint_host(poas__profile *p) {
   p->created_epoch = (double)now;
 }
 
-void poas__profile_device_identify(poas__profile_device *pd, const poas_device_info *info) {
+void poas__profile_device_identify(poas__profile_device *pd, const poas_device_info *info,
+                                   const poas__gemm_decl *decl) {
   poas__strlcpy(pd->id, info->id, sizeof pd->id);
   pd->kind = info->kind;
   poas__strlcpy(pd->name, info->name, sizeof pd->name);
@@ -83,6 +84,7 @@ void poas__profile_device_identify(poas__profile_device *pd, const poas_device_i
   pd->memory_bytes = info->memory_bytes;
   pd->host_memory = info->host_memory != 0;
   pd->shares_host_cores = info->shares_host_cores != 0;
+  pd->gemm_decl = *decl;
 }
 
 int poas__profile_device_matches(const poas__profile_device *pd, const poas_device_info *info,
@@ -537,11 +539,48 @@ static int get_flag(reader *r, json_t *obj, const char *path, const char *key, i
   return 0;
 }
 
+/* Optional "gemm_declares": {"wants_bt": true, "align": 32, ...}, each
+ * field optional (0 where absent), within what a device could declare. */
+static int read_gemm_decl(reader *r, json_t *obj, const char *path, poas__gemm_decl *d) {
+  json_t *g = member(r, obj, path, "gemm_declares", JSON_OBJECT, "an object", 1);
+  if (!g)
+    return r->problem[0] ? -1 : 0;
+  char p[300];
+  snprintf(p, sizeof p, "%.280s.gemm_declares", path);
+  static const char *const known[] = {"wants_bt",    "align",     "tile_bytes",
+                                      "max_buffer_bytes", "max_elems", "index_pad",
+                                      "scratch_pad", "scratch_min_mnk", NULL};
+  if (only_keys(r, g, p, known))
+    return -1;
+  *d = (poas__gemm_decl){0};
+  if (get_flag(r, g, p, "wants_bt", &d->wants_bt))
+    return -1;
+  static const struct {
+    const char *key;
+    json_int_t hi;
+  } ints[] = {{"align", POAS__GEMM_BLOCK_MAX},       {"tile_bytes", (json_int_t)1 << 56},
+              {"max_buffer_bytes", (json_int_t)1 << 56}, {"max_elems", (json_int_t)1 << 62},
+              {"index_pad", POAS__GEMM_BLOCK_MAX},   {"scratch_pad", POAS__GEMM_BLOCK_MAX},
+              {"scratch_min_mnk", (json_int_t)1 << 62}};
+  json_int_t v[POAS__ARRAY_LEN(ints)] = {0};
+  for (size_t i = 0; i < POAS__ARRAY_LEN(ints); i++)
+    if (json_object_get(g, ints[i].key) && get_int(r, g, p, ints[i].key, 0, ints[i].hi, &v[i]))
+      return -1;
+  d->align = (int)v[0];
+  d->tile_bytes = (uint64_t)v[1];
+  d->max_buffer_bytes = (uint64_t)v[2];
+  d->max_elems = v[3];
+  d->index_pad = v[4];
+  d->scratch_pad = v[5];
+  d->scratch_min_mnk = v[6];
+  return 0;
+}
+
 static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
                                    poas__profile_device *pd) {
   static const char *const known[] = {"id",    "kind",   "name",        "driver",
                                       "cores", "memory", "host_memory", "shares_host_cores",
-                                      NULL};
+                                      "gemm_declares", NULL};
   json_int_t cores, memory;
   if (only_keys(r, obj, path, known) || get_string(r, obj, path, "id", pd->id, sizeof pd->id) ||
       read_kind(r, obj, path, &pd->kind) ||
@@ -563,8 +602,11 @@ static int read_fingerprint_device(reader *r, json_t *obj, const char *path,
   int cpu = pd->kind == POAS_DEVICE_CPU, sim = pd->kind == POAS_DEVICE_SIM;
   pd->host_memory = cpu ? 1 : sim ? -1 : 0;
   pd->shares_host_cores = cpu ? 1 : pd->kind == POAS_DEVICE_CUDA ? 0 : -1;
+  int ocl = pd->kind == POAS_DEVICE_OPENCL;
+  pd->gemm_decl = (poas__gemm_decl){.wants_bt = ocl, .align = ocl ? POAS__OCL_GEMM_ALIGN : 0};
   return get_flag(r, obj, path, "host_memory", &pd->host_memory) ||
-         get_flag(r, obj, path, "shares_host_cores", &pd->shares_host_cores);
+         get_flag(r, obj, path, "shares_host_cores", &pd->shares_host_cores) ||
+         read_gemm_decl(r, obj, path, &pd->gemm_decl);
 }
 
 /* The profile's key for the threads of calls with few rows (side 0) or
@@ -1160,6 +1202,31 @@ static json_t *device_json(const poas__profile_device *pd) {
   return d;
 }
 
+/* A device's GEMM declarations, the fields it declared (not 0); NULL when
+ * it declared none (the CPU and CUDA devices). */
+static json_t *gemm_decl_json(const poas__gemm_decl *g) {
+  json_t *o = json_object();
+  if (g->wants_bt)
+    json_object_set_new(o, "wants_bt", json_true());
+  const struct {
+    const char *key;
+    int64_t v;
+  } ints[] = {{"align", g->align},
+              {"tile_bytes", (int64_t)g->tile_bytes},
+              {"max_buffer_bytes", (int64_t)g->max_buffer_bytes},
+              {"max_elems", g->max_elems},
+              {"index_pad", g->index_pad},
+              {"scratch_pad", g->scratch_pad},
+              {"scratch_min_mnk", g->scratch_min_mnk}};
+  for (size_t i = 0; i < POAS__ARRAY_LEN(ints); i++)
+    if (ints[i].v)
+      json_object_set_new(o, ints[i].key, json_integer((json_int_t)ints[i].v));
+  if (json_object_size(o))
+    return o;
+  json_decref(o);
+  return NULL;
+}
+
 static json_t *profile_json(const poas__profile *p) {
   json_t *root = json_object();
   json_object_set_new(root, "format", json_string(POAS__PROFILE_FORMAT));
@@ -1185,6 +1252,9 @@ static json_t *profile_json(const poas__profile *p) {
       json_object_set_new(d, "host_memory", json_boolean(pd->host_memory));
     if (pd->shares_host_cores >= 0)
       json_object_set_new(d, "shares_host_cores", json_boolean(pd->shares_host_cores));
+    json_t *decl = gemm_decl_json(&pd->gemm_decl);
+    if (decl)
+      json_object_set_new(d, "gemm_declares", decl);
     json_array_append_new(fpdevs, d);
     json_array_append_new(devs, device_json(pd));
   }

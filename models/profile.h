@@ -36,6 +36,11 @@ typedef struct poas__profile_device {
    * device declares the same (predict/attach.c). */
   int host_memory;
   int shares_host_cores;
+  /* What it declared to plans about its GEMM ("gemm_declares"): in a
+   * profile written before they were recorded, what its kind's backend
+   * declares everywhere (an OpenCL device: B transposed, blocks of
+   * POAS__OCL_GEMM_ALIGN) and 0 for the rest. */
+  poas__gemm_decl gemm_decl;
   poas__device_model model; /* source is POAS__MODEL_CALIBRATED */
 } poas__profile_device;
 
@@ -54,7 +59,8 @@ typedef struct poas__profile {
  * and the creation time; devices are left as they are. */
 void poas__profile_fingerprint_host(poas__profile *p);
 /* Fills a profile device's identification from a device's info. */
-void poas__profile_device_identify(poas__profile_device *pd, const poas_device_info *info);
+void poas__profile_device_identify(poas__profile_device *pd, const poas_device_info *info,
+                                   const poas__gemm_decl *decl);
 /* Whether a profile device describes this device: 1 when kind, name,
  * driver and cores agree, else 0 with the first difference in why[cap]. */
 int poas__profile_device_matches(const poas__profile_device *pd, const poas_device_info *info,

@@ -117,11 +117,9 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
     poas__device_take_settings(dev, model);
     /* It declares what the replayed device declared: plans give a CPU's
      * replay no copies, as they gave the CPU none, and an OpenCL device's
-     * replay the transposed B and the padded blocks its backend always
-     * declares (profiles do not record them: the kind says). Allocations
-     * follow the sim's limit, which is the replayed device's unless
-     * memory= set one. */
-    int ocl = pd->kind == POAS_DEVICE_OPENCL;
+     * replay the transposed B, padded blocks and tiles of its GEMM.
+     * Allocations follow the sim's limit, which is the replayed device's
+     * unless memory= set one. */
     poas__sim_replay_device(dev, &(poas__sim_replay){.memory = pd->model.memory_bytes,
                                                      .host_memory = pd->host_memory,
                                                      .shares_host_cores = pd->shares_host_cores,
@@ -129,8 +127,7 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
                                                      .dispatch_s = pd->model.dispatch_s,
                                                      .duplex = pd->model.duplex,
                                                      .contention = pd->model.contention,
-                                                     .gemm_wants_bt = ocl,
-                                                     .gemm_align = ocl ? POAS__OCL_GEMM_ALIGN : 0});
+                                                     .gemm = pd->gemm_decl});
     model->memory_bytes = dev->info.memory_bytes;
     poas__sim_set_time_fn(dev, replay_time, model);
     /* Its name says what it replays: the rate in the name its settings

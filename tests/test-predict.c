@@ -460,7 +460,8 @@ static const char *cpu_sgemm_profile(const char *file, const char *cpu_model,
     if (cpu_model)
       snprintf(p->cpu_model, sizeof p->cpu_model, "%s", cpu_model);
     p->ndev = 1;
-    poas__profile_device_identify(&p->dev[0], &(*ctx)->devices.dev[0]->info);
+    poas__profile_device_identify(&p->dev[0], &(*ctx)->devices.dev[0]->info,
+                                  &(poas__gemm_decl){0});
     poas__device_model *m = &p->dev[0].model;
     m->memory_bytes = (uint64_t)1 << 30;
     poas__gemm_model_from_rate(&m->gemm[POAS_FLOAT32][0], 1e10, 1e-5);
@@ -1390,6 +1391,58 @@ TEST(a_replays_calibration_measures_what_the_sim_spends) {
   CHECK_MSG(near(now[1].contention, was[1].contention, 1e-6), "cpu0 contention %.12g, profile %.12g",
             now[1].contention, was[1].contention);
   CHECK_MSG(near(now[2].contention, 1, 1e-6), "opencl0 contention %.12g", now[2].contention);
+  poas_finalize(ctx);
+  return 0;
+}
+
+/* A profile records what an OpenCL device declares to plans about its
+ * GEMM (B transposed, blocks, tile and buffer limits: here PoCL's), and
+ * a sim that replays it declares the same, so that the replay's plans
+ * tile, pad and transpose as the device's: before profiles recorded its
+ * tile limit, a replay of the Intel pair planned PoCL's 1024 columns of an
+ * 8192^3 dgemm as one tile, where the device takes two of 960 at most,
+ * and split at column 7168 where the devices split at 7200. A profile
+ * written before it, with none, gives an OpenCL replay what the backend
+ * declares everywhere. */
+TEST(a_replay_declares_its_devices_gemm_limits) {
+  poas_context *real = test_open("opencl0");
+  if (!real)
+    SKIP("no OpenCL device");
+  poas__gemm_decl want;
+  poas__dev_gemm_decl(real->devices.dev[0], &want);
+  CHECK(want.wants_bt == 1 && want.align == POAS__OCL_GEMM_ALIGN && want.max_elems > 0);
+  poas__profile *p = calloc(1, sizeof *p);
+  CHECK(p);
+  poas__profile_fingerprint_host(p);
+  p->ndev = 1;
+  poas__profile_device_identify(&p->dev[0], &real->devices.dev[0]->info, &want);
+  poas_finalize(real);
+  poas__device_model *m = &p->dev[0].model;
+  m->memory_bytes = (uint64_t)1 << 30;
+  poas__gemm_model_from_rate(&m->gemm[POAS_FLOAT32][0], 1e10, 1e-5);
+  m->gemm_fit[POAS_FLOAT32] = (poas__fit_stats){.samples = 40, .r2 = 0.99};
+  const char *path = test_tmp_path("declares.json");
+  CHECK_OK(poas__profile_write(path, p));
+  free(p);
+  char spec[400];
+  snprintf(spec, sizeof spec, "sim:profile=%s#opencl0", path);
+  poas_context *ctx = test_open(spec);
+  CHECK_MSG(ctx != NULL, "%s", poas_error_detail());
+  poas__gemm_decl got;
+  poas__dev_gemm_decl(ctx->devices.dev[0], &got);
+  CHECK_MSG(memcmp(&got, &want, sizeof got) == 0,
+            "replay: B transposed %d, blocks of %d, tiles of %llu bytes, buffers of %llu; "
+            "device: %d, %d, %llu, %llu",
+            got.wants_bt, got.align, (unsigned long long)got.tile_bytes,
+            (unsigned long long)got.max_buffer_bytes, want.wants_bt, want.align,
+            (unsigned long long)want.tile_bytes, (unsigned long long)want.max_buffer_bytes);
+  poas_finalize(ctx);
+  /* The EPYC reference profile predates them: the backend's constants. */
+  snprintf(spec, sizeof spec, "sim:profile=%s#opencl0",
+           test_src_path("models/profiles/amd-epyc-2c.json"));
+  CHECK(ctx = test_open(spec));
+  poas__dev_gemm_decl(ctx->devices.dev[0], &got);
+  CHECK(got.wants_bt == 1 && got.align == POAS__OCL_GEMM_ALIGN && got.tile_bytes == 0);
   poas_finalize(ctx);
   return 0;
 }
@@ -2646,6 +2699,7 @@ TEST_MAIN(TEST_ENTRY(predict_checks_arguments), TEST_ENTRY(calibrate_checks_opti
           TEST_ENTRY(a_one_tile_replay_spends_no_duplex),
           TEST_ENTRY(a_replays_calibration_measures_what_the_sim_spends),
           TEST_ENTRY(a_replayed_pair_on_the_hosts_cores_runs_as_planned),
+          TEST_ENTRY(a_replay_declares_its_devices_gemm_limits),
           TEST_ENTRY(replays_of_one_profile_plan_with_its_hosts_cores),
           TEST_ENTRY(transfer_fit_finds_the_knee_of_pageable_copies),
           TEST_ENTRY(transfer_knee_needs_two_fitted_sizes_past_it),

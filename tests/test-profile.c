@@ -90,7 +90,10 @@ static void sample_profile(poas__profile *p) {
     /* The GPU's are not what its kind implies: read from the file. */
     pd->host_memory = !d;
     pd->shares_host_cores = 1;
-    poas__device_model *m = &pd->model;
+    /* Written where declared (not 0): the CPU's none, the other's all. */
+    if (d)
+      pd->gemm_decl = (poas__gemm_decl){1, 32, ((uint64_t)1 << 26) + 3, (uint64_t)3 << 31,
+                                        INT32_MAX, 128, 64, (int64_t)96 * 96 * 96};    poas__device_model *m = &pd->model;
     m->source = POAS__MODEL_CALIBRATED;
     m->memory_bytes = (uint64_t)5 << 32;
     for (int dt = 0; dt < 2; dt++) {
@@ -183,6 +186,7 @@ TEST(round_trip_is_exact) {
     CHECK(strcmp(x->id, y->id) == 0 && x->kind == y->kind && strcmp(x->name, y->name) == 0);
     CHECK(strcmp(x->driver, y->driver) == 0 && x->cores == y->cores);
     CHECK(x->host_memory == y->host_memory && x->shares_host_cores == y->shares_host_cores);
+    CHECK(memcmp(&x->gemm_decl, &y->gemm_decl, sizeof x->gemm_decl) == 0);
     CHECK(x->memory_bytes == y->memory_bytes && x->model.memory_bytes == y->model.memory_bytes);
     CHECK(y->model.source == POAS__MODEL_CALIBRATED);
     for (int dt = 0; dt < 2; dt++) {
@@ -267,6 +271,11 @@ static const struct {
     {"bad-gemm-block.json", "'devices[0].gemm_block.s' is 48, not a multiple of 32"},
     {"bad-gemm-block-range.json", "'devices[0].gemm_block.d' is 9000, outside [0, 8192]"},
     {"bad-gemm-block-key.json", "unknown field 'devices[0].gemm_block.h'"},
+    {"bad-gemm-declares-key.json", "unknown field 'fingerprint.devices[0].gemm_declares.tiles'"},
+    {"bad-gemm-declares-range.json",
+     "'fingerprint.devices[0].gemm_declares.align' is 9000, outside [0, 8192]"},
+    {"bad-gemm-declares-flag.json",
+     "'fingerprint.devices[0].gemm_declares.wants_bt' should be true or false, not a number"},
     {"bad-knee-alone.json", "needs knee_bytes and bandwidth_beyond together"},
     {"bad-knee-rate.json", "bandwidth_beyond' is -1"},
     {"bad-transpose-rate.json", "transpose.bandwidth' is 0"},
@@ -402,7 +411,7 @@ static int write_cpu_profile(const char *path, double rate) {
   poas__profile *p = calloc(1, sizeof *p);
   poas__profile_fingerprint_host(p);
   p->ndev = 1;
-  poas__profile_device_identify(&p->dev[0], &set.dev[0]->info);
+  poas__profile_device_identify(&p->dev[0], &set.dev[0]->info, &(poas__gemm_decl){0});
   poas__devset_close(&set);
   poas__device_model *m = &p->dev[0].model;
   m->source = POAS__MODEL_CALIBRATED;
@@ -546,7 +555,7 @@ TEST(a_sims_fingerprint_holds_its_settings) {
   CHECK(strcmp(set.dev[0]->info.driver, "sim") == 0);
   poas__profile_device *plain = calloc(1, sizeof *plain);
   CHECK(plain);
-  poas__profile_device_identify(plain, &set.dev[0]->info);
+  poas__profile_device_identify(plain, &set.dev[0]->info, &(poas__gemm_decl){0});
   poas__devset_close(&set);
   for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
     snprintf(spec, sizeof spec, "sim:%s", settings[i]);
@@ -564,7 +573,7 @@ TEST(a_sims_fingerprint_holds_its_settings) {
    * values are said as read back, to the last digit. */
   CHECK_OK(poas__devset_open("sim:rate=2e11:drate=1e11:latency=3.0000001e-5", &set, err,
                              sizeof err));
-  poas__profile_device_identify(plain, &set.dev[0]->info);
+  poas__profile_device_identify(plain, &set.dev[0]->info, &(poas__gemm_decl){0});
   poas__devset_close(&set);
   CHECK_OK(poas__devset_open("sim:rate=2e11:latency=3.0000001e-5", &set, err, sizeof err));
   CHECK_MSG(poas__profile_device_matches(plain, &set.dev[0]->info, why, sizeof why), "%s", why);

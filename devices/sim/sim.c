@@ -245,8 +245,7 @@ void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {
     dev->info.shares_host_cores = r->shares_host_cores;
   if (r->cores > 0)
     dev->info.cores = r->cores;
-  dev->gemm_wants_bt = r->gemm_wants_bt;
-  dev->gemm_align = r->gemm_align;
+  poas__dev_set_gemm_decl(dev, &r->gemm);
   s->dispatch_s = r->dispatch_s;
   s->duplex = r->duplex;
   s->contention = r->contention;

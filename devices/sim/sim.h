@@ -62,12 +62,11 @@ typedef struct poas__sim_replay {
    * contention; 1 or less: none): what plans multiply its times by when
    * they give work to two or more such devices. */
   double contention;
-  /* 1: its GEMM wanted B transposed (poas__device.gemm_wants_bt: an
-   * OpenCL device, through CLBlast), so that its plans transpose the
-   * shared operand once on it and the sim spends the profile's
-   * transpose model on that; 0: not, or not known. */
-  int gemm_wants_bt;
-  int gemm_align; /* poas__device.gemm_align as it declared it; 0: none */
+  /* What it declared to plans about its GEMM (the profile's): an OpenCL
+   * device's B transposed, padded blocks and tile and buffer limits, so
+   * that its plans transpose the shared operand once on it (the sim then
+   * spends the profile's transpose model on that) and tile as its did. */
+  poas__gemm_decl gemm;
 } poas__sim_replay;
 /* Makes dev declare what r says; before any allocation. */
 void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r);
