@@ -129,7 +129,19 @@ static int attach_replay(poas__device *dev, const char *spec, poas__device_model
                                                      .contention = pd->model.contention,
                                                      .gemm = pd->gemm_decl});
     model->memory_bytes = dev->info.memory_bytes;
-    poas__sim_set_time_fn(dev, replay_time, model);
+    /* The sim spends its own copy of the profile's models: the context's
+     * are refitted when the replay is calibrated, and a replay then ran
+     * what calibration fitted to it, not the device it replays. (Their
+     * thin-block tables are interned: the copy shares them.) */
+    poas__device_model *own = malloc(sizeof *own);
+    if (own) {
+      *own = *model;
+      poas__sim_set_time_fn(dev, replay_time, own, free);
+    } else {
+      rc = poas__fail(POAS_ENOMEM, "%s: no memory for the models it replays", dev->info.id);
+    }
+  }
+  if (!rc) {
     /* Its name says what it replays: the rate in the name its settings
      * gave is not what it runs at. */
     snprintf(dev->info.name, sizeof dev->info.name, "simulated %.*s (%.*s)",

@@ -26,6 +26,7 @@ typedef struct sim_state {
   char profile[POAS__SPEC_TOKEN];
   poas__sim_time_fn time_fn;
   void *time_user;
+  void (*time_user_release)(void *user);
   pthread_mutex_t lock; /* guards the clocks and the allocation count */
   double clock[SIM_LANES];
   uint64_t allocated;
@@ -212,6 +213,8 @@ static int sim_open(int index, const poas__spec_entry *e, poas__device **out, ch
 
 static void sim_close(poas__device *dev) {
   sim_state *s = dev->priv;
+  if (s->time_user_release)
+    s->time_user_release(s->time_user);
   pthread_mutex_destroy(&s->lock);
   free(s);
 }
@@ -223,10 +226,14 @@ int poas__sim_get_params(const poas__device *dev, poas__sim_params *out) {
   return 0;
 }
 
-void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user) {
+void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user,
+                           void (*release)(void *user)) {
   sim_state *s = dev->priv;
+  if (s->time_user_release)
+    s->time_user_release(s->time_user);
   s->time_fn = fn;
   s->time_user = user;
+  s->time_user_release = release;
 }
 
 void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {

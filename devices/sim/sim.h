@@ -31,7 +31,12 @@ int poas__sim_get_params(const poas__device *dev, poas__sim_params *out);
 typedef double (*poas__sim_time_fn)(void *user, const poas__gemm_call *gemm,
                                     const poas__transpose_call *transpose, size_t copy_bytes,
                                     poas_direction dir);
-void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user);
+/* `release` (NULL: none) frees `user` when the device closes, or when
+ * another hook replaces this one: a replay's hook holds its own copy of
+ * the profile's models, which the context's may not stay (calibrating a
+ * replay refits those). */
+void poas__sim_set_time_fn(poas__device *dev, poas__sim_time_fn fn, void *user,
+                           void (*release)(void *user));
 /* What a replaying sim takes over from the device it replays, as that
  * device declared it (predict/attach.c, from the profile). */
 typedef struct poas__sim_replay {
