@@ -238,9 +238,14 @@ out:
 
 /* Paths in the test's folder, made before any allocation is counted (the
  * harness's objects are wrapped too). */
-static char trace_path[512], profile_path[512];
+static char trace_path[512], profile_path[512], replay_devices[1200];
 
 static int sims(void) { return gemm_scenario("sim:rate=1e11,sim:rate=2e11", 0, trace_path); }
+
+/* Replays of the EPYC pair's reference profile: loading it, each sim's
+ * copy of its models, the CPU's replay on host memory and PoCL's
+ * transposed B. */
+static int replays(void) { return gemm_scenario(replay_devices, 0, trace_path); }
 
 /* A run on one device takes the calling thread, unless it is traced:
  * then it goes through the engine, as every run on several devices
@@ -508,6 +513,9 @@ static int sweep(const char *name, int (*scenario)(void), int persist) {
 }
 
 TEST(init_gemm_report_plan_on_sims) { return sweep("sims", sims, 0) || sweep("sims", sims, 1); }
+TEST(init_gemm_report_plan_on_replays) {
+  return sweep("replays", replays, 0) || sweep("replays", replays, 1);
+}
 TEST(init_gemm_report_plan_on_the_cpu) { return sweep("cpu", cpu, 0) || sweep("cpu", cpu, 1); }
 TEST(gemm_on_a_gpu) {
   poas_context *ctx = NULL;
@@ -527,6 +535,7 @@ int main(int argc, char **argv) {
   static const test_entry tests[] = {
       TEST_ENTRY(init_gemm_report_plan_on_sims),
       TEST_ENTRY(init_gemm_report_plan_on_the_cpu),
+      TEST_ENTRY(init_gemm_report_plan_on_replays),
       TEST_ENTRY(gemm_on_a_gpu),
       TEST_ENTRY(async_gemms_and_a_task),
       TEST_ENTRY(task_order_when_a_submit_runs_out),
@@ -537,6 +546,9 @@ int main(int argc, char **argv) {
   show_stacks = stacks && *stacks && strcmp(stacks, "0") != 0;
   snprintf(trace_path, sizeof trace_path, "%s", test_tmp_path("trace.json"));
   snprintf(profile_path, sizeof profile_path, "%s", test_tmp_path("sim.json"));
+  const char *pair = test_src_path("models/profiles/amd-epyc-2c-cpu1-opencl1.json");
+  snprintf(replay_devices, sizeof replay_devices, "sim:profile=%s#cpu0,sim:profile=%s#opencl0",
+           pair, pair);
   /* A hang shows as the test's failure, not as CI's timeout. */
   alarm(300);
   return test_run_all(tests, sizeof tests / sizeof tests[0], argc, argv);
