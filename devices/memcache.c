@@ -182,8 +182,17 @@ int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out) {
     if (best >= 0)
       return 0;
   }
+  if (!c)
+    return d->be->mem_alloc(d, bytes, out);
+  /* A failure for memory is tried again below, and no warning until the
+   * retry fails too: one that the retry fixed still warned, of a call that
+   * then ran. Any other failure is said as it was. */
+  int was = poas__failures_expected(1);
   int rc = d->be->mem_alloc(d, bytes, out);
-  if (rc != POAS_ENOMEM || !c)
+  poas__failures_expected(was);
+  if (rc && rc != POAS_ENOMEM && !was)
+    poas__warn("%s", poas_error_detail());
+  if (rc != POAS_ENOMEM)
     return rc;
   /* Tried again even where nothing is parked any more: an allocation on
    * another lane that failed at the same time may have just released it

@@ -161,9 +161,22 @@ static void *alloc_on_lane(void *arg) {
   return NULL;
 }
 
+/* Warnings the library logs, counted. */
+static atomic_int warnings;
+static void count_warnings(void *user, int level, const char *message) {
+  (void)user, (void)message;
+  if (level <= 1)
+    atomic_fetch_add(&warnings, 1);
+}
+
 TEST(failures_at_once_both_retry) {
   poas__device *c = open_pool(0, 1);
   CHECK(c);
+  /* A failure the retry fixes is no warning: both lanes' first tries
+   * warned, of allocations that then succeeded. */
+  atomic_store(&warnings, 0);
+  poas_set_log_handler(count_warnings, NULL);
+  poas__log_hold(POAS__LOG_WARN);
   /* A parked buffer, more than a sixteenth larger than the lanes ask for
    * (so not handed to them), and one held elsewhere. */
   poas__mem m, elsewhere;
@@ -183,6 +196,15 @@ TEST(failures_at_once_both_retry) {
   pthread_barrier_destroy(&failures_met);
   CHECK_MSG(lane[0].rc == 0 && lane[1].rc == 0, "the lanes' allocations returned %d and %d",
             lane[0].rc, lane[1].rc);
+  int warned = atomic_load(&warnings);
+  /* One that the retry cannot fix warns, once. */
+  poas__mem none;
+  CHECK_RC(hold(c, 2 * POOL_BYTES, &none), POAS_ENOMEM);
+  poas__log_release(POAS__LOG_WARN);
+  poas_set_log_handler(NULL, NULL);
+  CHECK_MSG(warned == 0, "%d warnings of allocations the retry made", warned);
+  CHECK_MSG(atomic_load(&warnings) == 1, "%d warnings of one that failed twice",
+            atomic_load(&warnings) - warned);
   for (int i = 0; i < 2; i++)
     let_go(c, lane[i].m, 300 * K);
   c->be->mem_free(c, elsewhere);
