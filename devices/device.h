@@ -108,7 +108,8 @@ struct poas__backend {
   int built;                      /* 0: compiled out, reports no devices */
 
   /* Number of physical devices of this kind present now (0 when none or not
-   * built). sim returns 0: every "sim" entry creates a new device. */
+   * built), or POAS_ENOMEM (negative) when the host had no memory to list
+   * them. sim returns 0: every "sim" entry creates a new device. */
   int (*count)(void);
   /* Opens device `index` of this kind with the settings of a selection
    * entry (NULL for defaults). Unknown settings keys are an error: write a

@@ -118,6 +118,11 @@ static int open_entry(poas__devset *set, const poas__spec_entry *e, int *sim_nex
     return open_one(set, be, (*sim_next)++, e, 1, err, errcap);
   }
   int n = be->count();
+  if (n < 0) {
+    snprintf(err, errcap, "device '%s': no memory to list the %s devices", e->text,
+             be->kind_name);
+    return n;
+  }
   if (e->index >= 0) {
     if (e->index >= n) {
       snprintf(err, errcap, "device '%s' not found: %d %s device%s present%s", e->text, n,

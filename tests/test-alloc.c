@@ -262,6 +262,14 @@ static int cpu(void) {
  * edge to it went to address 0 (the fake aborted); a copy out whose watch
  * could not be recorded failed its device, and the run failed with
  * "every device failed" instead of POAS_ENOMEM. */
+/* PoCL's CPU device, where there is one: its discovery, when it had no
+ * memory for its lists of platforms and devices, said "0 opencl devices
+ * present" or "no such device" (POAS_ENODEV); a traced run goes through
+ * the engine, as on the GPU. */
+static int ocl(void) {
+  return gemm_scenario("opencl0", 1, NULL) || gemm_scenario("opencl0", 1, trace_path);
+}
+
 static int gpu(void) {
   return gemm_scenario("cuda0", 1, NULL) || gemm_scenario("cuda0", 1, trace_path);
 }
@@ -516,6 +524,14 @@ TEST(init_gemm_report_plan_on_sims) { return sweep("sims", sims, 0) || sweep("si
 TEST(init_gemm_report_plan_on_replays) {
   return sweep("replays", replays, 0) || sweep("replays", replays, 1);
 }
+TEST(init_gemm_report_plan_on_opencl) {
+  poas_context *ctx = NULL;
+  int rc = open_ctx(&ctx, "opencl0", NULL, NULL);
+  poas_finalize(ctx);
+  if (rc)
+    SKIP("no opencl0");
+  return sweep("opencl", ocl, 0) || sweep("opencl", ocl, 1);
+}
 TEST(init_gemm_report_plan_on_the_cpu) { return sweep("cpu", cpu, 0) || sweep("cpu", cpu, 1); }
 TEST(gemm_on_a_gpu) {
   poas_context *ctx = NULL;
@@ -536,6 +552,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(init_gemm_report_plan_on_sims),
       TEST_ENTRY(init_gemm_report_plan_on_the_cpu),
       TEST_ENTRY(init_gemm_report_plan_on_replays),
+      TEST_ENTRY(init_gemm_report_plan_on_opencl),
       TEST_ENTRY(gemm_on_a_gpu),
       TEST_ENTRY(async_gemms_and_a_task),
       TEST_ENTRY(task_order_when_a_submit_runs_out),

@@ -170,13 +170,17 @@ static int covered_by_cuda(cl_device_id d) {
 
 /* Finds device `index` in the flattened list of usable devices, or counts
  * them when `index` is negative. Any platform or loader error counts as no
- * device. Called with walk_lock held. */
+ * device; no memory for the lists is POAS_ENOMEM (they said "0 opencl
+ * devices present", or "no such device", of a host out of memory). Called
+ * with walk_lock held. */
 static int walk_devices_locked(int index, cl_device_id *out) {
   cl_uint np = 0;
   if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0)
     return 0;
   cl_platform_id *plat = calloc(np, sizeof *plat);
-  if (!plat || clGetPlatformIDs(np, plat, NULL) != CL_SUCCESS) {
+  if (!plat)
+    return POAS_ENOMEM;
+  if (clGetPlatformIDs(np, plat, NULL) != CL_SUCCESS) {
     free(plat);
     return 0;
   }
@@ -186,7 +190,11 @@ static int walk_devices_locked(int index, cl_device_id *out) {
     if (clGetDeviceIDs(plat[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0)
       continue;
     cl_device_id *devs = calloc(nd, sizeof *devs);
-    if (!devs || clGetDeviceIDs(plat[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS) {
+    if (!devs) {
+      free(plat);
+      return POAS_ENOMEM;
+    }
+    if (clGetDeviceIDs(plat[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS) {
       free(devs);
       continue;
     }
@@ -589,7 +597,13 @@ static int ocl_open(int index, const poas__spec_entry *e, poas__device **out, ch
     return POAS_ENOMEM;
   int rc = POAS_ENODEV, cores = 0;
   cl_device_id parent;
-  if (!walk_devices(index, &parent)) {
+  int found = walk_devices(index, &parent);
+  if (found < 0) {
+    rc = found;
+    snprintf(err, errcap, "opencl%d: no memory to list the OpenCL devices", index);
+    goto fail;
+  }
+  if (!found) {
     snprintf(err, errcap, "opencl%d: no such device", index);
     goto fail;
   }
