@@ -262,12 +262,14 @@ static int cpu(void) {
  * edge to it went to address 0 (the fake aborted); a copy out whose watch
  * could not be recorded failed its device, and the run failed with
  * "every device failed" instead of POAS_ENOMEM. */
-/* PoCL's CPU device, where there is one: its discovery, when it had no
+/* PoCL's CPU device, where there is one, alone and beside cpu:threads=1
+ * on a core of its own (a sub-device): its discovery, when it had no
  * memory for its lists of platforms and devices, said "0 opencl devices
  * present" or "no such device" (POAS_ENODEV); a traced run goes through
  * the engine, as on the GPU. */
 static int ocl(void) {
-  return gemm_scenario("opencl0", 1, NULL) || gemm_scenario("opencl0", 1, trace_path);
+  return gemm_scenario("opencl0", 1, NULL) || gemm_scenario("opencl0", 1, trace_path) ||
+         gemm_scenario("cpu:threads=1,opencl0:cores=1", 1, NULL);
 }
 
 static int gpu(void) {
