@@ -744,17 +744,29 @@ static int start(runner *r) {
  * of host memory, the run could not have finished on any device: that is
  * the error (POAS_ENOMEM), the devices' failures its detail. It read
  * "every device failed" when the doomed node's device failed as well, its
- * cancelled chunk handed back as a failed device's. Locked. */
+ * cancelled chunk handed back as a failed device's. So is a run whose
+ * devices all failed for want of memory, host or device: nothing failed
+ * but memory (a run on one device whose host staging could not be
+ * allocated read POAS_EDEVICE). Locked. */
 static int fail_all(const runner *r) {
   char why[512] = "";
   size_t len = 0;
-  for (int d = 0; d < r->set->ndev && len < sizeof why; d++)
-    if (r->part[d] && r->e->w[d].failed)
+  int failed = 0, for_memory = 0;
+  for (int d = 0; d < r->set->ndev; d++) {
+    int rc = r->part[d] ? r->e->w[d].failed : 0;
+    if (!rc)
+      continue;
+    failed++;
+    for_memory += rc == POAS_ENOMEM;
+    if (len < sizeof why)
       len += (size_t)snprintf(why + len, sizeof why - len, "%s%s (%s)", len ? ", " : ": ",
-                              r->set->dev[d]->info.id, poas_strerror(r->e->w[d].failed));
+                              r->set->dev[d]->info.id, poas_strerror(rc));
+  }
   if (r->e->doomed)
     return poas__fail(POAS_ENOMEM, "schedule: out of memory recording dependencies, and "
                       "every device failed as well%s", why);
+  if (failed && for_memory == failed)
+    return poas__fail(POAS_ENOMEM, "every device ran out of memory%s", why);
   return poas__fail(POAS_EDEVICE, "every device failed%s", why);
 }
 

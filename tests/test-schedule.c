@@ -524,7 +524,8 @@ TEST(copy_out_whose_record_failed_lands_before_it_retires) {
   poas__gbuf g = {.device = 0, .pitch = sizeof on_device, .lines = 1, .mem = {on_device},
                   .external = 1};
   int hob = poas__engine_add_buffer(e, &ho), db = poas__engine_add_buffer(e, &g);
-  poas__copy2d shape = {sizeof late_out, 1, sizeof late_out, sizeof late_out, 0};
+  poas__copy2d shape = {.width = sizeof late_out, .rows = 1, .host_pitch = sizeof late_out,
+                        .dev_pitch = sizeof late_out};
   poas__ins d2h = {.kind = POAS__INS_D2H, .device = 0, .lane = POAS__LANE_D2H, .chunk = -1,
                    .naccess = 2};
   d2h.access[0] = (poas__access){{db, 0, 1, 0, sizeof on_device}, POAS__READ};
@@ -937,6 +938,8 @@ typedef struct add_source {
   double *a, *c;
   int parts, overwrite, declare;
   int64_t fail_unit;
+  /* Every call on a device whose bit is set fails for want of memory. */
+  int nomem_devices;
   int abuf, cbuf;
 } add_source;
 
@@ -951,6 +954,8 @@ static atomic_int ncalls;
 
 static int add_fn(void *arg) {
   add_call *c = arg;
+  if (c->s->nomem_devices & (1 << c->device))
+    return poas__fail(POAS_ENOMEM, "device %d: no memory (test)", c->device);
   int fails = c->device == 1 && c->s->fail_unit >= c->u0 && c->s->fail_unit < c->u1;
   int64_t end = fails ? c->u0 + (c->u1 - c->u0) / 2 : c->u1;
   for (int64_t u = c->u0; u < end; u++)
@@ -1094,6 +1099,26 @@ TEST(fault_keeps_the_units_finished_in_host_memory) {
   CHECK_OK(add_run(NULL, POAS__SCHED_STATIC, s, &rep, &exact));
   CHECK(exact && rep.faults == 1 && rep.dev[1].failed);
   CHECK_MSG(rep.dev[1].share == 0.25, "share %g", rep.dev[1].share);
+  return 0;
+}
+
+/* A run whose devices all failed for want of memory is out of memory
+ * (POAS_ENOMEM), which a caller can act on: it read "every device failed"
+ * (POAS_EDEVICE). Where one of them had another fault, it still is. */
+TEST(every_device_out_of_memory_is_out_of_memory) {
+  poas_report rep;
+  int exact;
+  add_source s = {.parts = 2, .overwrite = 1, .fail_unit = -1, .nomem_devices = 3};
+  CHECK_RC(add_run(NULL, POAS__SCHED_STATIC, s, &rep, &exact), POAS_ENOMEM);
+  CHECK_MSG(strstr(poas_error_detail(), "every device ran out of memory") &&
+                strstr(poas_error_detail(), "cpu0") && strstr(poas_error_detail(), "sim0"),
+            "%s", poas_error_detail());
+  CHECK(rep.dev[0].failed && rep.dev[1].failed);
+  /* sim0 out of memory, cpu0 with a fault of its own (at its first
+   * operation). */
+  s = (add_source){.parts = 2, .overwrite = 1, .fail_unit = -1, .nomem_devices = 2};
+  CHECK_RC(add_run("cpu0:after=0", POAS__SCHED_STATIC, s, &rep, &exact), POAS_EDEVICE);
+  CHECK_MSG(strstr(poas_error_detail(), "every device failed"), "%s", poas_error_detail());
   return 0;
 }
 
@@ -1427,6 +1452,7 @@ TEST_MAIN(TEST_ENTRY(inference_orders_conflicts),
           TEST_ENTRY(fault_moves_work_virtual_time), TEST_ENTRY(overlapping_plan_ranges_are_refused), TEST_ENTRY(fault_result_still_correct),
           TEST_ENTRY(fault_after_partial_write_back_is_an_error),
           TEST_ENTRY(fault_after_partial_write_back_reruns_an_overwriting_source),
+          TEST_ENTRY(every_device_out_of_memory_is_out_of_memory),
           TEST_ENTRY(fault_keeps_the_units_finished_in_host_memory),
           TEST_ENTRY(real_time_pipeline_cpu_and_async_device),
           TEST_ENTRY(trace_is_valid_chrome_json),
