@@ -231,7 +231,10 @@ int poas_device_get(const poas_context *ctx, int index, poas_device_info *out);
  * copied back to C are kept, and the rest of its work runs on the others.
  * A failure in the middle of a copy back leaves that tile's part of C
  * unknown: with beta = 0 it is written again; with beta != 0 its update
- * cannot be applied twice, and the call fails with POAS_EDEVICE. A run
+ * cannot be applied twice, and the call fails with POAS_EDEVICE. When
+ * every device that took part has failed, the call fails: POAS_ENOMEM
+ * where all of them failed for want of memory (host or device), else
+ * POAS_EDEVICE. A run
  * that fails once started (a device error, POAS_EDEVICE, or memory,
  * POAS_ENOMEM) may have written part of C: the chunks the devices finished,
  * and C is then to be treated as lost. A CUDA device met by an error that
