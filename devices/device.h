@@ -264,6 +264,10 @@ struct poas__device {
   atomic_int lost_state; /* 0, 1 while lost_why is written, 2 once it is */
 };
 
+/* d's GEMM declarations, and setting them (a replaying sim). */
+void poas__dev_gemm_decl(const poas__device *d, poas__gemm_decl *out);
+void poas__dev_set_gemm_decl(poas__device *d, const poas__gemm_decl *in);
+
 /* --------------------------------------------------------- lost devices */
 
 /* Marks d lost for the rest of the process, with why in words: a backend
@@ -272,10 +276,6 @@ struct poas__device {
  * that reason (api/run.c) instead of giving it work that fails on every
  * call. The first call's reason is kept; thread-safe. Returns 1 for the
  * call that marked it, 0 when it was lost already. */
-/* d's GEMM declarations, and setting them (a replaying sim). */
-void poas__dev_gemm_decl(const poas__device *d, poas__gemm_decl *out);
-void poas__dev_set_gemm_decl(poas__device *d, const poas__gemm_decl *in);
-
 int poas__dev_mark_lost(poas__device *d, const char *why);
 /* NULL, or why d was marked lost. */
 const char *poas__dev_lost(const poas__device *d);

@@ -58,7 +58,8 @@ typedef struct poas__profile {
 /* Fills the host part of a fingerprint (host name, CPU model, cores, BLAS)
  * and the creation time; devices are left as they are. */
 void poas__profile_fingerprint_host(poas__profile *p);
-/* Fills a profile device's identification from a device's info. */
+/* Fills a profile device's identification from a device's info, and what
+ * it declares to plans about its GEMM. */
 void poas__profile_device_identify(poas__profile_device *pd, const poas_device_info *info,
                                    const poas__gemm_decl *decl);
 /* Whether a profile device describes this device: 1 when kind, name,
