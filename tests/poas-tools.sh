@@ -175,6 +175,19 @@ grep -q "^profile: $tmp/quiet.json" "$tmp/out" &&
   grep -q "^sim0 .*simulated: its settings are its model" "$tmp/out" &&
   grep -q "^note: cpu0 plans with rough built-in estimates: run poas-calibrate" "$tmp/out" ||
   fail "poas-info --profile, a sim, an uncalibrated cpu: $(cat "$tmp/out")"
+# The pieces an OpenCL device runs its GEMMs in (block=N), calibrated or
+# not, in the table and in the JSON.
+if "$info" --devices opencl0 >/dev/null 2>&1; then
+  "$info" --devices opencl0:block=256 --profile "$tmp/quiet.json" >"$tmp/out" 2>&1 &&
+    grep -q "^opencl0 .*runs its GEMMs in pieces: C in 256 x 256 blocks, k in steps of 256" \
+      "$tmp/out" || fail "poas-info does not show block=256's pieces: $(cat "$tmp/out")"
+  if command -v python3 >/dev/null 2>&1; then
+    "$info" --json --devices opencl0:block=256 --profile "$tmp/quiet.json" >"$tmp/info.json" &&
+      python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["profile"]["devices"][0]
+assert d["gemm_block"] == {"s": 256, "d": 256}, d["gemm_block"]' "$tmp/info.json" ||
+      fail "poas-info --json: no gemm_block of 256: $(cat "$tmp/info.json")"
+  fi
+fi
 "$info" --profile '' >"$tmp/out" 2>&1
 [ $? -eq 2 ] || fail "poas-info --profile '' not a usage error: $(cat "$tmp/out")"
 if [ -w /dev/full ]; then

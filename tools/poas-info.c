@@ -229,10 +229,14 @@ static void print_profile_table(poas_context *ctx) {
   char nb[32];
   for (int i = 0; i < pi.ndevices; i++) {
     const poas_device_fit *f = &pi.dev[i];
+    char blocks[160];
+    tool_block_text(f, blocks, sizeof blocks);
     if (!f->calibrated) {
       printf("%-10s %s\n", f->id,
              is_sim(ctx, f->id) ? "simulated: its settings are its model (exact)"
                                 : "built-in estimate (not calibrated)");
+      if (blocks[0]) /* block=N's, which no calibration chose */
+        printf("%-10s %s\n", f->id, blocks);
       continue;
     }
     for (int dt = 0; dt < 2; dt++)
@@ -279,8 +283,6 @@ static void print_profile_table(poas_context *ctx) {
     tool_threads_text(f, threads, sizeof threads);
     if (threads[0])
       printf("%-10s %s\n", f->id, threads);
-    char blocks[160];
-    tool_block_text(f, blocks, sizeof blocks);
     if (blocks[0])
       printf("%-10s %s\n", f->id, blocks);
   }
