@@ -540,7 +540,9 @@ static int get_flag(reader *r, json_t *obj, const char *path, const char *key, i
 }
 
 /* Optional "gemm_declares": {"wants_bt": true, "align": 32, ...}, each
- * field optional (0 where absent), within what a device could declare. */
+ * field optional (0 where absent), within what a device could declare:
+ * blocks and pads up to POAS__GEMM_BLOCK_MAX, bytes up to 2^56 (as a
+ * device's memory), counts of elements any that is not negative. */
 static int read_gemm_decl(reader *r, json_t *obj, const char *path, poas__gemm_decl *d) {
   json_t *g = member(r, obj, path, "gemm_declares", JSON_OBJECT, "an object", 1);
   if (!g)
@@ -559,9 +561,9 @@ static int read_gemm_decl(reader *r, json_t *obj, const char *path, poas__gemm_d
     const char *key;
     json_int_t hi;
   } ints[] = {{"align", POAS__GEMM_BLOCK_MAX},       {"tile_bytes", (json_int_t)1 << 56},
-              {"max_buffer_bytes", (json_int_t)1 << 56}, {"max_elems", (json_int_t)1 << 62},
+              {"max_buffer_bytes", (json_int_t)1 << 56}, {"max_elems", INT64_MAX},
               {"index_pad", POAS__GEMM_BLOCK_MAX},   {"scratch_pad", POAS__GEMM_BLOCK_MAX},
-              {"scratch_min_mnk", (json_int_t)1 << 62}};
+              {"scratch_min_mnk", INT64_MAX}};
   json_int_t v[POAS__ARRAY_LEN(ints)] = {0};
   for (size_t i = 0; i < POAS__ARRAY_LEN(ints); i++)
     if (json_object_get(g, ints[i].key) && get_int(r, g, p, ints[i].key, 0, ints[i].hi, &v[i]))
