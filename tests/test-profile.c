@@ -90,10 +90,12 @@ static void sample_profile(poas__profile *p) {
     /* The GPU's are not what its kind implies: read from the file. */
     pd->host_memory = !d;
     pd->shares_host_cores = 1;
-    /* Written where declared (not 0): the CPU's none, the other's all. */
+    /* Written where declared (not 0): the CPU's none, the other's all,
+     * one of them the largest count there is. */
     if (d)
       pd->gemm_decl = (poas__gemm_decl){1, 32, ((uint64_t)1 << 26) + 3, (uint64_t)3 << 31,
-                                        INT32_MAX, 128, 64, (int64_t)96 * 96 * 96};    poas__device_model *m = &pd->model;
+                                        INT32_MAX, 128, 64, INT64_MAX};
+    poas__device_model *m = &pd->model;
     m->source = POAS__MODEL_CALIBRATED;
     m->memory_bytes = (uint64_t)5 << 32;
     for (int dt = 0; dt < 2; dt++) {
