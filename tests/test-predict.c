@@ -1450,6 +1450,14 @@ TEST(a_replay_declares_its_devices_gemm_limits) {
   poas__dev_gemm_decl(ctx->devices.dev[0], &got);
   CHECK(got.wants_bt == 1 && got.align == POAS__OCL_GEMM_ALIGN && got.tile_bytes == 0);
   poas_finalize(ctx);
+  /* bt= and align= given keep theirs, as memory= and shared= do. */
+  snprintf(spec, sizeof spec, "sim:profile=%s#opencl0:bt=0:align=64",
+           test_src_path("models/profiles/amd-epyc-2c.json"));
+  CHECK(ctx = test_open(spec));
+  poas__dev_gemm_decl(ctx->devices.dev[0], &got);
+  CHECK_MSG(got.wants_bt == 0 && got.align == 64, "B transposed %d, blocks of %d", got.wants_bt,
+            got.align);
+  poas_finalize(ctx);
   return 0;
 }
 

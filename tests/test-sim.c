@@ -176,6 +176,63 @@ static int operands_alloc(operands *o, int64_t m, int64_t n, int64_t k) {
 
 static void operands_free(operands *o) { free(o->A), free(o->B), free(o->C); }
 
+/* bt=1 and align=N make a sim declare what an OpenCL device declares:
+ * B wanted transposed (its plan transposes the shared operand once on it,
+ * and it spends latency + bytes / bandwidth on that, as its model prices
+ * it) and C in blocks of N (its share a whole number of them); both in
+ * its driver string, so that a profile of it is not another sim's. Under
+ * static scheduling, in virtual time, it runs for exactly its plan's time
+ * with the transpose. */
+TEST(sim_declares_b_transposed_and_blocks) {
+  poas__devset set;
+  char err[256];
+  CHECK_OK(poas__devset_open("sim:bt=1:align=96:latency=1e-4:bandwidth=1e9,sim", &set, err,
+                             sizeof err));
+  poas__device *d = set.dev[0];
+  CHECK(d->gemm_wants_bt == 1 && d->gemm_align == 96);
+  CHECK(set.dev[1]->gemm_wants_bt == 0 && set.dev[1]->gemm_align == 0);
+  CHECK_MSG(strcmp(d->info.driver, "sim latency=0.0001 bandwidth=1e+09 bt=1 align=96") == 0,
+            "%s", d->info.driver);
+  /* A transpose of 1000 x 500 doubles: 1e-4 s + 4e6 bytes at 1e9 B/s. */
+  poas__transpose_call t = {.dtype = POAS_FLOAT64, .rows = 1000, .cols = 500};
+  CHECK_OK(d->be->transpose(d, 1, &t));
+  CHECK_MSG(fabs(poas__sim_lane_clock(d, 1) - 0.0041) < 1e-12, "the transpose took %.9g s",
+            poas__sim_lane_clock(d, 1));
+  poas__devset_close(&set);
+  static const char *const bad[] = {"sim:bt=2", "sim:align=-1", "sim:align=9000"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    CHECK_MSG(poas__devset_open(bad[i], &set, err, sizeof err) == POAS_ESPEC, "%s", bad[i]);
+  poas_options o;
+  poas_options_init(&o);
+  o.devices = "sim:bt=1:align=96:rate=5e10,sim:rate=1e11";
+  o.no_profile = 1;
+  o.no_adapt = 1;
+  o.sched = "static";
+  poas_context *ctx = NULL;
+  CHECK_OK(poas_init(&ctx, &o));
+  enum { M = 2000, N = 1500, K = 700 };
+  operands op;
+  CHECK_OK(operands_alloc(&op, M, N, K));
+  poas_plan plan;
+  CHECK_OK(poas_plan_gemm_call(ctx, POAS_FLOAT32, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M,
+                               N, K, 1, 1, &plan));
+  CHECK_MSG(plan.ndevices == 2 && plan.dev[0].count % 96 == 0 && plan.dev[0].count > 0,
+            "%d devices, sim0 %lld rows or columns", plan.ndevices,
+            (long long)plan.dev[0].count);
+  CHECK_OK(poas_sgemm(ctx, POAS_COL_MAJOR, POAS_NO_TRANS, POAS_NO_TRANS, M, N, K, 1, op.A, M, op.B,
+                      K, 1, op.C, M));
+  poas_report r;
+  CHECK_OK(poas_last_report(ctx, &r));
+  for (int i = 0; i < 2; i++)
+    CHECK_MSG(fabs(r.dev[i].measured_s - plan.dev[i].predicted_s) <=
+                  1e-9 * plan.dev[i].predicted_s,
+              "%s ran %.9g s, planned %.9g", r.dev[i].id, r.dev[i].measured_s,
+              plan.dev[i].predicted_s);
+  operands_free(&op);
+  poas_finalize(ctx);
+  return 0;
+}
+
 /* A tiled GEMM runs in virtual time as its plan predicts. With room for
  * two tiles of C, the pipeline copies each tile's operand and C in, in
  * tile order; the engine once submitted the nodes in the order they became
@@ -393,4 +450,5 @@ TEST_MAIN(TEST_ENTRY(sim_virtual_time_follows_parameters), TEST_ENTRY(device_mem
           TEST_ENTRY(failed_work_skips_a_device_that_holds_no_tile),
           TEST_ENTRY(a_lost_device_is_planned_out_with_its_reason),
           TEST_ENTRY(a_plan_splits_the_way_predicted_faster),
-          TEST_ENTRY(sim_beside_real_device_takes_real_time), TEST_ENTRY(sim_slowdown_and_ids))
+          TEST_ENTRY(sim_beside_real_device_takes_real_time), TEST_ENTRY(sim_slowdown_and_ids),
+          TEST_ENTRY(sim_declares_b_transposed_and_blocks))

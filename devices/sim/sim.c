@@ -33,6 +33,8 @@ typedef struct sim_state {
   uint64_t jitter_state; /* xorshift64* state of the jitter */
   int memory_given;      /* memory= was set: a replay keeps it */
   int shared_given;      /* shared= was set: a replay keeps it */
+  int bt_given;          /* bt= was set: a replay keeps it */
+  int align_given;       /* align= was set: a replay keeps it */
   double dispatch_s;     /* the replayed device's cost of a run */
   double dispatch_due;   /* that cost, while the run's first operation is to come */
   double duplex;         /* the replayed device's copies both ways at once; 0: none */
@@ -77,6 +79,18 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
     s->shared_given = 1;
     return 0;
   }
+  if (strcmp(key, "bt") == 0 || strcmp(key, "align") == 0) {
+    int bt = key[0] == 'b';
+    int64_t v;
+    if (poas__spec_int("sim", bt ? "bt" : "align", value, 0, 0, bt ? 1 : POAS__GEMM_BLOCK_MAX, &v,
+                       err, errcap))
+      return POAS_ESPEC;
+    if (bt)
+      s->p.wants_bt = (int)v, s->bt_given = 1;
+    else
+      s->p.align = (int)v, s->align_given = 1;
+    return 0;
+  }
   if (strcmp(key, "jitter") == 0) {
     double v;
     if (poas__parse_double(value, 0, &v) || !(v >= 0 && v < 1)) {
@@ -106,7 +120,7 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
   }
   snprintf(err, errcap,
            "sim: unknown setting '%s' (known: rate, drate, latency, bandwidth, memory, "
-           "slowdown, roundtrip, jitter, shared, profile)",
+           "slowdown, roundtrip, jitter, shared, bt, align, profile)",
            key);
   return POAS_ESPEC;
 }
@@ -145,8 +159,8 @@ static void append_number(char *buf, size_t cap, const char *key, double v) {
  * longest %.17g) after the longest key, and the longest profile= value. */
 #define SIM_DRIVER_MAX                                                                           \
   (sizeof "sim" + POAS__ARRAY_LEN(sim_keys) * (sizeof " bandwidth=" + 24) +                      \
-   sizeof " memory=" + 24 + sizeof " jitter=" + 24 + sizeof " shared=1" + sizeof " profile=" +   \
-   POAS__SPEC_TOKEN)
+   sizeof " memory=" + 24 + sizeof " jitter=" + 24 + sizeof " shared=1" + sizeof " bt=1" +       \
+   sizeof " align=" + 24 + sizeof " profile=" + POAS__SPEC_TOKEN)
 _Static_assert(SIM_DRIVER_MAX <= sizeof((poas_device_info *)0)->driver,
                "a sim's driver string holds all of its settings");
 
@@ -175,6 +189,10 @@ static void describe(const poas__sim_params *p, int memory_given, char *buf, siz
     append_number(buf, cap, "jitter", p->jitter);
   if (p->shares_host_cores)
     append(buf, cap, " shared=1");
+  if (p->wants_bt)
+    append(buf, cap, " bt=1");
+  if (p->align > 1)
+    append(buf, cap, " align=%d", p->align);
   if (p->profile)
     append(buf, cap, " profile=%s", p->profile);
 }
@@ -203,6 +221,8 @@ static int sim_open(int index, const poas__spec_entry *e, poas__device **out, ch
   info->memory_bytes = s->p.memory;
   info->cores = 1;
   info->shares_host_cores = s->p.shares_host_cores;
+  s->dev.gemm_wants_bt = s->p.wants_bt;
+  s->dev.gemm_align = s->p.align;
   info->peak_gflops[0] = s->p.rate[0] / 1e9;
   info->peak_gflops[1] = s->p.rate[1] / 1e9;
   s->dev.nlanes = SIM_LANES;
@@ -253,6 +273,10 @@ void poas__sim_replay_device(poas__device *dev, const poas__sim_replay *r) {
   if (r->cores > 0)
     dev->info.cores = r->cores;
   poas__dev_set_gemm_decl(dev, &r->gemm);
+  if (s->bt_given)
+    dev->gemm_wants_bt = s->p.wants_bt;
+  if (s->align_given)
+    dev->gemm_align = s->p.align;
   s->dispatch_s = r->dispatch_s;
   s->duplex = r->duplex;
   s->contention = r->contention;

@@ -17,6 +17,13 @@ typedef struct poas__sim_params {
                           in [-1, 1) from a fixed seed: a machine busy with other work */
   uint64_t memory;     /* bytes it can allocate */
   int shares_host_cores;
+  /* bt=1: its GEMM wants B transposed, as an OpenCL device's through
+   * CLBlast (poas__device.gemm_wants_bt): plans transpose the shared
+   * operand once on it, which it spends latency + bytes / bandwidth on.
+   * align=N: it computes C in blocks of N rows and columns
+   * (poas__device.gemm_align), and plans pad its chunks to them. */
+  int wants_bt;
+  int align;
   const char *profile; /* sim:profile=FILE, or NULL */
 } poas__sim_params;
 
