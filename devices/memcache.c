@@ -25,7 +25,6 @@
 #include "devices/device.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #define MEMCACHE_SLOTS 32
 
@@ -188,14 +187,10 @@ int poas__dev_alloc(poas__device *d, size_t bytes, poas__mem *out) {
   /* A failure for memory is tried again below, and no warning until the
    * retry fails too: one that the retry fixed still warned, of a call that
    * then ran. Any other failure is said as it was. */
-  char before[512]; /* the detail as it was (core/log.c keeps 512 bytes) */
-  poas__strlcpy(before, poas_error_detail(), sizeof before);
   int was = poas__failures_expected(1);
   int rc = d->be->mem_alloc(d, bytes, out);
   poas__failures_expected(was);
-  /* (Said only where the backend said something: a detail it left as it
-   * was is an earlier error's.) */
-  if (rc && rc != POAS_ENOMEM && !was && strcmp(before, poas_error_detail()) != 0)
+  if (rc && rc != POAS_ENOMEM && !was)
     poas__warn("%s", poas_error_detail());
   if (rc != POAS_ENOMEM)
     return rc;

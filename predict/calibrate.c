@@ -1973,11 +1973,10 @@ static double time_block_probe(poas__device *dev, const poas__gemm_call *g) {
 /* Chooses, by dtype, whether the device runs its GEMMs in pieces
  * (poas__device.gemm_block) for the sweep and for the runs its models
  * will plan: BLOCK_SIDE where the probe ran faster so, else whole calls.
- * Into chosen[dt] as well; nothing to choose (0) where the device cannot
- * block or cannot hold the probe's operands (it then runs whole calls, as
- * it did before calibration chose). */
-static void choose_block(poas__device *dev, const poas__calib_opts *o, int chosen[2]) {
-  chosen[0] = chosen[1] = 0;
+ * Nothing to choose where the device cannot block (block=N keeps N); one
+ * that cannot hold the probe's operands runs whole calls, as it did before
+ * calibration chose. */
+static void choose_block(poas__device *dev, const poas__calib_opts *o) {
   if (!dev->can_block)
     return;
   dev->gemm_block[0] = dev->gemm_block[1] = 0;
@@ -1997,7 +1996,7 @@ static void choose_block(poas__device *dev, const poas__calib_opts *o, int chose
     dev->gemm_block[dt] = BLOCK_SIDE;
     double pieces = time_block_probe(dev, &call);
     int take = whole > 0 && pieces > 0 && pieces * BLOCK_GAIN < whole;
-    dev->gemm_block[dt] = chosen[dt] = take ? BLOCK_SIDE : 0;
+    dev->gemm_block[dt] = take ? BLOCK_SIDE : 0;
     poas__info("%s: %sgemm of %d^3 took %.3g ms whole and %.3g ms in %d pieces: %s",
                dev->info.id, poas__dtype_letter((poas_dtype)dt), BLOCK_PROBE, whole * 1e3,
                pieces * 1e3, BLOCK_SIDE, take ? "pieces" : "whole calls");
@@ -2010,8 +2009,7 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   /* Calls run by the tables calibration sets, not by the slow state's
    * (the context derives that one again from the new models). */
   atomic_store(&dev->handoff_slow, 0);
-  int block[2];
-  choose_block(dev, o, block);
+  choose_block(dev, o);
   scaled_sweep scaled;
   int rc = device_sweep(dev, o, &scaled);
   if (rc)
@@ -2102,8 +2100,9 @@ int poas__calibrate_device(poas__device *dev, const poas__calib_opts *o, poas__d
   if (rc)
     return rc;
   /* Dtypes not measured keep no model; the caller fills them in. The
-   * pieces its GEMMs were measured in go with the models. */
-  memcpy(m.gemm_block, block, sizeof m.gemm_block);
+   * pieces its GEMMs were measured in (choose_block's, or block=N's) go
+   * with the models. */
+  memcpy(m.gemm_block, dev->gemm_block, sizeof m.gemm_block);
   *out = m;
   pg.done = pg.total;
   report(&pg, "done", 0);

@@ -154,6 +154,13 @@ void tool_run_cost_text(const poas_device_fit *f, char *buf, size_t cap) {
              1e6 * f->engine_s);
 }
 
+/* "WHAT in pieces: ..." or "WHAT in whole calls" for pieces of side b. */
+static int block_clause(char *buf, size_t cap, const char *what, int b) {
+  return b > 0 ? snprintf(buf, cap, "%s in pieces: C in %d x %d blocks, k in steps of %d", what,
+                          b, b, b)
+               : snprintf(buf, cap, "%s in whole calls", what);
+}
+
 void tool_block_text(const poas_device_fit *f, char *buf, size_t cap) {
   if (cap)
     buf[0] = '\0';
@@ -161,21 +168,12 @@ void tool_block_text(const poas_device_fit *f, char *buf, size_t cap) {
   if (!(b[0] > 0) && !(b[1] > 0))
     return;
   if (b[0] == b[1]) {
-    snprintf(buf, cap, "runs its GEMMs in pieces: C in %d x %d blocks, k in steps of %d", b[0],
-             b[0], b[0]);
+    block_clause(buf, cap, "runs its GEMMs", b[0]);
     return;
   }
-  /* The dtype in pieces first, then the other (whole, or other pieces). */
-  int first = b[0] > 0 ? 0 : 1, other = 1 - first;
-  int len = snprintf(buf, cap, "runs %sgemm in pieces: C in %d x %d blocks, k in steps of %d; ",
-                     first ? "d" : "s", b[first], b[first], b[first]);
-  if (len < 0 || (size_t)len >= cap)
-    return;
-  if (b[other] > 0)
-    snprintf(buf + len, cap - (size_t)len, "%sgemm in %d x %d blocks, k in steps of %d",
-             other ? "d" : "s", b[other], b[other], b[other]);
-  else
-    snprintf(buf + len, cap - (size_t)len, "%sgemm in whole calls", other ? "d" : "s");
+  int len = block_clause(buf, cap, "runs sgemm", b[0]);
+  if (len > 0 && (size_t)len + 2 < cap)
+    block_clause(buf + len, cap - (size_t)len, "; dgemm", b[1]);
 }
 
 /* v with two decimals, or in three significant digits where those would

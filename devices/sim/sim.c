@@ -79,8 +79,8 @@ static int set_param(sim_state *s, const char *key, const char *value, char *err
     s->shared_given = 1;
     return 0;
   }
-  if (strcmp(key, "bt") == 0 || strcmp(key, "align") == 0) {
-    int bt = key[0] == 'b';
+  int bt = strcmp(key, "bt") == 0;
+  if (bt || strcmp(key, "align") == 0) {
     int64_t v;
     if (poas__spec_int("sim", bt ? "bt" : "align", value, 0, 0, bt ? 1 : POAS__GEMM_BLOCK_MAX, &v,
                        err, errcap))
